@@ -1,0 +1,77 @@
+#include "core/module.h"
+
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "core/status_macros.h"
+
+namespace shardkit {
+namespace {
+
+absl::string_view View(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+}  // namespace
+
+absl::Status ValidateParameterName(std::string_view name) {
+  if (name.empty()) return absl::InvalidArgumentError("parameter name is empty");
+  bool segment_empty = true;
+  for (char c : name) {
+    if (c <= ' ' || c > '~') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter name \"", absl::CHexEscape(View(name)),
+          "\" contains a space, control or non-ASCII character"));
+    }
+    if (c == '.') {
+      if (segment_empty) break;
+      segment_empty = true;
+    } else {
+      segment_empty = false;
+    }
+  }
+  if (segment_empty) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter name \"", View(name), "\" has an empty dotted segment"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Module::AddParameter(std::string name, Tensor tensor) {
+  SHARDKIT_RETURN_IF_ERROR(ValidateParameterName(name));
+  if (index_.contains(name)) {
+    return absl::AlreadyExistsError(absl::StrCat("parameter ", name, " already exists"));
+  }
+  index_.emplace(name, names_.size());
+  names_.push_back(std::move(name));
+  tensors_.push_back(std::move(tensor));
+  return absl::OkStatus();
+}
+
+bool Module::Contains(std::string_view name) const { return index_.contains(View(name)); }
+
+absl::StatusOr<size_t> Module::IndexOf(std::string_view name) const {
+  auto it = index_.find(View(name));
+  if (it == index_.end()) {
+    return absl::NotFoundError(absl::StrCat("module has no parameter \"", View(name), "\""));
+  }
+  return it->second;
+}
+
+absl::StatusOr<const Tensor*> Module::GetTensor(std::string_view name) const {
+  SHARDKIT_ASSIGN_OR_RETURN(size_t i, IndexOf(name));
+  return &tensors_[i];
+}
+
+absl::StatusOr<Tensor*> Module::MutableTensor(std::string_view name) {
+  SHARDKIT_ASSIGN_OR_RETURN(size_t i, IndexOf(name));
+  return &tensors_[i];
+}
+
+absl::Status Module::SetTensor(std::string_view name, Tensor tensor) {
+  SHARDKIT_ASSIGN_OR_RETURN(size_t i, IndexOf(name));
+  tensors_[i] = std::move(tensor);
+  return absl::OkStatus();
+}
+
+}  // namespace shardkit

@@ -1,0 +1,61 @@
+#include "integration/cli/commands.h"
+
+#include <iostream>
+#include <string_view>
+
+#include "absl/strings/str_format.h"
+
+namespace shardkit::cli {
+namespace {
+
+// One entry per subcommand; later features fill in `run`.
+constexpr Command kCommands[] = {
+    {"launch", "run N local ranks of a command with the SHARDKIT_* environment", nullptr},
+    {"shard", "shard a safetensors checkpoint across ranks with a JSON plan", nullptr},
+    {"gather", "reassemble a checkpoint from a shard directory", nullptr},
+    {"inspect", "print a table of a safetensors file or shard directory", nullptr},
+    {"spec", "validate a sharding spec or plan: 'spec check FILE.json'", nullptr},
+    {"demo", "the main job: shard a synthetic model across local ranks and verify it", nullptr},
+    {"bench", "benchmark ShardParameter against the raw backend", nullptr},
+};
+
+std::string Usage() {
+  std::string out =
+      "usage: shardkit COMMAND [ARGS...]\n\n"
+      "shardkit shards model parameters across the ranks of a distributed job.\n\n"
+      "commands:\n";
+  for (const Command& command : kCommands) {
+    absl::StrAppendFormat(&out, "  %-9s %s%s\n", command.name, command.summary,
+                          command.run == nullptr ? " (not yet implemented)" : "");
+  }
+  out +=
+      "\nRun 'shardkit COMMAND --help' for a command's flags.\n"
+      "Exit status: 0 success, 2 invalid request (arguments or inputs), 1 anything else.\n";
+  return out;
+}
+
+}  // namespace
+
+int RunShardkit(const std::vector<std::string>& args) {
+  if (args.empty()) {
+    std::cerr << "shardkit: missing command\n" << Usage();
+    return 2;
+  }
+  const std::string& name = args[0];
+  if (name == "--help" || name == "-h" || name == "help") {
+    std::cout << Usage();
+    return 0;
+  }
+  for (const Command& command : kCommands) {
+    if (name != command.name) continue;
+    if (command.run == nullptr) {
+      std::cerr << "shardkit " << name << ": not yet implemented" << std::endl;
+      return 1;
+    }
+    return command.run(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
+  std::cerr << "shardkit: unknown command \"" << name << "\"\n" << Usage();
+  return 2;
+}
+
+}  // namespace shardkit::cli

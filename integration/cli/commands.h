@@ -1,0 +1,25 @@
+// The `shardkit` subcommands. Each lives in its own file and is listed once in main.cc's table.
+// A command receives the arguments after its name and returns the process exit status
+// (0 success, 2 invalid request, 1 anything else; see ARCHITECTURE.md).
+#ifndef SHARDKIT_INTEGRATION_CLI_COMMANDS_H_
+#define SHARDKIT_INTEGRATION_CLI_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+namespace shardkit::cli {
+
+using CommandFn = int (*)(const std::vector<std::string>& args);
+
+struct Command {
+  const char* name;
+  const char* summary;
+  CommandFn run;  // nullptr: not implemented yet
+};
+
+// Runs `shardkit ARGS...` (argv without the program name); returns the exit status.
+int RunShardkit(const std::vector<std::string>& args);
+
+}  // namespace shardkit::cli
+
+#endif  // SHARDKIT_INTEGRATION_CLI_COMMANDS_H_

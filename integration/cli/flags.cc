@@ -1,0 +1,160 @@
+#include "integration/cli/flags.h"
+
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace shardkit::cli {
+
+FlagParser::FlagParser(std::string command, std::string usage)
+    : command_(std::move(command)), usage_(std::move(usage)) {}
+
+void FlagParser::AddString(std::string name, std::string* out, std::string help) {
+  flags_.push_back({std::move(name), Kind::kString, out, std::move(help)});
+}
+
+void FlagParser::AddInt(std::string name, int64_t* out, std::string help, int64_t min,
+                        int64_t max) {
+  flags_.push_back({std::move(name), Kind::kInt, out, std::move(help), min, max});
+}
+
+void FlagParser::AddDouble(std::string name, double* out, std::string help) {
+  flags_.push_back({std::move(name), Kind::kDouble, out, std::move(help)});
+}
+
+void FlagParser::AddBool(std::string name, bool* out, std::string help) {
+  flags_.push_back({std::move(name), Kind::kBool, out, std::move(help)});
+}
+
+const FlagParser::Flag* FlagParser::Find(const std::string& name) const {
+  for (const Flag& flag : flags_) {
+    if (flag.name == name) return &flag;
+  }
+  return nullptr;
+}
+
+absl::Status FlagParser::Assign(const Flag& flag, const std::string& value) {
+  switch (flag.kind) {
+    case Kind::kString:
+      *static_cast<std::string*>(flag.out) = value;
+      return absl::OkStatus();
+    case Kind::kInt: {
+      int64_t parsed = 0;
+      if (!absl::SimpleAtoi(value, &parsed) || value.empty() || value[0] == '+' ||
+          value.find_first_of(" \t") != std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", flag.name, ": expected an integer, got \"", value, "\""));
+      }
+      if (parsed < flag.min || parsed > flag.max) {
+        return absl::InvalidArgumentError(absl::StrCat("--", flag.name, ": ", parsed,
+                                                       " is out of range [", flag.min, ", ",
+                                                       flag.max, "]"));
+      }
+      *static_cast<int64_t*>(flag.out) = parsed;
+      return absl::OkStatus();
+    }
+    case Kind::kDouble: {
+      double parsed = 0;
+      if (!absl::SimpleAtod(value, &parsed) || !(parsed >= 0) || parsed > 1e9) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", flag.name, ": expected a non-negative number, got \"", value, "\""));
+      }
+      *static_cast<double*>(flag.out) = parsed;
+      return absl::OkStatus();
+    }
+    case Kind::kBool:
+      if (value == "true" || value == "1") {
+        *static_cast<bool*>(flag.out) = true;
+      } else if (value == "false" || value == "0") {
+        *static_cast<bool*>(flag.out) = false;
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", flag.name, ": expected true or false, got \"", value, "\""));
+      }
+      return absl::OkStatus();
+  }
+  return absl::InternalError("unreachable");
+}
+
+absl::Status FlagParser::Parse(const std::vector<std::string>& args,
+                               std::vector<std::string>* positional) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      positional->insert(positional->end(), args.begin() + i + 1, args.end());
+      return absl::OkStatus();
+    }
+    if (arg == "-h" || arg == "--help") {
+      help_requested_ = true;
+      continue;
+    }
+    if (arg.size() < 2 || arg[0] != '-' || arg == "-") {
+      positional->push_back(arg);
+      continue;
+    }
+    if (arg[1] != '-') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag ", arg, " (flags are written --name)"));
+    }
+    std::string name = arg.substr(2);
+    std::string value;
+    bool has_value = false;
+    if (size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+      has_value = true;
+    }
+    const Flag* flag = Find(name);
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", name, " (see '", command_, " --help')"));
+    }
+    if (!has_value && flag->kind == Kind::kBool) {
+      value = "true";
+    } else if (!has_value) {
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      }
+      value = args[++i];
+    }
+    if (absl::Status s = Assign(*flag, value); !s.ok()) return s;
+    set_.insert(name);
+  }
+  return absl::OkStatus();
+}
+
+std::string FlagParser::Help() const {
+  std::string out = absl::StrCat("usage: ", command_, " ", usage_, "\n");
+  if (!flags_.empty()) absl::StrAppend(&out, "\nflags:\n");
+  for (const Flag& flag : flags_) {
+    std::string left = absl::StrCat("--", flag.name);
+    if (flag.kind != Kind::kBool) absl::StrAppend(&left, " VALUE");
+    absl::StrAppendFormat(&out, "  %-22s %s\n", left, flag.help);
+  }
+  absl::StrAppendFormat(&out, "  %-22s %s\n", "-h, --help", "print this help and exit");
+  return out;
+}
+
+int ExitCodeFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return 0;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kPermissionDenied:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+int ReportError(const std::string& command, const absl::Status& status) {
+  std::cerr << command << ": " << status.message() << std::endl;
+  return ExitCodeFor(status);
+}
+
+}  // namespace shardkit::cli

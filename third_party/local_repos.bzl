@@ -1,0 +1,159 @@
+"""Repository rules that keep Bazel 4.2.3 offline.
+
+stub_repositories() declares @rules_cc, @rules_java and @remote_coverage_tools as small local
+stand-ins, so Bazel's built-in WORKSPACE suffix never tries to download them.
+cuda_repository() exposes CUDA_HOME's runtime and NCCL, or stubs that fail with a clear message.
+"""
+
+_RULES_CC_DEFS = """
+def cc_binary(**kwargs):
+    native.cc_binary(**kwargs)
+
+def cc_import(**kwargs):
+    native.cc_import(**kwargs)
+
+def cc_library(**kwargs):
+    native.cc_library(**kwargs)
+
+def cc_proto_library(**kwargs):
+    native.cc_proto_library(**kwargs)
+
+def cc_test(**kwargs):
+    native.cc_test(**kwargs)
+
+def cc_toolchain(**kwargs):
+    native.cc_toolchain(**kwargs)
+
+def cc_toolchain_suite(**kwargs):
+    native.cc_toolchain_suite(**kwargs)
+
+def objc_library(**kwargs):
+    native.objc_library(**kwargs)
+
+def objc_import(**kwargs):
+    native.objc_import(**kwargs)
+"""
+
+_RULES_JAVA_DEFS = """
+def java_binary(**kwargs):
+    native.java_binary(**kwargs)
+
+def java_import(**kwargs):
+    native.java_import(**kwargs)
+
+def java_library(**kwargs):
+    native.java_library(**kwargs)
+
+def java_lite_proto_library(**kwargs):
+    native.java_lite_proto_library(**kwargs)
+
+def java_proto_library(**kwargs):
+    native.java_proto_library(**kwargs)
+
+def java_test(**kwargs):
+    native.java_test(**kwargs)
+
+def java_package_configuration(**kwargs):
+    native.java_package_configuration(**kwargs)
+
+def java_plugin(**kwargs):
+    native.java_plugin(**kwargs)
+
+def java_runtime(**kwargs):
+    native.java_runtime(**kwargs)
+
+def java_toolchain(**kwargs):
+    native.java_toolchain(**kwargs)
+"""
+
+def _stub_impl(ctx):
+    for path, content in ctx.attr.files.items():
+        ctx.file(path, content)
+
+_stub_repository = repository_rule(
+    implementation = _stub_impl,
+    attrs = {"files": attr.string_dict()},
+)
+
+def stub_repositories():
+    _stub_repository(
+        name = "rules_cc",
+        files = {
+            "WORKSPACE": "workspace(name = \"rules_cc\")\n",
+            "BUILD": "",
+            "cc/BUILD": "",
+            "cc/defs.bzl": _RULES_CC_DEFS,
+        },
+    )
+    _stub_repository(
+        name = "rules_java",
+        files = {
+            "WORKSPACE": "workspace(name = \"rules_java\")\n",
+            "BUILD": "",
+            "java/BUILD": "",
+            "java/defs.bzl": _RULES_JAVA_DEFS,
+        },
+    )
+    _stub_repository(
+        name = "remote_coverage_tools",
+        files = {
+            "WORKSPACE": "workspace(name = \"remote_coverage_tools\")\n",
+            "noop.sh": "#!/bin/sh\nexit 0\n",
+            "BUILD": "\n".join([
+                "package(default_visibility = [\"//visibility:public\"])",
+                "sh_binary(name = \"coverage_report_generator\", srcs = [\"noop.sh\"])",
+                "sh_binary(name = \"lcov_merger\", srcs = [\"noop.sh\"])",
+                "",
+            ]),
+        },
+    )
+
+_CUDA_BUILD_PRESENT = """
+package(default_visibility = ["//visibility:public"])
+
+cc_library(
+    name = "cuda_headers",
+    hdrs = glob(["include/**"]),
+    includes = ["include", "include/cccl"],
+)
+
+cc_library(
+    name = "cudart",
+    linkopts = ["-L{home}/lib64", "-L{home}/lib", "-Wl,-rpath,{home}/lib64", "-lcudart"],
+    deps = [":cuda_headers"],
+)
+
+cc_library(
+    name = "nccl",
+    linkopts = ["-L{home}/lib", "-L{home}/lib64", "-Wl,-rpath,{home}/lib", "-lnccl"],
+    deps = [":cuda_headers"],
+)
+"""
+
+_CUDA_BUILD_ABSENT = """
+package(default_visibility = ["//visibility:public"])
+
+genrule(
+    name = "missing",
+    outs = ["missing.h"],
+    cmd = "echo 'CUDA not found at {home}: set CUDA_HOME to a CUDA toolkit with NCCL' >&2; exit 1",
+)
+
+cc_library(name = "cuda_headers", hdrs = [":missing"])
+cc_library(name = "cudart", deps = [":cuda_headers"])
+cc_library(name = "nccl", deps = [":cuda_headers"])
+"""
+
+def _cuda_impl(ctx):
+    home = ctx.os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    if ctx.path(home + "/include/cuda_runtime_api.h").exists:
+        ctx.symlink(home + "/include", "include")
+        ctx.file("BUILD", _CUDA_BUILD_PRESENT.format(home = home))
+    else:
+        ctx.file("BUILD", _CUDA_BUILD_ABSENT.format(home = home))
+
+cuda_repository = repository_rule(
+    implementation = _cuda_impl,
+    environ = ["CUDA_HOME"],
+    local = True,
+)

@@ -68,7 +68,7 @@ class Storage {
   void* data_;
   size_t nbytes_;
   Device device_;
-  Allocator* allocator_;            // set for allocated storage
+  Allocator* allocator_;           // set for allocated storage
   std::function<void()> deleter_;  // set for wrapped storage
 };
 

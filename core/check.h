@@ -47,12 +47,12 @@ struct Voidify {
 #define SHARDKIT_LOG(severity) \
   ::shardkit::internal::LogMessage(SHARDKIT_LOG_SEVERITY_##severity, __FILE__, __LINE__).stream()
 
-#define SHARDKIT_CHECK(cond)                                              \
-  (cond) ? (void)0                                                        \
-         : ::shardkit::internal::Voidify() &                              \
-               ::shardkit::internal::LogMessage(                          \
-                   ::shardkit::LogSeverity::kFatal, __FILE__, __LINE__)   \
-                       .stream()                                          \
-                   << "Check failed: " #cond " "
+#define SHARDKIT_CHECK(cond)                                                                      \
+  (cond)                                                                                          \
+      ? (void)0                                                                                   \
+      : ::shardkit::internal::Voidify() &                                                         \
+            ::shardkit::internal::LogMessage(::shardkit::LogSeverity::kFatal, __FILE__, __LINE__) \
+                    .stream()                                                                     \
+                << "Check failed: " #cond " "
 
 #endif  // SHARDKIT_CORE_CHECK_H_

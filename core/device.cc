@@ -32,9 +32,9 @@ absl::StatusOr<Device> Device::Parse(std::string_view text) {
       ParseIndex(text.substr(kCudaPrefix.size()), &index)) {
     return Device::Cuda(index);
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("invalid device \"", absl::string_view(text.data(), text.size()),
-                   "\"; expected \"cpu\", \"cuda\" or \"cuda:N\""));
+  return absl::InvalidArgumentError(absl::StrCat("invalid device \"",
+                                                 absl::string_view(text.data(), text.size()),
+                                                 "\"; expected \"cpu\", \"cuda\" or \"cuda:N\""));
 }
 
 std::string Device::ToString() const {

@@ -19,11 +19,11 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kInfo[] = {
-    {DType::kFloat32, 4, "float32", "F32", true},   {DType::kFloat64, 8, "float64", "F64", true},
-    {DType::kFloat16, 2, "float16", "F16", true},   {DType::kBFloat16, 2, "bfloat16", "BF16", true},
-    {DType::kInt8, 1, "int8", "I8", false},         {DType::kUInt8, 1, "uint8", "U8", false},
-    {DType::kInt16, 2, "int16", "I16", false},      {DType::kInt32, 4, "int32", "I32", false},
-    {DType::kInt64, 8, "int64", "I64", false},      {DType::kBool, 1, "bool", "BOOL", false},
+    {DType::kFloat32, 4, "float32", "F32", true}, {DType::kFloat64, 8, "float64", "F64", true},
+    {DType::kFloat16, 2, "float16", "F16", true}, {DType::kBFloat16, 2, "bfloat16", "BF16", true},
+    {DType::kInt8, 1, "int8", "I8", false},       {DType::kUInt8, 1, "uint8", "U8", false},
+    {DType::kInt16, 2, "int16", "I16", false},    {DType::kInt32, 4, "int32", "I32", false},
+    {DType::kInt64, 8, "int64", "I64", false},    {DType::kBool, 1, "bool", "BOOL", false},
 };
 
 const DTypeInfo& Info(DType dtype) { return kInfo[static_cast<size_t>(dtype)]; }
@@ -79,9 +79,9 @@ uint16_t FloatToHalfBits(float value) {
   std::memcpy(&f, &value, sizeof(f));
   const uint32_t sign = (f >> 16) & 0x8000u;
   const uint32_t abs = f & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x47800000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (abs < 0x33000000u) return static_cast<uint16_t>(sign);            // underflow -> 0
+  if (abs < 0x33000000u) return static_cast<uint16_t>(sign);             // underflow -> 0
   int exponent = static_cast<int>(abs >> 23) - 127 + 15;
   uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
   int shift = exponent <= 0 ? 14 - exponent : 13;  // subnormal results shift further

@@ -30,8 +30,8 @@ TEST(DTypeTest, SizesAndNamesRoundTrip) {
 }
 
 TEST(DTypeTest, RejectsUnknownNames) {
-  EXPECT_THAT(ParseDType("float"), StatusIs(absl::StatusCode::kInvalidArgument,
-                                            HasSubstr("unknown dtype \"float\"")));
+  EXPECT_THAT(ParseDType("float"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown dtype \"float\"")));
   EXPECT_THAT(ParseDType(""), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"\"")));
   EXPECT_THAT(DTypeFromSafetensors("float32"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"float32\"")));
@@ -46,11 +46,11 @@ TEST(DTypeTest, HalfAndBFloat16Conversions) {
   EXPECT_EQ(FloatToHalfBits(1.0f), 0x3c00);
   EXPECT_EQ(FloatToHalfBits(-2.0f), 0xc000);
   EXPECT_EQ(FloatToHalfBits(65504.0f), 0x7bff);
-  EXPECT_EQ(FloatToHalfBits(65520.0f), 0x7c00);           // rounds to infinity
+  EXPECT_EQ(FloatToHalfBits(65520.0f), 0x7c00);               // rounds to infinity
   EXPECT_EQ(FloatToHalfBits(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(FloatToHalfBits(std::ldexp(1.0f, -25)), 0x0000);  // tie rounds to even (0)
-  EXPECT_EQ(FloatToHalfBits(2049.0f), 0x6800);  // 2048: tie to even
-  EXPECT_EQ(FloatToHalfBits(2051.0f), 0x6802);  // 2052: tie to even
+  EXPECT_EQ(FloatToHalfBits(2049.0f), 0x6800);                // 2048: tie to even
+  EXPECT_EQ(FloatToHalfBits(2051.0f), 0x6802);                // 2052: tie to even
   EXPECT_TRUE(std::isnan(HalfBitsToFloat(FloatToHalfBits(NAN))));
   for (uint32_t bits = 0; bits < 0x7c00; ++bits) {  // every finite positive half round-trips
     ASSERT_EQ(FloatToHalfBits(HalfBitsToFloat(static_cast<uint16_t>(bits))), bits) << bits;

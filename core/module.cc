@@ -19,9 +19,9 @@ absl::Status ValidateParameterName(std::string_view name) {
   bool segment_empty = true;
   for (char c : name) {
     if (c <= ' ' || c > '~') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "parameter name \"", absl::CHexEscape(View(name)),
-          "\" contains a space, control or non-ASCII character"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter name \"", absl::CHexEscape(View(name)),
+                       "\" contains a space, control or non-ASCII character"));
     }
     if (c == '.') {
       if (segment_empty) break;

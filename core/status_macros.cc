@@ -6,9 +6,8 @@ namespace shardkit {
 
 absl::Status Annotate(const absl::Status& status, std::string_view context) {
   if (status.ok()) return status;
-  return absl::Status(status.code(),
-                      absl::StrCat(absl::string_view(context.data(), context.size()), ": ",
-                                   status.message()));
+  return absl::Status(status.code(), absl::StrCat(absl::string_view(context.data(), context.size()),
+                                                  ": ", status.message()));
 }
 
 }  // namespace shardkit

@@ -24,10 +24,10 @@ namespace shardkit {
 #define SHARDKIT_STATUS_CONCAT_(a, b) SHARDKIT_STATUS_CONCAT_INNER_(a, b)
 
 // Evaluates `expr` (an absl::Status); returns it from the enclosing function if not OK.
-#define SHARDKIT_RETURN_IF_ERROR(expr)                                    \
-  do {                                                                    \
-    ::absl::Status shardkit_status_ = (expr);                             \
-    if (!shardkit_status_.ok()) return shardkit_status_;                  \
+#define SHARDKIT_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::absl::Status shardkit_status_ = (expr);            \
+    if (!shardkit_status_.ok()) return shardkit_status_; \
   } while (false)
 
 // Evaluates `rexpr` (an absl::StatusOr<T>); returns its status if not OK, else moves the value
@@ -36,7 +36,7 @@ namespace shardkit {
   SHARDKIT_ASSIGN_OR_RETURN_IMPL_(SHARDKIT_STATUS_CONCAT_(shardkit_statusor_, __LINE__), lhs, rexpr)
 
 #define SHARDKIT_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
-  auto statusor = (rexpr);                                     \
+  auto statusor = (rexpr);                                    \
   if (!statusor.ok()) return std::move(statusor).status();    \
   lhs = std::move(statusor).value()
 

@@ -56,8 +56,8 @@ absl::Status ForEachRun(const Shape& shape, const Shape& dst_strides, const Shap
   int64_t dst_offset = 0;
   int64_t src_offset = 0;
   while (true) {
-    SHARDKIT_RETURN_IF_ERROR(copy_run(dst_offset * element_size, src_offset * element_size,
-                                      run * element_size));
+    SHARDKIT_RETURN_IF_ERROR(
+        copy_run(dst_offset * element_size, src_offset * element_size, run * element_size));
     int64_t d = outer - 1;
     for (; d >= 0; --d) {
       if (++index[d] < shape[d]) {
@@ -79,8 +79,8 @@ absl::StatusOr<ShapeSize> ComputeShapeSize(const Shape& shape, DType dtype) {
   int64_t numel = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("invalid shape ", ShapeToString(shape),
-                                                     ": dimension ", i, " is negative"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid shape ", ShapeToString(shape), ": dimension ", i, " is negative"));
     }
     if (__builtin_mul_overflow(numel, shape[i], &numel)) {
       return absl::InvalidArgumentError(
@@ -112,8 +112,8 @@ Shape ContiguousStrides(const Shape& shape) {
 
 Tensor::Tensor() : shape_{0}, strides_{1} {}
 
-Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides,
-               int64_t storage_offset, DType dtype, Device device, int64_t numel)
+Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int64_t storage_offset,
+               DType dtype, Device device, int64_t numel)
     : storage_(std::move(storage)),
       shape_(std::move(shape)),
       strides_(std::move(strides)),
@@ -126,8 +126,7 @@ absl::StatusOr<Tensor> Tensor::Empty(const Shape& shape, DType dtype, const Devi
   SHARDKIT_ASSIGN_OR_RETURN(ShapeSize size, ComputeShapeSize(shape, dtype));
   SHARDKIT_ASSIGN_OR_RETURN(std::shared_ptr<Storage> storage,
                             Storage::Allocate(device, static_cast<size_t>(size.nbytes)));
-  return Tensor(std::move(storage), shape, ContiguousStrides(shape), 0, dtype, device,
-                size.numel);
+  return Tensor(std::move(storage), shape, ContiguousStrides(shape), 0, dtype, device, size.numel);
 }
 
 absl::StatusOr<Tensor> Tensor::Zeros(const Shape& shape, DType dtype, const Device& device) {
@@ -141,9 +140,9 @@ absl::StatusOr<Tensor> Tensor::FromBytes(const Shape& shape, DType dtype,
                                          std::span<const std::byte> bytes) {
   SHARDKIT_ASSIGN_OR_RETURN(ShapeSize size, ComputeShapeSize(shape, dtype));
   if (static_cast<uint64_t>(size.nbytes) != bytes.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "FromBytes: shape ", ShapeToString(shape), " of ", std::string(DTypeName(dtype)),
-        " needs ", size.nbytes, " bytes, got ", bytes.size()));
+    return absl::InvalidArgumentError(absl::StrCat("FromBytes: shape ", ShapeToString(shape),
+                                                   " of ", std::string(DTypeName(dtype)), " needs ",
+                                                   size.nbytes, " bytes, got ", bytes.size()));
   }
   SHARDKIT_ASSIGN_OR_RETURN(Tensor t, Empty(shape, dtype));
   if (!bytes.empty()) std::memcpy(t.data(), bytes.data(), bytes.size());
@@ -171,9 +170,9 @@ absl::StatusOr<Tensor> Tensor::FromStorage(std::shared_ptr<Storage> storage, con
   SHARDKIT_ASSIGN_OR_RETURN(ShapeSize size, ComputeShapeSize(shape, dtype));
   if (storage == nullptr) return absl::InvalidArgumentError("FromStorage: null storage");
   if (strides.size() != shape.size() || storage_offset < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "FromStorage: strides ", ShapeToString(strides), " do not fit shape ",
-        ShapeToString(shape), " (storage offset ", storage_offset, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("FromStorage: strides ", ShapeToString(strides),
+                                                   " do not fit shape ", ShapeToString(shape),
+                                                   " (storage offset ", storage_offset, ")"));
   }
   // Last element's index; every stride must be non-negative.
   int64_t last = storage_offset;
@@ -181,17 +180,15 @@ absl::StatusOr<Tensor> Tensor::FromStorage(std::shared_ptr<Storage> storage, con
     int64_t span = 0;
     if (strides[d] < 0 || __builtin_mul_overflow(shape[d] - 1, strides[d], &span) ||
         __builtin_add_overflow(last, span, &last)) {
-      return absl::InvalidArgumentError(absl::StrCat("FromStorage: invalid strides ",
-                                                     ShapeToString(strides)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("FromStorage: invalid strides ", ShapeToString(strides)));
     }
   }
-  const int64_t capacity =
-      static_cast<int64_t>(storage->nbytes() / ElementSize(dtype));
+  const int64_t capacity = static_cast<int64_t>(storage->nbytes() / ElementSize(dtype));
   if (size.numel > 0 && last >= capacity) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("FromStorage: view ", ShapeToString(shape), " strides ",
-                     ShapeToString(strides), " offset ", storage_offset, " exceeds storage of ",
-                     storage->nbytes(), " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "FromStorage: view ", ShapeToString(shape), " strides ", ShapeToString(strides), " offset ",
+        storage_offset, " exceeds storage of ", storage->nbytes(), " bytes"));
   }
   Device device = storage->device();
   return Tensor(std::move(storage), shape, strides, storage_offset, dtype, device, size.numel);
@@ -250,8 +247,8 @@ absl::Status Tensor::CopyFrom(const Tensor& src) {
                                                    " does not match destination ", DebugString()));
   }
   if (is_meta() || src.is_meta()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "CopyFrom: cannot copy between ", src.DebugString(), " and ", DebugString()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("CopyFrom: cannot copy between ", src.DebugString(), " and ", DebugString()));
   }
   if (numel_ == 0) return absl::OkStatus();
   std::byte* dst_base = data();
@@ -285,8 +282,7 @@ absl::StatusOr<std::span<std::byte>> Tensor::Bytes() const {
   }
   if (!IsContiguous()) {
     return absl::FailedPreconditionError(
-        absl::StrCat(DebugString(), " is not contiguous (strides ", ShapeToString(strides_),
-                     ")"));
+        absl::StrCat(DebugString(), " is not contiguous (strides ", ShapeToString(strides_), ")"));
   }
   return std::span<std::byte>(data(), static_cast<size_t>(nbytes()));
 }

@@ -61,8 +61,8 @@ MATCHER_P(IsOkAndHolds, value_matcher, "is OK and holds a matching value") {
   SHARDKIT_ASSERT_OK_AND_ASSIGN_IMPL_(SHARDKIT_TESTING_CONCAT_(shardkit_sor_, __LINE__), lhs, rexpr)
 
 #define SHARDKIT_ASSERT_OK_AND_ASSIGN_IMPL_(statusor, lhs, rexpr) \
-  auto statusor = (rexpr);                                         \
-  ASSERT_TRUE(statusor.ok()) << statusor.status().ToString();      \
+  auto statusor = (rexpr);                                        \
+  ASSERT_TRUE(statusor.ok()) << statusor.status().ToString();     \
   lhs = std::move(statusor).value()
 
 #define SHARDKIT_ASSERT_OK(expr) ASSERT_THAT((expr), ::shardkit::testing::IsOk())

@@ -48,9 +48,8 @@ absl::Status FlagParser::Assign(const Flag& flag, const std::string& value) {
             absl::StrCat("--", flag.name, ": expected an integer, got \"", value, "\""));
       }
       if (parsed < flag.min || parsed > flag.max) {
-        return absl::InvalidArgumentError(absl::StrCat("--", flag.name, ": ", parsed,
-                                                       " is out of range [", flag.min, ", ",
-                                                       flag.max, "]"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", flag.name, ": ", parsed, " is out of range [", flag.min, ", ", flag.max, "]"));
       }
       *static_cast<int64_t*>(flag.out) = parsed;
       return absl::OkStatus();
@@ -58,8 +57,8 @@ absl::Status FlagParser::Assign(const Flag& flag, const std::string& value) {
     case Kind::kDouble: {
       double parsed = 0;
       if (!absl::SimpleAtod(value, &parsed) || !(parsed >= 0) || parsed > 1e9) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--", flag.name, ": expected a non-negative number, got \"", value, "\""));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", flag.name, ": expected a non-negative number, got \"", value, "\""));
       }
       *static_cast<double*>(flag.out) = parsed;
       return absl::OkStatus();

@@ -1,0 +1,343 @@
+#include "integration/safetensors/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "core/check.h"
+#include "core/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace shardkit::safetensors {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr int kMaxJsonDepth = 16;
+
+absl::Status Invalid(std::string_view source, std::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": ", std::string(what)));
+}
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+// Parses `text` as JSON, rejecting duplicate keys and nesting deeper than kMaxJsonDepth.
+absl::StatusOr<Json> ParseJson(std::string_view text, std::string_view source) {
+  std::vector<std::set<std::string>> keys;
+  std::string problem;
+  auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if (depth > kMaxJsonDepth && problem.empty()) {
+      problem = absl::StrCat("header nests deeper than ", kMaxJsonDepth, " levels");
+    }
+    if (event == Json::parse_event_t::object_start) keys.emplace_back();
+    if (event == Json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    if (event == Json::parse_event_t::key && !keys.empty() &&
+        !keys.back().insert(parsed.get<std::string>()).second && problem.empty()) {
+      problem = absl::StrCat("duplicate key \"", parsed.get<std::string>(), "\" in header");
+    }
+    return problem.empty();
+  };
+  Json json;
+  try {
+    json = Json::parse(text.begin(), text.end(), callback);
+  } catch (const Json::exception& e) {
+    return Invalid(source, absl::StrCat("header is not valid JSON: ", e.what()));
+  }
+  if (!problem.empty()) return Invalid(source, problem);
+  return json;
+}
+
+absl::StatusOr<uint64_t> AsUnsigned(const Json& value, std::string_view what) {
+  if (value.is_number_unsigned()) return value.get<uint64_t>();
+  if (value.is_number_integer() && value.get<int64_t>() >= 0) {
+    return static_cast<uint64_t>(value.get<int64_t>());
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(what), ": expected a non-negative integer, got ", value.dump()));
+}
+
+absl::StatusOr<TensorInfo> ParseEntry(const std::string& name, const Json& entry) {
+  if (!entry.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\": expected an object"));
+  }
+  for (const auto& [key, unused] : entry.items()) {
+    if (key != "dtype" && key != "shape" && key != "data_offsets") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor \"", name, "\": unknown field \"", key, "\""));
+    }
+  }
+  if (!entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor \"", name, "\": needs dtype, shape and data_offsets"));
+  }
+  const Json& dtype = entry["dtype"];
+  if (!dtype.is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\": dtype must be a string"));
+  }
+  TensorInfo info{name, DType::kFloat32, {}, 0, 0};
+  absl::StatusOr<DType> parsed_dtype = DTypeFromSafetensors(dtype.get<std::string>());
+  if (!parsed_dtype.ok()) return Annotate(parsed_dtype.status(), absl::StrCat("tensor \"", name, "\""));
+  info.dtype = *parsed_dtype;
+  const Json& shape = entry["shape"];
+  const Json& offsets = entry["data_offsets"];
+  if (!shape.is_array() || shape.size() > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor \"", name, "\": shape must be an array of at most 64 sizes"));
+  }
+  for (const Json& dim : shape) {
+    SHARDKIT_ASSIGN_OR_RETURN(uint64_t d, AsUnsigned(dim, absl::StrCat("tensor \"", name, "\" shape")));
+    if (d > static_cast<uint64_t>(INT64_MAX)) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\": shape overflows"));
+    }
+    info.shape.push_back(static_cast<int64_t>(d));
+  }
+  if (!offsets.is_array() || offsets.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor \"", name, "\": data_offsets must be [begin, end]"));
+  }
+  std::string what = absl::StrCat("tensor \"", name, "\" data_offsets");
+  SHARDKIT_ASSIGN_OR_RETURN(info.begin, AsUnsigned(offsets[0], what));
+  SHARDKIT_ASSIGN_OR_RETURN(info.end, AsUnsigned(offsets[1], what));
+  absl::StatusOr<ShapeSize> size = ComputeShapeSize(info.shape, info.dtype);
+  if (!size.ok()) return Annotate(size.status(), absl::StrCat("tensor \"", name, "\""));
+  if (info.end < info.begin || info.end - info.begin != static_cast<uint64_t>(size->nbytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor \"", name, "\": data_offsets [", info.begin, ", ", info.end, "] hold ",
+        info.end >= info.begin ? info.end - info.begin : 0, " bytes but shape ",
+        ShapeToString(info.shape), " of ", std::string(SafetensorsName(info.dtype)), " needs ", size->nbytes));
+  }
+  return info;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ParseMetadata(const Json& value) {
+  if (!value.is_object()) return absl::InvalidArgumentError("__metadata__ must be an object");
+  std::map<std::string, std::string> metadata;
+  for (const auto& [key, v] : value.items()) {
+    if (!v.is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("__metadata__ \"", key, "\": values must be strings"));
+    }
+    metadata[key] = v.get<std::string>();
+  }
+  return metadata;
+}
+
+// Tensors must tile the data region exactly, in offset order (as the reference implementation
+// requires): no gap, no overlap, nothing outside it.
+absl::Status CheckLayout(std::vector<TensorInfo>& tensors, uint64_t data_size) {
+  std::sort(tensors.begin(), tensors.end(), [](const TensorInfo& a, const TensorInfo& b) {
+    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+  });
+  uint64_t position = 0;
+  for (const TensorInfo& info : tensors) {
+    if (info.end > data_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor \"", info.name, "\": data_offsets end ", info.end,
+          " lies beyond the data region of ", data_size, " bytes (file truncated?)"));
+    }
+    if (info.begin != position) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor \"", info.name, "\": data starts at ", info.begin, " but the previous tensor ends at ",
+          position, info.begin < position ? " (overlap)" : " (gap)"));
+    }
+    position = info.end;
+  }
+  if (position != data_size) {
+    return absl::InvalidArgumentError(absl::StrCat("data region has ", data_size,
+                                                   " bytes but the tensors cover ", position));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadFully(int fd, uint64_t offset, uint64_t size, void* dst, std::string_view path) {
+  auto* out = static_cast<char*>(dst);
+  while (size > 0) {
+    size_t chunk = static_cast<size_t>(std::min<uint64_t>(size, 1ULL << 30));
+    ssize_t n = ::pread(fd, out, chunk, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::UnavailableError(absl::StrCat(std::string(path), ": read failed: ", ErrnoText(errno)));
+    }
+    if (n == 0) return Invalid(path, "file is truncated");
+    out += n;
+    offset += static_cast<uint64_t>(n);
+    size -= static_cast<uint64_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFully(int fd, const void* src, uint64_t size, std::string_view path) {
+  const auto* in = static_cast<const char*>(src);
+  while (size > 0) {
+    size_t chunk = static_cast<size_t>(std::min<uint64_t>(size, 1ULL << 30));
+    ssize_t n = ::write(fd, in, chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::UnavailableError(absl::StrCat(std::string(path), ": write failed: ", ErrnoText(errno)));
+    }
+    in += n;
+    size -= static_cast<uint64_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Header> ParseHeader(std::string_view json, uint64_t data_size,
+                                   std::string_view source) {
+  SHARDKIT_ASSIGN_OR_RETURN(Json parsed, ParseJson(json, source));
+  if (!parsed.is_object()) return Invalid(source, "header must be a JSON object");
+  Header header;
+  for (const auto& [key, value] : parsed.items()) {
+    if (key == "__metadata__") {
+      absl::StatusOr<std::map<std::string, std::string>> metadata = ParseMetadata(value);
+      if (!metadata.ok()) return Annotate(metadata.status(), source);
+      header.metadata = *std::move(metadata);
+      continue;
+    }
+    absl::StatusOr<TensorInfo> info = ParseEntry(key, value);
+    if (!info.ok()) return Annotate(info.status(), source);
+    header.tensors.push_back(*std::move(info));
+  }
+  SHARDKIT_RETURN_IF_ERROR(Annotate(CheckLayout(header.tensors, data_size), source));
+  return header;
+}
+
+std::string SerializeHeader(const std::vector<TensorInfo>& tensors,
+                            const std::map<std::string, std::string>& metadata) {
+  Json json = Json::object();  // std::map-backed: keys come out sorted
+  if (!metadata.empty()) json["__metadata__"] = metadata;
+  for (const TensorInfo& info : tensors) {
+    json[info.name] = {{"dtype", SafetensorsName(info.dtype)},
+                       {"shape", info.shape},
+                       {"data_offsets", {info.begin, info.end}}};
+  }
+  std::string text = json.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
+
+Reader::Reader(std::string path, int fd, Header header)
+    : path_(std::move(path)), fd_(fd), header_(std::move(header)) {}
+
+Reader::Reader(Reader&& other) noexcept
+    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)),
+      header_(std::move(other.header_)) {}
+
+Reader& Reader::operator=(Reader&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+    header_ = std::move(other.header_);
+  }
+  return *this;
+}
+
+Reader::~Reader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::StatusOr<Reader> Reader::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    return Invalid(path, absl::StrCat("cannot open: ", ErrnoText(err)));
+  }
+  Reader reader(path, fd, Header{});  // owns fd from here on
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return Invalid(path, "not a regular file");
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  if (file_size < 8) return Invalid(path, "file is truncated: shorter than the 8-byte header length");
+  unsigned char length_bytes[8];
+  SHARDKIT_RETURN_IF_ERROR(ReadFully(fd, 0, 8, length_bytes, path));
+  uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = header_size << 8 | length_bytes[i];
+  if (header_size > kMaxHeaderBytes) {
+    return Invalid(path, absl::StrCat("header length ", header_size, " exceeds the limit of ",
+                                      kMaxHeaderBytes, " bytes"));
+  }
+  if (header_size > file_size - 8) {
+    return Invalid(path, absl::StrCat("file is truncated: header length ", header_size,
+                                      " but only ", file_size - 8, " bytes follow"));
+  }
+  std::string json(header_size, '\0');
+  SHARDKIT_RETURN_IF_ERROR(ReadFully(fd, 8, header_size, json.data(), path));
+  SHARDKIT_ASSIGN_OR_RETURN(reader.header_, ParseHeader(json, file_size - 8 - header_size, path));
+  reader.header_.data_start = 8 + header_size;
+  return reader;
+}
+
+absl::StatusOr<const TensorInfo*> Reader::Find(std::string_view name) const {
+  for (const TensorInfo& info : header_.tensors) {
+    if (info.name == name) return &info;
+  }
+  return absl::NotFoundError(absl::StrCat(path_, ": no tensor \"", std::string(name), "\""));
+}
+
+absl::Status Reader::ReadBytes(const TensorInfo& info, uint64_t offset, uint64_t size,
+                               void* dst) const {
+  SHARDKIT_CHECK(offset <= info.end - info.begin && size <= info.end - info.begin - offset)
+      << "ReadBytes outside tensor " << info.name;
+  return ReadFully(fd_, header_.data_start + info.begin + offset, size, dst, path_);
+}
+
+absl::StatusOr<Tensor> Reader::ReadTensor(std::string_view name) const {
+  SHARDKIT_ASSIGN_OR_RETURN(const TensorInfo* info, Find(name));
+  SHARDKIT_ASSIGN_OR_RETURN(Tensor tensor, Tensor::Empty(info->shape, info->dtype));
+  SHARDKIT_RETURN_IF_ERROR(ReadBytes(*info, 0, info->end - info->begin, tensor.data()));
+  return tensor;
+}
+
+absl::Status WriteFile(const std::string& path,
+                       const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<std::pair<std::string, const Tensor*>> sorted = tensors;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<TensorInfo> infos;
+  uint64_t offset = 0;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const auto& [name, tensor] = sorted[i];
+    if (i > 0 && sorted[i - 1].first == name) {
+      return Invalid(path, absl::StrCat("duplicate tensor name \"", name, "\""));
+    }
+    if (tensor->is_meta() || name == "__metadata__") {
+      return Invalid(path, absl::StrCat("cannot write tensor \"", name, "\" (", tensor->DebugString(), ")"));
+    }
+    uint64_t nbytes = static_cast<uint64_t>(tensor->nbytes());
+    infos.push_back({name, tensor->dtype(), tensor->shape(), offset, offset + nbytes});
+    offset += nbytes;
+  }
+  const std::string header = SerializeHeader(infos, metadata);
+  const std::string temp = absl::StrCat(path, ".tmp.", ::getpid());
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Invalid(path, absl::StrCat("cannot write: ", ErrnoText(errno)));
+  absl::Status status = [&]() -> absl::Status {
+    unsigned char length_bytes[8];
+    for (int i = 0; i < 8; ++i) length_bytes[i] = static_cast<unsigned char>(header.size() >> (8 * i));
+    SHARDKIT_RETURN_IF_ERROR(WriteFully(fd, length_bytes, 8, temp));
+    SHARDKIT_RETURN_IF_ERROR(WriteFully(fd, header.data(), header.size(), temp));
+    for (const auto& [name, tensor] : sorted) {
+      SHARDKIT_ASSIGN_OR_RETURN(Tensor packed, tensor->Contiguous());
+      SHARDKIT_RETURN_IF_ERROR(WriteFully(fd, packed.data(), packed.nbytes(), temp));
+    }
+    return absl::OkStatus();
+  }();
+  if (::close(fd) != 0 && status.ok()) {
+    status = absl::UnavailableError(absl::StrCat(temp, ": close failed: ", ErrnoText(errno)));
+  }
+  if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
+    status = Invalid(path, absl::StrCat("cannot rename into place: ", ErrnoText(errno)));
+  }
+  if (!status.ok()) ::unlink(temp.c_str());
+  return status;
+}
+
+}  // namespace shardkit::safetensors

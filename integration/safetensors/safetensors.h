@@ -1,0 +1,105 @@
+// safetensors checkpoints: strict header parsing, reading exactly the bytes needed, atomic writes.
+//
+// Format: 8-byte little-endian header length N, N bytes of JSON header
+//   {"__metadata__": {"k": "v"}, "name": {"dtype": "F32", "shape": [2, 3],
+//                                         "data_offsets": [begin, end]}, ...}
+// then the data region; offsets are relative to its start.
+//
+//   SHARDKIT_ASSIGN_OR_RETURN(auto reader, safetensors::Reader::Open("model.safetensors"));
+//   for (const auto& info : reader.header().tensors) { ... info.name, info.dtype, info.shape ... }
+//   SHARDKIT_ASSIGN_OR_RETURN(Tensor w, reader.ReadTensor("embed.weight"));
+//
+//   SHARDKIT_RETURN_IF_ERROR(safetensors::WriteFile("out.safetensors", {{"w", &w}}, metadata));
+//
+// Validation on read (each a kInvalidArgument naming the file and, where it applies, the tensor):
+// header length bounds, JSON syntax, duplicate keys, unknown fields, dtype (U16/U32/U64/F8_* are
+// rejected by name), shape × element size = byte length without overflow, offsets inside the data
+// region, no overlap and no gap between tensors, truncated files.
+#ifndef SHARDKIT_INTEGRATION_SAFETENSORS_SAFETENSORS_H_
+#define SHARDKIT_INTEGRATION_SAFETENSORS_SAFETENSORS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+
+namespace shardkit::safetensors {
+
+// Largest header accepted (the safetensors reference implementation's limit).
+inline constexpr uint64_t kMaxHeaderBytes = 100 << 20;
+
+struct TensorInfo {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin;  // byte offsets relative to the data region
+  uint64_t end;
+};
+
+struct Header {
+  std::vector<TensorInfo> tensors;  // sorted by begin offset (file order)
+  std::map<std::string, std::string> metadata;
+  uint64_t data_start = 0;  // absolute file offset of the data region
+};
+
+// Parses and validates a header's JSON text against a data region of `data_size` bytes.
+// `source` names the file in messages. Errors: kInvalidArgument.
+[[nodiscard]] absl::StatusOr<Header> ParseHeader(std::string_view json, uint64_t data_size,
+                                                 std::string_view source);
+
+// Serialises a header for `tensors` (offsets must already be set) with sorted keys, padded with
+// spaces to a multiple of 8 bytes as the reference implementation does.
+std::string SerializeHeader(const std::vector<TensorInfo>& tensors,
+                            const std::map<std::string, std::string>& metadata);
+
+// Reads a file's header once; tensor data is read on demand with pread into exactly the bytes of
+// the requested tensor (the file is never loaded whole). Movable, not copyable.
+class Reader {
+ public:
+  // Errors: kNotFound if the file does not exist; kInvalidArgument for malformed content.
+  [[nodiscard]] static absl::StatusOr<Reader> Open(const std::string& path);
+
+  Reader(Reader&& other) noexcept;
+  Reader& operator=(Reader&& other) noexcept;
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+  ~Reader();
+
+  const Header& header() const { return header_; }
+  const std::string& path() const { return path_; }
+
+  // Errors: kNotFound naming the tensor.
+  [[nodiscard]] absl::StatusOr<const TensorInfo*> Find(std::string_view name) const;
+
+  // A fresh CPU tensor holding the tensor's bytes. Errors: kNotFound; kUnavailable on I/O errors.
+  [[nodiscard]] absl::StatusOr<Tensor> ReadTensor(std::string_view name) const;
+
+  // Reads bytes [offset, offset + size) of a tensor's data into `dst`.
+  [[nodiscard]] absl::Status ReadBytes(const TensorInfo& info, uint64_t offset, uint64_t size,
+                                       void* dst) const;
+
+ private:
+  Reader(std::string path, int fd, Header header);
+
+  std::string path_;
+  int fd_ = -1;
+  Header header_;
+};
+
+// Writes a safetensors file atomically (a temporary name in the same directory, then rename).
+// Tensors are laid out in name order; non-contiguous tensors are packed once. Names must be unique.
+// Errors: kInvalidArgument for duplicate names, meta tensors, or a path that cannot be written
+// (naming the path and the OS error); kUnavailable for I/O errors while writing.
+[[nodiscard]] absl::Status WriteFile(const std::string& path,
+                                     const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+                                     const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace shardkit::safetensors
+
+#endif  // SHARDKIT_INTEGRATION_SAFETENSORS_SAFETENSORS_H_

@@ -1,0 +1,173 @@
+#include "integration/safetensors/safetensors.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "testing/status_matchers.h"
+
+namespace shardkit::safetensors {
+namespace {
+
+using ::shardkit::testing::IsOk;
+using ::shardkit::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : ".") + "/" + name;
+}
+
+// Writes a raw file: 8-byte length, `header`, `data_bytes` zero bytes.
+std::string WriteRaw(const std::string& name, const std::string& header, size_t data_bytes,
+                     uint64_t length_override = 0) {
+  std::string path = TempPath(name);
+  std::ofstream out(path, std::ios::binary);
+  uint64_t length = length_override ? length_override : header.size();
+  for (int i = 0; i < 8; ++i) out.put(static_cast<char>(length >> (8 * i)));
+  out << header << std::string(data_bytes, '\0');
+  return path;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(SafetensorsTest, RoundTripsEveryDTypeZeroSizeAndViews) {
+  std::vector<Tensor> owned;
+  std::vector<std::pair<std::string, const Tensor*>> tensors;
+  int i = 0;
+  for (DType dtype : kAllDTypes) {
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor t, Tensor::Arange({3, 5}, dtype, 100 * i++));
+    owned.push_back(t);
+  }
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor empty, Tensor::Zeros({0, 4}, DType::kFloat32));
+  owned.push_back(empty);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor cols, owned[0].Narrow(1, 1, 3));  // non-contiguous
+  owned.push_back(cols);
+  for (size_t k = 0; k < owned.size(); ++k) {
+    tensors.emplace_back("t" + std::to_string(k), &owned[k]);
+  }
+  const std::string path = TempPath("roundtrip.safetensors");
+  ASSERT_THAT(WriteFile(path, tensors, {{"format", "pt"}}), IsOk());
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Reader reader, Reader::Open(path));
+  EXPECT_EQ(reader.header().metadata.at("format"), "pt");
+  ASSERT_EQ(reader.header().tensors.size(), owned.size());
+  for (size_t k = 0; k < owned.size(); ++k) {
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor back, reader.ReadTensor("t" + std::to_string(k)));
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor expected, owned[k].Contiguous());
+    EXPECT_EQ(back.dtype(), expected.dtype());
+    EXPECT_EQ(back.shape(), expected.shape());
+    ASSERT_EQ(back.nbytes(), expected.nbytes());
+    if (back.nbytes() > 0) {
+      EXPECT_EQ(std::memcmp(back.data(), expected.data(), back.nbytes()), 0);
+    }
+  }
+  // Header: 8-byte aligned, keys sorted (metadata first).
+  std::string raw = ReadAll(path);
+  uint64_t n = 0;
+  for (int b = 7; b >= 0; --b) n = n << 8 | static_cast<unsigned char>(raw[b]);
+  EXPECT_EQ(n % 8, 0u);
+  EXPECT_EQ(raw.substr(8, 16), "{\"__metadata__\":");
+  EXPECT_THAT(reader.ReadTensor("nope"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("\"nope\"")));
+}
+
+TEST(SafetensorsTest, WriteErrors) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor t, Tensor::Zeros({2}, DType::kInt8));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor meta, Tensor::Meta({2}, DType::kInt8));
+  EXPECT_THAT(WriteFile(TempPath("dup.safetensors"), {{"a", &t}, {"a", &t}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("duplicate tensor name \"a\"")));
+  EXPECT_THAT(WriteFile(TempPath("meta.safetensors"), {{"m", &meta}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("meta")));
+  // As root, a path below a regular file is the reliable "cannot be written" (ENOTDIR).
+  const std::string file = WriteRaw("plainfile", "{}", 0);
+  EXPECT_THAT(WriteFile(file + "/x.safetensors", {{"a", &t}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Not a directory")));
+}
+
+TEST(SafetensorsTest, MissingFileIsNotFound) {
+  EXPECT_THAT(Reader::Open(TempPath("absent.safetensors")),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("no such file")));
+}
+
+struct BadCase {
+  std::string name;
+  std::string header;
+  size_t data_bytes;
+  std::string message;
+};
+
+TEST(SafetensorsTest, RejectsMalformedHeaders) {
+  const std::string ok = R"("dtype":"F32","shape":[2],"data_offsets":[0,8])";
+  const std::vector<BadCase> cases = {
+      {"not_json", "{\"a\":", 0, "not valid JSON"},
+      {"not_object", "[1,2]", 0, "must be a JSON object"},
+      {"duplicate", "{\"a\":{" + ok + "},\"a\":{" + ok + "}}", 8, "duplicate key \"a\""},
+      {"unknown_field", "{\"a\":{" + ok + ",\"x\":1}}", 8, "unknown field \"x\""},
+      {"missing_field", R"({"a":{"dtype":"F32","shape":[2]}})", 8, "needs dtype, shape"},
+      {"u16", R"({"a":{"dtype":"U16","shape":[2],"data_offsets":[0,4]}})", 4,
+       "tensor \"a\": safetensors dtype U16 is not supported"},
+      {"f8", R"({"a":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})", 2, "F8_E4M3"},
+      {"unknown_dtype", R"({"a":{"dtype":"Q4","shape":[2],"data_offsets":[0,2]}})", 2, "\"Q4\""},
+      {"negative_dim", R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8,
+       "non-negative integer"},
+      {"float_dim", R"({"a":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", 8,
+       "non-negative integer"},
+      {"overflow", R"({"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
+       8, "overflows"},
+      {"huge_number", R"({"a":{"dtype":"F32","shape":[1e400],"data_offsets":[0,8]}})", 8, ""},
+      {"size_mismatch", R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8,
+       "hold 8 bytes but shape [3] of F32 needs 12"},
+      {"reversed", R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 8, "hold 0 bytes"},
+      {"beyond", R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8,
+       "beyond the data region of 8 bytes"},
+      {"overlap",
+       R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+       8, "(overlap)"},
+      {"gap", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8, "(gap)"},
+      {"trailing", "{\"a\":{" + ok + "}}", 12, "tensors cover 8"},
+      {"metadata_value", R"({"__metadata__":{"k":1}})", 0, "values must be strings"},
+      {"deep", std::string(40, '[') + std::string(40, ']'), 0, "nests deeper"},
+      {"bad_utf8", "{\"a\xff\":1}", 0, "not valid JSON"},
+  };
+  for (const BadCase& c : cases) {
+    std::string path = WriteRaw(c.name + ".safetensors", c.header, c.data_bytes);
+    EXPECT_THAT(Reader::Open(path),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)))
+        << c.name;
+  }
+}
+
+TEST(SafetensorsTest, RejectsTruncatedFiles) {
+  std::string tiny = TempPath("tiny.safetensors");
+  std::ofstream(tiny) << "abc";
+  EXPECT_THAT(Reader::Open(tiny), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           HasSubstr("shorter than the 8-byte header length")));
+  EXPECT_THAT(Reader::Open(WriteRaw("short_header.safetensors", "{}", 0, 100)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("header length 100 but only 2 bytes follow")));
+  EXPECT_THAT(Reader::Open(WriteRaw("huge_header.safetensors", "{}", 0, 1ULL << 40)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exceeds the limit")));
+  EXPECT_THAT(Reader::Open(WriteRaw("truncated_data.safetensors",
+                                    R"({"a":{"dtype":"I8","shape":[9],"data_offsets":[0,9]}})", 5)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("file truncated?")));
+}
+
+TEST(SafetensorsTest, ReadsPartialRanges) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor t, Tensor::Arange({16}, DType::kUInt8));
+  const std::string path = TempPath("partial.safetensors");
+  ASSERT_THAT(WriteFile(path, {{"w", &t}}), IsOk());
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Reader reader, Reader::Open(path));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(const TensorInfo* info, reader.Find("w"));
+  unsigned char out[4];
+  ASSERT_THAT(reader.ReadBytes(*info, 6, 4, out), IsOk());
+  EXPECT_THAT(out, ElementsAre(6, 7, 8, 9));
+}
+
+}  // namespace
+}  // namespace shardkit::safetensors

@@ -78,11 +78,13 @@ absl::StatusOr<TensorInfo> ParseEntry(const std::string& name, const Json& entry
   }
   const Json& dtype = entry["dtype"];
   if (!dtype.is_string()) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\": dtype must be a string"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor \"", name, "\": dtype must be a string"));
   }
   TensorInfo info{name, DType::kFloat32, {}, 0, 0};
   absl::StatusOr<DType> parsed_dtype = DTypeFromSafetensors(dtype.get<std::string>());
-  if (!parsed_dtype.ok()) return Annotate(parsed_dtype.status(), absl::StrCat("tensor \"", name, "\""));
+  if (!parsed_dtype.ok())
+    return Annotate(parsed_dtype.status(), absl::StrCat("tensor \"", name, "\""));
   info.dtype = *parsed_dtype;
   const Json& shape = entry["shape"];
   const Json& offsets = entry["data_offsets"];
@@ -91,7 +93,8 @@ absl::StatusOr<TensorInfo> ParseEntry(const std::string& name, const Json& entry
         absl::StrCat("tensor \"", name, "\": shape must be an array of at most 64 sizes"));
   }
   for (const Json& dim : shape) {
-    SHARDKIT_ASSIGN_OR_RETURN(uint64_t d, AsUnsigned(dim, absl::StrCat("tensor \"", name, "\" shape")));
+    SHARDKIT_ASSIGN_OR_RETURN(uint64_t d,
+                              AsUnsigned(dim, absl::StrCat("tensor \"", name, "\" shape")));
     if (d > static_cast<uint64_t>(INT64_MAX)) {
       return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\": shape overflows"));
     }
@@ -107,10 +110,11 @@ absl::StatusOr<TensorInfo> ParseEntry(const std::string& name, const Json& entry
   absl::StatusOr<ShapeSize> size = ComputeShapeSize(info.shape, info.dtype);
   if (!size.ok()) return Annotate(size.status(), absl::StrCat("tensor \"", name, "\""));
   if (info.end < info.begin || info.end - info.begin != static_cast<uint64_t>(size->nbytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor \"", name, "\": data_offsets [", info.begin, ", ", info.end, "] hold ",
-        info.end >= info.begin ? info.end - info.begin : 0, " bytes but shape ",
-        ShapeToString(info.shape), " of ", std::string(SafetensorsName(info.dtype)), " needs ", size->nbytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor \"", name, "\": data_offsets [", info.begin, ", ", info.end, "] hold ",
+                     info.end >= info.begin ? info.end - info.begin : 0, " bytes but shape ",
+                     ShapeToString(info.shape), " of ", std::string(SafetensorsName(info.dtype)),
+                     " needs ", size->nbytes));
   }
   return info;
 }
@@ -137,20 +141,21 @@ absl::Status CheckLayout(std::vector<TensorInfo>& tensors, uint64_t data_size) {
   uint64_t position = 0;
   for (const TensorInfo& info : tensors) {
     if (info.end > data_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor \"", info.name, "\": data_offsets end ", info.end,
-          " lies beyond the data region of ", data_size, " bytes (file truncated?)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor \"", info.name, "\": data_offsets end ", info.end,
+                       " lies beyond the data region of ", data_size, " bytes (file truncated?)"));
     }
     if (info.begin != position) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor \"", info.name, "\": data starts at ", info.begin, " but the previous tensor ends at ",
-          position, info.begin < position ? " (overlap)" : " (gap)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor \"", info.name, "\": data starts at ", info.begin,
+                       " but the previous tensor ends at ", position,
+                       info.begin < position ? " (overlap)" : " (gap)"));
     }
     position = info.end;
   }
   if (position != data_size) {
-    return absl::InvalidArgumentError(absl::StrCat("data region has ", data_size,
-                                                   " bytes but the tensors cover ", position));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data region has ", data_size, " bytes but the tensors cover ", position));
   }
   return absl::OkStatus();
 }
@@ -162,7 +167,8 @@ absl::Status ReadFully(int fd, uint64_t offset, uint64_t size, void* dst, std::s
     ssize_t n = ::pread(fd, out, chunk, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      return absl::UnavailableError(absl::StrCat(std::string(path), ": read failed: ", ErrnoText(errno)));
+      return absl::UnavailableError(
+          absl::StrCat(std::string(path), ": read failed: ", ErrnoText(errno)));
     }
     if (n == 0) return Invalid(path, "file is truncated");
     out += n;
@@ -179,7 +185,8 @@ absl::Status WriteFully(int fd, const void* src, uint64_t size, std::string_view
     ssize_t n = ::write(fd, in, chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      return absl::UnavailableError(absl::StrCat(std::string(path), ": write failed: ", ErrnoText(errno)));
+      return absl::UnavailableError(
+          absl::StrCat(std::string(path), ": write failed: ", ErrnoText(errno)));
     }
     in += n;
     size -= static_cast<uint64_t>(n);
@@ -227,7 +234,8 @@ Reader::Reader(std::string path, int fd, Header header)
     : path_(std::move(path)), fd_(fd), header_(std::move(header)) {}
 
 Reader::Reader(Reader&& other) noexcept
-    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)),
+    : path_(std::move(other.path_)),
+      fd_(std::exchange(other.fd_, -1)),
       header_(std::move(other.header_)) {}
 
 Reader& Reader::operator=(Reader&& other) noexcept {
@@ -255,7 +263,8 @@ absl::StatusOr<Reader> Reader::Open(const std::string& path) {
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return Invalid(path, "not a regular file");
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
-  if (file_size < 8) return Invalid(path, "file is truncated: shorter than the 8-byte header length");
+  if (file_size < 8)
+    return Invalid(path, "file is truncated: shorter than the 8-byte header length");
   unsigned char length_bytes[8];
   SHARDKIT_RETURN_IF_ERROR(ReadFully(fd, 0, 8, length_bytes, path));
   uint64_t header_size = 0;
@@ -309,7 +318,8 @@ absl::Status WriteFile(const std::string& path,
       return Invalid(path, absl::StrCat("duplicate tensor name \"", name, "\""));
     }
     if (tensor->is_meta() || name == "__metadata__") {
-      return Invalid(path, absl::StrCat("cannot write tensor \"", name, "\" (", tensor->DebugString(), ")"));
+      return Invalid(
+          path, absl::StrCat("cannot write tensor \"", name, "\" (", tensor->DebugString(), ")"));
     }
     uint64_t nbytes = static_cast<uint64_t>(tensor->nbytes());
     infos.push_back({name, tensor->dtype(), tensor->shape(), offset, offset + nbytes});
@@ -321,7 +331,8 @@ absl::Status WriteFile(const std::string& path,
   if (fd < 0) return Invalid(path, absl::StrCat("cannot write: ", ErrnoText(errno)));
   absl::Status status = [&]() -> absl::Status {
     unsigned char length_bytes[8];
-    for (int i = 0; i < 8; ++i) length_bytes[i] = static_cast<unsigned char>(header.size() >> (8 * i));
+    for (int i = 0; i < 8; ++i)
+      length_bytes[i] = static_cast<unsigned char>(header.size() >> (8 * i));
     SHARDKIT_RETURN_IF_ERROR(WriteFully(fd, length_bytes, 8, temp));
     SHARDKIT_RETURN_IF_ERROR(WriteFully(fd, header.data(), header.size(), temp));
     for (const auto& [name, tensor] : sorted) {

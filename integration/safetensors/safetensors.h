@@ -96,9 +96,9 @@ class Reader {
 // Tensors are laid out in name order; non-contiguous tensors are packed once. Names must be unique.
 // Errors: kInvalidArgument for duplicate names, meta tensors, or a path that cannot be written
 // (naming the path and the OS error); kUnavailable for I/O errors while writing.
-[[nodiscard]] absl::Status WriteFile(const std::string& path,
-                                     const std::vector<std::pair<std::string, const Tensor*>>& tensors,
-                                     const std::map<std::string, std::string>& metadata = {});
+[[nodiscard]] absl::Status WriteFile(
+    const std::string& path, const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+    const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace shardkit::safetensors
 

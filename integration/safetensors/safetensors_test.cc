@@ -74,14 +74,16 @@ TEST(SafetensorsTest, RoundTripsEveryDTypeZeroSizeAndViews) {
   for (int b = 7; b >= 0; --b) n = n << 8 | static_cast<unsigned char>(raw[b]);
   EXPECT_EQ(n % 8, 0u);
   EXPECT_EQ(raw.substr(8, 16), "{\"__metadata__\":");
-  EXPECT_THAT(reader.ReadTensor("nope"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("\"nope\"")));
+  EXPECT_THAT(reader.ReadTensor("nope"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("\"nope\"")));
 }
 
 TEST(SafetensorsTest, WriteErrors) {
   SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor t, Tensor::Zeros({2}, DType::kInt8));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor meta, Tensor::Meta({2}, DType::kInt8));
-  EXPECT_THAT(WriteFile(TempPath("dup.safetensors"), {{"a", &t}, {"a", &t}}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("duplicate tensor name \"a\"")));
+  EXPECT_THAT(
+      WriteFile(TempPath("dup.safetensors"), {{"a", &t}, {"a", &t}}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("duplicate tensor name \"a\"")));
   EXPECT_THAT(WriteFile(TempPath("meta.safetensors"), {{"m", &meta}}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("meta")));
   // As root, a path below a regular file is the reliable "cannot be written" (ENOTDIR).

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -55,7 +56,7 @@ class TempStoreDir {
   }
   absl::Status Create() {
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
+    std::string pattern = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : P_tmpdir,
                                        "/shardkit-launch-XXXXXX");
     if (::mkdtemp(pattern.data()) == nullptr) {
       return absl::UnavailableError(

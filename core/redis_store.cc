@@ -101,15 +101,17 @@ absl::StatusOr<std::optional<std::string>> RedisStore::TryGet(std::string_view k
   SHARDKIT_ASSIGN_OR_RETURN(Reply reply, Command({"GET", key}, /*idempotent=*/true));
   if (reply->type == REDIS_REPLY_NIL) return std::nullopt;
   if (reply->type == REDIS_REPLY_STRING) return std::string(reply->str, reply->len);
-  return absl::UnavailableError(absl::StrCat(name(), ": GET \"", internal::AbslView(key),
-                                             "\" failed: ", reply->str != nullptr ? reply->str : "?"));
+  return absl::UnavailableError(
+      absl::StrCat(name(), ": GET \"", internal::AbslView(key),
+                   "\" failed: ", reply->str != nullptr ? reply->str : "?"));
 }
 
 absl::StatusOr<bool> RedisStore::Exists(std::string_view key) {
   SHARDKIT_ASSIGN_OR_RETURN(Reply reply, Command({"EXISTS", key}, /*idempotent=*/true));
   if (reply->type == REDIS_REPLY_INTEGER) return reply->integer > 0;
-  return absl::UnavailableError(absl::StrCat(name(), ": EXISTS \"", internal::AbslView(key),
-                                             "\" failed: ", reply->str != nullptr ? reply->str : "?"));
+  return absl::UnavailableError(
+      absl::StrCat(name(), ": EXISTS \"", internal::AbslView(key),
+                   "\" failed: ", reply->str != nullptr ? reply->str : "?"));
 }
 
 }  // namespace shardkit

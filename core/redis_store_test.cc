@@ -78,9 +78,8 @@ TEST(RedisStoreTest, NothingListeningIsUnavailable) {
   const int port = other->port();
   other.reset();  // the port is now closed
   EXPECT_THAT(RedisStore::Connect("127.0.0.1", port, absl::Seconds(2)),
-              StatusIs(StatusCode::kUnavailable,
-                       AllOf(HasSubstr(absl::StrCat("127.0.0.1:", port)),
-                             HasSubstr("cannot connect"))));
+              StatusIs(StatusCode::kUnavailable, AllOf(HasSubstr(absl::StrCat("127.0.0.1:", port)),
+                                                       HasSubstr("cannot connect"))));
 }
 
 TEST(RedisStoreTest, ReconnectsAfterServerRestart) {

@@ -86,9 +86,9 @@ absl::Status RedisServer::Restart() {
   Stop();
   const std::string port = absl::StrCat(port_);
   const std::string log = absl::StrCat(dir_, "/redis-", port_, ".log");
-  std::vector<std::string> args = {binary_,  "--port", port,          "--bind", "127.0.0.1",
-                                   "--save", "",       "--appendonly", "no",    "--dir",
-                                   dir_,     "--logfile", log};
+  std::vector<std::string> args = {
+      binary_,        "--port", port,    "--bind", "127.0.0.1", "--save", "",
+      "--appendonly", "no",     "--dir", dir_,     "--logfile", log};
   pid_ = ::fork();
   if (pid_ < 0) return absl::UnavailableError("fork failed");
   if (pid_ == 0) {

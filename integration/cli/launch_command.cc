@@ -16,8 +16,8 @@ namespace {
 constexpr char kCommand[] = "shardkit launch";
 
 // Parses the launcher's own flags (everything before `--`) into `options`.
-absl::Status ParseLaunchFlags(const std::vector<std::string>& args,
-                              launch::LaunchOptions* options, bool* help) {
+absl::Status ParseLaunchFlags(const std::vector<std::string>& args, launch::LaunchOptions* options,
+                              bool* help) {
   FlagParser flags(kCommand,
                    "--nproc N [--backend B] [--store URL] [--timeout S] [--grace S] "
                    "[--world W --rank-offset K] [--run-id ID] -- CMD ARGS...");
@@ -45,8 +45,8 @@ absl::Status ParseLaunchFlags(const std::vector<std::string>& args,
   }
   if (!parsed.ok()) return parsed;
   if (!positional.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", positional[0],
-                                                   "\" (put the command after '--')"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument \"", positional[0], "\" (put the command after '--')"));
   }
   if (!flags.WasSet("nproc")) return absl::InvalidArgumentError("--nproc is required");
   options->nproc = static_cast<int>(nproc);

@@ -20,9 +20,7 @@ extern char** environ;
 namespace shardkit::launch {
 namespace {
 
-absl::Status Invalid(const std::string& message) {
-  return absl::InvalidArgumentError(message);
-}
+absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
 std::string RandomRunId() {
   std::random_device device;
@@ -56,8 +54,8 @@ class TempStoreDir {
   }
   absl::Status Create() {
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : P_tmpdir,
-                                       "/shardkit-launch-XXXXXX");
+    std::string pattern =
+        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : P_tmpdir, "/shardkit-launch-XXXXXX");
     if (::mkdtemp(pattern.data()) == nullptr) {
       return absl::UnavailableError(
           absl::StrCat("cannot create a temporary store directory from \"", pattern,
@@ -124,9 +122,8 @@ std::vector<RankProcessSpec> RankSpecs(const LaunchOptions& options,
                                        const std::string& store_url, const std::string& run_id) {
   const int world = options.world == 0 ? options.nproc : options.world;
   const std::string backend = options.backend.value_or(EnvOr(base, "SHARDKIT_BACKEND", "gloo"));
-  const std::string timeout = options.timeout_s.has_value()
-                                  ? absl::StrCat(*options.timeout_s)
-                                  : EnvOr(base, "SHARDKIT_TIMEOUT", "60");
+  const std::string timeout = options.timeout_s.has_value() ? absl::StrCat(*options.timeout_s)
+                                                            : EnvOr(base, "SHARDKIT_TIMEOUT", "60");
   const bool default_hostname = world == options.nproc && !HasVar(base, "SHARDKIT_HOSTNAME") &&
                                 !HasVar(base, "SHARDKIT_IFNAME");
   std::vector<RankProcessSpec> specs;

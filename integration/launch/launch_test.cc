@@ -85,11 +85,11 @@ TEST(RankSpecsTest, EnvironmentPerRankFlagsBeatEnvironment) {
   std::vector<RankProcessSpec> specs = RankSpecs(options, base, "redis://h:1/r", "run-x");
   ASSERT_EQ(specs.size(), 2u);
   EXPECT_EQ(specs[1].rank, 4);
-  EXPECT_THAT(specs[1].env, UnorderedElementsAre(
-                                "PATH=/bin", "SHARDKIT_RANK=4", "SHARDKIT_LOCAL_RANK=1",
-                                "SHARDKIT_WORLD_SIZE=5", "SHARDKIT_LOCAL_WORLD_SIZE=2",
-                                "SHARDKIT_BACKEND=nccl", "SHARDKIT_STORE=redis://h:1/r",
-                                "SHARDKIT_RUN_ID=run-x", "SHARDKIT_TIMEOUT=2.5"));
+  EXPECT_THAT(specs[1].env,
+              UnorderedElementsAre("PATH=/bin", "SHARDKIT_RANK=4", "SHARDKIT_LOCAL_RANK=1",
+                                   "SHARDKIT_WORLD_SIZE=5", "SHARDKIT_LOCAL_WORLD_SIZE=2",
+                                   "SHARDKIT_BACKEND=nccl", "SHARDKIT_STORE=redis://h:1/r",
+                                   "SHARDKIT_RUN_ID=run-x", "SHARDKIT_TIMEOUT=2.5"));
   // Single host: the Gloo address defaults to loopback unless one is already chosen.
   EXPECT_THAT(RankSpecs(Options(1), {}, "file:///s", "r")[0].env,
               Contains("SHARDKIT_HOSTNAME=127.0.0.1"));
@@ -157,8 +157,7 @@ TEST(RunRankProcessesTest, PrefixesEachStreamSeparately) {
 }
 
 TEST(RunRankProcessesTest, SleeperIsStoppedAfterGraceAndNotCounted) {
-  Captured run = RunScript(3,
-                           "case $SHARDKIT_RANK in 0) sleep 60;; 1) exit 0;; 2) exit 7;; esac",
+  Captured run = RunScript(3, "case $SHARDKIT_RANK in 0) sleep 60;; 1) exit 0;; 2) exit 7;; esac",
                            absl::Milliseconds(200));
   EXPECT_EQ(LaunchExitCode(run.outcome), 7);
   EXPECT_TRUE(run.outcome.ranks[0].stopped);

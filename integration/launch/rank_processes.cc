@@ -276,9 +276,8 @@ bool Supervisor::AnyRunning() const {
 }
 
 bool Supervisor::AnyStreamOpen() const {
-  return std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) {
-    return r.streams[0].fd >= 0 || r.streams[1].fd >= 0;
-  });
+  return std::any_of(ranks_.begin(), ranks_.end(),
+                     [](const Rank& r) { return r.streams[0].fd >= 0 || r.streams[1].fd >= 0; });
 }
 
 absl::StatusOr<RunOutcome> Supervisor::Run(const std::vector<RankProcessSpec>& specs) {

@@ -41,7 +41,7 @@ struct RankOutcome {
   int rank = 0;
   bool signaled = false;  // ended by a signal; `code` is then the signal number
   int code = 0;
-  bool stopped = false;   // the launcher stopped it (grace expired, or a forwarded signal)
+  bool stopped = false;  // the launcher stopped it (grace expired, or a forwarded signal)
   bool failed() const { return !stopped && (signaled || code != 0); }
 };
 

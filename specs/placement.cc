@@ -12,8 +12,11 @@ constexpr std::string_view kRankPrefix = "rank:";
 absl::string_view ToAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 absl::Status PlacementError(std::string_view text, std::string_view why) {
+  constexpr size_t kMaxShown = 64;
+  const bool cut = text.size() > kMaxShown;
   return absl::InvalidArgumentError(absl::StrCat(
-      "invalid placement \"", ToAbsl(text), "\": ", ToAbsl(why),
+      "invalid placement \"", ToAbsl(text.substr(0, kMaxShown)), cut ? "...\": " : "\": ",
+      ToAbsl(why),
       " (expected \"rank:<R>\" or \"rank:<R>/<device>\" with device cpu, cuda or cuda:<N>)"));
 }
 
@@ -33,10 +36,9 @@ std::optional<int64_t> ParseRankDigits(std::string_view digits) {
 
 absl::StatusOr<Placement> Placement::Parse(std::string_view text) {
   if (text.substr(0, kRankPrefix.size()) != kRankPrefix) {
-    if (text.find('/') != std::string_view::npos || text.find(':') == std::string_view::npos) {
-      return PlacementError(text, "worker names and device-only placements are not supported");
-    }
-    return PlacementError(text, "must start with \"rank:\"");
+    return PlacementError(text,
+                          "must start with \"rank:\" (worker names and device-only placements "
+                          "are not supported)");
   }
   std::string_view rest = text.substr(kRankPrefix.size());
   const size_t slash = rest.find('/');

@@ -92,4 +92,28 @@ absl::StatusOr<std::vector<Placement>> ExpandPlacements(const Placements& placem
   return ForRanks(0, *world_size - 1, shorthand.device);
 }
 
+absl::Status ValidateRanks(const ShardingSpec& spec, int64_t world_size) {
+  if (world_size < 1 || world_size - 1 > kMaxRank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world size ", world_size, " is outside [1, ", kMaxRank + 1, "]"));
+  }
+  std::vector<Placement> placements;
+  if (const auto* chunk = std::get_if<ChunkShardingSpec>(&spec)) {
+    SHARDKIT_ASSIGN_OR_RETURN(placements, ExpandPlacements(chunk->placements, world_size));
+  } else {
+    for (const ShardMetadata& shard : std::get<EnumerableShardingSpec>(spec).shards) {
+      placements.push_back(shard.placement);
+    }
+  }
+  for (size_t i = 0; i < placements.size(); ++i) {
+    if (placements[i].rank() >= world_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "placement ", i, " (\"", placements[i].ToString(), "\") names rank ",
+          placements[i].rank(), ", outside the world of ", world_size, " rank",
+          world_size == 1 ? "" : "s"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace shardkit::specs

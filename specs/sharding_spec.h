@@ -80,6 +80,10 @@ using ShardingSpec = std::variant<ChunkShardingSpec, EnumerableShardingSpec>;
 [[nodiscard]] absl::StatusOr<std::vector<Placement>> ExpandPlacements(
     const Placements& placements, std::optional<int64_t> world_size);
 
+// Checks that every placement (shorthand expanded) names a rank < world_size; needs no shape.
+// Errors: kInvalidArgument naming the placement or shard; world_size outside [1, kMaxRank + 1].
+[[nodiscard]] absl::Status ValidateRanks(const ShardingSpec& spec, int64_t world_size);
+
 }  // namespace shardkit::specs
 
 #endif  // SHARDKIT_SPECS_SHARDING_SPEC_H_

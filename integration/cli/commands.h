@@ -20,6 +20,9 @@ struct Command {
 // The subcommands (one file each: launch_command.cc, ...).
 int RunLaunch(const std::vector<std::string>& args);
 
+// `shardkit spec ...` (spec_command.cc).
+int RunSpec(const std::vector<std::string>& args);
+
 // Runs `shardkit ARGS...` (argv without the program name); returns the exit status.
 int RunShardkit(const std::vector<std::string>& args);
 

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -18,8 +19,8 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::map<std::string, BackendFactory> factories;  // guarded by mu
-  // Connect calls per (key prefix, rank) in this process; see ConnectOptions::key_prefix.
-  std::map<std::pair<std::string, int>, int> connects;  // guarded by mu
+  // Connect calls per (store, key prefix, rank) in this process; see ConnectOptions::key_prefix.
+  std::map<std::tuple<std::string, std::string, int>, int> connects;  // guarded by mu
 };
 
 Registry& GetRegistry() {
@@ -34,16 +35,19 @@ absl::StatusOr<BackendFactory> FindBackend(const std::string& name) {
   if (it != registry.factories.end()) return it->second;
   std::vector<std::string> names;
   for (const auto& [n, f] : registry.factories) names.push_back(n);
-  return absl::NotFoundError(absl::StrCat(
-      "backend \"", name, "\" is not built into this program; available: ",
-      names.empty() ? std::string("none") : absl::StrJoin(names, ", ")));
+  return absl::NotFoundError(
+      absl::StrCat("backend \"", name, "\" is not built into this program; available: ",
+                   names.empty() ? std::string("none") : absl::StrJoin(names, ", ")));
 }
 
-std::string NextKeyPrefix(const std::string& prefix, int rank) {
+// The store is named by its URL, or by its address when passed as an object.
+std::string NextKeyPrefix(const ConnectOptions& o) {
+  const std::string store =
+      o.store_url.empty() ? absl::StrCat(reinterpret_cast<uintptr_t>(o.store.get())) : o.store_url;
   Registry& registry = GetRegistry();
   std::lock_guard<std::mutex> lock(registry.mu);
-  const int k = registry.connects[{prefix, rank}]++;
-  return absl::StrCat(prefix, "/comm", k);
+  const int k = registry.connects[{store, o.key_prefix, o.rank}]++;
+  return absl::StrCat(o.key_prefix, "/comm", k);
 }
 
 absl::Status Validate(const ConnectOptions& o) {
@@ -53,8 +57,8 @@ absl::Status Validate(const ConnectOptions& o) {
   }
   if (o.rank < 0 || o.rank >= o.world_size) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", o.rank, " is outside a world of ",
-                                                   o.world_size, " ranks (0..",
-                                                   o.world_size - 1, ")"));
+                                                   o.world_size, " ranks (0..", o.world_size - 1,
+                                                   ")"));
   }
   if (o.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -62,8 +66,7 @@ absl::Status Validate(const ConnectOptions& o) {
   }
   if (!o.hostname.empty() && !o.ifname.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("set a hostname (", o.hostname,
-                                                   ") or an interface (", o.ifname,
-                                                   "), not both"));
+                                                   ") or an interface (", o.ifname, "), not both"));
   }
   return absl::OkStatus();
 }
@@ -78,8 +81,7 @@ absl::StatusOr<int> IntFromEnv(const char* name, int fallback) {
   if (text == nullptr) return fallback;
   int value = 0;
   if (!absl::SimpleAtoi(text, &value)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, "=\"", text, "\" is not an integer"));
+    return absl::InvalidArgumentError(absl::StrCat(name, "=\"", text, "\" is not an integer"));
   }
   return value;
 }
@@ -106,6 +108,7 @@ std::vector<std::string> RegisteredBackends() {
 absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options) {
   SHARDKIT_RETURN_IF_ERROR(Validate(options));
   SHARDKIT_ASSIGN_OR_RETURN(BackendFactory factory, FindBackend(options.backend));
+  options.key_prefix = NextKeyPrefix(options);
   if (options.store == nullptr && !options.store_url.empty()) {
     SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(options.store_url));
     options.store = std::move(store);
@@ -114,7 +117,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a world of ", options.world_size, " ranks needs a store (SHARDKIT_STORE or store_url)"));
   }
-  options.key_prefix = NextKeyPrefix(options.key_prefix, options.rank);
   return factory(options);
 }
 
@@ -130,8 +132,8 @@ absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv() {
   if (const char* timeout = GetEnv("SHARDKIT_TIMEOUT")) {
     double seconds = 0;
     if (!absl::SimpleAtod(timeout, &seconds) || !(seconds > 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "SHARDKIT_TIMEOUT=\"", timeout, "\" is not a positive number of seconds"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("SHARDKIT_TIMEOUT=\"", timeout, "\" is not a positive number of seconds"));
     }
     o.timeout = absl::Seconds(seconds);
   }

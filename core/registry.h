@@ -46,8 +46,8 @@ struct ConnectOptions {
   std::string hostname;
   std::string ifname;
   // Keys of this communicator live under "<key_prefix>/comm<K>/", K counting this rank's Connect
-  // calls with this prefix in this process, so ranks that connect in the same order agree on
-  // fresh keys without talking. Backends receive the final prefix here.
+  // calls with this store (URL, or object) and prefix in this process, so ranks that connect in
+  // the same order agree on fresh keys without talking. Backends receive the final prefix here.
   std::string key_prefix;
 };
 

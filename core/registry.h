@@ -9,7 +9,7 @@
 //   ConnectOptions options;
 //   options.rank = 1;
 //   options.world_size = 4;
-//   options.store_url = "file:///tmp/run1";
+//   options.store_url = "file:///data/run1";
 //   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, Connect(options));
 //
 //   // A backend library (alwayslink = True), at namespace scope:

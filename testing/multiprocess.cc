@@ -51,7 +51,8 @@ std::string DescribeRank(ChildGroup& group, size_t i, const std::optional<std::s
 std::string FreshTestDir(std::string_view stem) {
   static std::atomic<int> counter{0};
   const char* root = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(root != nullptr ? root : "/tmp", "/",
+  std::string dir = absl::StrCat(
+      root != nullptr ? std::string(root) : std::filesystem::temp_directory_path().string(), "/",
                                  absl::string_view(stem.data(), stem.size()), "-", getpid(), "-",
                                  counter++);
   std::filesystem::remove_all(dir);

@@ -63,7 +63,7 @@ struct RankOptions {
     int world_size, std::string_view backend,
     const std::function<void(int rank, Communicator& comm)>& fn, const RankOptions& options = {});
 
-// A fresh, empty directory under $TEST_TMPDIR (or /tmp), for stores and outputs of one test.
+// A fresh, empty directory under $TEST_TMPDIR (or the system temporary directory), for stores and outputs of one test.
 std::string FreshTestDir(std::string_view stem);
 
 }  // namespace shardkit::testing

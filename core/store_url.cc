@@ -7,6 +7,7 @@
 #include "core/file_store.h"
 #include "core/internal/store_util.h"
 #include "core/prefix_store.h"
+#include "core/redis_store.h"
 #include "core/status_macros.h"
 
 namespace shardkit {
@@ -91,8 +92,11 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(std::string_view url, absl::Dur
     SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(parsed.path));
     return std::unique_ptr<Store>(std::move(store));
   }
-  return absl::UnimplementedError(
-      absl::StrCat("store URL \"", internal::AbslView(url), "\": RedisStore is not built yet"));
+  SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<RedisStore> redis,
+                            RedisStore::Connect(parsed.host, parsed.port, timeout));
+  if (parsed.prefix.empty()) return std::unique_ptr<Store>(std::move(redis));
+  return std::unique_ptr<Store>(
+      std::make_unique<PrefixStore>(std::shared_ptr<Store>(std::move(redis)), parsed.prefix));
 }
 
 }  // namespace shardkit

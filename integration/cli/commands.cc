@@ -10,7 +10,7 @@ namespace {
 
 // One entry per subcommand; later features fill in `run`.
 constexpr Command kCommands[] = {
-    {"launch", "run N local ranks of a command with the SHARDKIT_* environment", nullptr},
+    {"launch", "run N local ranks of a command with the SHARDKIT_* environment", &RunLaunch},
     {"shard", "shard a safetensors checkpoint across ranks with a JSON plan", nullptr},
     {"gather", "reassemble a checkpoint from a shard directory", nullptr},
     {"inspect", "print a table of a safetensors file or shard directory", nullptr},

@@ -1,0 +1,182 @@
+#include "integration/launch/launch.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/status_macros.h"
+#include "core/store_url.h"
+
+extern char** environ;
+
+namespace shardkit::launch {
+namespace {
+
+absl::Status Invalid(const std::string& message) {
+  return absl::InvalidArgumentError(message);
+}
+
+std::string RandomRunId() {
+  std::random_device device;
+  uint64_t bits = (static_cast<uint64_t>(device()) << 32) | device();
+  return absl::StrFormat("run-%016x", bits);
+}
+
+// Every launcher of a multi-host job adds its nproc to one counter; the counter's value tells
+// which job generation it joined, so all hosts derive the same fresh run id without talking to
+// each other (provided earlier jobs on this store were joined completely; --run-id overrides).
+absl::StatusOr<std::string> AgreedRunId(const LaunchOptions& options) {
+  SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(options.store_url));
+  SHARDKIT_ASSIGN_OR_RETURN(
+      int64_t joined,
+      store->Add(absl::StrCat("shardkit-launch/world-", options.world, "/joined"), options.nproc));
+  return absl::StrCat("job-w", options.world, "-", (joined - 1) / options.world);
+}
+
+absl::StatusOr<std::string> ChooseRunId(const LaunchOptions& options) {
+  if (!options.run_id.empty()) return options.run_id;
+  if (options.world > options.nproc) return AgreedRunId(options);
+  return RandomRunId();
+}
+
+// A fresh temporary directory (removed on destruction), or nothing when a store was given.
+class TempStoreDir {
+ public:
+  ~TempStoreDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  absl::Status Create() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : P_tmpdir,
+                                       "/shardkit-launch-XXXXXX");
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot create a temporary store directory from \"", pattern,
+                       "\": ", std::strerror(errno)));
+    }
+    path_ = pattern;
+    return absl::OkStatus();
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string EnvOr(const std::vector<std::string>& env, const std::string& name,
+                  const std::string& fallback) {
+  const std::string prefix = name + "=";
+  for (const std::string& entry : env) {
+    if (absl::StartsWith(entry, prefix)) return entry.substr(prefix.size());
+  }
+  return fallback;
+}
+
+bool HasVar(const std::vector<std::string>& env, const std::string& name) {
+  return EnvOr(env, name, "\x01") != "\x01";
+}
+
+std::vector<std::string> CurrentEnvironment() {
+  std::vector<std::string> env;
+  for (char** var = environ; *var != nullptr; ++var) env.emplace_back(*var);
+  return env;
+}
+
+}  // namespace
+
+absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
+  const int world = options.world == 0 ? options.nproc : options.world;
+  if (options.nproc < 1) return Invalid(absl::StrCat("--nproc must be >= 1, got ", options.nproc));
+  if (world < 1) return Invalid(absl::StrCat("--world must be >= 1, got ", world));
+  if (options.rank_offset < 0) {
+    return Invalid(absl::StrCat("--rank-offset must be >= 0, got ", options.rank_offset));
+  }
+  if (options.rank_offset + options.nproc > world) {
+    return Invalid(absl::StrCat("ranks ", options.rank_offset, "..",
+                                options.rank_offset + options.nproc - 1,
+                                " (--rank-offset + --nproc) do not fit in --world ", world));
+  }
+  if (world > options.nproc && options.store_url.empty()) {
+    return Invalid("a multi-host job (--world > --nproc) needs a shared --store redis://...");
+  }
+  if (options.timeout_s.has_value() && !(*options.timeout_s > 0)) {
+    return Invalid(absl::StrCat("--timeout must be > 0 seconds, got ", *options.timeout_s));
+  }
+  if (options.grace < absl::ZeroDuration()) return Invalid("--grace must be >= 0");
+  if (options.command.empty() || options.command[0].empty()) {
+    return Invalid("missing command after '--'");
+  }
+  if (absl::StrContains(options.run_id, '/')) return Invalid("--run-id must not contain '/'");
+  return absl::OkStatus();
+}
+
+std::vector<RankProcessSpec> RankSpecs(const LaunchOptions& options,
+                                       const std::vector<std::string>& base,
+                                       const std::string& store_url, const std::string& run_id) {
+  const int world = options.world == 0 ? options.nproc : options.world;
+  const std::string backend = options.backend.value_or(EnvOr(base, "SHARDKIT_BACKEND", "gloo"));
+  const std::string timeout = options.timeout_s.has_value()
+                                  ? absl::StrCat(*options.timeout_s)
+                                  : EnvOr(base, "SHARDKIT_TIMEOUT", "60");
+  const bool default_hostname = world == options.nproc && !HasVar(base, "SHARDKIT_HOSTNAME") &&
+                                !HasVar(base, "SHARDKIT_IFNAME");
+  std::vector<RankProcessSpec> specs;
+  for (int local = 0; local < options.nproc; ++local) {
+    RankProcessSpec spec;
+    spec.rank = options.rank_offset + local;
+    const std::vector<std::pair<std::string, std::string>> vars = {
+        {"SHARDKIT_RANK", absl::StrCat(spec.rank)},
+        {"SHARDKIT_LOCAL_RANK", absl::StrCat(local)},
+        {"SHARDKIT_WORLD_SIZE", absl::StrCat(world)},
+        {"SHARDKIT_LOCAL_WORLD_SIZE", absl::StrCat(options.nproc)},
+        {"SHARDKIT_BACKEND", backend},
+        {"SHARDKIT_STORE", store_url},
+        {"SHARDKIT_RUN_ID", run_id},
+        {"SHARDKIT_TIMEOUT", timeout},
+    };
+    for (const std::string& entry : base) {
+      bool overridden = false;
+      for (const auto& [name, value] : vars) overridden |= absl::StartsWith(entry, name + "=");
+      if (!overridden) spec.env.push_back(entry);
+    }
+    for (const auto& [name, value] : vars) spec.env.push_back(absl::StrCat(name, "=", value));
+    if (default_hostname) spec.env.push_back("SHARDKIT_HOSTNAME=127.0.0.1");
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+absl::StatusOr<int> Launch(const LaunchOptions& options) {
+  SHARDKIT_RETURN_IF_ERROR(ValidateLaunchOptions(options));
+  TempStoreDir temp_dir;
+  std::string run_id, store_url;
+  if (options.store_url.empty()) {
+    SHARDKIT_RETURN_IF_ERROR(temp_dir.Create());
+    run_id = RandomRunId();
+    store_url = absl::StrCat("file://", temp_dir.path());
+  } else {
+    SHARDKIT_RETURN_IF_ERROR(ParseStoreUrl(options.store_url).status());
+    SHARDKIT_ASSIGN_OR_RETURN(run_id, ChooseRunId(options));
+    SHARDKIT_ASSIGN_OR_RETURN(store_url, StoreUrlWithSubPrefix(options.store_url, run_id));
+    // Fail here, once, rather than in every rank: bad path, unreachable server.
+    SHARDKIT_RETURN_IF_ERROR(OpenStore(store_url).status());
+  }
+  RunOptions run;
+  run.command = options.command;
+  run.grace = options.grace;
+  SHARDKIT_ASSIGN_OR_RETURN(
+      RunOutcome outcome,
+      RunRankProcesses(run, RankSpecs(options, CurrentEnvironment(), store_url, run_id)));
+  return LaunchExitCode(outcome);
+}
+
+}  // namespace shardkit::launch

@@ -1,0 +1,68 @@
+// RunRankProcesses: starts one child process per rank and supervises them until every one has
+// ended — the process-management half of `shardkit launch` (launch.h builds the environments).
+//
+//   RunOptions options{.command = {"sh", "-c", "echo $SHARDKIT_RANK"}, .grace = absl::Seconds(5)};
+//   SHARDKIT_ASSIGN_OR_RETURN(RunOutcome outcome, RunRankProcesses(options, specs));
+//   return LaunchExitCode(outcome);
+//
+// Each rank runs in its own process group, with stdout and stderr on pipes; every line it
+// writes is copied, prefixed "[rank R] ", to the launcher's stdout or stderr respectively (a
+// partial last line is completed with '\n'). When a rank fails (non-zero exit or a signal), the
+// others get `grace` to finish; then their process groups get SIGTERM and, `term_to_kill` later,
+// SIGKILL. SIGINT/SIGTERM/SIGHUP sent to the launcher are forwarded to every running rank's
+// group (with the same SIGKILL escalation). When a rank's main process ends, what is left of its
+// process group is killed, so no rank leaves orphans behind; every child is reaped.
+// Thread-safety: call from one thread; installs signal handlers for the duration of the call.
+#ifndef SHARDKIT_INTEGRATION_LAUNCH_RANK_PROCESSES_H_
+#define SHARDKIT_INTEGRATION_LAUNCH_RANK_PROCESSES_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace shardkit::launch {
+
+struct RankProcessSpec {
+  int rank = 0;                  // global rank: used in prefixes and reports
+  std::vector<std::string> env;  // the complete environment, "NAME=value" entries
+};
+
+struct RunOptions {
+  std::vector<std::string> command;  // argv; argv[0] is searched on PATH
+  absl::Duration grace = absl::Seconds(5);
+  absl::Duration term_to_kill = absl::Seconds(3);
+  int stdout_fd = 1;
+  int stderr_fd = 2;
+};
+
+struct RankOutcome {
+  int rank = 0;
+  bool signaled = false;  // ended by a signal; `code` is then the signal number
+  int code = 0;
+  bool stopped = false;   // the launcher stopped it (grace expired, or a forwarded signal)
+  bool failed() const { return !stopped && (signaled || code != 0); }
+};
+
+struct RunOutcome {
+  std::vector<RankOutcome> ranks;  // in the order of the specs
+  int launcher_signal = 0;         // SIGINT/SIGTERM/SIGHUP the launcher received, else 0
+};
+
+// Runs the ranks to completion. Failures are reported on `stderr_fd` as they are seen
+// ("shardkit launch: rank R exited with code C" / "... killed by signal S").
+// Errors: kUnavailable if a pipe or a fork fails (ranks already started are killed and reaped).
+[[nodiscard]] absl::StatusOr<RunOutcome> RunRankProcesses(
+    const RunOptions& options, const std::vector<RankProcessSpec>& specs);
+
+// The launcher's exit status: the code of the lowest-numbered failed rank (128+S for signal S);
+// else 128+launcher_signal if the launcher was signalled; else 0.
+int LaunchExitCode(const RunOutcome& outcome);
+
+// "shardkit launch: rank R exited with code C" or "... killed by signal S" (no newline).
+std::string FailureLine(const RankOutcome& rank);
+
+}  // namespace shardkit::launch
+
+#endif  // SHARDKIT_INTEGRATION_LAUNCH_RANK_PROCESSES_H_

@@ -1,0 +1,155 @@
+// Layout arithmetic: every row of REFERENCE_SEMANTICS.md §2.3's worked-examples table with
+// shardkit's empty-shard semantics (zero-size chunks kept, offsets clamped to the dim size), dim
+// resolution, and Bind.
+#include "specs/layout.h"
+
+#include "testing/status_matchers.h"
+
+namespace shardkit::specs {
+namespace {
+
+using ::shardkit::testing::IsOk;
+using ::shardkit::testing::IsOkAndHolds;
+using ::shardkit::testing::StatusIs;
+using ::testing::HasSubstr;
+
+std::vector<Placement> Ranks(int64_t k) {
+  std::vector<Placement> out;
+  for (int64_t r = 0; r < k; ++r) out.push_back(Placement::ForRank(r, Device::Cpu()));
+  return out;
+}
+
+struct Row {
+  Shape shape;
+  int64_t dim;
+  int64_t k;
+  int64_t split;
+  std::vector<Shape> offsets;  // per placement
+  std::vector<Shape> sizes;
+};
+
+TEST(LayoutTest, WorkedExamplesTable) {
+  const Row rows[] = {
+      {{10, 20}, 0, 4, 3, {{0, 0}, {3, 0}, {6, 0}, {9, 0}}, {{3, 20}, {3, 20}, {3, 20}, {1, 20}}},
+      {{10, 32}, 1, 4, 8, {{0, 0}, {0, 8}, {0, 16}, {0, 24}}, {{10, 8}, {10, 8}, {10, 8}, {10, 8}}},
+      {{10, 10}, -1, 4, 3, {{0, 0}, {0, 3}, {0, 6}, {0, 9}}, {{10, 3}, {10, 3}, {10, 3}, {10, 1}}},
+      {{13}, 0, 4, 4, {{0}, {4}, {8}, {12}}, {{4}, {4}, {4}, {1}}},
+      // PyTorch (later): 5th shard at offset 15; shardkit clamps to 12.
+      {{12}, 0, 5, 3, {{0}, {3}, {6}, {9}, {12}}, {{3}, {3}, {3}, {3}, {0}}},
+      {{9, 12}, 0, 4, 3, {{0, 0}, {3, 0}, {6, 0}, {9, 0}}, {{3, 12}, {3, 12}, {3, 12}, {0, 12}}},
+      // PyTorch (later): last offset 6 > 5; shardkit clamps to 5.
+      {{5, 2}, 0, 4, 2, {{0, 0}, {2, 0}, {4, 0}, {5, 0}}, {{2, 2}, {2, 2}, {1, 2}, {0, 2}}},
+      // PyTorch (later): offsets [2,0], [3,0]; shardkit clamps both to 2.
+      {{2, 20}, 0, 4, 1, {{0, 0}, {1, 0}, {2, 0}, {2, 0}}, {{1, 20}, {1, 20}, {0, 20}, {0, 20}}},
+      {{1}, 0, 3, 1, {{0}, {1}, {1}}, {{1}, {0}, {0}}},
+      // PyTorch 1.13: an empty list; shardkit: two zero-size shards.
+      {{0, 4}, 0, 2, 0, {{0, 0}, {0, 0}}, {{0, 4}, {0, 4}}},
+      {{4, 5, 6}, -3, 2, 2, {{0, 0, 0}, {2, 0, 0}}, {{2, 5, 6}, {2, 5, 6}}},
+  };
+  for (const Row& row : rows) {
+    const std::string label = absl::StrCat(ShapeToString(row.shape), " dim ", row.dim, " k ", row.k);
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(int64_t dim, ResolveDim(row.dim, row.shape));
+    EXPECT_EQ(SplitSize(row.shape[dim], row.k), row.split) << label;
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(
+        std::vector<ShardMetadata> shards,
+        BuildMetadata(ChunkShardingSpec{row.dim, Ranks(row.k)}, row.shape));
+    ASSERT_EQ(shards.size(), static_cast<size_t>(row.k)) << label;
+    for (int64_t i = 0; i < row.k; ++i) {
+      EXPECT_EQ(shards[i].offsets, row.offsets[i]) << label << " shard " << i;
+      EXPECT_EQ(shards[i].sizes, row.sizes[i]) << label << " shard " << i;
+      EXPECT_EQ(shards[i].placement.rank(), i) << label;  // chunk i goes to placements[i]
+    }
+    // Chunk layouts always tile the tensor.
+    EXPECT_THAT(ValidateTiling(shards, row.shape), IsOk()) << label;
+  }
+}
+
+TEST(LayoutTest, PlacementOrderIsChunkOrderAndRanksMayRepeat) {
+  std::vector<Placement> placements = {Placement::ForRank(2), Placement::ForRank(0),
+                                       Placement::ForRank(2)};
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(std::vector<ShardMetadata> shards,
+                                BuildMetadata(ChunkShardingSpec{1, placements}, {10, 8}));
+  ASSERT_EQ(shards.size(), 3u);
+  EXPECT_EQ(shards[0].placement.rank(), 2);
+  EXPECT_EQ(shards[1].placement.rank(), 0);
+  EXPECT_EQ(shards[2].placement.rank(), 2);
+  EXPECT_EQ(shards[2].offsets, (Shape{0, 6}));
+  EXPECT_EQ(shards[2].sizes, (Shape{10, 2}));
+}
+
+TEST(LayoutTest, ArithmeticNeverOverflows) {
+  const int64_t n = INT64_MAX;
+  const int64_t split = SplitSize(n, 3);
+  EXPECT_EQ(split, n / 3 + 1);
+  EXPECT_EQ(ChunkSize(n, split, 0) + ChunkSize(n, split, 1) + ChunkSize(n, split, 2), n);
+  EXPECT_EQ(ChunkOffset(n, split, 2), 2 * split);
+}
+
+TEST(LayoutTest, DimChecks) {
+  EXPECT_THAT(ResolveDim(-1, {3, 4}), IsOkAndHolds(1));
+  for (int64_t dim : {2, 3, 4, -3, -4, -5}) {  // PyTorch's test_invalid_sharding dims
+    EXPECT_THAT(ResolveDim(dim, {3, 4}),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr(absl::StrCat("dim ", dim,
+                                                " is out of range for a 2-d tensor (shape [3, "
+                                                "4]); expected -2..1"))));
+  }
+  EXPECT_THAT(BuildMetadata(ChunkShardingSpec{0, Ranks(2)}, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("a 0-d tensor cannot be chunked")));
+}
+
+TEST(LayoutTest, ValidatesSpecAndShape) {
+  EXPECT_THAT(BuildMetadata(ChunkShardingSpec{0, std::vector<Placement>{}}, {4}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("placements must not be empty")));
+  EXPECT_THAT(BuildMetadata(ChunkShardingSpec{0, Ranks(2)}, {-4}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("[-4]")));
+  EXPECT_THAT(BuildMetadata(ChunkShardingSpec{0, PlacementShorthand{}}, {4}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Bind")));
+  EXPECT_THAT(BuildMetadata(EnumerableShardingSpec{}, {4}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("shards must not be empty")));
+  EXPECT_THAT(
+      BuildMetadata(EnumerableShardingSpec{{{{0}, {3}, Placement::ForRank(0)}}}, {4}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("shards do not cover the tensor")));
+}
+
+TEST(BindTest, ResolvesDimAndExpandsShorthand) {
+  ChunkShardingSpec spec{-1, PlacementShorthand{AllRanks{}, Device::Cpu()}};
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(ShardingSpec bound, Bind(spec, {4, 6}, 3));
+  EXPECT_EQ(bound, ShardingSpec(ChunkShardingSpec{1, Ranks(3)}));
+  // dim 1 with the same placements binds to the same spec.
+  EXPECT_THAT(Bind(ChunkShardingSpec{1, Ranks(3)}, {4, 6}, 3), IsOkAndHolds(bound));
+
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(
+      ShardingSpec ranged, Bind(ChunkShardingSpec{0, PlacementShorthand{RankRange{1, 2}, {}}}, {4}, 4));
+  EXPECT_EQ(ranged, ShardingSpec(ChunkShardingSpec{
+                        0, std::vector<Placement>{Placement::ForRank(1), Placement::ForRank(2)}}));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(
+      ShardingSpec listed,
+      Bind(ChunkShardingSpec{0, PlacementShorthand{RankList{2, 0, 2}, Device::Cuda()}}, {4}, 3));
+  EXPECT_EQ(std::get<std::vector<Placement>>(std::get<ChunkShardingSpec>(listed).placements)[2],
+            Placement::ForRank(2, Device::Cuda()));
+}
+
+TEST(BindTest, Errors) {
+  ChunkShardingSpec all{0, PlacementShorthand{}};
+  EXPECT_THAT(Bind(all, {4}, std::nullopt),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("once the world size is known")));
+  EXPECT_THAT(Bind(all, {4}, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("world size 0")));
+  EXPECT_THAT(Bind(ChunkShardingSpec{0, Ranks(3)}, {4}, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("shard 2 (offsets [4], sizes [0], rank:2/cpu) is placed on rank "
+                                 "2, outside the world of 2 ranks")));
+  EXPECT_THAT(Bind(ChunkShardingSpec{0, PlacementShorthand{RankRange{0, 3}, {}}}, {4}, 3),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outside the world of 3")));
+  EXPECT_THAT(Bind(ChunkShardingSpec{0, PlacementShorthand{RankRange{3, 1}, {}}}, {4}, 4),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("first <= last")));
+  // Without a world size, explicit placements bind (no rank check).
+  EXPECT_THAT(Bind(ChunkShardingSpec{-1, Ranks(9)}, {4}, std::nullopt), IsOk());
+}
+
+}  // namespace
+}  // namespace shardkit::specs

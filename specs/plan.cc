@@ -1,0 +1,154 @@
+#include "specs/plan.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "specs/internal/json_reader.h"
+#include "specs/internal/spec_json.h"
+#include "specs/pattern.h"
+
+namespace shardkit::specs {
+namespace {
+
+using internal::Json;
+
+
+absl::StatusOr<PlanRule> RuleFromJson(const Json& value, std::string_view path) {
+  SHARDKIT_RETURN_IF_ERROR(internal::CheckObject(value, path, {"match", "spec"}));
+  SHARDKIT_ASSIGN_OR_RETURN(const Json* match, internal::Required(value, path, "match"));
+  SHARDKIT_ASSIGN_OR_RETURN(const Json* spec, internal::Required(value, path, "spec"));
+  PlanRule rule;
+  const std::string match_path = internal::ChildPath(path, "match");
+  SHARDKIT_ASSIGN_OR_RETURN(rule.match, internal::GetString(*match, match_path));
+  if (absl::Status s = ValidatePattern(rule.match); !s.ok()) {
+    return internal::AtPath(match_path, s);
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(rule.spec,
+                            internal::SpecFromJson(*spec, internal::ChildPath(path, "spec")));
+  return rule;
+}
+
+absl::Status ReadHeader(const Json& value, Plan& plan) {
+  SHARDKIT_RETURN_IF_ERROR(internal::CheckVersion(value, ""));
+  if (const Json* src = internal::Optional(value, "src_rank"); src != nullptr) {
+    SHARDKIT_ASSIGN_OR_RETURN(plan.src_rank, internal::GetInt(*src, "src_rank"));
+    if (plan.src_rank < 0 || plan.src_rank > kMaxRank) {
+      return internal::PathError("src_rank", absl::StrCat("rank ", plan.src_rank,
+                                                          " is outside [0, ", kMaxRank, "]"));
+    }
+  }
+  if (const Json* strategy = internal::Optional(value, "strategy"); strategy != nullptr) {
+    SHARDKIT_ASSIGN_OR_RETURN(std::string name, internal::GetString(*strategy, "strategy"));
+    absl::StatusOr<Strategy> parsed = ParseStrategy(name);
+    if (!parsed.ok()) return internal::AtPath("strategy", parsed.status());
+    plan.strategy = *parsed;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Plan> PlanFromJson(const Json& value) {
+  SHARDKIT_RETURN_IF_ERROR(
+      internal::CheckObject(value, "", {"version", "src_rank", "strategy", "rules"}));
+  SHARDKIT_ASSIGN_OR_RETURN(const Json* rules, internal::Required(value, "", "rules"));
+  Plan plan;
+  SHARDKIT_RETURN_IF_ERROR(ReadHeader(value, plan));
+  if (!rules->is_array()) return internal::TypeError("rules", "array of rules", *rules);
+  plan.rules.reserve(rules->size());
+  for (size_t i = 0; i < rules->size(); ++i) {
+    SHARDKIT_ASSIGN_OR_RETURN(PlanRule rule,
+                              RuleFromJson((*rules)[i], internal::IndexPath("rules", i)));
+    plan.rules.push_back(std::move(rule));
+  }
+  return plan;
+}
+
+absl::Status ParameterError(const Plan& plan, const std::string& name, std::optional<size_t> rule,
+                            const absl::Status& status) {
+  std::string context = absl::StrCat("parameter ", internal::DescribeValue(Json(name)));
+  if (rule.has_value()) {
+    absl::StrAppend(&context, " (rule ", *rule, ", ",
+                    internal::DescribeValue(Json(plan.rules[*rule].match)), ")");
+  }
+  return Annotate(status, context);
+}
+
+}  // namespace
+
+std::string_view StrategyName(Strategy strategy) {
+  return strategy == Strategy::kBroadcast ? "broadcast" : "scatter";
+}
+
+absl::StatusOr<Strategy> ParseStrategy(std::string_view name) {
+  if (name == "scatter") return Strategy::kScatter;
+  if (name == "broadcast") return Strategy::kBroadcast;
+  return absl::InvalidArgumentError(
+      absl::StrCat("expected \"scatter\" or \"broadcast\", got ",
+                   internal::DescribeValue(Json(std::string(name)))));
+}
+
+absl::StatusOr<Plan> ParsePlan(std::string_view json_text) {
+  SHARDKIT_ASSIGN_OR_RETURN(Json json, internal::ParseJson(json_text));
+  return PlanFromJson(json);
+}
+
+std::string CanonicalJson(const Plan& plan) {
+  Json rules = Json::array();
+  for (const PlanRule& rule : plan.rules) {
+    rules.push_back(Json{{"match", rule.match}, {"spec", internal::SpecToJson(rule.spec)}});
+  }
+  Json out = Json::object();
+  out["version"] = 1;
+  out["src_rank"] = plan.src_rank;
+  out["strategy"] = std::string(StrategyName(plan.strategy));
+  out["rules"] = std::move(rules);
+  return internal::Dump(out);
+}
+
+absl::StatusOr<SpecOrPlan> ParseSpecOrPlan(std::string_view json_text) {
+  SHARDKIT_ASSIGN_OR_RETURN(Json json, internal::ParseJson(json_text));
+  if (json.is_object() && json.contains("rules")) {
+    SHARDKIT_ASSIGN_OR_RETURN(Plan plan, PlanFromJson(json));
+    return plan;
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(ShardingSpec spec, internal::SpecFromJson(json, ""));
+  return spec;
+}
+
+std::optional<size_t> MatchRule(const Plan& plan, std::string_view name) {
+  for (size_t i = 0; i < plan.rules.size(); ++i) {
+    if (MatchesPattern(plan.rules[i].match, name)) return i;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<std::vector<ResolvedParameter>> Resolve(
+    const Plan& plan, const std::vector<ParameterInfo>& parameters, int64_t world_size) {
+  if (world_size >= 1 && plan.src_rank >= world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("src_rank ", plan.src_rank,
+                                                   " is outside the world of ", world_size,
+                                                   " rank", world_size == 1 ? "" : "s"));
+  }
+  absl::flat_hash_set<std::string> seen;
+  std::vector<ResolvedParameter> out;
+  out.reserve(parameters.size());
+  for (const ParameterInfo& parameter : parameters) {
+    if (!seen.insert(parameter.name).second) {
+      return ParameterError(plan, parameter.name, std::nullopt,
+                            absl::InvalidArgumentError("listed twice"));
+    }
+    ResolvedParameter resolved{parameter.name, MatchRule(plan, parameter.name), {}};
+    std::optional<ShardingSpec> spec;
+    if (resolved.rule.has_value()) spec = plan.rules[*resolved.rule].spec;
+    absl::StatusOr<ParameterLayout> layout = LayOutParameter(spec, parameter.shape, world_size);
+    if (!layout.ok()) {
+      return ParameterError(plan, parameter.name, resolved.rule, layout.status());
+    }
+    resolved.layout = *std::move(layout);
+    out.push_back(std::move(resolved));
+  }
+  return out;
+}
+
+}  // namespace shardkit::specs

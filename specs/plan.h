@@ -1,0 +1,85 @@
+// Plans: which spec each parameter of a module gets.
+//
+//   {"version": 1, "src_rank": 0, "strategy": "scatter",
+//    "rules": [{"match": "layers.*.attn.qkv.weight", "spec": {...}},
+//              {"match": "embed.weight", "spec": {...}}]}
+//
+// "version" (must be 1), "src_rank" (default 0) and "strategy" ("scatter" by default, or
+// "broadcast") are optional; "rules" is required (possibly empty). Patterns: see pattern.h. The
+// first matching rule wins; a parameter no rule matches is replicated. The canonical form has
+// every key, defaults filled in, rules in order, each spec in its own canonical form.
+//
+//   SHARDKIT_ASSIGN_OR_RETURN(Plan plan, ParsePlan(text));
+//   SHARDKIT_ASSIGN_OR_RETURN(std::vector<ResolvedParameter> resolved,
+//                             Resolve(plan, {{"embed.weight", {10, 8}}, {"norm.weight", {4}}},
+//                                     /*world_size=*/3));
+#ifndef SHARDKIT_SPECS_PLAN_H_
+#define SHARDKIT_SPECS_PLAN_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+#include "specs/parameter_layout.h"
+#include "specs/sharding_spec.h"
+
+namespace shardkit::specs {
+
+enum class Strategy { kScatter, kBroadcast };
+
+// "scatter" / "broadcast".
+std::string_view StrategyName(Strategy strategy);
+// Errors: kInvalidArgument naming the string.
+[[nodiscard]] absl::StatusOr<Strategy> ParseStrategy(std::string_view name);
+
+struct PlanRule {
+  std::string match;  // a pattern (pattern.h)
+  ShardingSpec spec;
+};
+
+struct Plan {
+  int64_t src_rank = 0;
+  Strategy strategy = Strategy::kScatter;
+  std::vector<PlanRule> rules;
+};
+
+// Errors: kInvalidArgument as ParseSpec, with paths like `rules[1].spec.dim` and
+// `rules[0].match: "**" must be a whole dotted segment, ...`.
+[[nodiscard]] absl::StatusOr<Plan> ParsePlan(std::string_view json_text);
+
+// The canonical bytes of `plan`.
+std::string CanonicalJson(const Plan& plan);
+
+// A spec file or a plan file: a top-level object with a "rules" key is a plan.
+using SpecOrPlan = std::variant<ShardingSpec, Plan>;
+[[nodiscard]] absl::StatusOr<SpecOrPlan> ParseSpecOrPlan(std::string_view json_text);
+
+// Index of the first rule whose pattern matches `name`, or nullopt (replicated).
+std::optional<size_t> MatchRule(const Plan& plan, std::string_view name);
+
+struct ParameterInfo {
+  std::string name;
+  Shape shape;
+};
+
+struct ResolvedParameter {
+  std::string name;
+  std::optional<size_t> rule;  // the matching rule; nullopt: replicated
+  ParameterLayout layout;
+};
+
+// One entry per parameter, in the given order. Checks every matched spec against the parameter's
+// shape and `world_size` (LayOutParameter) and `src_rank` < world_size.
+// Errors: kInvalidArgument naming the parameter and rule, e.g. `parameter "embed.weight" (rule 1,
+// "embed.*"): dim 2 is out of range ...`; a duplicate parameter name; src_rank outside the world.
+[[nodiscard]] absl::StatusOr<std::vector<ResolvedParameter>> Resolve(
+    const Plan& plan, const std::vector<ParameterInfo>& parameters, int64_t world_size);
+
+}  // namespace shardkit::specs
+
+#endif  // SHARDKIT_SPECS_PLAN_H_

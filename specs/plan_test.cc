@@ -1,0 +1,173 @@
+// Plans: parsing errors with paths, pattern matching, first match wins, Resolve, layouts.
+#include "specs/plan.h"
+
+#include "specs/fingerprint.h"
+#include "specs/pattern.h"
+#include "testing/status_matchers.h"
+
+namespace shardkit::specs {
+namespace {
+
+using ::shardkit::testing::IsOk;
+using ::shardkit::testing::StatusIs;
+using ::testing::HasSubstr;
+
+constexpr char kPlan[] = R"({"version": 1, "src_rank": 0, "strategy": "scatter", "rules": [
+  {"match": "layers.*.attn.qkv.weight",
+   "spec": {"type": "chunk", "dim": 0, "placements": ["rank:0/cpu", "rank:1/cpu"]}},
+  {"match": "embed.weight",
+   "spec": {"type": "chunk", "dim": 1, "placements": ["rank:1/cpu", "rank:0/cpu"]}},
+  {"match": "**.bias", "spec": {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}}]})";
+
+TEST(PatternTest, Matching) {
+  EXPECT_TRUE(MatchesPattern("layers.*.attn.qkv.weight", "layers.3.attn.qkv.weight"));
+  EXPECT_FALSE(MatchesPattern("layers.*.attn.qkv.weight", "layers.3.4.attn.qkv.weight"));
+  EXPECT_FALSE(MatchesPattern("layers.*.weight", "xlayers.1.weight"));  // whole name only
+  EXPECT_FALSE(MatchesPattern("embed", "embed.weight"));
+  EXPECT_TRUE(MatchesPattern("*", "weight"));
+  EXPECT_FALSE(MatchesPattern("*", "a.weight"));
+  EXPECT_TRUE(MatchesPattern("**", "a.b.c"));
+  EXPECT_TRUE(MatchesPattern("**.weight", "weight"));
+  EXPECT_TRUE(MatchesPattern("**.weight", "a.b.weight"));
+  EXPECT_FALSE(MatchesPattern("**.weight", "a.b.weight2"));
+  EXPECT_TRUE(MatchesPattern("a.**", "a"));
+  EXPECT_TRUE(MatchesPattern("a.**.z", "a.z"));
+  EXPECT_TRUE(MatchesPattern("a.**.z", "a.b.c.z"));
+  EXPECT_TRUE(MatchesPattern("layer*.w*ght", "layers.weight"));
+  EXPECT_TRUE(MatchesPattern("layer*.w*ght", "layer.wght"));
+  EXPECT_TRUE(MatchesPattern("a.*.c", "a..c"));
+  EXPECT_TRUE(MatchesPattern("x?y[1]", "x?y[1]"));  // literal
+  EXPECT_FALSE(MatchesPattern("x?y", "xzy"));
+  EXPECT_THAT(ValidatePattern("a**.b"), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                 HasSubstr("\"**\" must be a whole dotted segment")));
+  EXPECT_THAT(ValidatePattern("***"), StatusIs(absl::StatusCode::kInvalidArgument,
+                                               HasSubstr("found segment \"***\"")));
+  EXPECT_THAT(ValidatePattern(""), StatusIs(absl::StatusCode::kInvalidArgument,
+                                            HasSubstr("must not be empty")));
+  EXPECT_THAT(ValidatePattern("**.a.**"), IsOk());
+}
+
+TEST(PlanTest, ParsesAndMatchesFirstRuleWins) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Plan plan, ParsePlan(kPlan));
+  EXPECT_EQ(plan.rules.size(), 3u);
+  EXPECT_EQ(MatchRule(plan, "layers.0.attn.qkv.weight"), 0u);
+  EXPECT_EQ(MatchRule(plan, "embed.weight"), 1u);
+  EXPECT_EQ(MatchRule(plan, "layers.0.attn.qkv.bias"), 2u);
+  EXPECT_EQ(MatchRule(plan, "norm.weight"), std::nullopt);
+  plan.rules.insert(plan.rules.begin(), PlanRule{"**", plan.rules[1].spec});
+  EXPECT_EQ(MatchRule(plan, "embed.weight"), 0u);
+}
+
+TEST(PlanTest, DefaultsAndCanonicalForm) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(
+      Plan plan, ParsePlan(R"({"rules": [{"spec": {"type": "chunk", "placements": ["rank:0"],
+                                         "dim": 0}, "match": "w"}]})"));
+  EXPECT_EQ(plan.src_rank, 0);
+  EXPECT_EQ(plan.strategy, Strategy::kScatter);
+  const std::string canonical = CanonicalJson(plan);
+  EXPECT_EQ(canonical,
+            R"({"rules":[{"match":"w","spec":{"dim":0,"placements":["rank:0"],"type":"chunk",)"
+            R"("version":1}}],"src_rank":0,"strategy":"scatter","version":1})");
+  EXPECT_EQ(CanonicalJson(*ParsePlan(canonical)), canonical);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Plan broadcast,
+                                ParsePlan(R"({"rules": [], "src_rank": 2, "strategy": "broadcast"})"));
+  EXPECT_EQ(CanonicalJson(broadcast),
+            R"({"rules":[],"src_rank":2,"strategy":"broadcast","version":1})");
+}
+
+TEST(PlanTest, ParseErrorsNameThePath) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"rules": [{"match": "a", "spec": {"type": "chunk", "dim": 0, "placements": ["rank:0"]}},
+                     {"match": "b", "spec": {"type": "chunk", "dim": "x", "placements": ["rank:0"]}}]})",
+       "rules[1].spec.dim: expected integer, got \"x\""},
+      {R"({"rules": {}})", "rules: expected array of rules, got object"},
+      {R"({"src_rank": 0})", "top level: missing key \"rules\""},
+      {R"({"rules": [], "strategy": "gather"})",
+       "strategy: expected \"scatter\" or \"broadcast\", got \"gather\""},
+      {R"({"rules": [], "src_rank": -1})", "src_rank: rank -1 is outside"},
+      {R"({"rules": [], "src_rank": 0.0})", "src_rank: expected integer, got 0.0"},
+      {R"({"rules": [], "version": 3})", "version: unsupported version 3"},
+      {R"({"rules": [], "extra": 1})",
+       "top level: unknown key \"extra\" (expected rules, src_rank, strategy, version)"},
+      {R"({"rules": [], "rules": []})", "top level: duplicate key \"rules\""},
+      {R"({"rules": [{"match": "a"}]})", "rules[0]: missing key \"spec\""},
+      {R"({"rules": [{"match": 5, "spec": {}}]})", "rules[0].match: expected string, got 5"},
+      {R"({"rules": [{"match": "a**", "spec": {}}]})",
+       "rules[0].match: \"**\" must be a whole dotted segment"},
+      {R"({"rules": [{"match": "a", "spec": {"type": "chunk", "dim": 0, "placements": ["rank:0"],
+          "dim": 1}}]})",
+       "rules[0].spec: duplicate key \"dim\""},
+      {R"({"rules": [{"match": "a", "spec": {"type": "enumerable", "shards": [
+          {"offsets": [0], "sizes": [1], "placement": "rank:x"}]}}]})",
+       "rules[0].spec.shards[0].placement: invalid placement \"rank:x\""},
+      {R"({"rules": [{"match": "a", "spec": [1]}]})", "rules[0].spec: expected spec object, got array"},
+  };
+  for (const auto& [json, message] : cases) {
+    EXPECT_THAT(ParsePlan(json), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(message)))
+        << json;
+  }
+}
+
+TEST(PlanTest, SpecOrPlanIsRecognisedByRules) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(SpecOrPlan plan, ParseSpecOrPlan(kPlan));
+  EXPECT_TRUE(std::holds_alternative<Plan>(plan));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(
+      SpecOrPlan spec, ParseSpecOrPlan(R"({"type":"chunk","dim":0,"placements":["rank:0"]})"));
+  EXPECT_TRUE(std::holds_alternative<ShardingSpec>(spec));
+}
+
+TEST(ResolveTest, PerParameterLayouts) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Plan plan, ParsePlan(kPlan));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(
+      std::vector<ResolvedParameter> resolved,
+      Resolve(plan, {{"embed.weight", {10, 8}}, {"norm.weight", {4}}, {"fc.bias", {5}}}, 3));
+  ASSERT_EQ(resolved.size(), 3u);
+  const ParameterLayout& embed = resolved[0].layout;
+  EXPECT_EQ(resolved[0].rule, 1u);
+  EXPECT_EQ(embed.canonical_json,
+            R"({"dim":1,"placements":["rank:1/cpu","rank:0/cpu"],"type":"chunk","version":1})");
+  EXPECT_EQ(embed.fingerprint, Fingerprint(embed.canonical_json));
+  ASSERT_EQ(embed.shards.size(), 2u);
+  EXPECT_EQ(embed.shards[0].placement.rank(), 1);
+  EXPECT_EQ(embed.shards[1].offsets, (Shape{0, 4}));
+
+  EXPECT_EQ(resolved[1].rule, std::nullopt);  // replicated
+  const ParameterLayout& norm = resolved[1].layout;
+  EXPECT_EQ(norm.canonical_json, "\"replicated\"");
+  EXPECT_FALSE(norm.spec.has_value());
+  ASSERT_EQ(norm.shards.size(), 3u);
+  for (int64_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(norm.shards[r], (ShardMetadata{{0}, {4}, Placement::ForRank(r)}));
+  }
+  // Shorthand expanded with the world size: 5 rows over 3 ranks -> 2, 2, 1.
+  ASSERT_EQ(resolved[2].layout.shards.size(), 3u);
+  EXPECT_EQ(resolved[2].layout.shards[2].sizes, (Shape{1}));
+  EXPECT_EQ(resolved[2].layout.canonical_json,
+            R"({"dim":0,"placements":["rank:0","rank:1","rank:2"],"type":"chunk","version":1})");
+}
+
+TEST(ResolveTest, ErrorsNameTheParameter) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Plan plan, ParsePlan(kPlan));
+  EXPECT_THAT(Resolve(plan, {{"embed.weight", {10}}}, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("parameter \"embed.weight\" (rule 1, \"embed.weight\"): dim 1 is "
+                                 "out of range for a 1-d tensor")));
+  EXPECT_THAT(Resolve(plan, {{"layers.0.attn.qkv.weight", {}}}, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("parameter \"layers.0.attn.qkv.weight\" (rule 0, "
+                                 "\"layers.*.attn.qkv.weight\"): a 0-d tensor cannot be chunked")));
+  EXPECT_THAT(Resolve(plan, {{"embed.weight", {10, 8}}}, 1),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("parameter \"embed.weight\" (rule 1, \"embed.weight\"): shard 0 "
+                                 "(offsets [0, 0], sizes [10, 4], rank:1/cpu) is placed on rank 1, "
+                                 "outside the world of 1 rank")));
+  EXPECT_THAT(Resolve(plan, {{"a", {1}}, {"a", {1}}}, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("parameter \"a\": listed twice")));
+  plan.src_rank = 4;
+  EXPECT_THAT(Resolve(plan, {}, 4), StatusIs(absl::StatusCode::kInvalidArgument,
+                                             HasSubstr("src_rank 4 is outside the world of 4")));
+}
+
+}  // namespace
+}  // namespace shardkit::specs

@@ -1,0 +1,25 @@
+#include "specs/spec_json.h"
+
+#include "core/status_macros.h"
+#include "specs/internal/json_reader.h"
+#include "specs/internal/spec_json.h"
+#include "specs/layout.h"
+
+namespace shardkit::specs {
+
+absl::StatusOr<ShardingSpec> ParseSpec(std::string_view json_text) {
+  SHARDKIT_ASSIGN_OR_RETURN(internal::Json json, internal::ParseJson(json_text));
+  return internal::SpecFromJson(json, "");
+}
+
+std::string CanonicalJson(const ShardingSpec& spec) {
+  return internal::Dump(internal::SpecToJson(spec));
+}
+
+absl::StatusOr<std::string> BoundCanonicalJson(const ShardingSpec& spec, const Shape& global_shape,
+                                               std::optional<int64_t> world_size) {
+  SHARDKIT_ASSIGN_OR_RETURN(ShardingSpec bound, Bind(spec, global_shape, world_size));
+  return CanonicalJson(bound);
+}
+
+}  // namespace shardkit::specs

@@ -1,0 +1,48 @@
+// Specs as JSON: strict parsing, canonical form and bound canonical form.
+//
+// Input format (ARCHITECTURE.md, "JSON formats"; summary in specs/README.md):
+//   {"type": "chunk", "dim": 0, "placements": ["rank:0/cpu", "rank:1/cpu"]}
+//   {"type": "chunk", "dim": -1, "placements": {"ranks": "all", "device": "cpu"}}
+//   {"type": "enumerable", "shards": [{"offsets": [0], "sizes": [4], "placement": "rank:0"}]}
+// with an optional "version": 1. Unknown keys, wrong types, non-integer numbers, duplicate keys,
+// NaN/Infinity and invalid UTF-8 are errors naming the JSON path.
+//
+// Canonical form: serialized from the parsed value (never the input text), keys sorted, compact,
+// integers only, "version": 1 present, placements as written. Bound form: the canonical form of
+// Bind(spec, shape, world) (negative dim resolved, shorthand expanded). Two specs describe the
+// same layout of a tensor exactly when their bound forms are byte-equal.
+//
+//   SHARDKIT_ASSIGN_OR_RETURN(ShardingSpec spec, ParseSpec(text));
+//   std::string canonical = CanonicalJson(spec);
+//   SHARDKIT_ASSIGN_OR_RETURN(std::string bound, BoundCanonicalJson(spec, {12, 4}, 2));
+#ifndef SHARDKIT_SPECS_SPEC_JSON_H_
+#define SHARDKIT_SPECS_SPEC_JSON_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+#include "specs/sharding_spec.h"
+
+namespace shardkit::specs {
+
+// Errors: kInvalidArgument: "invalid JSON: parse error at line L, column C: ..." for syntax
+// (NaN, Infinity, invalid UTF-8, overflowing numbers included), "<path>: <what>" otherwise, e.g.
+// `dim: expected integer, got "x"`, `placements[1]: invalid placement "worker0/cpu": ...`,
+// `top level: duplicate key "dim"`, `shards[2]: sizes must be >= 0, found sizes [-1, 4]`.
+[[nodiscard]] absl::StatusOr<ShardingSpec> ParseSpec(std::string_view json_text);
+
+// The canonical bytes of `spec` (which need not be valid).
+std::string CanonicalJson(const ShardingSpec& spec);
+
+// CanonicalJson(Bind(spec, global_shape, world_size)). Errors: as Bind.
+[[nodiscard]] absl::StatusOr<std::string> BoundCanonicalJson(const ShardingSpec& spec,
+                                                             const Shape& global_shape,
+                                                             std::optional<int64_t> world_size);
+
+}  // namespace shardkit::specs
+
+#endif  // SHARDKIT_SPECS_SPEC_JSON_H_

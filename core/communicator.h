@@ -181,6 +181,9 @@ class Communicator {
   // The error that poisoned this communicator, or OK.
   absl::Status poisoned() const;
 
+  // Whether this backend can move bytes that live on `device` (Gloo: host memory only).
+  virtual bool SupportsDevice(const Device& device) const = 0;
+
  protected:
   explicit Communicator(CommunicatorOptions options);
 
@@ -210,8 +213,6 @@ class Communicator {
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<Communicator>> CreateSubgroup(
       const std::vector<int>& members, int new_rank, uint64_t split_id, absl::Time deadline) = 0;
 
-  // Whether this backend can move bytes that live on `device`.
-  virtual bool SupportsDevice(const Device& device) const = 0;
 
  private:
   struct Call;

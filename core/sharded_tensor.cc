@@ -17,7 +17,7 @@ absl::Status CheckLocalShard(const ShardMetadata& shard, const Tensor& tensor, D
                              size_t index) {
   if (tensor.shape() != shard.sizes || tensor.dtype() != dtype || tensor.is_meta()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "local shard ", index, " (", specs::ShardMetadataToString(shard), ") holds ",
+        "local shard ", index, " (", specs::ShardToString(shard), ") holds ",
         tensor.DebugString(), ", expected ", std::string(DTypeName(dtype)),
         ShapeToString(shard.sizes)));
   }

@@ -58,7 +58,7 @@ absl::Status BuildMismatchError(const std::vector<std::string>& reports, std::st
   for (size_t r = 0; r < reports.size(); ++r) {
     Json report = Json::parse(reports[r], nullptr, /*allow_exceptions=*/false);
     if (report.is_discarded() || !report.contains("descriptor")) {
-      return absl::InternalError(absl::StrCat(op, ": malformed agreement report from rank ", r));
+      return absl::InternalError(absl::StrCat(std::string(op), ": malformed agreement report from rank ", r));
     }
     for (const auto& error : report["errors"]) {
       problems.push_back(absl::StrCat("rank ", r, ": ", error.get<std::string>()));
@@ -80,7 +80,7 @@ absl::Status BuildMismatchError(const std::vector<std::string>& reports, std::st
                       ", ")));
   }
   return absl::InvalidArgumentError(
-      absl::StrCat(op, ": ranks do not agree: ", absl::StrJoin(problems, "; ")));
+      absl::StrCat(std::string(op), ": ranks do not agree: ", absl::StrJoin(problems, "; ")));
 }
 
 }  // namespace

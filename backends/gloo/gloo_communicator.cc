@@ -1,0 +1,214 @@
+#include "backends/gloo/gloo_communicator.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "backends/gloo/store_adapter.h"
+#include "core/status_macros.h"
+#include "gloo/common/error.h"
+#include "gloo/common/logging.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/transport/tcp/device.h"
+#include "gloo/transport/unbound_buffer.h"
+
+namespace shardkit::gloo_backend {
+namespace {
+
+constexpr char kDefaultHostname[] = "127.0.0.1";
+
+std::chrono::milliseconds Remaining(absl::Time deadline) {
+  // Gloo treats its timeout as relative; never pass <= 0 (0 means "no timeout" in places).
+  return std::chrono::milliseconds(
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(absl::Ceil(deadline - absl::Now(),
+                                                                absl::Milliseconds(1)))));
+}
+
+// The single place where Gloo exceptions become Status. `what` names the step or the peer.
+absl::Status FromException(std::exception_ptr error, const std::string& what) {
+  const std::string prefix = what.empty() ? "" : what + ": ";
+  try {
+    std::rethrow_exception(error);
+  } catch (const ::gloo::IoException& e) {
+    const std::string message = prefix + e.what();
+    if (absl::StrContains(e.what(), "Timed out")) return absl::DeadlineExceededError(message);
+    return absl::UnavailableError(message);
+  } catch (const ::gloo::EnforceNotMet& e) {
+    return absl::InternalError(prefix + "Gloo invariant failed: " + e.what());
+  } catch (const std::exception& e) {
+    return absl::InternalError(prefix + e.what());
+  } catch (...) {
+    return absl::InternalError(prefix + "unknown exception from Gloo");
+  }
+}
+
+void IgnoreSigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] { signal(SIGPIPE, SIG_IGN); });
+}
+
+struct Endpoint {
+  std::shared_ptr<Store> store;
+  std::string key_prefix;
+  std::shared_ptr<::gloo::transport::Device> device;
+};
+
+// Announces `rank` and waits for every rank, naming those that never joined.
+absl::Status AwaitMembers(Store& store, const std::string& prefix, int rank, int size,
+                          absl::Time deadline) {
+  auto key = [&](int r) { return absl::StrCat(prefix, "/joined/", r); };
+  SHARDKIT_RETURN_IF_ERROR(store.Set(key(rank), "1"));
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(key(r));
+  absl::Status waited = store.Wait(keys, deadline - absl::Now());
+  if (waited.ok() || waited.code() != absl::StatusCode::kDeadlineExceeded) return waited;
+  std::vector<int> missing;
+  for (int r = 0; r < size; ++r) {
+    absl::StatusOr<bool> present = store.Check({keys[r]});
+    if (present.ok() && !*present) missing.push_back(r);
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "rendezvous of ", size, " ranks timed out: rank", missing.size() == 1 ? " " : "s ",
+      absl::StrJoin(missing, ", "), missing.size() == 1 ? " never joined" : " never joined",
+      " (store keys under \"", prefix, "\")"));
+}
+
+class GlooCommunicator final : public Communicator {
+ public:
+  GlooCommunicator(CommunicatorOptions options, Endpoint endpoint,
+                   std::shared_ptr<::gloo::rendezvous::Context> context)
+      : Communicator(std::move(options)),
+        endpoint_(std::move(endpoint)),
+        context_(std::move(context)) {}
+
+  // Rendezvous of `rank` of `size` through endpoint.store under endpoint.key_prefix.
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(CommunicatorOptions options,
+                                                              Endpoint endpoint,
+                                                              absl::Time deadline);
+
+ protected:
+  absl::Status Exchange(uint64_t tag, std::span<const SendOp> sends,
+                        std::span<const RecvOp> recvs, absl::Time deadline) override;
+  absl::StatusOr<std::unique_ptr<Communicator>> CreateSubgroup(const std::vector<int>& members,
+                                                               int new_rank, uint64_t split_id,
+                                                               absl::Time deadline) override;
+  bool SupportsDevice(const Device& device) const override { return device.is_cpu(); }
+
+ private:
+  void CloseConnections() noexcept;
+
+  const Endpoint endpoint_;
+  const std::shared_ptr<::gloo::rendezvous::Context> context_;  // null for a world of one
+};
+
+absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(CommunicatorOptions options,
+                                                                       Endpoint endpoint,
+                                                                       absl::Time deadline) {
+  std::shared_ptr<::gloo::rendezvous::Context> context;
+  if (options.world_size > 1) {
+    SHARDKIT_RETURN_IF_ERROR(AwaitMembers(*endpoint.store, endpoint.key_prefix, options.rank,
+                                          options.world_size, deadline));
+    try {
+      context = std::make_shared<::gloo::rendezvous::Context>(options.rank, options.world_size);
+      context->setTimeout(Remaining(deadline));
+      StoreAdapter adapter(*endpoint.store, endpoint.key_prefix + "/gloo", deadline);
+      context->connectFullMesh(adapter, endpoint.device);
+    } catch (...) {
+      return Annotate(FromException(std::current_exception(), ""),
+                      absl::StrCat("Gloo rendezvous (rank ", options.rank, "/",
+                                   options.world_size, ")"));
+    }
+  }
+  return std::unique_ptr<Communicator>(
+      new GlooCommunicator(std::move(options), std::move(endpoint), std::move(context)));
+}
+
+absl::Status GlooCommunicator::Exchange(uint64_t tag, std::span<const SendOp> sends,
+                                        std::span<const RecvOp> recvs, absl::Time deadline) {
+  if (sends.empty() && recvs.empty()) return absl::OkStatus();
+  std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> in, out;
+  std::string step;
+  try {
+    for (const RecvOp& r : recvs) {
+      step = absl::StrCat("receiving ", r.size, " bytes from peer ", r.peer);
+      in.push_back(context_->createUnboundBuffer(r.data, r.size));
+      in.back()->recv(r.peer, tag);
+    }
+    for (const SendOp& s : sends) {
+      step = absl::StrCat("sending ", s.size, " bytes to peer ", s.peer);
+      // Gloo's buffer type is not const-correct; a send only reads.
+      out.push_back(context_->createUnboundBuffer(const_cast<void*>(s.data), s.size));
+      out.back()->send(s.peer, tag);
+    }
+    for (size_t i = 0; i < in.size(); ++i) {
+      step = absl::StrCat("peer ", recvs[i].peer);
+      if (!in[i]->waitRecv(Remaining(deadline))) return absl::InternalError(step + ": recv aborted");
+    }
+    for (size_t i = 0; i < out.size(); ++i) {
+      step = absl::StrCat("peer ", sends[i].peer);
+      if (!out[i]->waitSend(Remaining(deadline))) return absl::InternalError(step + ": send aborted");
+    }
+  } catch (...) {
+    absl::Status status = FromException(std::current_exception(), step);
+    CloseConnections();
+    return status;
+  }
+  return absl::OkStatus();
+}
+
+void GlooCommunicator::CloseConnections() noexcept {
+  try {
+    context_->closeConnections();
+  } catch (...) {
+    // Best effort: the communicator is poisoned either way.
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::CreateSubgroup(
+    const std::vector<int>& members, int new_rank, uint64_t split_id, absl::Time deadline) {
+  CommunicatorOptions options{new_rank, static_cast<int>(members.size()), backend(),
+                              default_timeout()};
+  Endpoint endpoint = endpoint_;
+  endpoint.key_prefix = absl::StrCat(endpoint_.key_prefix, "/split", split_id);
+  return Create(std::move(options), std::move(endpoint), deadline);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
+    const ConnectOptions& options) {
+  IgnoreSigpipe();
+  const absl::Time deadline = absl::Now() + options.timeout;
+  Endpoint endpoint{options.store, options.key_prefix, nullptr};
+  if (options.world_size > 1) {
+    ::gloo::transport::tcp::attr attr;
+    if (!options.ifname.empty()) {
+      attr.iface = options.ifname;
+    } else {
+      attr.hostname = options.hostname.empty() ? kDefaultHostname : options.hostname;
+    }
+    try {
+      endpoint.device = ::gloo::transport::tcp::CreateDevice(attr);
+    } catch (...) {
+      absl::Status status = FromException(std::current_exception(), "");
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Gloo cannot use ", options.ifname.empty() ? "hostname " : "interface ",
+          options.ifname.empty() ? attr.hostname : attr.iface, ": ", status.message()));
+    }
+  }
+  CommunicatorOptions comm_options{options.rank, options.world_size, "gloo", options.timeout};
+  return GlooCommunicator::Create(std::move(comm_options), std::move(endpoint), deadline);
+}
+
+SHARDKIT_REGISTER_BACKEND("gloo", &CreateGlooCommunicator);
+
+}  // namespace shardkit::gloo_backend

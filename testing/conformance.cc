@@ -1,0 +1,240 @@
+#include "testing/conformance.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "core/communicator.h"
+#include "gmock/gmock.h"
+#include "testing/rank_group.h"
+#include "testing/status_matchers.h"
+
+namespace shardkit::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// What a case receives (packed into the RankGroup argument).
+struct CaseArg {
+  int64_t bytes;
+  int root;
+};
+
+CaseArg Decode(std::string_view arg) {
+  CaseArg a;
+  std::memcpy(&a, arg.data(), sizeof(a));
+  return a;
+}
+
+// Bytes rank `from` sends to rank `to`: varied, with some zero-byte pairs.
+size_t Count(int64_t bytes, int from, int to) {
+  if (bytes == 0 || (from + to) % 3 == 2) return 0;
+  return bytes + from + 2 * to;
+}
+
+std::vector<uint8_t> Pattern(int from, int to, size_t size) {
+  std::vector<uint8_t> v(size);
+  for (size_t i = 0; i < size; ++i) v[i] = static_cast<uint8_t>(from * 31 + to * 7 + i);
+  return v;
+}
+
+void BroadcastCase(int rank, Communicator& comm, std::string_view arg) {
+  const CaseArg a = Decode(arg);
+  comm.ResetCounters();
+  std::vector<uint8_t> v = rank == a.root ? Pattern(a.root, 0, a.bytes)
+                                          : std::vector<uint8_t>(a.bytes, 0xEE);
+  SHARDKIT_ASSERT_OK(comm.Broadcast(MutableBuffer(v), a.root));
+  EXPECT_EQ(v, Pattern(a.root, 0, a.bytes));
+  const OpCounters c = comm.counters(CollectiveOp::kBroadcast);
+  EXPECT_EQ(c.calls, 1);
+  EXPECT_EQ(c.bytes_sent, rank == a.root ? a.bytes * (comm.world_size() - 1) : 0);
+  EXPECT_EQ(c.bytes_received, rank == a.root ? 0 : a.bytes);
+}
+
+void ScatterCase(int rank, Communicator& comm, std::string_view arg) {
+  const CaseArg a = Decode(arg);
+  const int n = comm.world_size();
+  comm.ResetCounters();
+  std::vector<std::vector<uint8_t>> chunks;
+  std::vector<ConstBuffer> sends;
+  int64_t expected_sent = 0;
+  if (rank == a.root) {
+    for (int r = 0; r < n; ++r) chunks.push_back(Pattern(a.root, r, Count(a.bytes, a.root, r)));
+    for (int r = 0; r < n; ++r) sends.emplace_back(chunks[r]);
+    for (int r = 0; r < n; ++r) expected_sent += r == a.root ? 0 : chunks[r].size();
+  }
+  std::vector<uint8_t> recv(Count(a.bytes, a.root, rank), 0xEE);
+  SHARDKIT_ASSERT_OK(comm.Scatter(sends, MutableBuffer(recv), a.root));
+  EXPECT_EQ(recv, Pattern(a.root, rank, recv.size()));
+  const OpCounters c = comm.counters(CollectiveOp::kScatter);
+  EXPECT_EQ(c.bytes_sent, expected_sent);
+  EXPECT_EQ(c.bytes_received, rank == a.root ? 0 : static_cast<int64_t>(recv.size()));
+}
+
+void GatherCase(int rank, Communicator& comm, std::string_view arg) {
+  const CaseArg a = Decode(arg);
+  const int n = comm.world_size();
+  comm.ResetCounters();
+  const std::vector<uint8_t> send = Pattern(rank, a.root, Count(a.bytes, rank, a.root));
+  std::vector<std::vector<uint8_t>> slots;
+  std::vector<MutableBuffer> recvs;
+  if (rank == a.root) {
+    for (int r = 0; r < n; ++r) slots.emplace_back(Count(a.bytes, r, a.root), 0xEE);
+    for (int r = 0; r < n; ++r) recvs.emplace_back(slots[r]);
+  }
+  SHARDKIT_ASSERT_OK(comm.Gather(ConstBuffer(send), recvs, a.root));
+  int64_t received = 0;
+  for (int r = 0; r < static_cast<int>(slots.size()); ++r) {
+    EXPECT_EQ(slots[r], Pattern(r, a.root, slots[r].size())) << "from rank " << r;
+    received += r == a.root ? 0 : slots[r].size();
+  }
+  const OpCounters c = comm.counters(CollectiveOp::kGather);
+  EXPECT_EQ(c.bytes_received, received);
+  EXPECT_EQ(c.bytes_sent, rank == a.root ? 0 : static_cast<int64_t>(send.size()));
+}
+
+void AllGatherCase(int rank, Communicator& comm, std::string_view arg) {
+  const CaseArg a = Decode(arg);
+  const std::vector<uint8_t> mine = Pattern(rank, 0, Count(a.bytes, rank, 0));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(std::vector<std::string> all,
+                                comm.AllGather(ConstBuffer(mine)));
+  ASSERT_EQ(all.size(), static_cast<size_t>(comm.world_size()));
+  for (int r = 0; r < comm.world_size(); ++r) {
+    const std::vector<uint8_t> expected = Pattern(r, 0, Count(a.bytes, r, 0));
+    EXPECT_EQ(std::vector<uint8_t>(all[r].begin(), all[r].end()), expected) << "from rank " << r;
+  }
+}
+
+void AllToAllCase(int rank, Communicator& comm, std::string_view arg) {
+  const CaseArg a = Decode(arg);
+  const int n = comm.world_size();
+  comm.ResetCounters();
+  std::vector<std::vector<uint8_t>> out, in;
+  std::vector<ConstBuffer> sends;
+  std::vector<MutableBuffer> recvs;
+  int64_t sent = 0, received = 0;
+  for (int r = 0; r < n; ++r) {
+    out.push_back(Pattern(rank, r, Count(a.bytes, rank, r)));
+    in.emplace_back(Count(a.bytes, r, rank), 0xEE);
+    sent += r == rank ? 0 : out[r].size();
+    received += r == rank ? 0 : in[r].size();
+  }
+  for (int r = 0; r < n; ++r) sends.emplace_back(out[r]);
+  for (int r = 0; r < n; ++r) recvs.emplace_back(in[r]);
+  SHARDKIT_ASSERT_OK(comm.AllToAll(sends, recvs));
+  for (int r = 0; r < n; ++r) EXPECT_EQ(in[r], Pattern(r, rank, in[r].size())) << "from " << r;
+  const OpCounters c = comm.counters(CollectiveOp::kAllToAll);
+  EXPECT_EQ(c.bytes_sent, sent);
+  EXPECT_EQ(c.bytes_received, received);
+}
+
+void BarrierCase(int rank, Communicator& comm, std::string_view arg) {
+  comm.ResetCounters();
+  SHARDKIT_ASSERT_OK(comm.Barrier());
+  const OpCounters c = comm.counters(CollectiveOp::kBarrier);
+  EXPECT_EQ(c.bytes_sent + c.bytes_received, 0);
+  EXPECT_EQ(c.control_bytes_sent, comm.world_size() > 1 ? 64 * (comm.world_size() - 1) : 0);
+}
+
+void SplitCase(int rank, Communicator& comm, std::string_view arg) {
+  const CaseArg a = Decode(arg);
+  // Members: every rank with the root's parity, in reverse order (so new ranks differ).
+  std::vector<int> members;
+  for (int r = comm.world_size() - 1; r >= 0; --r) {
+    if (r % 2 == a.root % 2) members.push_back(r);
+  }
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Communicator> sub, comm.Split(members));
+  auto it = std::find(members.begin(), members.end(), rank);
+  if (it == members.end()) {
+    EXPECT_EQ(sub, nullptr);
+    return;
+  }
+  ASSERT_NE(sub, nullptr);
+  EXPECT_EQ(sub->rank(), it - members.begin());
+  EXPECT_EQ(sub->world_size(), static_cast<int>(members.size()));
+  const int sub_root = sub->world_size() - 1;
+  std::vector<uint8_t> v = sub->rank() == sub_root ? Pattern(9, 0, a.bytes)
+                                                   : std::vector<uint8_t>(a.bytes, 0);
+  SHARDKIT_ASSERT_OK(sub->Broadcast(MutableBuffer(v), sub_root));
+  EXPECT_EQ(v, Pattern(9, 0, a.bytes));
+}
+
+// The root sends one byte more to the last rank than that rank expects: every rank must get the
+// same kInvalidArgument, and the communicator must stay usable.
+void MismatchedCountsCase(int rank, Communicator& comm, std::string_view arg) {
+  const CaseArg a = Decode(arg);
+  const int n = comm.world_size();
+  const int victim = a.root == n - 1 ? 0 : n - 1;
+  std::vector<std::vector<uint8_t>> chunks(n);
+  std::vector<ConstBuffer> sends;
+  if (rank == a.root) {
+    for (int r = 0; r < n; ++r) chunks[r].resize(a.bytes + (r == victim ? 1 : 0));
+    for (int r = 0; r < n; ++r) sends.emplace_back(chunks[r]);
+  }
+  std::vector<uint8_t> recv(a.bytes);
+  EXPECT_THAT(comm.Scatter(sends, MutableBuffer(recv), a.root),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(absl::StrCat("byte counts disagree: rank ", a.root, " sends ",
+                                              a.bytes + 1, " bytes to rank ", victim,
+                                              ", which expects ", a.bytes))));
+  SHARDKIT_EXPECT_OK(comm.Barrier());
+}
+
+// The root calls Broadcast while every other rank calls Barrier.
+void MismatchedOpsCase(int rank, Communicator& comm, std::string_view arg) {
+  const CaseArg a = Decode(arg);
+  std::vector<uint8_t> v(a.bytes);
+  const absl::Status status =
+      rank == a.root ? comm.Broadcast(MutableBuffer(v), a.root) : comm.Barrier();
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("ranks called different operations")));
+  SHARDKIT_EXPECT_OK(comm.Barrier());
+}
+
+void RunCase(RankGroup::CaseFn fn) {
+  const ConformanceParam& p = CommunicatorConformanceTest::GetParam();
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(RankGroup * group, RankGroup::Shared(p.world_size, p.backend));
+  const CaseArg arg{p.bytes, p.root};
+  SHARDKIT_EXPECT_OK(group->Run(fn, std::string_view(reinterpret_cast<const char*>(&arg), sizeof(arg))));
+}
+
+TEST_P(CommunicatorConformanceTest, Broadcast) { RunCase(&BroadcastCase); }
+TEST_P(CommunicatorConformanceTest, Scatter) { RunCase(&ScatterCase); }
+TEST_P(CommunicatorConformanceTest, Gather) { RunCase(&GatherCase); }
+TEST_P(CommunicatorConformanceTest, AllGather) { RunCase(&AllGatherCase); }
+TEST_P(CommunicatorConformanceTest, AllToAll) { RunCase(&AllToAllCase); }
+TEST_P(CommunicatorConformanceTest, Barrier) { RunCase(&BarrierCase); }
+TEST_P(CommunicatorConformanceTest, Split) { RunCase(&SplitCase); }
+
+TEST_P(CommunicatorConformanceTest, MismatchedCountsFailOnEveryRank) {
+  if (GetParam().world_size < 2) GTEST_SKIP() << "needs two ranks";
+  RunCase(&MismatchedCountsCase);
+}
+
+TEST_P(CommunicatorConformanceTest, MismatchedOpsFailOnEveryRank) {
+  if (GetParam().world_size < 2) GTEST_SKIP() << "needs two ranks";
+  RunCase(&MismatchedOpsCase);
+}
+
+}  // namespace
+
+std::vector<ConformanceParam> ConformanceParams(const std::string& backend) {
+  std::vector<ConformanceParam> params;
+  for (int n : {1, 2, 3, 4, 7}) {
+    const std::set<int64_t> sizes = {0, 1, n - 1, 100003};
+    const std::set<int> roots = {0, n - 1};
+    for (int64_t bytes : sizes) {
+      for (int root : roots) params.push_back({backend, n, bytes, root});
+    }
+  }
+  return params;
+}
+
+std::string ConformanceParamName(const ::testing::TestParamInfo<ConformanceParam>& info) {
+  const ConformanceParam& p = info.param;
+  return absl::StrCat("w", p.world_size, "_b", p.bytes, "_root", p.root);
+}
+
+}  // namespace shardkit::testing

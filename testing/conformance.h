@@ -1,0 +1,39 @@
+// The Communicator conformance suite: every registered backend must pass it. It sweeps world
+// sizes 1/2/3/4/7, byte counts 0/1/n−1/large-and-non-divisible and roots (first and last rank)
+// over every operation, checks data, per-op byte counters and that ranks which disagree (sizes,
+// ops) all get the same kInvalidArgument without losing the communicator. Cases of one world size
+// share one forked RankGroup.
+//
+// Instantiate it in the backend's test (link :conformance, which is alwayslink):
+//
+//   INSTANTIATE_TEST_SUITE_P(Gloo, CommunicatorConformanceTest,
+//                            ::testing::ValuesIn(ConformanceParams("gloo")), ConformanceParamName);
+#ifndef SHARDKIT_TESTING_CONFORMANCE_H_
+#define SHARDKIT_TESTING_CONFORMANCE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace shardkit::testing {
+
+struct ConformanceParam {
+  std::string backend;
+  int world_size = 1;
+  int64_t bytes = 0;  // base payload size; per-rank sizes are derived from it (some are 0)
+  int root = 0;
+};
+
+// The sweep for `backend`.
+std::vector<ConformanceParam> ConformanceParams(const std::string& backend);
+
+// "w4_b100003_root3"
+std::string ConformanceParamName(const ::testing::TestParamInfo<ConformanceParam>& info);
+
+class CommunicatorConformanceTest : public ::testing::TestWithParam<ConformanceParam> {};
+
+}  // namespace shardkit::testing
+
+#endif  // SHARDKIT_TESTING_CONFORMANCE_H_

@@ -95,7 +95,9 @@ void ShardGatherReshardCase(int rank, Communicator& comm, std::string_view arg) 
   const int dst = (src + 1) % comm.world_size();
   Tensor out;
   ASSERT_THAT(st->Gather(dst, rank == dst ? &out : nullptr, comm), testing::IsOk());
-  if (rank == dst) EXPECT_TRUE(SameBytes(out, expected)) << "gather on rank " << dst;
+  if (rank == dst) {
+    EXPECT_TRUE(SameBytes(out, expected)) << "gather on rank " << dst;
+  }
 
   if (c.contains("reshard")) {
     SHARDKIT_ASSERT_OK_AND_ASSIGN(specs::ShardingSpec to, specs::ParseSpec(c["reshard"].dump()));
@@ -143,7 +145,9 @@ void DisagreementCase(int rank, Communicator& comm, std::string_view arg) {
   absl::Status status = ShardParameter(module, "w", *spec, comm, options);
   ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_THAT(std::string(status.message()), HasSubstr(c["expect"].get<std::string>()));
-  EXPECT_THAT(std::string(status.message()), HasSubstr("rank " + std::to_string(odd)));
+  const bool source_problem = bad == "source_meta" || bad == "noncontiguous";
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("rank " + std::to_string(source_problem ? 0 : odd)));
   // The same message on every rank (the communicator is still usable after argument errors).
   auto all = comm.AllGather(ConstBuffer(std::string_view(status.message().data(),
                                                           status.message().size())));
@@ -211,7 +215,9 @@ void InitFromLocalShardsCase(int rank, Communicator& comm, std::string_view arg)
   ExpectShardsOf(st, full, rank);
   Tensor out;
   ASSERT_THAT(st.Gather(0, rank == 0 ? &out : nullptr, comm), testing::IsOk());
-  if (rank == 0) EXPECT_TRUE(SameBytes(out, full));
+  if (rank == 0) {
+    EXPECT_TRUE(SameBytes(out, full));
+  }
 
   if (world == 1) return;
   specs::ShardMetadata overlapping{{rank == 1 ? 0 : 2 * rank, 0}, {2, 3},
@@ -233,11 +239,11 @@ void GatherErrorCase(int rank, Communicator& comm, std::string_view arg) {
   Tensor wrong = *Tensor::Zeros({5}, DType::kUInt8);
   EXPECT_THAT(st->Gather(0, rank == 0 ? &wrong : nullptr, comm),
               testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rank 0: out is")));
+  if (comm.world_size() == 1) return;
   Tensor out;
   EXPECT_THAT(st->Gather(0, &out, comm),  // non-null `out` on every rank
               testing::StatusIs(absl::StatusCode::kInvalidArgument,
-                                comm.world_size() > 1 ? HasSubstr("rank 1: out must be nullptr")
-                                                      : HasSubstr("")));
+                                HasSubstr("rank 1: out must be nullptr")));
 }
 
 class EngineTest : public ::testing::TestWithParam<int> {

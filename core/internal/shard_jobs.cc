@@ -38,6 +38,12 @@ absl::Status CheckJob(ShardJob& job, const std::optional<specs::ShardingSpec>& s
   job.requires_grad = job.source->requires_grad();
   if (spec) job.spec_json = specs::CanonicalJson(*spec);  // replaced by the bound form below
   const int world = comm.world_size();
+  // Bind first: the descriptor then carries the bound form even if a later check fails here.
+  if (spec) {
+    SHARDKIT_ASSIGN_OR_RETURN(job.bound, specs::Bind(*spec, job.shape, world));
+    job.spec_json = specs::CanonicalJson(job.bound);
+    SHARDKIT_ASSIGN_OR_RETURN(job.shards, specs::BuildMetadata(job.bound, job.shape));
+  }
   if (options.src_rank < 0 || options.src_rank >= world) {
     return absl::InvalidArgumentError(
         absl::StrCat("src_rank ", options.src_rank, " is outside the group of ", world, " ranks"));
@@ -48,11 +54,6 @@ absl::Status CheckJob(ShardJob& job, const std::optional<specs::ShardingSpec>& s
   }
   if (is_source && !job.source->IsContiguous()) {
     return absl::InvalidArgumentError("is not a contiguous Tensor on the source rank");
-  }
-  if (spec) {
-    SHARDKIT_ASSIGN_OR_RETURN(job.bound, specs::Bind(*spec, job.shape, world));
-    job.spec_json = specs::CanonicalJson(job.bound);
-    SHARDKIT_ASSIGN_OR_RETURN(job.shards, specs::BuildMetadata(job.bound, job.shape));
   }
   return CheckDevices(job, comm, is_source);
 }

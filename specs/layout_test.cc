@@ -143,8 +143,12 @@ TEST(BindTest, Errors) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("shard 2 (offsets [4], sizes [0], rank:2/cpu) is placed on rank "
                                  "2, outside the world of 2 ranks")));
-  EXPECT_THAT(Bind(ChunkShardingSpec{0, PlacementShorthand{RankRange{0, 3}, {}}}, {4}, 3),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outside the world of 3")));
+  EXPECT_THAT(Bind(ChunkShardingSpec{0, PlacementShorthand{RankRange{0, 2000000000}, {}}}, {4}, 3),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("rank range 0..2000000000 is outside the world of 3 ranks")));
+  EXPECT_THAT(Bind(ChunkShardingSpec{0, PlacementShorthand{RankList{0}, {}}}, {4}, std::nullopt),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("once the world size is known")));
   EXPECT_THAT(Bind(ChunkShardingSpec{0, PlacementShorthand{RankRange{3, 1}, {}}}, {4}, 4),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("first <= last")));
   // Without a world size, explicit placements bind (no rank check).

@@ -37,8 +37,8 @@ std::optional<int64_t> ParseRankDigits(std::string_view digits) {
 absl::StatusOr<Placement> Placement::Parse(std::string_view text) {
   if (text.substr(0, kRankPrefix.size()) != kRankPrefix) {
     return PlacementError(text,
-                          "must start with \"rank:\" (worker names and device-only placements "
-                          "are not supported)");
+                          "must start with \"rank:\"; worker names and device-only placements "
+                          "are not supported");
   }
   std::string_view rest = text.substr(kRankPrefix.size());
   const size_t slash = rest.find('/');

@@ -46,8 +46,8 @@ TEST(PlacementTest, RejectsWorkerNamesAndDeviceOnlyStrings) {
                            "a/b/c", "/cpu"}) {
     EXPECT_THAT(Placement::Parse(text),
                 StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr("must start with \"rank:\" (worker names and device-only "
-                                   "placements are not supported)")))
+                         HasSubstr("must start with \"rank:\"; worker names and device-only "
+                                   "placements are not supported")))
         << text;
   }
 }

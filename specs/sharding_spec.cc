@@ -72,6 +72,15 @@ absl::StatusOr<std::vector<Placement>> ExpandPlacements(const Placements& placem
   if (const auto* list = std::get_if<std::vector<Placement>>(&placements)) return *list;
   const auto& shorthand = std::get<PlacementShorthand>(placements);
   SHARDKIT_RETURN_IF_ERROR(Annotate(ValidateSelection(shorthand.ranks), "placements"));
+  if (!world_size.has_value()) {
+    return absl::InvalidArgumentError(
+        "the placements shorthand {\"ranks\": ...} can only be expanded once the world size is "
+        "known");
+  }
+  if (*world_size < 1 || *world_size - 1 > kMaxRank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world size ", *world_size, " is outside [1, ", kMaxRank + 1, "]"));
+  }
   if (const auto* list = std::get_if<RankList>(&shorthand.ranks)) {
     std::vector<Placement> out;
     out.reserve(list->size());
@@ -79,17 +88,39 @@ absl::StatusOr<std::vector<Placement>> ExpandPlacements(const Placements& placem
     return out;
   }
   if (const auto* range = std::get_if<RankRange>(&shorthand.ranks)) {
+    // Checked before expanding: "0..2000000000" must not allocate two billion placements.
+    if (range->last >= *world_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "placements: rank range ", range->first, "..", range->last, " is outside the world of ",
+          *world_size, " rank", *world_size == 1 ? "" : "s"));
+    }
     return ForRanks(range->first, range->last, shorthand.device);
   }
-  if (!world_size.has_value()) {
-    return absl::InvalidArgumentError(
-        "placements {\"ranks\": \"all\"} can only be expanded once the world size is known");
-  }
-  if (*world_size < 1 || *world_size - 1 > kMaxRank) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("world size ", *world_size, " is outside [1, ", kMaxRank + 1, "]"));
-  }
   return ForRanks(0, *world_size - 1, shorthand.device);
+}
+
+absl::Status ValidateRanks(const ShardingSpec& spec, int64_t world_size) {
+  if (world_size < 1 || world_size - 1 > kMaxRank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world size ", world_size, " is outside [1, ", kMaxRank + 1, "]"));
+  }
+  std::vector<Placement> placements;
+  if (const auto* chunk = std::get_if<ChunkShardingSpec>(&spec)) {
+    SHARDKIT_ASSIGN_OR_RETURN(placements, ExpandPlacements(chunk->placements, world_size));
+  } else {
+    for (const ShardMetadata& shard : std::get<EnumerableShardingSpec>(spec).shards) {
+      placements.push_back(shard.placement);
+    }
+  }
+  for (size_t i = 0; i < placements.size(); ++i) {
+    if (placements[i].rank() >= world_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "placement ", i, " (\"", placements[i].ToString(), "\") names rank ",
+          placements[i].rank(), ", outside the world of ", world_size, " rank",
+          world_size == 1 ? "" : "s"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace shardkit::specs

@@ -14,7 +14,7 @@ constexpr Command kCommands[] = {
     {"shard", "shard a safetensors checkpoint across ranks with a JSON plan", nullptr},
     {"gather", "reassemble a checkpoint from a shard directory", nullptr},
     {"inspect", "print a table of a safetensors file or shard directory", nullptr},
-    {"spec", "validate a sharding spec or plan: 'spec check FILE.json'", nullptr},
+    {"spec", "validate a sharding spec or plan: 'spec check FILE.json'", RunSpec},
     {"demo", "the main job: shard a synthetic model across local ranks and verify it", nullptr},
     {"bench", "benchmark ShardParameter against the raw backend", nullptr},
 };

@@ -17,6 +17,9 @@ struct Command {
   CommandFn run;  // nullptr: not implemented yet
 };
 
+// `shardkit spec ...` (spec_command.cc).
+int RunSpec(const std::vector<std::string>& args);
+
 // Runs `shardkit ARGS...` (argv without the program name); returns the exit status.
 int RunShardkit(const std::vector<std::string>& args);
 

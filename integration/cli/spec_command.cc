@@ -1,0 +1,167 @@
+// `shardkit spec check FILE.json [--shape 12,4] [--world N]`: validates a spec or a plan.
+//
+// stdout, and nothing else: line 1 the canonical JSON (the bound form when --shape is given),
+// line 2 its fingerprint, then with --shape a table of the shards (index, rank, offsets, sizes).
+// Exit 0 if valid, 2 if invalid (the error is the first line on stderr).
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "core/status_macros.h"
+#include "integration/cli/flags.h"
+#include "specs/fingerprint.h"
+#include "specs/layout.h"
+#include "specs/plan.h"
+#include "specs/spec_json.h"
+
+namespace shardkit::cli {
+namespace {
+
+constexpr char kCommand[] = "shardkit spec check";
+
+struct CheckOptions {
+  std::string path;
+  std::optional<Shape> shape;
+  std::optional<int64_t> world;
+};
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read \"", path, "\""));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) return absl::NotFoundError(absl::StrCat("cannot read \"", path, "\""));
+  return contents.str();
+}
+
+absl::StatusOr<Shape> ParseShape(const std::string& text) {
+  Shape shape;
+  if (text.empty()) return shape;  // --shape "" is a 0-d tensor
+  for (absl::string_view piece : absl::StrSplit(text, ',')) {
+    int64_t dim = 0;
+    if (!absl::SimpleAtoi(piece, &dim) || dim < 0 || piece.empty() || piece[0] == '+') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--shape: expected non-negative integers separated by commas, got \"", text, "\""));
+    }
+    shape.push_back(dim);
+  }
+  return shape;
+}
+
+std::string ShardTable(const std::vector<specs::ShardMetadata>& shards) {
+  size_t offsets_width = 7;  // "offsets"
+  for (const specs::ShardMetadata& s : shards) {
+    offsets_width = std::max(offsets_width, ShapeToString(s.offsets).size());
+  }
+  std::string out = absl::StrFormat("%-5s  %-4s  %-*s  %s\n", "index", "rank",
+                                    static_cast<int>(offsets_width), "offsets", "sizes");
+  for (size_t i = 0; i < shards.size(); ++i) {
+    absl::StrAppendFormat(&out, "%-5d  %-4d  %-*s  %s\n", i, shards[i].placement.rank(),
+                          static_cast<int>(offsets_width), ShapeToString(shards[i].offsets),
+                          ShapeToString(shards[i].sizes));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> CheckSpec(const specs::ShardingSpec& spec, const CheckOptions& options) {
+  if (!options.shape.has_value()) {
+    if (options.world.has_value()) {
+      SHARDKIT_RETURN_IF_ERROR(specs::ValidateRanks(spec, *options.world));
+    }
+    const std::string canonical = specs::CanonicalJson(spec);
+    return absl::StrCat(canonical, "\n", specs::Fingerprint(canonical), "\n");
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(specs::ShardingSpec bound,
+                            specs::Bind(spec, *options.shape, options.world));
+  SHARDKIT_ASSIGN_OR_RETURN(std::vector<specs::ShardMetadata> shards,
+                            specs::BuildMetadata(bound, *options.shape));
+  const std::string canonical = specs::CanonicalJson(bound);
+  return absl::StrCat(canonical, "\n", specs::Fingerprint(canonical), "\n", ShardTable(shards));
+}
+
+absl::StatusOr<std::string> CheckPlan(const specs::Plan& plan, const CheckOptions& options) {
+  if (options.shape.has_value()) {
+    return absl::InvalidArgumentError(
+        "--shape applies to a spec, not to a plan (its rules cover many parameters)");
+  }
+  if (options.world.has_value()) {
+    if (plan.src_rank >= *options.world) {
+      return absl::InvalidArgumentError(absl::StrCat("src_rank ", plan.src_rank,
+                                                     " is outside the world of ", *options.world,
+                                                     " ranks"));
+    }
+    for (size_t i = 0; i < plan.rules.size(); ++i) {
+      SHARDKIT_RETURN_IF_ERROR(Annotate(CheckSpec(plan.rules[i].spec, options).status(),
+                                        absl::StrCat("rules[", i, "].spec")));
+    }
+  }
+  const std::string canonical = specs::CanonicalJson(plan);
+  return absl::StrCat(canonical, "\n", specs::Fingerprint(canonical), "\n");
+}
+
+absl::StatusOr<std::string> Check(const CheckOptions& options) {
+  SHARDKIT_ASSIGN_OR_RETURN(std::string text, ReadFile(options.path));
+  absl::StatusOr<specs::SpecOrPlan> parsed = specs::ParseSpecOrPlan(text);
+  if (!parsed.ok()) return Annotate(parsed.status(), options.path);
+  absl::StatusOr<std::string> out =
+      std::holds_alternative<specs::Plan>(*parsed)
+          ? CheckPlan(std::get<specs::Plan>(*parsed), options)
+          : CheckSpec(std::get<specs::ShardingSpec>(*parsed), options);
+  if (!out.ok()) return Annotate(out.status(), options.path);
+  return out;
+}
+
+int RunCheck(const std::vector<std::string>& args) {
+  FlagParser flags(kCommand, "FILE.json [--shape 12,4] [--world N]");
+  std::string shape_text;
+  int64_t world = 0;
+  flags.AddString("shape", &shape_text, "global shape, comma-separated: print the bound form and shards");
+  flags.AddInt("world", &world, "world size: expand {\"ranks\": \"all\"}, check ranks", 1,
+               specs::kMaxRank + 1);
+  std::vector<std::string> positional;
+  if (absl::Status s = flags.Parse(args, &positional); !s.ok()) return ReportError(kCommand, s);
+  if (flags.help_requested()) {
+    std::cout << flags.Help();
+    return 0;
+  }
+  if (positional.size() != 1) {
+    return ReportError(kCommand, absl::InvalidArgumentError(
+                                     "expected exactly one FILE.json (see --help)"));
+  }
+  CheckOptions options{positional[0], std::nullopt, std::nullopt};
+  if (flags.WasSet("world")) options.world = world;
+  if (flags.WasSet("shape")) {
+    absl::StatusOr<Shape> shape = ParseShape(shape_text);
+    if (!shape.ok()) return ReportError(kCommand, shape.status());
+    options.shape = *shape;
+  }
+  absl::StatusOr<std::string> out = Check(options);
+  if (!out.ok()) return ReportError(kCommand, out.status());
+  std::cout << *out << std::flush;
+  return 0;
+}
+
+}  // namespace
+
+int RunSpec(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    (args.empty() ? std::cerr : std::cout)
+        << "usage: shardkit spec check FILE.json [--shape 12,4] [--world N]\n";
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] != "check") {
+    return ReportError("shardkit spec", absl::InvalidArgumentError(absl::StrCat(
+                                            "unknown subcommand \"", args[0], "\" (expected check)")));
+  }
+  return RunCheck(std::vector<std::string>(args.begin() + 1, args.end()));
+}
+
+}  // namespace shardkit::cli

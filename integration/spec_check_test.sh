@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs the real `shardkit spec check` on good and malformed files: stdout shape, exit codes,
+# first stderr line.
+set -u
+bin="$TEST_SRCDIR/shardkit/integration/shardkit"
+data="$TEST_SRCDIR/shardkit/specs/testdata"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# A spec: canonical line, fingerprint line, nothing else.
+out=$("$bin" spec check "$data/chunk_rows.json" 2>"$tmp/err") || fail "chunk_rows exit $?"
+[ "$(sed -n 1p <<<"$out")" = "$(cat "$data/chunk_rows.canonical")" ] || fail "chunk_rows canonical"
+[ "$(sed -n 2p <<<"$out")" = "$(cat "$data/chunk_rows.fingerprint")" ] || fail "chunk_rows fingerprint"
+[ "$(wc -l <<<"$out")" -eq 2 ] || fail "chunk_rows: extra stdout lines"
+[ ! -s "$tmp/err" ] || fail "chunk_rows: stderr not empty"
+
+# With --shape and --world: bound form, fingerprint, shard table.
+out=$("$bin" spec check "$data/chunk_shorthand.json" --shape 5,7 --world 3) || fail "bound exit $?"
+expected='{"dim":1,"placements":["rank:0/cpu","rank:1/cpu","rank:2/cpu"],"type":"chunk","version":1}'
+[ "$(sed -n 1p <<<"$out")" = "$expected" ] || fail "bound canonical: $(sed -n 1p <<<"$out")"
+grep -Eq '^sha256:[0-9a-f]{64}$' <<<"$(sed -n 2p <<<"$out")" || fail "bound fingerprint line"
+[ "$(sed -n 3p <<<"$out" | tr -s ' ')" = "index rank offsets sizes" ] || fail "table header"
+[ "$(sed -n 6p <<<"$out" | tr -s ' ')" = "2 2 [0, 6] [5, 1]" ] || fail "table row 2: $(sed -n 6p <<<"$out")"
+[ "$(wc -l <<<"$out")" -eq 6 ] || fail "bound: line count"
+
+# A plan is recognised by "rules".
+out=$("$bin" spec check "$data/plan_example.json") || fail "plan exit $?"
+[ "$(sed -n 1p <<<"$out")" = "$(cat "$data/plan_example.canonical")" ] || fail "plan canonical"
+
+# Malformed and invalid inputs: exit 2, the error first on stderr, nothing on stdout.
+expect_invalid() {  # NAME EXPECTED_SUBSTRING ARGS...
+  local name=$1 want=$2
+  shift 2
+  out=$("$bin" spec check "$@" 2>"$tmp/err"); rc=$?
+  [ $rc -eq 2 ] || fail "$name: exit $rc, expected 2"
+  [ -z "$out" ] || fail "$name: stdout not empty"
+  head -1 "$tmp/err" | grep -qF -- "$want" || fail "$name: stderr: $(head -1 "$tmp/err")"
+}
+expect_invalid dim_string 'dim: expected integer, got "x"' "$data/invalid/dim_string.json"
+expect_invalid truncated 'invalid JSON: parse error at line 1, column 18' "$data/invalid/truncated.json"
+expect_invalid plan_bad_dim 'rules[1].spec.dim: expected integer' "$data/invalid/plan_bad_dim.json"
+expect_invalid zero_d 'a 0-d tensor cannot be chunked' "$data/chunk_rows.json" --shape ''
+expect_invalid world 'outside the world of 2 ranks' "$data/enumerable_grid.json" --shape 10,10 --world 2
+expect_invalid shorthand 'once the world size is known' "$data/chunk_shorthand.json" --shape 4,4
+expect_invalid missing 'cannot read' "$tmp/does-not-exist.json"
+expect_invalid bad_shape '--shape: expected non-negative integers' "$data/chunk_rows.json" --shape 4,x
+expect_invalid bad_flag 'unknown flag --frob' "$data/chunk_rows.json" --frob
+expect_invalid no_file 'expected exactly one FILE.json'
+"$bin" spec check --help | grep -q '^usage: shardkit spec check' || fail "--help"
+
+[ $failures -eq 0 ] && echo "all spec check CLI tests passed"
+exit $failures

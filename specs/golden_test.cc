@@ -1,0 +1,84 @@
+// Golden files in specs/testdata/: NAME.json -> NAME.canonical (canonical JSON) -> NAME.fingerprint,
+// and invalid/NAME.json -> invalid/NAME.error (a substring of the kInvalidArgument message).
+// Checks the round trip, the fixed point canon(parse(canon(x))) == canon(x) and pinned fingerprints.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "specs/fingerprint.h"
+#include "specs/plan.h"
+#include "specs/spec_json.h"
+#include "testing/status_matchers.h"
+
+namespace shardkit::specs {
+namespace {
+
+namespace fs = std::filesystem;
+using ::shardkit::testing::StatusIs;
+using ::testing::HasSubstr;
+
+fs::path TestdataDir() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  return fs::path(srcdir == nullptr ? "." : srcdir) / "shardkit" / "specs" / "testdata";
+}
+
+std::string Read(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << path;
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+std::vector<fs::path> JsonFiles(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() == ".json") out.push_back(entry.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Canonical bytes of a spec or plan file's contents.
+absl::StatusOr<std::string> Canonicalize(std::string_view text) {
+  absl::StatusOr<SpecOrPlan> parsed = ParseSpecOrPlan(text);
+  if (!parsed.ok()) return parsed.status();
+  if (const Plan* plan = std::get_if<Plan>(&*parsed)) return CanonicalJson(*plan);
+  return CanonicalJson(std::get<ShardingSpec>(*parsed));
+}
+
+TEST(GoldenTest, CanonicalFormsAndFingerprints) {
+  const std::vector<fs::path> files = JsonFiles(TestdataDir());
+  ASSERT_GE(files.size(), 7u);
+  for (const fs::path& input : files) {
+    SCOPED_TRACE(input.filename().string());
+    fs::path base = input;
+    const std::string expected = FirstLine(Read(base.replace_extension(".canonical")));
+    const std::string fingerprint = FirstLine(Read(base.replace_extension(".fingerprint")));
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(std::string canonical, Canonicalize(Read(input)));
+    EXPECT_EQ(canonical, expected);
+    EXPECT_EQ(Fingerprint(canonical), fingerprint);
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(std::string again, Canonicalize(canonical));
+    EXPECT_EQ(again, canonical);  // fixed point
+  }
+}
+
+TEST(GoldenTest, InvalidFilesFailWithTheirMessage) {
+  const std::vector<fs::path> files = JsonFiles(TestdataDir() / "invalid");
+  ASSERT_GE(files.size(), 7u);
+  for (const fs::path& input : files) {
+    SCOPED_TRACE(input.filename().string());
+    fs::path base = input;
+    const std::string message = FirstLine(Read(base.replace_extension(".error")));
+    EXPECT_THAT(Canonicalize(Read(input)),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(message)));
+  }
+}
+
+}  // namespace
+}  // namespace shardkit::specs

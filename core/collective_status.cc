@@ -25,8 +25,8 @@ std::string Encode(const absl::Status& status) {
 
 }  // namespace
 
-absl::Status AgreeOnStatus(Communicator& comm, const absl::Status& local,
-                           std::string_view context, const CallOptions& options) {
+absl::Status AgreeOnStatus(Communicator& comm, const absl::Status& local, std::string_view context,
+                           const CallOptions& options) {
   const std::string mine = Encode(local);
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
                             comm.AllGather(ConstBuffer(mine), options));

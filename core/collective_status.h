@@ -23,8 +23,7 @@ namespace shardkit {
 // each message capped at 2 KiB). If the exchange itself fails, its transport error (which may
 // differ between ranks, as it does in any collective).
 [[nodiscard]] absl::Status AgreeOnStatus(Communicator& comm, const absl::Status& local,
-                                         std::string_view context,
-                                         const CallOptions& options = {});
+                                         std::string_view context, const CallOptions& options = {});
 
 }  // namespace shardkit
 

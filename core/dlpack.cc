@@ -44,8 +44,8 @@ DLDataType ToDLDataType(DType dtype) {
 
 absl::StatusOr<DType> FromDLDataType(DLDataType t, bool uint8_as_bool) {
   auto unsupported = [&] {
-    return absl::InvalidArgumentError(absl::StrCat("DLPack dtype (code ", t.code, ", bits ",
-                                                   t.bits, ", lanes ", t.lanes,
+    return absl::InvalidArgumentError(absl::StrCat("DLPack dtype (code ", t.code, ", bits ", t.bits,
+                                                   ", lanes ", t.lanes,
                                                    ") is not supported by shardkit"));
   };
   if (t.lanes != 1) return unsupported();
@@ -76,8 +76,8 @@ absl::StatusOr<DType> FromDLDataType(DLDataType t, bool uint8_as_bool) {
 absl::StatusOr<Device> FromDLDevice(DLDevice device) {
   if (device.device_type == kDLCPU) return Device::Cpu();
   if (device.device_type == kDLCUDA && device.device_id >= 0) return Device::Cuda(device.device_id);
-  return absl::InvalidArgumentError(absl::StrCat("DLPack device type ", device.device_type,
-                                                 " (id ", device.device_id,
+  return absl::InvalidArgumentError(absl::StrCat("DLPack device type ", device.device_type, " (id ",
+                                                 device.device_id,
                                                  ") is not supported by shardkit"));
 }
 
@@ -93,7 +93,8 @@ absl::StatusOr<Layout> ReadLayout(const DLTensor& t) {
   }
   Layout layout;
   layout.shape.assign(t.shape, t.shape + t.ndim);
-  layout.strides = t.strides ? Shape(t.strides, t.strides + t.ndim) : ContiguousStrides(layout.shape);
+  layout.strides =
+      t.strides ? Shape(t.strides, t.strides + t.ndim) : ContiguousStrides(layout.shape);
   int64_t last = 0;
   bool empty = false;
   for (int d = 0; d < t.ndim; ++d) {
@@ -151,8 +152,8 @@ absl::StatusOr<Tensor> FromDLPack(DLManagedTensor* managed, const FromDLPackOpti
     }
   }
   const size_t nbytes = static_cast<size_t>(layout->extent) * ElementSize(*dtype);
-  auto storage = Storage::Wrap(static_cast<std::byte*>(dl.data) + dl.byte_offset, nbytes, *device,
-                               release);
+  auto storage =
+      Storage::Wrap(static_cast<std::byte*>(dl.data) + dl.byte_offset, nbytes, *device, release);
   return Tensor::FromStorage(std::move(storage), layout->shape, layout->strides, 0, *dtype);
 }
 

@@ -51,8 +51,8 @@ absl::Status MakeDirs(const std::string& dir) {
       if (S_ISDIR(st.st_mode)) continue;
       err = ENOTDIR;
     }
-    std::string message = absl::StrCat("FileStore: cannot create directory \"", dir,
-                                       "\": ", std::strerror(err));
+    std::string message =
+        absl::StrCat("FileStore: cannot create directory \"", dir, "\": ", std::strerror(err));
     if (prefix != dir) absl::StrAppend(&message, " (at \"", prefix, "\")");
     switch (err) {
       case ENOTDIR:
@@ -104,10 +104,9 @@ absl::StatusOr<std::string> FileStore::Encode(std::string_view key) const {
     }
   }
   if (encoded.size() > kMaxEncodedKey) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name(), ": key \"", absl::CHexEscape(internal::AbslView(key.substr(0, 40))),
-                     "...\" is too long (", encoded.size(), " bytes encoded, at most ",
-                     kMaxEncodedKey, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        name(), ": key \"", absl::CHexEscape(internal::AbslView(key.substr(0, 40))),
+        "...\" is too long (", encoded.size(), " bytes encoded, at most ", kMaxEncodedKey, ")"));
   }
   return encoded;
 }

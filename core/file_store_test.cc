@@ -43,8 +43,8 @@ TEST(FileStoreTest, PathBelowRegularFileIsInvalidArgument) {
               StatusIs(StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("cannot create directory \"" + dir + "\""),
                              HasSubstr("Not a directory"))));
-  EXPECT_THAT(FileStore::Open(file), StatusIs(StatusCode::kInvalidArgument,
-                                              HasSubstr("Not a directory")));
+  EXPECT_THAT(FileStore::Open(file),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("Not a directory")));
   EXPECT_THAT(FileStore::Open(""), StatusIs(StatusCode::kInvalidArgument, HasSubstr("empty")));
 }
 

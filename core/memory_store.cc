@@ -33,7 +33,8 @@ absl::StatusOr<std::string> MemoryStore::Get(std::string_view key, absl::Duratio
   const absl::Time start = absl::Now();
   std::unique_lock<std::mutex> lock(mu_);
   std::vector<std::string> missing = WaitLocked(lock, {std::string(key)}, start + timeout);
-  if (!missing.empty()) return internal::KeysMissingError(kName, "Get", missing, absl::Now() - start);
+  if (!missing.empty())
+    return internal::KeysMissingError(kName, "Get", missing, absl::Now() - start);
   return values_.find(key)->second;
 }
 

@@ -11,12 +11,12 @@
 #define SHARDKIT_CORE_MEMORY_STORE_H_
 
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <map>
 #include "core/store.h"
 
 namespace shardkit {

@@ -34,9 +34,9 @@ absl::StatusOr<BackendFactory> FindBackend(const std::string& name) {
   if (it != registry.factories.end()) return it->second;
   std::vector<std::string> names;
   for (const auto& [n, f] : registry.factories) names.push_back(n);
-  return absl::NotFoundError(absl::StrCat(
-      "backend \"", name, "\" is not built into this program; available: ",
-      names.empty() ? std::string("none") : absl::StrJoin(names, ", ")));
+  return absl::NotFoundError(
+      absl::StrCat("backend \"", name, "\" is not built into this program; available: ",
+                   names.empty() ? std::string("none") : absl::StrJoin(names, ", ")));
 }
 
 std::string NextKeyPrefix(const std::string& prefix, int rank) {
@@ -53,8 +53,8 @@ absl::Status Validate(const ConnectOptions& o) {
   }
   if (o.rank < 0 || o.rank >= o.world_size) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", o.rank, " is outside a world of ",
-                                                   o.world_size, " ranks (0..",
-                                                   o.world_size - 1, ")"));
+                                                   o.world_size, " ranks (0..", o.world_size - 1,
+                                                   ")"));
   }
   if (o.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -62,8 +62,7 @@ absl::Status Validate(const ConnectOptions& o) {
   }
   if (!o.hostname.empty() && !o.ifname.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("set a hostname (", o.hostname,
-                                                   ") or an interface (", o.ifname,
-                                                   "), not both"));
+                                                   ") or an interface (", o.ifname, "), not both"));
   }
   return absl::OkStatus();
 }
@@ -78,8 +77,7 @@ absl::StatusOr<int> IntFromEnv(const char* name, int fallback) {
   if (text == nullptr) return fallback;
   int value = 0;
   if (!absl::SimpleAtoi(text, &value)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, "=\"", text, "\" is not an integer"));
+    return absl::InvalidArgumentError(absl::StrCat(name, "=\"", text, "\" is not an integer"));
   }
   return value;
 }
@@ -130,8 +128,8 @@ absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv() {
   if (const char* timeout = GetEnv("SHARDKIT_TIMEOUT")) {
     double seconds = 0;
     if (!absl::SimpleAtod(timeout, &seconds) || !(seconds > 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "SHARDKIT_TIMEOUT=\"", timeout, "\" is not a positive number of seconds"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("SHARDKIT_TIMEOUT=\"", timeout, "\" is not a positive number of seconds"));
     }
     o.timeout = absl::Seconds(seconds);
   }

@@ -65,18 +65,18 @@ absl::Status CopyPiece(const Piece& piece, const std::vector<ShardMetadata>& old
   Tensor from;
   Tensor to;
   if (old_tensor != nullptr) {
-    SHARDKIT_ASSIGN_OR_RETURN(from, NarrowToShard(*old_tensor,
-                                                  Relative(piece.box, old_shards[piece.old_index])));
+    SHARDKIT_ASSIGN_OR_RETURN(
+        from, NarrowToShard(*old_tensor, Relative(piece.box, old_shards[piece.old_index])));
   } else {
-    SHARDKIT_ASSIGN_OR_RETURN(from, internal::TensorOverBytes(wire, piece.box.sizes, dtype,
-                                                              Device::Cpu()));
+    SHARDKIT_ASSIGN_OR_RETURN(
+        from, internal::TensorOverBytes(wire, piece.box.sizes, dtype, Device::Cpu()));
   }
   if (new_tensor != nullptr) {
-    SHARDKIT_ASSIGN_OR_RETURN(to, NarrowToShard(*new_tensor,
-                                                Relative(piece.box, new_shards[piece.new_index])));
+    SHARDKIT_ASSIGN_OR_RETURN(
+        to, NarrowToShard(*new_tensor, Relative(piece.box, new_shards[piece.new_index])));
   } else {
-    SHARDKIT_ASSIGN_OR_RETURN(to, internal::TensorOverBytes(wire, piece.box.sizes, dtype,
-                                                            Device::Cpu()));
+    SHARDKIT_ASSIGN_OR_RETURN(
+        to, internal::TensorOverBytes(wire, piece.box.sizes, dtype, Device::Cpu()));
   }
   return to.CopyFrom(from);
 }
@@ -94,11 +94,10 @@ absl::StatusOr<ShardedTensor> Reshard(const ShardedTensor& tensor,
       bound.ok() ? specs::BuildMetadata(*bound, tensor.global_shape())
                  : absl::StatusOr<std::vector<ShardMetadata>>(bound.status());
   if (!new_shards.ok()) errors.push_back(absl::StrCat("new spec: ", new_shards.status().message()));
-  nlohmann::json descriptor = {
-      {"shape", tensor.global_shape()},
-      {"dtype", DTypeName(tensor.dtype())},
-      {"from", specs::CanonicalJson(tensor.spec())},
-      {"to", specs::CanonicalJson(bound.ok() ? *bound : new_spec)}};
+  nlohmann::json descriptor = {{"shape", tensor.global_shape()},
+                               {"dtype", DTypeName(tensor.dtype())},
+                               {"from", specs::CanonicalJson(tensor.spec())},
+                               {"to", specs::CanonicalJson(bound.ok() ? *bound : new_spec)}};
   SHARDKIT_RETURN_IF_ERROR(
       internal::AgreeOnDescriptor(comm, descriptor, errors, "Reshard", options));
 

@@ -33,16 +33,13 @@
 #include "absl/status/statusor.h"
 #include "core/communicator.h"
 #include "core/module.h"
+#include "specs/plan.h"
 #include "specs/sharding_spec.h"
 
 namespace shardkit {
 
-enum class Strategy { kScatter, kBroadcast };
-
-// "scatter" / "broadcast".
-std::string_view StrategyName(Strategy strategy);
-// Errors: kInvalidArgument naming the string.
-[[nodiscard]] absl::StatusOr<Strategy> ParseStrategy(std::string_view name);
+// kScatter (default) or kBroadcast; specs::StrategyName / specs::ParseStrategy spell them.
+using Strategy = specs::Strategy;
 
 // Wall-clock seconds of each step of the last call, for benchmarks.
 struct ShardStats {
@@ -78,6 +75,20 @@ struct ParameterSpec {
 [[nodiscard]] absl::Status ShardParameters(Module& module,
                                            const std::vector<ParameterSpec>& parameters,
                                            Communicator& comm, const ShardOptions& options = {});
+
+// Overrides of a plan's src_rank and strategy (flag > plan > default).
+struct PlanOverrides {
+  std::optional<int> src_rank;
+  std::optional<Strategy> strategy;
+};
+
+// Collective: applies `plan` to every parameter of `module`, in module order: the first matching
+// rule's spec, or replicated when no rule matches. One agreement for the whole plan, one commit.
+// `options.src_rank` and `options.strategy` are ignored: they come from the plan unless
+// `overrides` sets them. Errors: as ShardParameters.
+[[nodiscard]] absl::Status ShardModule(Module& module, const specs::Plan& plan, Communicator& comm,
+                                       const PlanOverrides& overrides = {},
+                                       const ShardOptions& options = {});
 
 }  // namespace shardkit
 

@@ -6,6 +6,7 @@
 
 #include "core/reshard.h"
 #include "nlohmann/json.hpp"
+#include "specs/plan.h"
 #include "specs/spec_json.h"
 #include "testing/rank_group.h"
 #include "testing/status_matchers.h"
@@ -68,7 +69,8 @@ void ShardGatherReshardCase(int rank, Communicator& comm, std::string_view arg) 
   SHARDKIT_ASSERT_OK_AND_ASSIGN(specs::ShardingSpec spec, specs::ParseSpec(c["spec"].dump()));
   ShardOptions options;
   options.src_rank = src;
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(options.strategy, ParseStrategy(c["strategy"].get<std::string>()));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(options.strategy,
+                                specs::ParseStrategy(c["strategy"].get<std::string>()));
   comm.ResetCounters();
   ASSERT_THAT(ShardParameter(module, "w", spec, comm, options), testing::IsOk());
   SHARDKIT_ASSERT_OK_AND_ASSIGN(const ShardedTensor* st, module.GetSharded("w"));
@@ -149,8 +151,8 @@ void DisagreementCase(int rank, Communicator& comm, std::string_view arg) {
   EXPECT_THAT(std::string(status.message()),
               HasSubstr("rank " + std::to_string(source_problem ? 0 : odd)));
   // The same message on every rank (the communicator is still usable after argument errors).
-  auto all = comm.AllGather(ConstBuffer(std::string_view(status.message().data(),
-                                                          status.message().size())));
+  auto all = comm.AllGather(
+      ConstBuffer(std::string_view(status.message().data(), status.message().size())));
   ASSERT_TRUE(all.ok()) << all.status();
   for (const std::string& m : *all) EXPECT_EQ(m, (*all)[0]);
   if (module.Contains("w")) {  // unchanged
@@ -170,9 +172,9 @@ void SubgroupCase(int rank, Communicator& comm, std::string_view arg) {
   if (!member) return;
   SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor expected, Tensor::Arange({5, 3}, DType::kInt32, 100));
   Module module;
-  ASSERT_THAT(module.AddParameter("w", sub->rank() == 0 ? expected
-                                                        : *Tensor::Meta({5, 3}, DType::kInt32)),
-              testing::IsOk());
+  ASSERT_THAT(
+      module.AddParameter("w", sub->rank() == 0 ? expected : *Tensor::Meta({5, 3}, DType::kInt32)),
+      testing::IsOk());
   SHARDKIT_ASSERT_OK_AND_ASSIGN(
       specs::ShardingSpec spec,
       specs::ParseSpec(R"({"type":"chunk","dim":1,"placements":{"ranks":"all"}})"));
@@ -188,9 +190,9 @@ void ReplicatedCase(int rank, Communicator& comm, std::string_view arg) {
   Module module;
   ASSERT_THAT(module.AddParameter("bias", rank == 0 ? bias : *Tensor::Meta({7}, DType::kFloat16)),
               testing::IsOk());
-  ASSERT_THAT(module.AddParameter("weight",
-                                  rank == 0 ? weight : *Tensor::Meta({6, 2}, DType::kInt64)),
-              testing::IsOk());
+  ASSERT_THAT(
+      module.AddParameter("weight", rank == 0 ? weight : *Tensor::Meta({6, 2}, DType::kInt64)),
+      testing::IsOk());
   SHARDKIT_ASSERT_OK_AND_ASSIGN(
       specs::ShardingSpec spec,
       specs::ParseSpec(R"({"type":"chunk","dim":0,"placements":{"ranks":"all"}})"));
@@ -202,6 +204,51 @@ void ReplicatedCase(int rank, Communicator& comm, std::string_view arg) {
   ExpectShardsOf(*st, weight, rank);
 }
 
+// ShardModule with a plan: rows, columns, enumerable (by "**") and replicated parameters; the
+// command-line strategy overrides the plan's; a plan that fails on one parameter changes nothing.
+void PlanCase(int rank, Communicator& comm, std::string_view arg) {
+  const int world = comm.world_size();
+  const std::vector<std::pair<std::string, Shape>> params = {{"layers.0.attn.qkv.weight", {9, 4}},
+                                                             {"layers.1.attn.qkv.weight", {9, 4}},
+                                                             {"embed.weight", {5, 6}},
+                                                             {"norm.bias", {6}},
+                                                             {"head.proj.weight", {4, 4}}};
+  Module module;
+  std::vector<Tensor> expected;
+  for (size_t i = 0; i < params.size(); ++i) {
+    expected.push_back(*Tensor::Arange(params[i].second, DType::kFloat32, 100 * i));
+    Tensor t = rank == 0 ? expected.back() : *Tensor::Meta(params[i].second, DType::kFloat32);
+    ASSERT_THAT(module.AddParameter(params[i].first, t), testing::IsOk());
+  }
+  const std::string text = R"({"version": 1, "src_rank": 0, "strategy": "broadcast", "rules": [
+      {"match": "layers.*.attn.qkv.weight", "spec": {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}},
+      {"match": "embed.weight", "spec": {"type": "chunk", "dim": -1, "placements": {"ranks": "all"}}},
+      {"match": "**.proj.weight", "spec": {"type": "enumerable", "shards": [
+          {"offsets": [0, 0], "sizes": [4, 2], "placement": "rank:0"},
+          {"offsets": [0, 2], "sizes": [4, 2], "placement": "rank:0"}]}}]})";
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(specs::Plan plan, specs::ParsePlan(text));
+  // A plan naming a rank outside the world fails on every rank and changes nothing.
+  specs::Plan bad = plan;
+  bad.rules[1].spec = *specs::ParseSpec(R"({"type":"chunk","dim":0,"placements":["rank:)" +
+                                        std::to_string(world) + R"("]})");
+  EXPECT_THAT(ShardModule(module, bad, comm),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("embed.weight")));
+  for (const auto& [name, shape] : params) EXPECT_FALSE(*module.IsSharded(name)) << name;
+
+  comm.ResetCounters();
+  ASSERT_THAT(ShardModule(module, plan, comm, {.strategy = Strategy::kScatter}), testing::IsOk());
+  EXPECT_EQ(comm.counters(CollectiveOp::kScatter).calls, 4);  // the override won
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].first == "norm.bias") {
+      SHARDKIT_ASSERT_OK_AND_ASSIGN(const Tensor* t, module.GetTensor("norm.bias"));
+      EXPECT_TRUE(SameBytes(*t, expected[i]));
+      continue;
+    }
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(const ShardedTensor* st, module.GetSharded(params[i].first));
+    ExpectShardsOf(*st, expected[i], rank);
+  }
+}
+
 // InitFromLocalShards: every rank offers one row block; then an overlapping offer fails everywhere.
 void InitFromLocalShardsCase(int rank, Communicator& comm, std::string_view arg) {
   const int world = comm.world_size();
@@ -209,8 +256,7 @@ void InitFromLocalShardsCase(int rank, Communicator& comm, std::string_view arg)
   specs::ShardMetadata meta{{2 * rank, 0}, {2, 3}, specs::Placement::ForRank(rank)};
   SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor block, NarrowToShard(full, meta));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(
-      ShardedTensor st,
-      ShardedTensor::InitFromLocalShards({{meta, block}}, full.shape(), comm));
+      ShardedTensor st, ShardedTensor::InitFromLocalShards({{meta, block}}, full.shape(), comm));
   EXPECT_EQ(st.shards().size(), static_cast<size_t>(world));
   ExpectShardsOf(st, full, rank);
   Tensor out;
@@ -220,8 +266,8 @@ void InitFromLocalShardsCase(int rank, Communicator& comm, std::string_view arg)
   }
 
   if (world == 1) return;
-  specs::ShardMetadata overlapping{{rank == 1 ? 0 : 2 * rank, 0}, {2, 3},
-                                   specs::Placement::ForRank(rank)};
+  specs::ShardMetadata overlapping{
+      {rank == 1 ? 0 : 2 * rank, 0}, {2, 3}, specs::Placement::ForRank(rank)};
   auto bad = ShardedTensor::InitFromLocalShards({{overlapping, block}}, full.shape(), comm);
   EXPECT_THAT(bad, testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("overlap")));
 }
@@ -285,9 +331,8 @@ TEST_P(EngineTest, ShardGatherReshardSweep) {
     for (int64_t dim : {0, 1, -1}) {
       for (const Json& placements : PlacementVariants(world)) {
         for (const char* strategy : {"scatter", "broadcast"}) {
-          Json c = {{"shape", shape},          {"dtype", "float32"},
-                    {"spec", Chunk(dim, placements)}, {"strategy", strategy},
-                    {"src", world - 1},         {"start", 1}};
+          Json c = {{"shape", shape},       {"dtype", "float32"}, {"spec", Chunk(dim, placements)},
+                    {"strategy", strategy}, {"src", world - 1},   {"start", 1}};
           c["reshard"] = Chunk(dim == 0 ? 1 : 0, Json{{"ranks", "all"}});
           RunCase(&ShardGatherReshardCase, c);
           if (HasFatalFailure()) return;
@@ -310,8 +355,9 @@ TEST_P(EngineTest, DTypesAreMovedBitExactly) {
               {"requires_grad", true}};
     RunCase(&ShardGatherReshardCase, c);
   }
-  Json big = {{"shape", {9}},       {"dtype", "int64"},  {"spec", Chunk(0, Json{{"ranks", "all"}})},
-              {"strategy", "scatter"}, {"src", world / 2}, {"start", kBig}};
+  Json big = {
+      {"shape", {9}},          {"dtype", "int64"}, {"spec", Chunk(0, Json{{"ranks", "all"}})},
+      {"strategy", "scatter"}, {"src", world / 2}, {"start", kBig}};
   RunCase(&ShardGatherReshardCase, big);
 }
 
@@ -323,8 +369,12 @@ TEST_P(EngineTest, EnumerableSpecWithSeveralShardsPerRank) {
                       {"sizes", {5, 5}},
                       {"placement", "rank:" + std::to_string(i % world)}});
   }
-  Json c = {{"shape", {10, 10}}, {"dtype", "bfloat16"}, {"spec", {{"type", "enumerable"}, {"shards", shards}}},
-            {"strategy", "scatter"}, {"src", 0}, {"fill", "bytes"},
+  Json c = {{"shape", {10, 10}},
+            {"dtype", "bfloat16"},
+            {"spec", {{"type", "enumerable"}, {"shards", shards}}},
+            {"strategy", "scatter"},
+            {"src", 0},
+            {"fill", "bytes"},
             {"reshard", Chunk(0, Json{{"ranks", "all"}})}};
   RunCase(&ShardGatherReshardCase, c);
   c["strategy"] = "broadcast";
@@ -353,6 +403,7 @@ TEST_P(EngineTest, DisagreementsFailTheSameWayOnEveryRank) {
 
 TEST_P(EngineTest, SubgroupsReplicationInitAndGatherErrors) {
   RunCase(&SubgroupCase, Json::object());
+  RunCase(&PlanCase, Json::object());
   RunCase(&ReplicatedCase, Json::object());
   RunCase(&InitFromLocalShardsCase, Json::object());
   RunCase(&GatherErrorCase, Json::object());

@@ -17,9 +17,8 @@ absl::Status CheckLocalShard(const ShardMetadata& shard, const Tensor& tensor, D
                              size_t index) {
   if (tensor.shape() != shard.sizes || tensor.dtype() != dtype || tensor.is_meta()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "local shard ", index, " (", specs::ShardToString(shard), ") holds ",
-        tensor.DebugString(), ", expected ", std::string(DTypeName(dtype)),
-        ShapeToString(shard.sizes)));
+        "local shard ", index, " (", specs::ShardToString(shard), ") holds ", tensor.DebugString(),
+        ", expected ", std::string(DTypeName(dtype)), ShapeToString(shard.sizes)));
   }
   return absl::OkStatus();
 }
@@ -45,9 +44,9 @@ absl::Status PrepareGatherOutput(const ShardedTensor& st, int dst, Tensor* out, 
     SHARDKIT_ASSIGN_OR_RETURN(*out, Tensor::Empty(st.global_shape(), st.dtype()));
   }
   if (out->shape() != st.global_shape() || out->dtype() != st.dtype()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "out is ", out->DebugString(), " but the sharded tensor is ",
-        std::string(DTypeName(st.dtype())), ShapeToString(st.global_shape())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("out is ", out->DebugString(), " but the sharded tensor is ",
+                     std::string(DTypeName(st.dtype())), ShapeToString(st.global_shape())));
   }
   return absl::OkStatus();
 }
@@ -71,9 +70,9 @@ absl::StatusOr<ShardedTensor> ShardedTensor::Create(Shape global_shape, DType dt
     const size_t index = local[k].index;
     if (index >= shards.size() || (k > 0 && index <= local[k - 1].index) ||
         shards[index].placement.rank() != rank) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "local shard ", index, " is not a shard of rank ", rank, " (", shards.size(),
-          " shards; local indices must ascend)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("local shard ", index, " is not a shard of rank ", rank, " (", shards.size(),
+                       " shards; local indices must ascend)"));
     }
     SHARDKIT_RETURN_IF_ERROR(CheckLocalShard(shards[index], local[k].tensor, dtype, index));
     // Local shards are always contiguous: they go on the wire in place.
@@ -94,8 +93,9 @@ absl::StatusOr<ShardedTensor> ShardedTensor::InitFromLocalShards(std::vector<Sha
                                                                  const Shape& global_shape,
                                                                  Communicator& comm,
                                                                  const CallOptions& options) {
-  SHARDKIT_ASSIGN_OR_RETURN(internal::GlobalShardList global,
-                            internal::AgreeOnLocalShards(local_shards, global_shape, comm, options));
+  SHARDKIT_ASSIGN_OR_RETURN(
+      internal::GlobalShardList global,
+      internal::AgreeOnLocalShards(local_shards, global_shape, comm, options));
   std::vector<LocalShard> local;
   for (size_t k = 0; k < local_shards.size(); ++k) {
     local.push_back({global.first_local_index + k, std::move(local_shards[k].tensor)});
@@ -130,9 +130,9 @@ absl::Status ShardedTensor::Gather(int dst, Tensor* out, Communicator& comm,
       std::byte* cursor = packed.data();
       for (const LocalShard& shard : local_) {
         if (shard.tensor.numel() == 0) continue;
-        SHARDKIT_ASSIGN_OR_RETURN(Tensor view, internal::TensorOverBytes(
-                                                   cursor, shard.tensor.shape(), dtype_,
-                                                   Device::Cpu()));
+        SHARDKIT_ASSIGN_OR_RETURN(
+            Tensor view,
+            internal::TensorOverBytes(cursor, shard.tensor.shape(), dtype_, Device::Cpu()));
         SHARDKIT_RETURN_IF_ERROR(view.CopyFrom(shard.tensor));
         cursor += shard.tensor.nbytes();
       }
@@ -165,8 +165,9 @@ absl::Status ShardedTensor::Gather(int dst, Tensor* out, Communicator& comm,
   std::vector<std::byte> staging(static_cast<size_t>(staging_bytes));
   for (size_t r = 0; r < by_rank.size(); ++r) {
     if (staging_offset[r] >= 0) {
-      recvs[r] = MutableBuffer(staging.data() + staging_offset[r],
-                               static_cast<size_t>(internal::PackedBytes(shards_, by_rank[r], dtype_)));
+      recvs[r] =
+          MutableBuffer(staging.data() + staging_offset[r],
+                        static_cast<size_t>(internal::PackedBytes(shards_, by_rank[r], dtype_)));
     }
   }
   SHARDKIT_RETURN_IF_ERROR(comm.Gather(ConstBuffer(), recvs, dst, options));

@@ -98,10 +98,12 @@ TEST_P(StoreContractTest, AddRejectsNonIntegerAndOverflow) {
 
 TEST_P(StoreContractTest, BadKeysAreInvalidArguments) {
   EXPECT_THAT(store_->Set("", "v"), StatusIs(StatusCode::kInvalidArgument, HasSubstr("empty key")));
-  EXPECT_THAT(store_->Get("", absl::Seconds(1)), StatusIs(StatusCode::kInvalidArgument, HasSubstr("empty key")));
+  EXPECT_THAT(store_->Get("", absl::Seconds(1)),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("empty key")));
   EXPECT_THAT(store_->Add(std::string("a\0b", 3), 1),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("NUL")));
-  EXPECT_THAT(store_->Wait({"ok", ""}, absl::Seconds(1)), StatusIs(StatusCode::kInvalidArgument, HasSubstr("empty key")));
+  EXPECT_THAT(store_->Wait({"ok", ""}, absl::Seconds(1)),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("empty key")));
   EXPECT_THAT(store_->Check({""}), StatusIs(StatusCode::kInvalidArgument, HasSubstr("empty key")));
 }
 

@@ -72,15 +72,18 @@ absl::StatusOr<StoreUrl> ParseStoreUrl(std::string_view url_text) {
 absl::StatusOr<std::string> StoreUrlWithSubPrefix(std::string_view url,
                                                   std::string_view component) {
   if (component.empty() || absl::StrContains(internal::AbslView(component), '/')) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("store namespace component \"", internal::AbslView(component), "\" must be non-empty, no '/'"));
+    return absl::InvalidArgumentError(absl::StrCat("store namespace component \"",
+                                                   internal::AbslView(component),
+                                                   "\" must be non-empty, no '/'"));
   }
   SHARDKIT_ASSIGN_OR_RETURN(StoreUrl parsed, ParseStoreUrl(url));
   if (parsed.kind == StoreUrl::Kind::kFile) {
-    parsed.path = absl::StrCat(parsed.path == "/" ? "" : parsed.path, "/", internal::AbslView(component));
+    parsed.path =
+        absl::StrCat(parsed.path == "/" ? "" : parsed.path, "/", internal::AbslView(component));
   } else {
-    parsed.prefix = parsed.prefix.empty() ? std::string(component)
-                                          : absl::StrCat(parsed.prefix, "/", internal::AbslView(component));
+    parsed.prefix = parsed.prefix.empty()
+                        ? std::string(component)
+                        : absl::StrCat(parsed.prefix, "/", internal::AbslView(component));
   }
   return parsed.ToString();
 }

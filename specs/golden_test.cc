@@ -1,6 +1,7 @@
-// Golden files in specs/testdata/: NAME.json -> NAME.canonical (canonical JSON) -> NAME.fingerprint,
-// and invalid/NAME.json -> invalid/NAME.error (a substring of the kInvalidArgument message).
-// Checks the round trip, the fixed point canon(parse(canon(x))) == canon(x) and pinned fingerprints.
+// Golden files in specs/testdata/: NAME.json -> NAME.canonical (canonical JSON) ->
+// NAME.fingerprint, and invalid/NAME.json -> invalid/NAME.error (a substring of the
+// kInvalidArgument message). Checks the round trip, the fixed point canon(parse(canon(x))) ==
+// canon(x) and pinned fingerprints.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>

@@ -37,9 +37,9 @@ absl::Status CheckRanksInWorld(const std::vector<ShardMetadata>& shards, int64_t
   for (size_t i = 0; i < shards.size(); ++i) {
     const int64_t rank = shards[i].placement.rank();
     if (rank >= world_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shard ", i, " (", ShardToString(shards[i]), ") is placed on rank ", rank,
-          ", outside the world of ", world_size, " rank", world_size == 1 ? "" : "s"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("shard ", i, " (", ShardToString(shards[i]), ") is placed on rank ", rank,
+                       ", outside the world of ", world_size, " rank", world_size == 1 ? "" : "s"));
     }
   }
   return absl::OkStatus();
@@ -79,9 +79,8 @@ absl::StatusOr<int64_t> ResolveDim(int64_t dim, const Shape& global_shape) {
   }
   if (dim < -ndim || dim >= ndim) {
     return absl::InvalidArgumentError(absl::StrCat("dim ", dim, " is out of range for a ", ndim,
-                                                   "-d tensor (shape ",
-                                                   ShapeToString(global_shape), "); expected ",
-                                                   -ndim, "..", ndim - 1));
+                                                   "-d tensor (shape ", ShapeToString(global_shape),
+                                                   "); expected ", -ndim, "..", ndim - 1));
   }
   return dim < 0 ? dim + ndim : dim;
 }

@@ -47,7 +47,8 @@ TEST(LayoutTest, WorkedExamplesTable) {
       {{4, 5, 6}, -3, 2, 2, {{0, 0, 0}, {2, 0, 0}}, {{2, 5, 6}, {2, 5, 6}}},
   };
   for (const Row& row : rows) {
-    const std::string label = absl::StrCat(ShapeToString(row.shape), " dim ", row.dim, " k ", row.k);
+    const std::string label =
+        absl::StrCat(ShapeToString(row.shape), " dim ", row.dim, " k ", row.k);
     SHARDKIT_ASSERT_OK_AND_ASSIGN(int64_t dim, ResolveDim(row.dim, row.shape));
     EXPECT_EQ(SplitSize(row.shape[dim], row.k), row.split) << label;
     SHARDKIT_ASSERT_OK_AND_ASSIGN(
@@ -94,15 +95,15 @@ TEST(LayoutTest, DimChecks) {
                                                 " is out of range for a 2-d tensor (shape [3, "
                                                 "4]); expected -2..1"))));
   }
-  EXPECT_THAT(BuildMetadata(ChunkShardingSpec{0, Ranks(2)}, {}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("a 0-d tensor cannot be chunked")));
+  EXPECT_THAT(
+      BuildMetadata(ChunkShardingSpec{0, Ranks(2)}, {}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("a 0-d tensor cannot be chunked")));
 }
 
 TEST(LayoutTest, ValidatesSpecAndShape) {
-  EXPECT_THAT(BuildMetadata(ChunkShardingSpec{0, std::vector<Placement>{}}, {4}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("placements must not be empty")));
+  EXPECT_THAT(
+      BuildMetadata(ChunkShardingSpec{0, std::vector<Placement>{}}, {4}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("placements must not be empty")));
   EXPECT_THAT(BuildMetadata(ChunkShardingSpec{0, Ranks(2)}, {-4}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("[-4]")));
   EXPECT_THAT(BuildMetadata(ChunkShardingSpec{0, PlacementShorthand{}}, {4}),
@@ -122,7 +123,8 @@ TEST(BindTest, ResolvesDimAndExpandsShorthand) {
   EXPECT_THAT(Bind(ChunkShardingSpec{1, Ranks(3)}, {4, 6}, 3), IsOkAndHolds(bound));
 
   SHARDKIT_ASSERT_OK_AND_ASSIGN(
-      ShardingSpec ranged, Bind(ChunkShardingSpec{0, PlacementShorthand{RankRange{1, 2}, {}}}, {4}, 4));
+      ShardingSpec ranged,
+      Bind(ChunkShardingSpec{0, PlacementShorthand{RankRange{1, 2}, {}}}, {4}, 4));
   EXPECT_EQ(ranged, ShardingSpec(ChunkShardingSpec{
                         0, std::vector<Placement>{Placement::ForRank(1), Placement::ForRank(2)}}));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(
@@ -134,9 +136,8 @@ TEST(BindTest, ResolvesDimAndExpandsShorthand) {
 
 TEST(BindTest, Errors) {
   ChunkShardingSpec all{0, PlacementShorthand{}};
-  EXPECT_THAT(Bind(all, {4}, std::nullopt),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("once the world size is known")));
+  EXPECT_THAT(Bind(all, {4}, std::nullopt), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                     HasSubstr("once the world size is known")));
   EXPECT_THAT(Bind(all, {4}, 0),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("world size 0")));
   EXPECT_THAT(Bind(ChunkShardingSpec{0, Ranks(3)}, {4}, 2),
@@ -146,9 +147,9 @@ TEST(BindTest, Errors) {
   EXPECT_THAT(Bind(ChunkShardingSpec{0, PlacementShorthand{RankRange{0, 2000000000}, {}}}, {4}, 3),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("rank range 0..2000000000 is outside the world of 3 ranks")));
-  EXPECT_THAT(Bind(ChunkShardingSpec{0, PlacementShorthand{RankList{0}, {}}}, {4}, std::nullopt),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("once the world size is known")));
+  EXPECT_THAT(
+      Bind(ChunkShardingSpec{0, PlacementShorthand{RankList{0}, {}}}, {4}, std::nullopt),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("once the world size is known")));
   EXPECT_THAT(Bind(ChunkShardingSpec{0, PlacementShorthand{RankRange{3, 1}, {}}}, {4}, 4),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("first <= last")));
   // Without a world size, explicit placements bind (no rank check).

@@ -48,9 +48,9 @@ absl::Status ValidatePattern(std::string_view pattern) {
   if (pattern.empty()) return absl::InvalidArgumentError("pattern must not be empty");
   for (std::string_view segment : Segments(pattern)) {
     if (segment != kAnySegments && segment.find(kAnySegments) != std::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "\"**\" must be a whole dotted segment, found segment \"",
-          absl::string_view(segment.data(), segment.size()), "\""));
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"**\" must be a whole dotted segment, found segment \"",
+                       absl::string_view(segment.data(), segment.size()), "\""));
     }
   }
   return absl::OkStatus();

@@ -15,8 +15,8 @@ absl::Status PlacementError(std::string_view text, std::string_view why) {
   constexpr size_t kMaxShown = 64;
   const bool cut = text.size() > kMaxShown;
   return absl::InvalidArgumentError(absl::StrCat(
-      "invalid placement \"", ToAbsl(text.substr(0, kMaxShown)), cut ? "...\": " : "\": ",
-      ToAbsl(why),
+      "invalid placement \"", ToAbsl(text.substr(0, kMaxShown)),
+      cut ? "...\": " : "\": ", ToAbsl(why),
       " (expected \"rank:<R>\" or \"rank:<R>/<device>\" with device cpu, cuda or cuda:<N>)"));
 }
 
@@ -53,8 +53,8 @@ absl::StatusOr<Placement> Placement::Parse(std::string_view text) {
   const std::string_view device_text = rest.substr(slash + 1);
   absl::StatusOr<Device> device = Device::Parse(device_text);
   if (!device.ok()) {
-    return PlacementError(text, absl::StrCat("device \"", ToAbsl(device_text),
-                                             "\" is not cpu, cuda or cuda:<N>"));
+    return PlacementError(
+        text, absl::StrCat("device \"", ToAbsl(device_text), "\" is not cpu, cuda or cuda:<N>"));
   }
   return Placement(*rank, *device);
 }

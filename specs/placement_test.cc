@@ -18,7 +18,7 @@ TEST(PlacementTest, AcceptsTheGrammarAndRoundTrips) {
   };
   const Case cases[] = {
       {"rank:0/cuda:0", 0, Device::Cuda(0)},  // PyTorch: (rank 0, cuda:0)
-      {"rank:0", 0, std::nullopt},             // PyTorch: rank 0 on cpu; here: default device
+      {"rank:0", 0, std::nullopt},            // PyTorch: rank 0 on cpu; here: default device
       {"rank:0/cpu", 0, Device::Cpu()},
       {"rank:1/cuda:1", 1, Device::Cuda(1)},
       {"rank:3/cuda", 3, Device::Cuda()},
@@ -42,8 +42,8 @@ TEST(PlacementTest, DeviceIsKeptAsWritten) {
 
 TEST(PlacementTest, RejectsWorkerNamesAndDeviceOnlyStrings) {
   // PyTorch accepts all of these (worker names need RPC; device-only has no rank).
-  for (const char* text : {"worker0", "worker0/cuda:0", "cpu", "cuda", "meta", "worker0/rank:1",
-                           "a/b/c", "/cpu"}) {
+  for (const char* text :
+       {"worker0", "worker0/cuda:0", "cpu", "cuda", "meta", "worker0/rank:1", "a/b/c", "/cpu"}) {
     EXPECT_THAT(Placement::Parse(text),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          HasSubstr("must start with \"rank:\"; worker names and device-only "
@@ -58,8 +58,8 @@ TEST(PlacementTest, RejectsMalformedPrefixes) {
                                                  HasSubstr("must start with \"rank:\"")))
         << text;
   }
-  EXPECT_THAT(Placement::Parse(""), StatusIs(absl::StatusCode::kInvalidArgument,
-                                             HasSubstr("invalid placement \"\"")));
+  EXPECT_THAT(Placement::Parse(""),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("invalid placement \"\"")));
 }
 
 TEST(PlacementTest, RejectsBadRanks) {
@@ -67,21 +67,19 @@ TEST(PlacementTest, RejectsBadRanks) {
   for (const char* text : {"rank:01/cpu", "rank:\u0663/cpu", "rank:-1/cpu", "rank:a/cpu",
                            "rank: 0/cpu", "rank:0:1/cpu", "rank:/cpu", "rank:", "rank:+1",
                            "rank:2147483648", "rank:99999999999999999999/cpu"}) {
-    EXPECT_THAT(Placement::Parse(text),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr("without sign or leading zeros")))
+    EXPECT_THAT(Placement::Parse(text), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                 HasSubstr("without sign or leading zeros")))
         << text;
   }
 }
 
 TEST(PlacementTest, RejectsDevicesOutsideCpuAndCuda) {
   // PyTorch accepts meta and cpu:0 (torch.device parses them); shardkit does not.
-  for (const char* text : {"rank:0/foo", "rank:0/CPU", "rank:0/cuda:foo", "rank:0/cpu2",
-                           "rank:0/cuda:-1", "rank:0/", "rank:0/meta", "rank:0/cpu:0",
-                           "rank:0/cuda:01", "rank:0/cuda/cpu"}) {
-    EXPECT_THAT(Placement::Parse(text),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr("is not cpu, cuda or cuda:<N>")))
+  for (const char* text :
+       {"rank:0/foo", "rank:0/CPU", "rank:0/cuda:foo", "rank:0/cpu2", "rank:0/cuda:-1", "rank:0/",
+        "rank:0/meta", "rank:0/cpu:0", "rank:0/cuda:01", "rank:0/cuda/cpu"}) {
+    EXPECT_THAT(Placement::Parse(text), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                 HasSubstr("is not cpu, cuda or cuda:<N>")))
         << text;
   }
 }

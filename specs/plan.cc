@@ -14,7 +14,6 @@ namespace {
 
 using internal::Json;
 
-
 absl::StatusOr<PlanRule> RuleFromJson(const Json& value, std::string_view path) {
   SHARDKIT_RETURN_IF_ERROR(internal::CheckObject(value, path, {"match", "spec"}));
   SHARDKIT_ASSIGN_OR_RETURN(const Json* match, internal::Required(value, path, "match"));
@@ -35,8 +34,8 @@ absl::Status ReadHeader(const Json& value, Plan& plan) {
   if (const Json* src = internal::Optional(value, "src_rank"); src != nullptr) {
     SHARDKIT_ASSIGN_OR_RETURN(plan.src_rank, internal::GetInt(*src, "src_rank"));
     if (plan.src_rank < 0 || plan.src_rank > kMaxRank) {
-      return internal::PathError("src_rank", absl::StrCat("rank ", plan.src_rank,
-                                                          " is outside [0, ", kMaxRank, "]"));
+      return internal::PathError(
+          "src_rank", absl::StrCat("rank ", plan.src_rank, " is outside [0, ", kMaxRank, "]"));
     }
   }
   if (const Json* strategy = internal::Optional(value, "strategy"); strategy != nullptr) {
@@ -83,9 +82,8 @@ std::string_view StrategyName(Strategy strategy) {
 absl::StatusOr<Strategy> ParseStrategy(std::string_view name) {
   if (name == "scatter") return Strategy::kScatter;
   if (name == "broadcast") return Strategy::kBroadcast;
-  return absl::InvalidArgumentError(
-      absl::StrCat("expected \"scatter\" or \"broadcast\", got ",
-                   internal::DescribeValue(Json(std::string(name)))));
+  return absl::InvalidArgumentError(absl::StrCat("expected \"scatter\" or \"broadcast\", got ",
+                                                 internal::DescribeValue(Json(std::string(name)))));
 }
 
 absl::StatusOr<Plan> ParsePlan(std::string_view json_text) {
@@ -123,12 +121,13 @@ std::optional<size_t> MatchRule(const Plan& plan, std::string_view name) {
   return std::nullopt;
 }
 
-absl::StatusOr<std::vector<ResolvedParameter>> Resolve(
-    const Plan& plan, const std::vector<ParameterInfo>& parameters, int64_t world_size) {
+absl::StatusOr<std::vector<ResolvedParameter>> Resolve(const Plan& plan,
+                                                       const std::vector<ParameterInfo>& parameters,
+                                                       int64_t world_size) {
   if (world_size >= 1 && plan.src_rank >= world_size) {
     return absl::InvalidArgumentError(absl::StrCat("src_rank ", plan.src_rank,
-                                                   " is outside the world of ", world_size,
-                                                   " rank", world_size == 1 ? "" : "s"));
+                                                   " is outside the world of ", world_size, " rank",
+                                                   world_size == 1 ? "" : "s"));
   }
   absl::flat_hash_set<std::string> seen;
   std::vector<ResolvedParameter> out;

@@ -38,12 +38,13 @@ TEST(PatternTest, Matching) {
   EXPECT_TRUE(MatchesPattern("a.*.c", "a..c"));
   EXPECT_TRUE(MatchesPattern("x?y[1]", "x?y[1]"));  // literal
   EXPECT_FALSE(MatchesPattern("x?y", "xzy"));
-  EXPECT_THAT(ValidatePattern("a**.b"), StatusIs(absl::StatusCode::kInvalidArgument,
-                                                 HasSubstr("\"**\" must be a whole dotted segment")));
-  EXPECT_THAT(ValidatePattern("***"), StatusIs(absl::StatusCode::kInvalidArgument,
-                                               HasSubstr("found segment \"***\"")));
-  EXPECT_THAT(ValidatePattern(""), StatusIs(absl::StatusCode::kInvalidArgument,
-                                            HasSubstr("must not be empty")));
+  EXPECT_THAT(ValidatePattern("a**.b"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("\"**\" must be a whole dotted segment")));
+  EXPECT_THAT(ValidatePattern("***"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("found segment \"***\"")));
+  EXPECT_THAT(ValidatePattern(""),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("must not be empty")));
   EXPECT_THAT(ValidatePattern("**.a.**"), IsOk());
 }
 
@@ -69,8 +70,8 @@ TEST(PlanTest, DefaultsAndCanonicalForm) {
             R"({"rules":[{"match":"w","spec":{"dim":0,"placements":["rank:0"],"type":"chunk",)"
             R"("version":1}}],"src_rank":0,"strategy":"scatter","version":1})");
   EXPECT_EQ(CanonicalJson(*ParsePlan(canonical)), canonical);
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(Plan broadcast,
-                                ParsePlan(R"({"rules": [], "src_rank": 2, "strategy": "broadcast"})"));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(
+      Plan broadcast, ParsePlan(R"({"rules": [], "src_rank": 2, "strategy": "broadcast"})"));
   EXPECT_EQ(CanonicalJson(broadcast),
             R"({"rules":[],"src_rank":2,"strategy":"broadcast","version":1})");
 }
@@ -100,7 +101,8 @@ TEST(PlanTest, ParseErrorsNameThePath) {
       {R"({"rules": [{"match": "a", "spec": {"type": "enumerable", "shards": [
           {"offsets": [0], "sizes": [1], "placement": "rank:x"}]}}]})",
        "rules[0].spec.shards[0].placement: invalid placement \"rank:x\""},
-      {R"({"rules": [{"match": "a", "spec": [1]}]})", "rules[0].spec: expected spec object, got array"},
+      {R"({"rules": [{"match": "a", "spec": [1]}]})",
+       "rules[0].spec: expected spec object, got array"},
   };
   for (const auto& [json, message] : cases) {
     EXPECT_THAT(ParsePlan(json), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(message)))
@@ -161,9 +163,9 @@ TEST(ResolveTest, ErrorsNameTheParameter) {
                        HasSubstr("parameter \"embed.weight\" (rule 1, \"embed.weight\"): shard 0 "
                                  "(offsets [0, 0], sizes [10, 4], rank:1/cpu) is placed on rank 1, "
                                  "outside the world of 1 rank")));
-  EXPECT_THAT(Resolve(plan, {{"a", {1}}, {"a", {1}}}, 2),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("parameter \"a\": listed twice")));
+  EXPECT_THAT(
+      Resolve(plan, {{"a", {1}}, {"a", {1}}}, 2),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("parameter \"a\": listed twice")));
   plan.src_rank = 4;
   EXPECT_THAT(Resolve(plan, {}, 4), StatusIs(absl::StatusCode::kInvalidArgument,
                                              HasSubstr("src_rank 4 is outside the world of 4")));

@@ -121,9 +121,10 @@ absl::Status CheckShape(const std::vector<ShardMetadata>& shards, const Shape& g
       return absl::InvalidArgumentError(absl::StrCat("shard ", i, ": ", s.message()));
     }
     if (shard.offsets.size() != global_shape.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shard ", Describe(shards, i), " has ", shard.offsets.size(), " dims, but the tensor has ",
-          global_shape.size(), " (shape ", ShapeToString(global_shape), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("shard ", Describe(shards, i), " has ", shard.offsets.size(),
+                       " dims, but the tensor has ", global_shape.size(), " (shape ",
+                       ShapeToString(global_shape), ")"));
     }
   }
   return absl::OkStatus();
@@ -135,10 +136,10 @@ absl::Status CheckInRange(const std::vector<ShardMetadata>& shards, const Shape&
       const int64_t offset = shards[i].offsets[d];
       const int64_t size = shards[i].sizes[d];
       if (offset > global_shape[d] || size > global_shape[d] - offset) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "shard ", Describe(shards, i), " lies outside the tensor in dim ", d, ": offset ",
-            offset, " + size ", size, " > ", global_shape[d], " (shape ",
-            ShapeToString(global_shape), ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("shard ", Describe(shards, i), " lies outside the tensor in dim ", d,
+                         ": offset ", offset, " + size ", size, " > ", global_shape[d], " (shape ",
+                         ShapeToString(global_shape), ")"));
       }
     }
   }
@@ -172,15 +173,15 @@ std::string ShardToString(const ShardMetadata& shard) {
 
 absl::Status ValidateShardMetadata(const ShardMetadata& shard) {
   if (shard.offsets.size() != shard.sizes.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "offsets and sizes must have the same number of elements, found ", shard.offsets.size(),
-        " (offsets ", ShapeToString(shard.offsets), ") and ", shard.sizes.size(), " (sizes ",
-        ShapeToString(shard.sizes), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("offsets and sizes must have the same number of elements, found ",
+                     shard.offsets.size(), " (offsets ", ShapeToString(shard.offsets), ") and ",
+                     shard.sizes.size(), " (sizes ", ShapeToString(shard.sizes), ")"));
   }
   for (size_t d = 0; d < shard.offsets.size(); ++d) {
     if (shard.offsets[d] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("offsets must be >= 0, found offsets ",
-                                                     ShapeToString(shard.offsets)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("offsets must be >= 0, found offsets ", ShapeToString(shard.offsets)));
     }
     if (shard.sizes[d] < 0) {
       return absl::InvalidArgumentError(

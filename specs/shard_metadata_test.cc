@@ -72,9 +72,9 @@ TEST(ValidateTilingTest, AcceptsExactTilings) {
 TEST(ValidateTilingTest, ReportsEachCheck) {
   EXPECT_THAT(ValidateTiling({}, {4}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("there are no shards")));
-  EXPECT_THAT(ValidateTiling({S({0}, {4}), S({0}, {-4})}, {4}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("shard 1: sizes must be >= 0")));
+  EXPECT_THAT(
+      ValidateTiling({S({0}, {4}), S({0}, {-4})}, {4}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("shard 1: sizes must be >= 0")));
   EXPECT_THAT(ValidateTiling({S({0, 0}, {4, 4})}, {4, 4, 4}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("shard 0 (offsets [0, 0], sizes [4, 4], rank:0) has 2 dims, but "
@@ -88,11 +88,11 @@ TEST(ValidateTilingTest, ReportsEachCheck) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("lies outside")));
   EXPECT_THAT(ValidateTiling({S({0}, {INT64_MAX}), S({INT64_MAX}, {INT64_MAX})}, {INT64_MAX}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("shard 1")));
-  EXPECT_THAT(ValidateTiling({S({0, 0}, {5, 5}, 0), S({5, 0}, {5, 5}, 1), S({4, 4}, {2, 2}, 2)},
-                             {10, 6}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("shards 0 (offsets [0, 0], sizes [5, 5], rank:0) and 2 (offsets "
-                                 "[4, 4], sizes [2, 2], rank:2) overlap")));
+  EXPECT_THAT(
+      ValidateTiling({S({0, 0}, {5, 5}, 0), S({5, 0}, {5, 5}, 1), S({4, 4}, {2, 2}, 2)}, {10, 6}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("shards 0 (offsets [0, 0], sizes [5, 5], rank:0) and 2 (offsets "
+                         "[4, 4], sizes [2, 2], rank:2) overlap")));
   EXPECT_THAT(ValidateTiling({S({0, 0}, {10, 9}), S({0, 9}, {1, 1})}, {10, 10}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("shards do not cover the tensor: their volumes add up to 91, the "

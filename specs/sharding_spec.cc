@@ -8,8 +8,8 @@ namespace {
 
 absl::Status CheckRank(int64_t rank, size_t index) {
   if (rank < 0 || rank > kMaxRank) {
-    return absl::InvalidArgumentError(absl::StrCat("ranks[", index, "]: rank ", rank,
-                                                   " is outside [0, ", kMaxRank, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ranks[", index, "]: rank ", rank, " is outside [0, ", kMaxRank, "]"));
   }
   return absl::OkStatus();
 }
@@ -22,8 +22,7 @@ absl::Status ValidateSelection(const RankSelection& ranks) {
     }
   } else if (const auto* range = std::get_if<RankRange>(&ranks)) {
     if (range->first < 0 || range->last > kMaxRank || range->first > range->last) {
-      return absl::InvalidArgumentError(absl::StrCat("rank range ", range->first, "..",
-                                                     range->last,
+      return absl::InvalidArgumentError(absl::StrCat("rank range ", range->first, "..", range->last,
                                                      " must satisfy 0 <= first <= last"));
     }
   }
@@ -44,10 +43,11 @@ absl::Status ValidateEnumerable(const EnumerableShardingSpec& spec) {
   const size_t ndim = spec.shards[0].offsets.size();
   for (size_t i = 0; i < spec.shards.size(); ++i) {
     const ShardMetadata& shard = spec.shards[i];
-    SHARDKIT_RETURN_IF_ERROR(Annotate(ValidateShardMetadata(shard), absl::StrCat("shards[", i, "]")));
+    SHARDKIT_RETURN_IF_ERROR(
+        Annotate(ValidateShardMetadata(shard), absl::StrCat("shards[", i, "]")));
     if (shard.offsets.size() != ndim) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shards[", i, "] has ", shard.offsets.size(), " dims but shards[0] has ", ndim));
+      return absl::InvalidArgumentError(absl::StrCat("shards[", i, "] has ", shard.offsets.size(),
+                                                     " dims but shards[0] has ", ndim));
     }
   }
   return absl::OkStatus();
@@ -114,10 +114,10 @@ absl::Status ValidateRanks(const ShardingSpec& spec, int64_t world_size) {
   }
   for (size_t i = 0; i < placements.size(); ++i) {
     if (placements[i].rank() >= world_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "placement ", i, " (\"", placements[i].ToString(), "\") names rank ",
-          placements[i].rank(), ", outside the world of ", world_size, " rank",
-          world_size == 1 ? "" : "s"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("placement ", i, " (\"", placements[i].ToString(), "\") names rank ",
+                       placements[i].rank(), ", outside the world of ", world_size, " rank",
+                       world_size == 1 ? "" : "s"));
     }
   }
   return absl::OkStatus();

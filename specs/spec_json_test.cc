@@ -11,8 +11,8 @@ using ::shardkit::testing::StatusIs;
 using ::testing::HasSubstr;
 
 void ExpectError(std::string_view json, std::string_view message) {
-  EXPECT_THAT(ParseSpec(json), StatusIs(absl::StatusCode::kInvalidArgument,
-                                        HasSubstr(std::string(message))))
+  EXPECT_THAT(ParseSpec(json),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(std::string(message))))
       << json;
 }
 
@@ -20,12 +20,14 @@ TEST(ParseSpecTest, ChunkEnumerableAndShorthand) {
   SHARDKIT_ASSERT_OK_AND_ASSIGN(
       ShardingSpec chunk,
       ParseSpec(R"({"type": "chunk", "dim": 0, "placements": ["rank:0/cpu", "rank:1"]})"));
-  EXPECT_EQ(chunk, ShardingSpec(ChunkShardingSpec{
-                       0, std::vector<Placement>{Placement::ForRank(0, Device::Cpu()),
-                                                 Placement::ForRank(1)}}));
+  EXPECT_EQ(
+      chunk,
+      ShardingSpec(ChunkShardingSpec{
+          0, std::vector<Placement>{Placement::ForRank(0, Device::Cpu()), Placement::ForRank(1)}}));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(
       ShardingSpec shorthand,
-      ParseSpec(R"({"type":"chunk","dim":1,"placements":{"ranks":"all","device":"cpu"},"version":1})"));
+      ParseSpec(
+          R"({"type":"chunk","dim":1,"placements":{"ranks":"all","device":"cpu"},"version":1})"));
   EXPECT_EQ(shorthand,
             ShardingSpec(ChunkShardingSpec{1, PlacementShorthand{AllRanks{}, Device::Cpu()}}));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(ShardingSpec enumerable, ParseSpec(R"({"type": "enumerable",
@@ -35,13 +37,15 @@ TEST(ParseSpecTest, ChunkEnumerableAndShorthand) {
 }
 
 TEST(ParseSpecTest, SyntaxErrorsHaveLineAndColumn) {
-  ExpectError("{\"type\": \"chunk\",\n \"dim\": NaN}", "invalid JSON: parse error at line 2, column");
+  ExpectError("{\"type\": \"chunk\",\n \"dim\": NaN}",
+              "invalid JSON: parse error at line 2, column");
   ExpectError("{\"dim\": Infinity}", "invalid JSON: parse error at line 1, column");
   ExpectError("{\"dim\": -Infinity}", "invalid JSON: parse error");
   ExpectError("{\"type\": \"chunk\"", "invalid JSON: parse error at line 1, column 17");
   ExpectError("{\"type\": \"ch\xff\"}", "ill-formed UTF-8");
   ExpectError("", "invalid JSON: parse error at line 1, column 1");
-  ExpectError("{\"dim\": 1e999}", "invalid JSON: parse error at line 1, column 13: number overflow");
+  ExpectError("{\"dim\": 1e999}",
+              "invalid JSON: parse error at line 1, column 13: number overflow");
   ExpectError("{} {}", "invalid JSON: parse error");
 }
 
@@ -100,7 +104,8 @@ TEST(ParseSpecTest, ShorthandErrors) {
 
 TEST(ParseSpecTest, EnumerableErrors) {
   ExpectError(R"({"type": "enumerable", "shards": []})", "shards: must not be empty");
-  ExpectError(R"({"type": "enumerable", "shards": {}})", "shards: expected array of shards, got object");
+  ExpectError(R"({"type": "enumerable", "shards": {}})",
+              "shards: expected array of shards, got object");
   ExpectError(R"({"type": "enumerable", "dim": 0, "shards": []})",
               "top level: unknown key \"dim\" (expected shards, type, version)");
   ExpectError(
@@ -143,9 +148,10 @@ TEST(CanonicalTest, SortedCompactVersionedAsWritten) {
             R"({"dim":-1,"placements":["rank:1/cpu","rank:0"],"type":"chunk","version":1})");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(ShardingSpec again, ParseSpec(canonical));
   EXPECT_EQ(CanonicalJson(again), canonical);
-  EXPECT_EQ(CanonicalJson(*ParseSpec(
-                R"({"type":"chunk","dim":0,"placements":{"ranks":[2,0],"device":"cuda:1"}})")),
-            R"({"dim":0,"placements":{"device":"cuda:1","ranks":[2,0]},"type":"chunk","version":1})");
+  EXPECT_EQ(
+      CanonicalJson(
+          *ParseSpec(R"({"type":"chunk","dim":0,"placements":{"ranks":[2,0],"device":"cuda:1"}})")),
+      R"({"dim":0,"placements":{"device":"cuda:1","ranks":[2,0]},"type":"chunk","version":1})");
   EXPECT_EQ(CanonicalJson(*ParseSpec(R"({"type":"chunk","dim":0,"placements":{"ranks":"0..3"}})")),
             R"({"dim":0,"placements":{"ranks":"0..3"},"type":"chunk","version":1})");
 }
@@ -165,12 +171,13 @@ TEST(CanonicalTest, BoundFormAndEquality) {
   EXPECT_EQ(a, b);
   EXPECT_EQ(Fingerprint(a), Fingerprint(b));
   // On a 3-d tensor they differ.
-  EXPECT_NE(*BoundCanonicalJson(negative, {4, 6, 2}, 2), *BoundCanonicalJson(positive, {4, 6, 2}, 2));
+  EXPECT_NE(*BoundCanonicalJson(negative, {4, 6, 2}, 2),
+            *BoundCanonicalJson(positive, {4, 6, 2}, 2));
   // "rank:0" and "rank:0/cpu" are different as written.
   EXPECT_NE(*BoundCanonicalJson(*ParseSpec(R"({"type":"chunk","dim":0,"placements":["rank:0"]})"),
                                 {4}, 1),
-            *BoundCanonicalJson(*ParseSpec(R"({"type":"chunk","dim":0,"placements":["rank:0/cpu"]})"),
-                                {4}, 1));
+            *BoundCanonicalJson(
+                *ParseSpec(R"({"type":"chunk","dim":0,"placements":["rank:0/cpu"]})"), {4}, 1));
 }
 
 TEST(FingerprintTest, KnownVectors) {

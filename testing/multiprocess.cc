@@ -51,16 +51,15 @@ std::string DescribeRank(ChildGroup& group, size_t i, const std::optional<std::s
 std::string FreshTestDir(std::string_view stem) {
   static std::atomic<int> counter{0};
   const char* root = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(root != nullptr ? root : "/tmp", "/",
-                                 absl::string_view(stem.data(), stem.size()), "-", getpid(), "-",
-                                 counter++);
+  std::string dir =
+      absl::StrCat(root != nullptr ? root : "/tmp", "/",
+                   absl::string_view(stem.data(), stem.size()), "-", getpid(), "-", counter++);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
 }
 
-absl::Status ForkRanks(int world_size,
-                       const std::function<void(int, const std::string&)>& fn,
+absl::Status ForkRanks(int world_size, const std::function<void(int, const std::string&)>& fn,
                        const RankOptions& options) {
   const std::string store_url = "file://" + FreshTestDir("ranks");
   const absl::Time deadline = absl::Now() + options.deadline;

@@ -46,10 +46,9 @@ struct RankOptions {
 // Forks one process per rank (except options.absent) running fn(rank, store_url), where
 // store_url names a fresh FileStore directory under $TEST_TMPDIR shared by the ranks.
 // Errors: kInternal listing the failed ranks (see the file comment).
-[[nodiscard]] absl::Status ForkRanks(int world_size,
-                                     const std::function<void(int rank,
-                                                              const std::string& store_url)>& fn,
-                                     const RankOptions& options = {});
+[[nodiscard]] absl::Status ForkRanks(
+    int world_size, const std::function<void(int rank, const std::string& store_url)>& fn,
+    const RankOptions& options = {});
 
 // ForkRanks, with each rank first connected to `backend` (a failed Connect is that rank's
 // failure) and then running fn(rank, communicator).

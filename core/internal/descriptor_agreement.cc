@@ -58,7 +58,8 @@ absl::Status BuildMismatchError(const std::vector<std::string>& reports, std::st
   for (size_t r = 0; r < reports.size(); ++r) {
     Json report = Json::parse(reports[r], nullptr, /*allow_exceptions=*/false);
     if (report.is_discarded() || !report.contains("descriptor")) {
-      return absl::InternalError(absl::StrCat(std::string(op), ": malformed agreement report from rank ", r));
+      return absl::InternalError(
+          absl::StrCat(std::string(op), ": malformed agreement report from rank ", r));
     }
     for (const auto& error : report["errors"]) {
       problems.push_back(absl::StrCat("rank ", r, ": ", error.get<std::string>()));
@@ -104,9 +105,9 @@ absl::Status AgreeOnDescriptor(Communicator& comm, const Json& descriptor,
   bool agreed = true;
   for (const std::string& d : digests) agreed = agreed && d == digests[0] && d.back() == 1;
   if (agreed) return absl::OkStatus();
-  SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> reports,
-                            comm.AllGather(ConstBuffer(EncodeReport(descriptor, local_errors)),
-                                           options));
+  SHARDKIT_ASSIGN_OR_RETURN(
+      std::vector<std::string> reports,
+      comm.AllGather(ConstBuffer(EncodeReport(descriptor, local_errors)), options));
   return BuildMismatchError(reports, op);
 }
 

@@ -41,8 +41,8 @@ absl::Status PackRegions(const Tensor& full, const std::vector<specs::ShardMetad
     const int64_t nbytes = ShardBytes(shards[i], full.dtype());
     if (nbytes == 0) continue;
     SHARDKIT_ASSIGN_OR_RETURN(Tensor region, NarrowToShard(full, shards[i]));
-    SHARDKIT_ASSIGN_OR_RETURN(Tensor out,
-                              TensorOverBytes(packed, shards[i].sizes, full.dtype(), full.device()));
+    SHARDKIT_ASSIGN_OR_RETURN(
+        Tensor out, TensorOverBytes(packed, shards[i].sizes, full.dtype(), full.device()));
     SHARDKIT_RETURN_IF_ERROR(out.CopyFrom(region));
     packed += nbytes;
   }
@@ -55,9 +55,9 @@ absl::Status UnpackRegions(const std::byte* packed, const std::vector<specs::Sha
     const int64_t nbytes = ShardBytes(shards[i], full.dtype());
     if (nbytes == 0) continue;
     SHARDKIT_ASSIGN_OR_RETURN(Tensor region, NarrowToShard(full, shards[i]));
-    SHARDKIT_ASSIGN_OR_RETURN(Tensor in, TensorOverBytes(const_cast<std::byte*>(packed),
-                                                         shards[i].sizes, full.dtype(),
-                                                         full.device()));
+    SHARDKIT_ASSIGN_OR_RETURN(
+        Tensor in, TensorOverBytes(const_cast<std::byte*>(packed), shards[i].sizes, full.dtype(),
+                                   full.device()));
     SHARDKIT_RETURN_IF_ERROR(region.CopyFrom(in));
     packed += nbytes;
   }

@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/internal/shard_copy.h"
 #include "core/status_macros.h"
-#include "specs/layout.h"
+#include "specs/parameter_layout.h"
 #include "specs/spec_json.h"
 
 namespace shardkit::internal {
@@ -15,9 +15,9 @@ using Json = nlohmann::json;
 // Placements must name devices this backend moves; the source tensor too.
 absl::Status CheckDevices(const ShardJob& job, const Communicator& comm, bool is_source) {
   if (is_source && !comm.SupportsDevice(job.source->device())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the source tensor is on ", job.source->device().ToString(), ", which backend ",
-        comm.backend(), " cannot move"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the source tensor is on ", job.source->device().ToString(),
+                     ", which backend ", comm.backend(), " cannot move"));
   }
   for (size_t i = 0; i < job.shards.size(); ++i) {
     const auto& device = job.shards[i].placement.device();
@@ -36,13 +36,15 @@ absl::Status CheckJob(ShardJob& job, const std::optional<specs::ShardingSpec>& s
   job.shape = job.source->shape();
   job.dtype = job.source->dtype();
   job.requires_grad = job.source->requires_grad();
-  if (spec) job.spec_json = specs::CanonicalJson(*spec);  // replaced by the bound form below
+  if (spec) job.spec_json = specs::CanonicalJson(*spec);  // until it is bound below
   const int world = comm.world_size();
-  // Bind first: the descriptor then carries the bound form even if a later check fails here.
+  // Lay out first: the descriptor then carries the bound form even if a later check fails here.
+  SHARDKIT_ASSIGN_OR_RETURN(specs::ParameterLayout layout,
+                            specs::LayOutParameter(spec, job.shape, world));
+  job.spec_json = std::move(layout.canonical_json);
   if (spec) {
-    SHARDKIT_ASSIGN_OR_RETURN(job.bound, specs::Bind(*spec, job.shape, world));
-    job.spec_json = specs::CanonicalJson(job.bound);
-    SHARDKIT_ASSIGN_OR_RETURN(job.shards, specs::BuildMetadata(job.bound, job.shape));
+    job.bound = *std::move(layout.spec);
+    job.shards = std::move(layout.shards);
   }
   if (options.src_rank < 0 || options.src_rank >= world) {
     return absl::InvalidArgumentError(
@@ -60,14 +62,13 @@ absl::Status CheckJob(ShardJob& job, const std::optional<specs::ShardingSpec>& s
 
 // Scatter delivers a non-source rank's shards straight into one block allocated up front, so an
 // allocation failure is a local error that every rank learns in the agreement.
-absl::Status AllocateReceive(ShardJob& job, const Communicator& comm,
-                             const ShardOptions& options) {
-  if (job.replicated || options.strategy != Strategy::kScatter ||
-      comm.rank() == options.src_rank) {
+absl::Status AllocateReceive(ShardJob& job, const Communicator& comm, const ShardOptions& options) {
+  if (job.replicated || options.strategy != Strategy::kScatter || comm.rank() == options.src_rank) {
     return absl::OkStatus();
   }
   const auto by_rank = ShardIndicesByRank(job.shards, comm.world_size());
-  const int64_t bytes = PackedBytes(job.shards, by_rank[static_cast<size_t>(comm.rank())], job.dtype);
+  const int64_t bytes =
+      PackedBytes(job.shards, by_rank[static_cast<size_t>(comm.rank())], job.dtype);
   SHARDKIT_ASSIGN_OR_RETURN(job.recv_storage,
                             Storage::Allocate(Device::Cpu(), static_cast<size_t>(bytes)));
   return absl::OkStatus();
@@ -84,7 +85,7 @@ std::vector<ShardJob> PrepareJobs(const Module& module,
     ShardJob& job = jobs.emplace_back();
     job.name = parameter.name;
     job.replicated = !parameter.spec.has_value();
-    job.spec_json = "replicated";
+    job.spec_json = specs::kReplicatedJson;
     absl::Status status = seen.insert(job.name).second
                               ? CheckJob(job, parameter.spec, module, comm, options)
                               : absl::InvalidArgumentError("is listed twice");
@@ -108,7 +109,7 @@ Json Describe(const std::vector<ShardJob>& jobs, const ShardOptions& options, in
                             {"requires_grad", job.requires_grad}};
   }
   return {{"src_rank", options.src_rank},
-          {"strategy", StrategyName(options.strategy)},
+          {"strategy", specs::StrategyName(options.strategy)},
           {"world_size", world_size},
           {"order", order},
           {"parameters", parameters}};

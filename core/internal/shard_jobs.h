@@ -26,7 +26,7 @@ struct ShardJob {
   bool requires_grad = false;
   specs::ShardingSpec bound;                 // sharded: the spec bound to shape and world
   std::vector<specs::ShardMetadata> shards;  // sharded: the layout, in spec order
-  std::string spec_json;                     // bound canonical JSON, or "replicated"
+  std::string spec_json;                     // bound canonical JSON, or specs::kReplicatedJson
   std::string error;                         // this rank's local problem, or empty
   std::shared_ptr<Storage> recv_storage;     // scatter, non-source: this rank's shard bytes
 };

@@ -43,9 +43,9 @@ absl::StatusOr<std::vector<LocalShard>> ViewsOverReceived(const ShardJob& job,
   int64_t offset = 0;  // elements
   for (size_t index : mine) {
     const Shape& sizes = job.shards[index].sizes;
-    SHARDKIT_ASSIGN_OR_RETURN(Tensor view, Tensor::FromStorage(job.recv_storage, sizes,
-                                                               ContiguousStrides(sizes), offset,
-                                                               job.dtype));
+    SHARDKIT_ASSIGN_OR_RETURN(
+        Tensor view,
+        Tensor::FromStorage(job.recv_storage, sizes, ContiguousStrides(sizes), offset, job.dtype));
     offset += view.numel();
     local.push_back({index, std::move(view)});
   }

@@ -29,19 +29,19 @@ absl::Status CheckOffer(const std::vector<Shard>& local, int rank, Offer& offer)
     const Shard& shard = local[k];
     SHARDKIT_RETURN_IF_ERROR(specs::ValidateShardMetadata(shard.metadata));
     if (shard.metadata.placement.rank() != rank) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "local shard ", k, " is placed on ", shard.metadata.placement.ToString(),
-          ", not on this rank"));
+      return absl::InvalidArgumentError(absl::StrCat("local shard ", k, " is placed on ",
+                                                     shard.metadata.placement.ToString(),
+                                                     ", not on this rank"));
     }
     if (shard.tensor.is_meta() || shard.tensor.shape() != shard.metadata.sizes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "local shard ", k, " holds ", shard.tensor.DebugString(), " but its metadata says sizes ",
-          ShapeToString(shard.metadata.sizes)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("local shard ", k, " holds ", shard.tensor.DebugString(),
+                       " but its metadata says sizes ", ShapeToString(shard.metadata.sizes)));
     }
     if (k > 0 && (shard.tensor.dtype() != *offer.dtype ||
                   shard.tensor.requires_grad() != offer.requires_grad)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "local shards 0 and ", k, " differ in dtype or requires_grad"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("local shards 0 and ", k, " differ in dtype or requires_grad"));
     }
     offer.dtype = shard.tensor.dtype();
     offer.requires_grad = shard.tensor.requires_grad();
@@ -51,9 +51,8 @@ absl::Status CheckOffer(const std::vector<Shard>& local, int rank, Offer& offer)
 }
 
 std::string Encode(const Offer& offer) {
-  Json json = {{"shape", offer.shape},
-               {"requires_grad", offer.requires_grad},
-               {"error", offer.error}};
+  Json json = {
+      {"shape", offer.shape}, {"requires_grad", offer.requires_grad}, {"error", offer.error}};
   json["dtype"] = offer.dtype ? Json(std::string(DTypeName(*offer.dtype))) : Json(nullptr);
   json["shards"] = offer.shards.empty()
                        ? std::string()
@@ -105,9 +104,8 @@ absl::Status CheckOffers(const std::vector<Offer>& offers, const Shape& tiling_s
     if (!offers[r].error.empty()) errors.push_back(absl::StrCat("rank ", r, ": ", offers[r].error));
   }
   if (!errors.empty()) return absl::InvalidArgumentError(absl::StrJoin(errors, "; "));
-  auto shape = FindDisagreement(offers, [](const Offer& o) {
-    return std::optional<std::string>(ShapeToString(o.shape));
-  });
+  auto shape = FindDisagreement(
+      offers, [](const Offer& o) { return std::optional<std::string>(ShapeToString(o.shape)); });
   if (shape) return absl::InvalidArgumentError("ranks disagree on the global shape: " + *shape);
   auto dtype = FindDisagreement(offers, [](const Offer& o) -> std::optional<std::string> {
     if (!o.dtype) return std::nullopt;
@@ -143,8 +141,7 @@ absl::StatusOr<GlobalShardList> AgreeOnLocalShards(const std::vector<Shard>& loc
     SHARDKIT_ASSIGN_OR_RETURN(Offer offer, Decode(text));
     offers.push_back(std::move(offer));
   }
-  SHARDKIT_RETURN_IF_ERROR(
-      Annotate(CheckOffers(offers, global_shape), "InitFromLocalShards"));
+  SHARDKIT_RETURN_IF_ERROR(Annotate(CheckOffers(offers, global_shape), "InitFromLocalShards"));
   GlobalShardList global;
   for (size_t r = 0; r < offers.size(); ++r) {
     if (static_cast<int>(r) == comm.rank()) global.first_local_index = global.shards.size();

@@ -12,8 +12,8 @@ namespace shardkit::internal {
 absl::Status ValidateKey(std::string_view store, std::string_view key) {
   if (key.empty()) return absl::InvalidArgumentError(absl::StrCat(AbslView(store), ": empty key"));
   if (key.find('\0') != std::string_view::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(AbslView(store), ": key \"", absl::CHexEscape(AbslView(key)), "\" contains a NUL byte"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        AbslView(store), ": key \"", absl::CHexEscape(AbslView(key)), "\" contains a NUL byte"));
   }
   return absl::OkStatus();
 }
@@ -23,8 +23,8 @@ absl::Status KeysMissingError(std::string_view store, std::string_view op,
   std::string keys = absl::StrJoin(missing, ", ", [](std::string* out, const std::string& key) {
     absl::StrAppend(out, "\"", absl::CHexEscape(key), "\"");
   });
-  return absl::DeadlineExceededError(absl::StrCat(AbslView(store), ": ", AbslView(op), " timed out after ",
-                                                  absl::FormatDuration(waited),
+  return absl::DeadlineExceededError(absl::StrCat(AbslView(store), ": ", AbslView(op),
+                                                  " timed out after ", absl::FormatDuration(waited),
                                                   "; keys still missing: ", keys));
 }
 
@@ -38,8 +38,9 @@ absl::StatusOr<int64_t> AddToCounter(std::string_view store, std::string_view ke
   }
   int64_t result = 0;
   if (__builtin_add_overflow(value, delta, &result)) {
-    return absl::OutOfRangeError(absl::StrCat(AbslView(store), ": Add(\"", absl::CHexEscape(AbslView(key)), "\", ",
-                                              delta, ") overflows ", value));
+    return absl::OutOfRangeError(absl::StrCat(AbslView(store), ": Add(\"",
+                                              absl::CHexEscape(AbslView(key)), "\", ", delta,
+                                              ") overflows ", value));
   }
   return result;
 }

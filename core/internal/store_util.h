@@ -21,7 +21,9 @@
 namespace shardkit::internal {
 
 // Debian's Abseil has its own string_view; std::string_view does not convert implicitly.
-inline absl::string_view AbslView(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+inline absl::string_view AbslView(std::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
 
 // Errors: kInvalidArgument if `key` is empty or contains a NUL byte.
 [[nodiscard]] absl::Status ValidateKey(std::string_view store, std::string_view key);

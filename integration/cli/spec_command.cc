@@ -71,7 +71,8 @@ std::string ShardTable(const std::vector<specs::ShardMetadata>& shards) {
   return out;
 }
 
-absl::StatusOr<std::string> CheckSpec(const specs::ShardingSpec& spec, const CheckOptions& options) {
+absl::StatusOr<std::string> CheckSpec(const specs::ShardingSpec& spec,
+                                      const CheckOptions& options) {
   if (!options.shape.has_value()) {
     if (options.world.has_value()) {
       SHARDKIT_RETURN_IF_ERROR(specs::ValidateRanks(spec, *options.world));
@@ -94,9 +95,8 @@ absl::StatusOr<std::string> CheckPlan(const specs::Plan& plan, const CheckOption
   }
   if (options.world.has_value()) {
     if (plan.src_rank >= *options.world) {
-      return absl::InvalidArgumentError(absl::StrCat("src_rank ", plan.src_rank,
-                                                     " is outside the world of ", *options.world,
-                                                     " ranks"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "src_rank ", plan.src_rank, " is outside the world of ", *options.world, " ranks"));
     }
     for (size_t i = 0; i < plan.rules.size(); ++i) {
       SHARDKIT_RETURN_IF_ERROR(Annotate(CheckSpec(plan.rules[i].spec, options).status(),
@@ -123,7 +123,8 @@ int RunCheck(const std::vector<std::string>& args) {
   FlagParser flags(kCommand, "FILE.json [--shape 12,4] [--world N]");
   std::string shape_text;
   int64_t world = 0;
-  flags.AddString("shape", &shape_text, "global shape, comma-separated: print the bound form and shards");
+  flags.AddString("shape", &shape_text,
+                  "global shape, comma-separated: print the bound form and shards");
   flags.AddInt("world", &world, "world size: expand {\"ranks\": \"all\"}, check ranks", 1,
                specs::kMaxRank + 1);
   std::vector<std::string> positional;
@@ -133,8 +134,8 @@ int RunCheck(const std::vector<std::string>& args) {
     return 0;
   }
   if (positional.size() != 1) {
-    return ReportError(kCommand, absl::InvalidArgumentError(
-                                     "expected exactly one FILE.json (see --help)"));
+    return ReportError(kCommand,
+                       absl::InvalidArgumentError("expected exactly one FILE.json (see --help)"));
   }
   CheckOptions options{positional[0], std::nullopt, std::nullopt};
   if (flags.WasSet("world")) options.world = world;
@@ -158,8 +159,9 @@ int RunSpec(const std::vector<std::string>& args) {
     return args.empty() ? 2 : 0;
   }
   if (args[0] != "check") {
-    return ReportError("shardkit spec", absl::InvalidArgumentError(absl::StrCat(
-                                            "unknown subcommand \"", args[0], "\" (expected check)")));
+    return ReportError("shardkit spec",
+                       absl::InvalidArgumentError(
+                           absl::StrCat("unknown subcommand \"", args[0], "\" (expected check)")));
   }
   return RunCheck(std::vector<std::string>(args.begin() + 1, args.end()));
 }

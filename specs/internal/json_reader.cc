@@ -55,7 +55,8 @@ class StrictDomBuilder : public nlohmann::json_sax<Json> {
   bool key(string_t& value) override {
     Frame& frame = frames_.back();
     if (!frame.keys.insert(value).second) {
-      return Fail(PathError(Path(/*into_last=*/false), absl::StrCat("duplicate key ", DescribeValue(Json(value)))));
+      return Fail(PathError(Path(/*into_last=*/false),
+                            absl::StrCat("duplicate key ", DescribeValue(Json(value)))));
     }
     frame.key = std::move(value);
     return true;
@@ -126,8 +127,8 @@ class StrictDomBuilder : public nlohmann::json_sax<Json> {
 
   bool Open(Json empty) {
     if (frames_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
-      return Fail(PathError(Path(), absl::StrCat("JSON nesting deeper than ", kMaxJsonDepth,
-                                                 " levels")));
+      return Fail(
+          PathError(Path(), absl::StrCat("JSON nesting deeper than ", kMaxJsonDepth, " levels")));
     }
     Json* child = Add(std::move(empty));
     frames_.push_back(Frame{child, {}, {}});
@@ -273,7 +274,8 @@ absl::Status CheckVersion(const Json& object, std::string_view path) {
   if (version == nullptr) return absl::OkStatus();
   const std::string version_path = ChildPath(path, "version");
   SHARDKIT_ASSIGN_OR_RETURN(int64_t v, GetInt(*version, version_path));
-  if (v != 1) return PathError(version_path, absl::StrCat("unsupported version ", v, " (expected 1)"));
+  if (v != 1)
+    return PathError(version_path, absl::StrCat("unsupported version ", v, " (expected 1)"));
   return absl::OkStatus();
 }
 

@@ -107,7 +107,7 @@ struct CallOptions {
 struct CommunicatorOptions {
   int rank = 0;
   int world_size = 1;
-  std::string backend;                        // "gloo", "nccl", …
+  std::string backend;                         // "gloo", "nccl", …
   absl::Duration timeout = absl::Seconds(60);  // default per-call deadline
 };
 
@@ -152,8 +152,8 @@ class Communicator {
 
   // Every rank receives every rank's bytes (lengths may differ); result[r] is rank r's input.
   // Errors: as Broadcast (no size agreement is needed: lengths travel in the header).
-  [[nodiscard]] absl::StatusOr<std::vector<std::string>> AllGather(
-      ConstBuffer send, const CallOptions& options = {});
+  [[nodiscard]] absl::StatusOr<std::vector<std::string>> AllGather(ConstBuffer send,
+                                                                   const CallOptions& options = {});
 
   // Rank i sends sends[j] to rank j, which receives it into its recvs[i]. Both spans have one
   // buffer per rank; sends[j].size on rank i must equal recvs[i].size on rank j.
@@ -180,6 +180,9 @@ class Communicator {
 
   // The error that poisoned this communicator, or OK.
   absl::Status poisoned() const;
+
+  // Whether this backend can move bytes that live on `device` (Gloo: host memory only).
+  virtual bool SupportsDevice(const Device& device) const = 0;
 
  protected:
   explicit Communicator(CommunicatorOptions options);
@@ -210,9 +213,6 @@ class Communicator {
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<Communicator>> CreateSubgroup(
       const std::vector<int>& members, int new_rank, uint64_t split_id, absl::Time deadline) = 0;
 
-  // Whether this backend can move bytes that live on `device`.
-  virtual bool SupportsDevice(const Device& device) const = 0;
-
  private:
   struct Call;
 
@@ -235,7 +235,7 @@ class Communicator {
   std::mutex call_mu_;  // one call at a time
   uint64_t seq_ = 0;    // guarded by call_mu_
   mutable std::mutex state_mu_;
-  absl::Status poisoned_;                                  // guarded by state_mu_
+  absl::Status poisoned_;                                   // guarded by state_mu_
   std::array<OpCounters, kNumCollectiveOps + 1> counters_;  // guarded by state_mu_; [op]
 };
 

@@ -44,7 +44,7 @@ absl::Status Module::AddParameter(std::string name, Tensor tensor) {
   }
   index_.emplace(name, names_.size());
   names_.push_back(std::move(name));
-  tensors_.push_back(std::move(tensor));
+  slots_.push_back(std::move(tensor));
   return absl::OkStatus();
 }
 
@@ -58,19 +58,39 @@ absl::StatusOr<size_t> Module::IndexOf(std::string_view name) const {
   return it->second;
 }
 
+absl::StatusOr<bool> Module::IsSharded(std::string_view name) const {
+  SHARDKIT_ASSIGN_OR_RETURN(size_t i, IndexOf(name));
+  return std::holds_alternative<ShardedTensor>(slots_[i]);
+}
+
 absl::StatusOr<const Tensor*> Module::GetTensor(std::string_view name) const {
   SHARDKIT_ASSIGN_OR_RETURN(size_t i, IndexOf(name));
-  return &tensors_[i];
+  if (const Tensor* t = std::get_if<Tensor>(&slots_[i])) return t;
+  return absl::FailedPreconditionError(
+      absl::StrCat("parameter \"", View(name), "\" is sharded, not a plain tensor"));
 }
 
 absl::StatusOr<Tensor*> Module::MutableTensor(std::string_view name) {
+  SHARDKIT_ASSIGN_OR_RETURN(const Tensor* t, std::as_const(*this).GetTensor(name));
+  return const_cast<Tensor*>(t);
+}
+
+absl::StatusOr<const ShardedTensor*> Module::GetSharded(std::string_view name) const {
   SHARDKIT_ASSIGN_OR_RETURN(size_t i, IndexOf(name));
-  return &tensors_[i];
+  if (const ShardedTensor* t = std::get_if<ShardedTensor>(&slots_[i])) return t;
+  return absl::FailedPreconditionError(
+      absl::StrCat("parameter \"", View(name), "\" is not sharded"));
 }
 
 absl::Status Module::SetTensor(std::string_view name, Tensor tensor) {
   SHARDKIT_ASSIGN_OR_RETURN(size_t i, IndexOf(name));
-  tensors_[i] = std::move(tensor);
+  slots_[i] = std::move(tensor);
+  return absl::OkStatus();
+}
+
+absl::Status Module::SetSharded(std::string_view name, ShardedTensor tensor) {
+  SHARDKIT_ASSIGN_OR_RETURN(size_t i, IndexOf(name));
+  slots_[i] = std::move(tensor);
   return absl::OkStatus();
 }
 

@@ -1,22 +1,24 @@
-// Module: ordered, named parameter slots ("encoder.layers.0.weight" → Tensor).
+// Module: ordered, named parameter slots ("encoder.layers.0.weight" → Tensor or ShardedTensor).
 //
 //   Module m;
 //   SHARDKIT_RETURN_IF_ERROR(m.AddParameter("embed.weight", std::move(t)));
 //   SHARDKIT_ASSIGN_OR_RETURN(const Tensor* w, m.GetTensor("embed.weight"));
 //
 // Names are kept in insertion order (the order every rank iterates in). The sharding engine
-// replaces a slot's tensor with a ShardedTensor.
+// replaces a slot's tensor with a ShardedTensor (SetSharded) once every rank has committed.
 // Thread-safety: none; a Module is owned by one thread at a time.
 #ifndef SHARDKIT_CORE_MODULE_H_
 #define SHARDKIT_CORE_MODULE_H_
 
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/sharded_tensor.h"
 #include "core/tensor.h"
 
 namespace shardkit {
@@ -32,12 +34,20 @@ class Module {
 
   bool Contains(std::string_view name) const;
 
-  // Errors: kNotFound naming the parameter.
+  // True if the slot holds a ShardedTensor. Errors: kNotFound naming the parameter.
+  [[nodiscard]] absl::StatusOr<bool> IsSharded(std::string_view name) const;
+
+  // The slot's tensor. Errors: kNotFound naming the parameter; kFailedPrecondition if the slot
+  // holds a ShardedTensor.
   [[nodiscard]] absl::StatusOr<const Tensor*> GetTensor(std::string_view name) const;
   [[nodiscard]] absl::StatusOr<Tensor*> MutableTensor(std::string_view name);
 
-  // Replaces an existing slot's tensor. Errors: kNotFound naming the parameter.
+  // The slot's ShardedTensor. Errors: kNotFound; kFailedPrecondition if it holds a plain Tensor.
+  [[nodiscard]] absl::StatusOr<const ShardedTensor*> GetSharded(std::string_view name) const;
+
+  // Replace an existing slot's content. Errors: kNotFound naming the parameter.
   [[nodiscard]] absl::Status SetTensor(std::string_view name, Tensor tensor);
+  [[nodiscard]] absl::Status SetSharded(std::string_view name, ShardedTensor tensor);
 
   // Parameter names in insertion order.
   const std::vector<std::string>& names() const { return names_; }
@@ -47,7 +57,8 @@ class Module {
   absl::StatusOr<size_t> IndexOf(std::string_view name) const;
 
   std::vector<std::string> names_;
-  std::vector<Tensor> tensors_;
+  using Slot = std::variant<Tensor, ShardedTensor>;
+  std::vector<Slot> slots_;
   absl::flat_hash_map<std::string, size_t> index_;
 };
 

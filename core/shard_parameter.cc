@@ -1,0 +1,89 @@
+#include "core/shard_parameter.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/collective_status.h"
+#include "core/internal/descriptor_agreement.h"
+#include "core/internal/shard_jobs.h"
+#include "core/status_macros.h"
+
+namespace shardkit {
+namespace {
+
+// Measures the steps of one call into ShardStats, when requested.
+class StepTimer {
+ public:
+  explicit StepTimer(ShardStats* stats) : stats_(stats), start_(absl::Now()) {
+    if (stats_ != nullptr) *stats_ = ShardStats();
+  }
+  void Lap(double ShardStats::*field) {
+    const absl::Time now = absl::Now();
+    if (stats_ != nullptr) stats_->*field = absl::ToDoubleSeconds(now - start_);
+    start_ = now;
+  }
+
+ private:
+  ShardStats* stats_;
+  absl::Time start_;
+};
+
+}  // namespace
+
+absl::Status ShardParameter(Module& module, std::string_view name, const specs::ShardingSpec& spec,
+                            Communicator& comm, const ShardOptions& options) {
+  return ShardParameters(module, {ParameterSpec{std::string(name), spec}}, comm, options);
+}
+
+absl::Status ShardParameters(Module& module, const std::vector<ParameterSpec>& parameters,
+                             Communicator& comm, const ShardOptions& options) {
+  StepTimer timer(options.stats);
+  std::vector<internal::ShardJob> jobs = internal::PrepareJobs(module, parameters, comm, options);
+  timer.Lap(&ShardStats::check_seconds);
+  SHARDKIT_RETURN_IF_ERROR(
+      internal::AgreeOnDescriptor(comm, internal::Describe(jobs, options, comm.world_size()),
+                                  internal::LocalErrors(jobs), "ShardParameter", options.call));
+  timer.Lap(&ShardStats::agree_seconds);
+  std::vector<internal::ShardResult> results;
+  internal::PackBuffer pack;
+  for (const internal::ShardJob& job : jobs) {
+    absl::StatusOr<internal::ShardResult> result = TransferJob(job, comm, options, pack);
+    if (!result.ok()) {
+      absl::Status failure =
+          Annotate(result.status(), absl::StrCat("ShardParameter(", job.name, ")"));
+      // A poisoned communicator cannot carry the news; otherwise peers learn it promptly (their
+      // next collective no longer matches this rank's) instead of at their deadline.
+      if (!comm.poisoned().ok()) return failure;
+      return AgreeOnStatus(comm, failure, "ShardParameter commit", options.call);
+    }
+    results.push_back(*std::move(result));
+  }
+  timer.Lap(&ShardStats::transfer_seconds);
+  SHARDKIT_RETURN_IF_ERROR(
+      AgreeOnStatus(comm, absl::OkStatus(), "ShardParameter commit", options.call));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (auto* sharded = std::get_if<ShardedTensor>(&results[i])) {
+      SHARDKIT_RETURN_IF_ERROR(module.SetSharded(jobs[i].name, std::move(*sharded)));
+    } else {
+      SHARDKIT_RETURN_IF_ERROR(module.SetTensor(jobs[i].name, std::get<Tensor>(results[i])));
+    }
+  }
+  timer.Lap(&ShardStats::commit_seconds);
+  return absl::OkStatus();
+}
+
+absl::Status ShardModule(Module& module, const specs::Plan& plan, Communicator& comm,
+                         const PlanOverrides& overrides, const ShardOptions& options) {
+  std::vector<ParameterSpec> parameters;
+  for (const std::string& name : module.names()) {
+    std::optional<size_t> rule = specs::MatchRule(plan, name);
+    parameters.push_back({name, rule ? std::optional(plan.rules[*rule].spec) : std::nullopt});
+  }
+  ShardOptions resolved = options;
+  resolved.src_rank = overrides.src_rank.value_or(static_cast<int>(plan.src_rank));
+  resolved.strategy = overrides.strategy.value_or(plan.strategy);
+  return ShardParameters(module, parameters, comm, resolved);
+}
+
+}  // namespace shardkit

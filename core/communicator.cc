@@ -51,13 +51,20 @@ void CopyToSelf(const void* from, void* to, size_t size) {
 
 const char* CollectiveOpName(CollectiveOp op) {
   switch (op) {
-    case CollectiveOp::kBroadcast: return "Broadcast";
-    case CollectiveOp::kScatter: return "Scatter";
-    case CollectiveOp::kGather: return "Gather";
-    case CollectiveOp::kAllGather: return "AllGather";
-    case CollectiveOp::kAllToAll: return "AllToAll";
-    case CollectiveOp::kBarrier: return "Barrier";
-    case CollectiveOp::kSplit: return "Split";
+    case CollectiveOp::kBroadcast:
+      return "Broadcast";
+    case CollectiveOp::kScatter:
+      return "Scatter";
+    case CollectiveOp::kGather:
+      return "Gather";
+    case CollectiveOp::kAllGather:
+      return "AllGather";
+    case CollectiveOp::kAllToAll:
+      return "AllToAll";
+    case CollectiveOp::kBarrier:
+      return "Barrier";
+    case CollectiveOp::kSplit:
+      return "Split";
   }
   return "Unknown";
 }
@@ -94,9 +101,8 @@ std::string Communicator::Context(const Call& call) const {
 template <typename Fn>
 absl::Status Communicator::Run(Call& call, Fn&& transfer) {
   if (absl::Status p = poisoned(); !p.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(Context(call), ": communicator must be recreated after an earlier failure: ",
-                     p.message()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        Context(call), ": communicator must be recreated after an earlier failure: ", p.message()));
   }
   absl::Status status = Agree(call);
   if (status.ok()) status = transfer();
@@ -206,8 +212,8 @@ absl::Status Communicator::Broadcast(MutableBuffer buffer, int root, const CallO
   });
 }
 
-absl::Status Communicator::Scatter(std::span<const ConstBuffer> sends, MutableBuffer recv,
-                                   int root, const CallOptions& options) {
+absl::Status Communicator::Scatter(std::span<const ConstBuffer> sends, MutableBuffer recv, int root,
+                                   const CallOptions& options) {
   Call call = Begin(CollectiveOp::kScatter, options);
   internal::Declaration& d = call.decl;
   const bool is_root = rank() == root;
@@ -242,8 +248,8 @@ absl::Status Communicator::Scatter(std::span<const ConstBuffer> sends, MutableBu
   });
 }
 
-absl::Status Communicator::Gather(ConstBuffer send, std::span<const MutableBuffer> recvs,
-                                  int root, const CallOptions& options) {
+absl::Status Communicator::Gather(ConstBuffer send, std::span<const MutableBuffer> recvs, int root,
+                                  const CallOptions& options) {
   Call call = Begin(CollectiveOp::kGather, options);
   internal::Declaration& d = call.decl;
   const bool is_root = rank() == root;

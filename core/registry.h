@@ -84,7 +84,8 @@ struct BackendRegistration {
 
 }  // namespace shardkit
 
-#define SHARDKIT_REGISTER_BACKEND(name, factory) \
-  static const ::shardkit::internal::BackendRegistration shardkit_backend_registration_(name, factory)
+#define SHARDKIT_REGISTER_BACKEND(name, factory)                                              \
+  static const ::shardkit::internal::BackendRegistration shardkit_backend_registration_(name, \
+                                                                                        factory)
 
 #endif  // SHARDKIT_CORE_REGISTRY_H_

@@ -43,8 +43,8 @@ std::vector<uint8_t> Pattern(int from, int to, size_t size) {
 void BroadcastCase(int rank, Communicator& comm, std::string_view arg) {
   const CaseArg a = Decode(arg);
   comm.ResetCounters();
-  std::vector<uint8_t> v = rank == a.root ? Pattern(a.root, 0, a.bytes)
-                                          : std::vector<uint8_t>(a.bytes, 0xEE);
+  std::vector<uint8_t> v =
+      rank == a.root ? Pattern(a.root, 0, a.bytes) : std::vector<uint8_t>(a.bytes, 0xEE);
   SHARDKIT_ASSERT_OK(comm.Broadcast(MutableBuffer(v), a.root));
   EXPECT_EQ(v, Pattern(a.root, 0, a.bytes));
   const OpCounters c = comm.counters(CollectiveOp::kBroadcast);
@@ -98,8 +98,7 @@ void GatherCase(int rank, Communicator& comm, std::string_view arg) {
 void AllGatherCase(int rank, Communicator& comm, std::string_view arg) {
   const CaseArg a = Decode(arg);
   const std::vector<uint8_t> mine = Pattern(rank, 0, Count(a.bytes, rank, 0));
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(std::vector<std::string> all,
-                                comm.AllGather(ConstBuffer(mine)));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(std::vector<std::string> all, comm.AllGather(ConstBuffer(mine)));
   ASSERT_EQ(all.size(), static_cast<size_t>(comm.world_size()));
   for (int r = 0; r < comm.world_size(); ++r) {
     const std::vector<uint8_t> expected = Pattern(r, 0, Count(a.bytes, r, 0));
@@ -155,8 +154,8 @@ void SplitCase(int rank, Communicator& comm, std::string_view arg) {
   EXPECT_EQ(sub->rank(), it - members.begin());
   EXPECT_EQ(sub->world_size(), static_cast<int>(members.size()));
   const int sub_root = sub->world_size() - 1;
-  std::vector<uint8_t> v = sub->rank() == sub_root ? Pattern(9, 0, a.bytes)
-                                                   : std::vector<uint8_t>(a.bytes, 0);
+  std::vector<uint8_t> v =
+      sub->rank() == sub_root ? Pattern(9, 0, a.bytes) : std::vector<uint8_t>(a.bytes, 0);
   SHARDKIT_ASSERT_OK(sub->Broadcast(MutableBuffer(v), sub_root));
   EXPECT_EQ(v, Pattern(9, 0, a.bytes));
 }
@@ -174,11 +173,11 @@ void MismatchedCountsCase(int rank, Communicator& comm, std::string_view arg) {
     for (int r = 0; r < n; ++r) sends.emplace_back(chunks[r]);
   }
   std::vector<uint8_t> recv(a.bytes);
-  EXPECT_THAT(comm.Scatter(sends, MutableBuffer(recv), a.root),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr(absl::StrCat("byte counts disagree: rank ", a.root, " sends ",
-                                              a.bytes + 1, " bytes to rank ", victim,
-                                              ", which expects ", a.bytes))));
+  EXPECT_THAT(
+      comm.Scatter(sends, MutableBuffer(recv), a.root),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr(absl::StrCat("byte counts disagree: rank ", a.root, " sends ", a.bytes + 1,
+                                      " bytes to rank ", victim, ", which expects ", a.bytes))));
   SHARDKIT_EXPECT_OK(comm.Barrier());
 }
 
@@ -197,7 +196,8 @@ void RunCase(RankGroup::CaseFn fn) {
   const ConformanceParam& p = CommunicatorConformanceTest::GetParam();
   SHARDKIT_ASSERT_OK_AND_ASSIGN(RankGroup * group, RankGroup::Shared(p.world_size, p.backend));
   const CaseArg arg{p.bytes, p.root};
-  SHARDKIT_EXPECT_OK(group->Run(fn, std::string_view(reinterpret_cast<const char*>(&arg), sizeof(arg))));
+  SHARDKIT_EXPECT_OK(
+      group->Run(fn, std::string_view(reinterpret_cast<const char*>(&arg), sizeof(arg))));
 }
 
 TEST_P(CommunicatorConformanceTest, Broadcast) { RunCase(&BroadcastCase); }

@@ -53,15 +53,13 @@ std::string FreshTestDir(std::string_view stem) {
   const char* root = std::getenv("TEST_TMPDIR");
   std::string dir = absl::StrCat(
       root != nullptr ? std::string(root) : std::filesystem::temp_directory_path().string(), "/",
-                                 absl::string_view(stem.data(), stem.size()), "-", getpid(), "-",
-                                 counter++);
+      absl::string_view(stem.data(), stem.size()), "-", getpid(), "-", counter++);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
 }
 
-absl::Status ForkRanks(int world_size,
-                       const std::function<void(int, const std::string&)>& fn,
+absl::Status ForkRanks(int world_size, const std::function<void(int, const std::string&)>& fn,
                        const RankOptions& options) {
   const std::string store_url = "file://" + FreshTestDir("ranks");
   const absl::Time deadline = absl::Now() + options.deadline;

@@ -46,10 +46,9 @@ struct RankOptions {
 // Forks one process per rank (except options.absent) running fn(rank, store_url), where
 // store_url names a fresh FileStore directory under $TEST_TMPDIR shared by the ranks.
 // Errors: kInternal listing the failed ranks (see the file comment).
-[[nodiscard]] absl::Status ForkRanks(int world_size,
-                                     const std::function<void(int rank,
-                                                              const std::string& store_url)>& fn,
-                                     const RankOptions& options = {});
+[[nodiscard]] absl::Status ForkRanks(
+    int world_size, const std::function<void(int rank, const std::string& store_url)>& fn,
+    const RankOptions& options = {});
 
 // ForkRanks, with each rank first connected to `backend` (a failed Connect is that rank's
 // failure) and then running fn(rank, communicator).
@@ -63,7 +62,8 @@ struct RankOptions {
     int world_size, std::string_view backend,
     const std::function<void(int rank, Communicator& comm)>& fn, const RankOptions& options = {});
 
-// A fresh, empty directory under $TEST_TMPDIR (or the system temporary directory), for stores and outputs of one test.
+// A fresh, empty directory under $TEST_TMPDIR (or the system temporary directory), for stores and
+// outputs of one test.
 std::string FreshTestDir(std::string_view stem);
 
 }  // namespace shardkit::testing

@@ -24,9 +24,8 @@ void ExpectNoChildren() {
 }
 
 TEST(ForkRanks, ReportsFailuresWithTheirRank) {
-  absl::Status status = ForkRanks(3, [](int rank, const std::string&) {
-    EXPECT_NE(rank, 1) << "rank one is unhappy";
-  });
+  absl::Status status = ForkRanks(
+      3, [](int rank, const std::string&) { EXPECT_NE(rank, 1) << "rank one is unhappy"; });
   EXPECT_THAT(status, StatusIs(absl::StatusCode::kInternal,
                                AllOf(HasSubstr("rank 1 failed"), HasSubstr("rank one is unhappy"),
                                      Not(HasSubstr("rank 0")), Not(HasSubstr("rank 2")))));
@@ -38,7 +37,11 @@ TEST(ForkRanks, KillsAndNamesALateRank) {
   options.deadline = absl::Milliseconds(500);
   const absl::Time start = absl::Now();
   absl::Status status = ForkRanks(
-      3, [](int rank, const std::string&) { if (rank == 2) sleep(30); }, options);
+      3,
+      [](int rank, const std::string&) {
+        if (rank == 2) sleep(30);
+      },
+      options);
   EXPECT_THAT(status, StatusIs(absl::StatusCode::kInternal,
                                HasSubstr("rank 2 did not finish within 0.5 s")));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
@@ -46,7 +49,10 @@ TEST(ForkRanks, KillsAndNamesALateRank) {
 }
 
 TEST(ForkRanks, ReportsCrashes) {
-  EXPECT_THAT(ForkRanks(2, [](int rank, const std::string&) { if (rank == 0) abort(); }),
+  EXPECT_THAT(ForkRanks(2,
+                        [](int rank, const std::string&) {
+                          if (rank == 0) abort();
+                        }),
               StatusIs(absl::StatusCode::kInternal, HasSubstr("rank 0 was killed by signal 6")));
   ExpectNoChildren();
 }

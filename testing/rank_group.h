@@ -41,8 +41,7 @@ class RankGroup {
       int world_size, const std::string& backend, const RankOptions& options = {});
 
   // The binary-wide group for (world_size, backend), started or restarted as needed.
-  [[nodiscard]] static absl::StatusOr<RankGroup*> Shared(int world_size,
-                                                         const std::string& backend,
+  [[nodiscard]] static absl::StatusOr<RankGroup*> Shared(int world_size, const std::string& backend,
                                                          const RankOptions& options = {});
 
   // Runs fn(rank, comm, arg) on every rank within options.deadline.

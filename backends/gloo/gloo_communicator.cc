@@ -28,9 +28,8 @@ constexpr char kDefaultHostname[] = "127.0.0.1";
 
 std::chrono::milliseconds Remaining(absl::Time deadline) {
   // Gloo treats its timeout as relative; never pass <= 0 (0 means "no timeout" in places).
-  return std::chrono::milliseconds(
-      std::max<int64_t>(1, absl::ToInt64Milliseconds(absl::Ceil(deadline - absl::Now(),
-                                                                absl::Milliseconds(1)))));
+  return std::chrono::milliseconds(std::max<int64_t>(
+      1, absl::ToInt64Milliseconds(absl::Ceil(deadline - absl::Now(), absl::Milliseconds(1)))));
 }
 
 // The single place where Gloo exceptions become Status. `what` names the step or the peer.
@@ -96,8 +95,8 @@ class GlooCommunicator final : public Communicator {
                                                               absl::Time deadline);
 
  protected:
-  absl::Status Exchange(uint64_t tag, std::span<const SendOp> sends,
-                        std::span<const RecvOp> recvs, absl::Time deadline) override;
+  absl::Status Exchange(uint64_t tag, std::span<const SendOp> sends, std::span<const RecvOp> recvs,
+                        absl::Time deadline) override;
   absl::StatusOr<std::unique_ptr<Communicator>> CreateSubgroup(const std::vector<int>& members,
                                                                int new_rank, uint64_t split_id,
                                                                absl::Time deadline) override;
@@ -123,9 +122,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(Communica
       StoreAdapter adapter(*endpoint.store, endpoint.key_prefix + "/gloo", deadline);
       context->connectFullMesh(adapter, endpoint.device);
     } catch (...) {
-      return Annotate(FromException(std::current_exception(), ""),
-                      absl::StrCat("Gloo rendezvous (rank ", options.rank, "/",
-                                   options.world_size, ")"));
+      return Annotate(
+          FromException(std::current_exception(), ""),
+          absl::StrCat("Gloo rendezvous (rank ", options.rank, "/", options.world_size, ")"));
     }
   }
   return std::unique_ptr<Communicator>(
@@ -151,11 +150,13 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, std::span<const SendOp> se
     }
     for (size_t i = 0; i < in.size(); ++i) {
       step = absl::StrCat("peer ", recvs[i].peer);
-      if (!in[i]->waitRecv(Remaining(deadline))) return absl::InternalError(step + ": recv aborted");
+      if (!in[i]->waitRecv(Remaining(deadline)))
+        return absl::InternalError(step + ": recv aborted");
     }
     for (size_t i = 0; i < out.size(); ++i) {
       step = absl::StrCat("peer ", sends[i].peer);
-      if (!out[i]->waitSend(Remaining(deadline))) return absl::InternalError(step + ": send aborted");
+      if (!out[i]->waitSend(Remaining(deadline)))
+        return absl::InternalError(step + ": send aborted");
     }
   } catch (...) {
     absl::Status status = FromException(std::current_exception(), step);

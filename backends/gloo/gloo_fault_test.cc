@@ -123,10 +123,10 @@ TEST(GlooFaults, KilledRankFailsEveryOtherRankAndPoisons) {
         absl::Status status;
         for (int i = 0; i < 1000 && status.ok(); ++i) status = comm.Broadcast(MutableBuffer(v), 0);
         ASSERT_NE(rank, 0) << "the root outlived its own SIGKILL";
-        EXPECT_THAT(status.code(), AnyOf(absl::StatusCode::kUnavailable,
-                                         absl::StatusCode::kDeadlineExceeded));
-        EXPECT_THAT(status.message(), AllOf(HasSubstr("Broadcast (backend=gloo, rank="),
-                                            HasSubstr("peer ")));
+        EXPECT_THAT(status.code(),
+                    AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded));
+        EXPECT_THAT(status.message(),
+                    AllOf(HasSubstr("Broadcast (backend=gloo, rank="), HasSubstr("peer ")));
         EXPECT_LT(absl::Now() - start, absl::Seconds(6)) << "must fail within the 3 s deadline";
         EXPECT_THAT(comm.Barrier(), StatusIs(absl::StatusCode::kFailedPrecondition,
                                              HasSubstr("must be recreated")));
@@ -143,11 +143,12 @@ TEST(GlooFaults, TimeoutIsDeadlineExceededAndPoisons) {
     }
     CallOptions quick;
     quick.timeout = absl::Milliseconds(300);
-    EXPECT_THAT(comm.Barrier(quick), StatusIs(absl::StatusCode::kDeadlineExceeded,
-                                              AllOf(HasSubstr("Barrier (backend=gloo, rank=0/2, seq=1)"),
-                                                    HasSubstr("peer 1"))));
-    EXPECT_THAT(comm.Barrier(), StatusIs(absl::StatusCode::kFailedPrecondition,
-                                         HasSubstr("must be recreated")));
+    EXPECT_THAT(
+        comm.Barrier(quick),
+        StatusIs(absl::StatusCode::kDeadlineExceeded,
+                 AllOf(HasSubstr("Barrier (backend=gloo, rank=0/2, seq=1)"), HasSubstr("peer 1"))));
+    EXPECT_THAT(comm.Barrier(),
+                StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("must be recreated")));
   }));
 }
 

@@ -38,8 +38,8 @@ std::string DescribeProblem(const ControlHeader& h) {
       return absl::StrCat(BufferName(a), " is on device ", DecodeDevice(b).ToString(),
                           ", which this backend cannot access");
     case LocalError::kSelfSize:
-      return absl::StrCat("sends ", a, " bytes to itself but its receive buffer for itself has ",
-                          b, " bytes");
+      return absl::StrCat("sends ", a, " bytes to itself but its receive buffer for itself has ", b,
+                          " bytes");
     case LocalError::kSplitRanks:
       if (a == 0) return "Split member list is empty";
       if (a == 1) return absl::StrCat("Split member list has rank ", b, ", outside the group");
@@ -66,9 +66,9 @@ absl::Status CheckOps(std::span<const ControlHeader> headers) {
           absl::StrCat("rank ", r, " sent a malformed agreement header"));
     }
     if (h.op != h0.op || h.seq != h0.seq) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ranks called different operations: rank 0 called ", OpName(h0.op), " (seq ", h0.seq,
-          "), rank ", r, " called ", OpName(h.op), " (seq ", h.seq, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ranks called different operations: rank 0 called ", OpName(h0.op), " (seq ",
+                       h0.seq, "), rank ", r, " called ", OpName(h.op), " (seq ", h.seq, ")"));
     }
   }
   return absl::OkStatus();
@@ -123,8 +123,7 @@ PairVerdict LocalPairVerdict(const Declaration& mine, int self,
   best.magic = kVerdictMagic;
   auto consider = [&](int64_t sender, int64_t receiver, uint64_t sent, uint64_t expected) {
     if (sent == expected) return;
-    if (best.found &&
-        std::tie(best.sender, best.receiver) <= std::tie(sender, receiver)) {
+    if (best.found && std::tie(best.sender, best.receiver) <= std::tie(sender, receiver)) {
       return;
     }
     best.found = 1;
@@ -156,9 +155,9 @@ absl::Status CheckVerdicts(std::span<const PairVerdict> verdicts) {
     }
   }
   if (best == nullptr) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "byte counts disagree: rank ", best->sender, " sends ", best->sender_bytes,
-      " bytes to rank ", best->receiver, ", which expects ", best->receiver_bytes));
+  return absl::InvalidArgumentError(
+      absl::StrCat("byte counts disagree: rank ", best->sender, " sends ", best->sender_bytes,
+                   " bytes to rank ", best->receiver, ", which expects ", best->receiver_bytes));
 }
 
 int64_t EncodeDevice(const Device& device) {

@@ -20,10 +20,9 @@ absl::Status RunOnce(Communicator& comm, const CommBenchOptions& o, std::vector<
 }  // namespace
 
 std::string CommBenchResult::ToJson() const {
-  return absl::StrCat("{\"rank\":", rank, ",\"world\":", world, ",\"mib\":", mib,
-                      ",\"pattern\":\"", pattern, "\",\"median_s\":", median_s,
-                      ",\"min_s\":", min_s, ",\"bytes_sent\":", bytes_sent,
-                      ",\"bytes_received\":", bytes_received, "}");
+  return absl::StrCat("{\"rank\":", rank, ",\"world\":", world, ",\"mib\":", mib, ",\"pattern\":\"",
+                      pattern, "\",\"median_s\":", median_s, ",\"min_s\":", min_s,
+                      ",\"bytes_sent\":", bytes_sent, ",\"bytes_received\":", bytes_received, "}");
 }
 
 absl::StatusOr<CommBenchResult> RunCommBench(Communicator& comm, const CommBenchOptions& o) {

@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
   }
   options.pattern = std::string(argv[3]) == "broadcast" ? shardkit::bench::CommPattern::kBroadcast
                                                         : shardkit::bench::CommPattern::kScatter;
-  const std::string dir = absl::StrCat(std::filesystem::temp_directory_path().string(),
-                                       "/shardkit-bench-", getpid());
+  const std::string dir =
+      absl::StrCat(std::filesystem::temp_directory_path().string(), "/shardkit-bench-", getpid());
   std::filesystem::create_directories(dir);
   std::vector<pid_t> pids;
   for (int rank = 0; rank < nproc; ++rank) {

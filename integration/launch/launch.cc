@@ -1,12 +1,9 @@
 #include "integration/launch/launch.h"
 
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -14,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "core/status_macros.h"
 #include "core/store_url.h"
+#include "integration/launch/temp_dir.h"
 
 extern char** environ;
 
@@ -44,31 +42,6 @@ absl::StatusOr<std::string> ChooseRunId(const LaunchOptions& options) {
   if (options.world > options.nproc) return AgreedRunId(options);
   return RandomRunId();
 }
-
-// A fresh temporary directory (removed on destruction), or nothing when a store was given.
-class TempStoreDir {
- public:
-  ~TempStoreDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  absl::Status Create() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern =
-        absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : P_tmpdir, "/shardkit-launch-XXXXXX");
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot create a temporary store directory from \"", pattern,
-                       "\": ", std::strerror(errno)));
-    }
-    path_ = pattern;
-    return absl::OkStatus();
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::string EnvOr(const std::vector<std::string>& env, const std::string& name,
                   const std::string& fallback) {
@@ -154,10 +127,10 @@ std::vector<RankProcessSpec> RankSpecs(const LaunchOptions& options,
 
 absl::StatusOr<int> Launch(const LaunchOptions& options) {
   SHARDKIT_RETURN_IF_ERROR(ValidateLaunchOptions(options));
-  TempStoreDir temp_dir;
+  TempDir temp_dir;
   std::string run_id, store_url;
   if (options.store_url.empty()) {
-    SHARDKIT_RETURN_IF_ERROR(temp_dir.Create());
+    SHARDKIT_RETURN_IF_ERROR(temp_dir.Create("shardkit-launch"));
     run_id = RandomRunId();
     store_url = absl::StrCat("file://", temp_dir.path());
   } else {

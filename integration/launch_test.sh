@@ -2,13 +2,7 @@
 # End-to-end checks of `shardkit launch` (the real binary): prefixes per stream, environment,
 # exit codes (lowest failed rank, signals), grace/stop, temporary store cleanup, --store run ids,
 # bad input (exit 2).
-set -u
-bin="$TEST_SRCDIR/shardkit/integration/shardkit"
-export TMPDIR="$TEST_TMPDIR/tmp"
-mkdir -p "$TMPDIR"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-check_rc() { [ "$2" = "$3" ] || fail "$1: exit $3, expected $2"; }
+source "$TEST_SRCDIR/shardkit/integration/sh_test_lib.sh"
 has() { grep -qxF -- "$2" <<<"$3" || fail "$1: missing line '$2' in: $3"; }
 
 out=$("$bin" launch --nproc 3 -- sh -c 'echo $SHARDKIT_RANK'); check_rc "three ranks" 0 $?

@@ -15,7 +15,7 @@ constexpr Command kCommands[] = {
     {"gather", "reassemble a checkpoint from a shard directory", nullptr},
     {"inspect", "print a table of a safetensors file or shard directory", nullptr},
     {"spec", "validate a sharding spec or plan: 'spec check FILE.json'", &RunSpec},
-    {"demo", "the main job: shard a synthetic model across local ranks and verify it", nullptr},
+    {"demo", "the main job: shard a synthetic model across local ranks and verify it", &RunDemo},
     {"bench", "benchmark ShardParameter against the raw backend", nullptr},
 };
 

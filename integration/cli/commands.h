@@ -23,6 +23,9 @@ int RunLaunch(const std::vector<std::string>& args);
 // `shardkit spec ...` (spec_command.cc).
 int RunSpec(const std::vector<std::string>& args);
 
+// `shardkit demo` (demo_command.cc).
+int RunDemo(const std::vector<std::string>& args);
+
 // Runs `shardkit ARGS...` (argv without the program name); returns the exit status.
 int RunShardkit(const std::vector<std::string>& args);
 

@@ -1,0 +1,140 @@
+// `shardkit demo [--nproc 4] [--backend gloo] [--timeout S]`: the main job on the embedded default.
+// A synthetic model is sharded from rank 0 across local ranks with the built-in plan, gathered
+// back and verified (integration/demo/). The summary goes to stdout, progress to stderr; exit 0
+// only if verification passed.
+//
+// Without SHARDKIT_RANK it starts --nproc ranks of this binary through the launcher (each rank's
+// lines prefixed `[rank R] `), has rank 0 write the summary into a temporary file and prints it
+// unprefixed, followed by the total wall time. Under a launcher (`shardkit launch -- shardkit
+// demo`) it is one rank, rank 0 printing the summary itself, and --nproc is an error.
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "core/registry.h"
+#include "core/status_macros.h"
+#include "integration/cli/commands.h"
+#include "integration/cli/flags.h"
+#include "integration/cli/relaunch.h"
+#include "integration/demo/demo_rank.h"
+#include "integration/demo/summary.h"
+#include "integration/launch/temp_dir.h"
+
+namespace shardkit::cli {
+namespace {
+
+constexpr char kCommand[] = "shardkit demo";
+
+struct DemoFlags {
+  int64_t nproc = 4;
+  std::string backend;
+  double timeout = 0;
+  std::string summary;  // rank 0 writes the summary here instead of stdout
+  bool nproc_set = false, backend_set = false, timeout_set = false;
+};
+
+// Parses the flags; sets *help and prints the help text on --help.
+absl::Status ParseDemoFlags(const std::vector<std::string>& args, DemoFlags* out, bool* help) {
+  FlagParser flags(kCommand, "[--nproc N] [--backend B] [--timeout S]");
+  flags.AddInt("nproc", &out->nproc, "number of local ranks to start (default 4)", 1, 64);
+  flags.AddString("backend", &out->backend, "communication backend (default gloo)");
+  flags.AddDouble("timeout", &out->timeout, "per-operation deadline in seconds (default 60)");
+  flags.AddString("summary", &out->summary,
+                  "rank 0 writes the summary to this file instead of stdout (how --nproc "
+                  "prints it without rank prefixes)");
+  std::vector<std::string> positional;
+  absl::Status parsed = flags.Parse(args, &positional);
+  *help = flags.help_requested();
+  if (*help) {
+    std::cout << flags.Help();
+    return absl::OkStatus();
+  }
+  SHARDKIT_RETURN_IF_ERROR(parsed);
+  if (!positional.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", positional[0], "\""));
+  }
+  if (flags.WasSet("timeout") && !(out->timeout > 0)) {
+    return absl::InvalidArgumentError("--timeout: expected a positive number of seconds");
+  }
+  out->nproc_set = flags.WasSet("nproc");
+  out->backend_set = flags.WasSet("backend");
+  out->timeout_set = flags.WasSet("timeout");
+  return absl::OkStatus();
+}
+
+// One rank: connect (flags beat the environment), run, and on rank 0 write the summary.
+// Returns the exit status.
+int RunDemoRankCommand(const DemoFlags& flags) {
+  absl::StatusOr<ConnectOptions> connect = ConnectOptionsFromEnv();
+  if (!connect.ok()) return ReportError(kCommand, connect.status());
+  if (flags.backend_set) connect->backend = flags.backend;
+  if (flags.timeout_set) connect->timeout = absl::Seconds(flags.timeout);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = Connect(*connect);
+  if (!comm.ok()) return ReportError(kCommand, comm.status());
+  absl::StatusOr<demo::DemoReport> report = demo::RunDemoRank(**comm, {.progress = &std::cerr});
+  if (!report.ok()) return ReportError(kCommand, report.status());
+  if ((*comm)->rank() == 0) {
+    const std::string summary = demo::FormatSummary(*report);
+    if (flags.summary.empty()) {
+      std::cout << summary << std::flush;
+    } else if (!(std::ofstream(flags.summary) << summary)) {
+      return ReportError(kCommand, absl::InvalidArgumentError(absl::StrCat(
+                                       "cannot write --summary \"", flags.summary, "\"")));
+    }
+  }
+  if (report->verified()) return 0;
+  if ((*comm)->rank() == 0) {
+    std::cerr << kCommand << ": verification failed: the gathered model differs from the original"
+              << std::endl;
+  }
+  return 1;
+}
+
+// Starts flags.nproc ranks of this binary and prints rank 0's summary and the total time.
+int LaunchDemo(const DemoFlags& flags) {
+  launch::TempDir dir;
+  if (absl::Status s = dir.Create("shardkit-demo"); !s.ok()) return ReportError(kCommand, s);
+  const std::string summary_path = dir.path() + "/summary.txt";
+  launch::LaunchOptions options;
+  options.nproc = static_cast<int>(flags.nproc);
+  if (flags.backend_set) options.backend = flags.backend;
+  if (flags.timeout_set) options.timeout_s = flags.timeout;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<int> exit_code = LaunchSelf(options, {"demo", "--summary", summary_path});
+  if (!exit_code.ok()) return ReportError(kCommand, exit_code.status());
+  std::ifstream summary(summary_path);
+  if (summary) {
+    std::cout << summary.rdbuf();
+    std::cout << absl::StrFormat(
+                     "total time: %.2f s (wall clock, starting %d rank processes "
+                     "included)\n",
+                     absl::ToDoubleSeconds(absl::Now() - start), flags.nproc)
+              << std::flush;
+  }
+  return *exit_code;
+}
+
+}  // namespace
+
+int RunDemo(const std::vector<std::string>& args) {
+  DemoFlags flags;
+  bool help = false;
+  absl::Status parsed = ParseDemoFlags(args, &flags, &help);
+  if (help && parsed.ok()) return 0;
+  if (parsed.ok() && UnderLauncher() && flags.nproc_set) {
+    parsed = absl::InvalidArgumentError(
+        "--nproc cannot be used under a launcher (SHARDKIT_RANK is set): each process is one rank");
+  }
+  if (!parsed.ok()) return ReportError(kCommand, parsed);
+  return UnderLauncher() ? RunDemoRankCommand(flags) : LaunchDemo(flags);
+}
+
+}  // namespace shardkit::cli

@@ -1,0 +1,35 @@
+// Commands that run on several local ranks (`shardkit demo`, `shardkit shard --nproc N`) start
+// their ranks by re-executing this very binary under the launcher (integration/launch/launch.h),
+// so `--nproc N` means exactly `shardkit launch --nproc N -- shardkit <the other arguments>`.
+//
+//   if (UnderLauncher()) return RunOneRank(...);             // SHARDKIT_RANK is set
+//   launch::LaunchOptions options;
+//   options.nproc = 4;
+//   SHARDKIT_ASSIGN_OR_RETURN(int exit_code, LaunchSelf(options, {"demo", "--summary", path}));
+#ifndef SHARDKIT_INTEGRATION_CLI_RELAUNCH_H_
+#define SHARDKIT_INTEGRATION_CLI_RELAUNCH_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "integration/launch/launch.h"
+
+namespace shardkit::cli {
+
+// True if this process is one rank of a launched job (SHARDKIT_RANK is set).
+bool UnderLauncher();
+
+// The absolute path of the running executable (the target of /proc/self/exe).
+// Errors: kInternal if it cannot be read.
+[[nodiscard]] absl::StatusOr<std::string> SelfExecutable();
+
+// Runs `options.nproc` local ranks of this executable with `args` (a subcommand and its flags);
+// `options.command` is replaced. Returns the launcher's exit status (lowest failed rank's code).
+// Errors: those of SelfExecutable and launch::Launch.
+[[nodiscard]] absl::StatusOr<int> LaunchSelf(launch::LaunchOptions options,
+                                             const std::vector<std::string>& args);
+
+}  // namespace shardkit::cli
+
+#endif  // SHARDKIT_INTEGRATION_CLI_RELAUNCH_H_

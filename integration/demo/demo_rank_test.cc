@@ -1,0 +1,120 @@
+// Tests of the demo library: the synthetic model and built-in plan (every kind of spec, every
+// world size), RunDemoRank on real Gloo ranks with a small model, and the summary's verdicts.
+#include "integration/demo/demo_rank.h"
+
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "integration/demo/peak_memory.h"
+#include "integration/demo/summary.h"
+#include "integration/demo/synthetic_model.h"
+#include "testing/rank_group.h"
+#include "testing/status_matchers.h"
+
+namespace shardkit::demo {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::RankGroup;
+
+constexpr SyntheticModelConfig kSmall = {.layers = 2, .hidden = 8, .vocab = 10, .positions = 4};
+
+TEST(SyntheticModel, DefaultIsAboutFiftyParametersAndSixtyFourMiB) {
+  const SyntheticModelConfig config;
+  EXPECT_EQ(SyntheticParameters(config).size(), 53u);
+  EXPECT_GT(SyntheticModelBytes(config), 60 << 20);
+  EXPECT_LT(SyntheticModelBytes(config), 70 << 20);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Module meta, BuildSyntheticModel(config, false));
+  EXPECT_EQ(meta.size(), 53u);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(const Tensor* head, meta.GetTensor("head.weight"));
+  EXPECT_TRUE(head->is_meta());
+}
+
+TEST(SyntheticModel, ContentsAreExactAndDistinctPerParameter) {
+  const std::vector<specs::ParameterInfo> params = SyntheticParameters(kSmall);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Module module, BuildSyntheticModel(kSmall, true));
+  for (size_t i = 0; i < params.size(); ++i) {
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(const Tensor* t, module.GetTensor(params[i].name));
+    const float* values = reinterpret_cast<const float*>(t->data());
+    EXPECT_EQ(values[0], 1000.0f * i) << params[i].name;
+    EXPECT_EQ(values[t->numel() - 1], 1000.0f * i + t->numel() - 1) << params[i].name;
+  }
+}
+
+// The plan resolves on every world size and uses rows, columns, enumerable and replicated specs.
+TEST(SyntheticModel, PlanMixesEverySpecOnEveryWorldSize) {
+  for (int world : {1, 2, 3, 4, 7}) {
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(specs::Plan plan, specs::ParsePlan(DemoPlanJson({}, world)));
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(std::vector<specs::ResolvedParameter> resolved,
+                                  specs::Resolve(plan, SyntheticParameters({}), world));
+    std::set<std::string> kinds;
+    for (const specs::ResolvedParameter& p : resolved) {
+      if (!p.layout.spec.has_value()) {
+        kinds.insert("replicated");
+      } else if (const auto* c = std::get_if<specs::ChunkShardingSpec>(&*p.layout.spec)) {
+        kinds.insert(c->dim == 0 ? "rows" : "columns");
+      } else {
+        kinds.insert("enumerable");
+      }
+    }
+    EXPECT_THAT(kinds, ::testing::ElementsAre("columns", "enumerable", "replicated", "rows"))
+        << "world " << world;
+  }
+}
+
+TEST(PeakMemory, ReadsVmHWM) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(int64_t peak, PeakRssBytes());
+  EXPECT_GT(peak, 0);
+}
+
+void DemoCase(int rank, Communicator& comm, std::string_view arg) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(DemoReport report, RunDemoRank(comm, {.model = kSmall}));
+  EXPECT_TRUE(report.verified()) << FormatSummary(report);
+  ASSERT_EQ(report.ranks.size(), static_cast<size_t>(comm.world_size()));
+  EXPECT_EQ(report.parameters.size(), SyntheticParameters(kSmall).size());
+  for (size_t r = 1; r < report.ranks.size(); ++r) {
+    // Everything a non-source rank holds came over the wire (plus agreement digests).
+    EXPECT_GE(report.ranks[r].shard_bytes_received, report.ranks[r].local_bytes) << "rank " << r;
+    EXPECT_GT(report.ranks[r].peak_rss_bytes, 0);
+  }
+  EXPECT_THAT(FormatSummary(report), HasSubstr("verified: all 21 parameters bit-exact"));
+}
+
+class DemoRankTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(DemoRankTest, ShardsGathersAndVerifies) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(RankGroup * group, RankGroup::Shared(GetParam(), "gloo"));
+  SHARDKIT_EXPECT_OK(group->Run(&DemoCase));
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, DemoRankTest, ::testing::Values(1, 2, 3, 4, 7),
+                         [](const auto& info) { return "world" + std::to_string(info.param); });
+
+TEST(Summary, GroupsLayersAndReportsMismatches) {
+  DemoReport report;
+  report.model = kSmall;
+  report.world_size = 2;
+  report.backend = "gloo";
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(report.plan, specs::ParsePlan(DemoPlanJson(kSmall, 2)));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(report.parameters,
+                                specs::Resolve(report.plan, SyntheticParameters(kSmall), 2));
+  report.ranks.resize(2);
+  EXPECT_THAT(
+      FormatSummary(report),
+      ::testing::ContainsRegex(
+          R"(layers\.\*\.attn\.out\.weight ×2 +\[8, 8\] +columns \(chunk dim 1\) +\[8, 4\] +\[8, 4\])"));
+  EXPECT_THAT(FormatSummary(report), HasSubstr("verified: all 21 parameters bit-exact"));
+  report.ranks[1].mismatches = 1;
+  report.ranks[0].mismatches = 1;
+  report.mismatched = {"embed.weight"};
+  EXPECT_FALSE(report.verified());
+  EXPECT_THAT(FormatSummary(report),
+              HasSubstr("verification FAILED: parameters differing (rank 0: 1, rank 1: 1); on "
+                        "rank 0: embed.weight"));
+}
+
+}  // namespace
+}  // namespace shardkit::demo

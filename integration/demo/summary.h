@@ -1,0 +1,22 @@
+// The summary `shardkit demo` prints: the model, one row per parameter (layers that agree are
+// grouped as `layers.*.name ×L`) with its spec and each rank's shard shapes, one row per rank with
+// bytes moved and peak memory, the verification verdict and the time of each step.
+//
+//   std::cout << FormatSummary(report);  // on rank 0, after RunDemoRank
+#ifndef SHARDKIT_INTEGRATION_DEMO_SUMMARY_H_
+#define SHARDKIT_INTEGRATION_DEMO_SUMMARY_H_
+
+#include <string>
+
+#include "integration/demo/demo_rank.h"
+
+namespace shardkit::demo {
+
+// Plain text, lines ending in '\n'; the last line is "verified: ..." or "verification FAILED: ...",
+// preceded by the timing line. Everything it shows is known on every rank except the names of the
+// parameters another rank found different.
+std::string FormatSummary(const DemoReport& report);
+
+}  // namespace shardkit::demo
+
+#endif  // SHARDKIT_INTEGRATION_DEMO_SUMMARY_H_

@@ -7,6 +7,7 @@
 // Every rank runs the same code; the calls that talk to other ranks (ShardModule, Gather) are made
 // in the same order everywhere. integration/examples/shard_example_test.sh runs it and checks
 // its output.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <span>

@@ -205,10 +205,10 @@ absl::Status ShardCheckpoint(const ShardCheckpointOptions& options, Communicator
   const absl::Time start = absl::Now();
   Run run{options, comm, log};
   const CallOptions& call = options.call;
-  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, LoadInputs(run), "inputs", call));
+  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, LoadInputs(run), "checking inputs", call));
   SHARDKIT_ASSIGN_OR_RETURN(std::string header_bytes, ShareHeader(run));
-  SHARDKIT_RETURN_IF_ERROR(
-      AgreeOnStatus(comm, ResolveParameters(run, header_bytes), "checkpoint and plan", call));
+  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ResolveParameters(run, header_bytes),
+                                         "applying the plan to the checkpoint", call));
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ReadTensors(run), "reading the checkpoint", call));
   const absl::Time shard_start = absl::Now();
   SHARDKIT_RETURN_IF_ERROR(ShardModule(run.module, run.plan, comm, {}, ShardOptions{.call = call}));

@@ -17,7 +17,8 @@
 //     once (the checkpoint is never in its memory twice).
 //  4. ShardModule: agreement on the whole plan, transfers, one commit.
 //  5. Every rank writes DIR/rank-RRRRR.safetensors atomically; after one more status round the
-//     source writes DIR/index.json. A failed run therefore never leaves an index.json.
+//     source writes DIR/index.json. A failed run therefore never leaves an index.json. (If writing
+//     index.json itself fails, only the source reports it: the other ranks are done by then.)
 // Output on `log` (the source rank only): warnings for plan rules that match no parameter,
 // progress lines when enabled, and a summary table at the end.
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_CHECKPOINT_H_

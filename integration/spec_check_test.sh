@@ -43,7 +43,7 @@ expect_invalid plan_bad_dim 'rules[1].spec.dim: expected integer' "$data/invalid
 expect_invalid zero_d 'a 0-d tensor cannot be chunked' "$data/chunk_rows.json" --shape ''
 expect_invalid world 'outside the world of 2 ranks' "$data/enumerable_grid.json" --shape 10,10 --world 2
 expect_invalid shorthand 'once the world size is known' "$data/chunk_shorthand.json" --shape 4,4
-expect_invalid missing 'cannot read' "$tmp/does-not-exist.json"
+expect_invalid missing 'no such file' "$tmp/does-not-exist.json"
 expect_invalid bad_shape '--shape: expected non-negative integers' "$data/chunk_rows.json" --shape 4,x
 expect_invalid bad_flag 'unknown flag --frob' "$data/chunk_rows.json" --frob
 expect_invalid no_file 'expected exactly one FILE.json'

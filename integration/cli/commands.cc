@@ -11,9 +11,9 @@ namespace {
 // One entry per subcommand; later features fill in `run`.
 constexpr Command kCommands[] = {
     {"launch", "run N local ranks of a command with the SHARDKIT_* environment", &RunLaunch},
-    {"shard", "shard a safetensors checkpoint across ranks with a JSON plan", nullptr},
-    {"gather", "reassemble a checkpoint from a shard directory", nullptr},
-    {"inspect", "print a table of a safetensors file or shard directory", nullptr},
+    {"shard", "shard a safetensors checkpoint across ranks with a JSON plan", &RunShard},
+    {"gather", "reassemble a checkpoint from a shard directory", &RunGather},
+    {"inspect", "print a table of a safetensors file or shard directory", &RunInspect},
     {"spec", "validate a sharding spec or plan: 'spec check FILE.json'", &RunSpec},
     {"demo", "the main job: shard a synthetic model across local ranks and verify it", &RunDemo},
     {"bench", "benchmark ShardParameter against the raw backend", nullptr},

@@ -20,6 +20,12 @@ struct Command {
 // The subcommands (one file each: launch_command.cc, ...).
 int RunLaunch(const std::vector<std::string>& args);
 
+// `shardkit shard`, `gather`, `inspect` (shard_command.cc, gather_command.cc,
+// inspect_command.cc).
+int RunShard(const std::vector<std::string>& args);
+int RunGather(const std::vector<std::string>& args);
+int RunInspect(const std::vector<std::string>& args);
+
 // `shardkit spec ...` (spec_command.cc).
 int RunSpec(const std::vector<std::string>& args);
 

@@ -3,10 +3,8 @@
 // stdout, and nothing else: line 1 the canonical JSON (the bound form when --shape is given),
 // line 2 its fingerprint, then with --shape a table of the shards (index, rank, offsets, sizes).
 // Exit 0 if valid, 2 if invalid (the error is the first line on stderr).
-#include <fstream>
 #include <iostream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "core/status_macros.h"
 #include "integration/cli/flags.h"
+#include "integration/io/files.h"
 #include "specs/fingerprint.h"
 #include "specs/layout.h"
 #include "specs/plan.h"
@@ -32,15 +31,6 @@ struct CheckOptions {
   std::optional<Shape> shape;
   std::optional<int64_t> world;
 };
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read \"", path, "\""));
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) return absl::NotFoundError(absl::StrCat("cannot read \"", path, "\""));
-  return contents.str();
-}
 
 absl::StatusOr<Shape> ParseShape(const std::string& text) {
   Shape shape;
@@ -108,7 +98,7 @@ absl::StatusOr<std::string> CheckPlan(const specs::Plan& plan, const CheckOption
 }
 
 absl::StatusOr<std::string> Check(const CheckOptions& options) {
-  SHARDKIT_ASSIGN_OR_RETURN(std::string text, ReadFile(options.path));
+  SHARDKIT_ASSIGN_OR_RETURN(std::string text, io::ReadWholeFile(options.path));
   absl::StatusOr<specs::SpecOrPlan> parsed = specs::ParseSpecOrPlan(text);
   if (!parsed.ok()) return Annotate(parsed.status(), options.path);
   absl::StatusOr<std::string> out =

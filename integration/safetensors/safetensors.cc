@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/check.h"
 #include "core/status_macros.h"
+#include "integration/io/files.h"
 #include "nlohmann/json.hpp"
 
 namespace shardkit::safetensors {
@@ -178,22 +179,6 @@ absl::Status ReadFully(int fd, uint64_t offset, uint64_t size, void* dst, std::s
   return absl::OkStatus();
 }
 
-absl::Status WriteFully(int fd, const void* src, uint64_t size, std::string_view path) {
-  const auto* in = static_cast<const char*>(src);
-  while (size > 0) {
-    size_t chunk = static_cast<size_t>(std::min<uint64_t>(size, 1ULL << 30));
-    ssize_t n = ::write(fd, in, chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      return absl::UnavailableError(
-          absl::StrCat(std::string(path), ": write failed: ", ErrnoText(errno)));
-    }
-    in += n;
-    size -= static_cast<uint64_t>(n);
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<Header> ParseHeader(std::string_view json, uint64_t data_size,
@@ -305,50 +290,97 @@ absl::StatusOr<Tensor> Reader::ReadTensor(std::string_view name) const {
   return tensor;
 }
 
+namespace {
+
+// Assigns offsets in name order (the order Writer writes data in).
+std::vector<TensorInfo> LayOut(std::vector<TensorInfo> tensors) {
+  std::sort(tensors.begin(), tensors.end(),
+            [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
+  uint64_t offset = 0;
+  for (TensorInfo& info : tensors) {
+    // Shapes come from Tensors or parsed headers, whose sizes are known to fit.
+    const uint64_t nbytes = static_cast<uint64_t>(ComputeShapeSize(info.shape, info.dtype)->nbytes);
+    info.begin = offset;
+    info.end = offset + nbytes;
+    offset += nbytes;
+  }
+  return tensors;
+}
+
+}  // namespace
+
+Writer::Writer(io::AtomicFile file, std::vector<TensorInfo> tensors)
+    : file_(std::move(file)), tensors_(std::move(tensors)) {}
+
+absl::StatusOr<Writer> Writer::Create(const std::string& path, std::vector<TensorInfo> tensors,
+                                      const std::map<std::string, std::string>& metadata) {
+  for (const TensorInfo& info : tensors) {
+    SHARDKIT_RETURN_IF_ERROR(Annotate(ComputeShapeSize(info.shape, info.dtype).status(), path));
+  }
+  tensors = LayOut(std::move(tensors));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].name == "__metadata__") {
+      return Invalid(path, "cannot write a tensor named \"__metadata__\" (reserved)");
+    }
+    if (i > 0 && tensors[i - 1].name == tensors[i].name) {
+      return Invalid(path, absl::StrCat("duplicate tensor name \"", tensors[i].name, "\""));
+    }
+  }
+  const std::string header = SerializeHeader(tensors, metadata);
+  SHARDKIT_ASSIGN_OR_RETURN(io::AtomicFile file, io::AtomicFile::Create(path));
+  unsigned char length_bytes[8];
+  for (int i = 0; i < 8; ++i) {
+    length_bytes[i] = static_cast<unsigned char>(header.size() >> (8 * i));
+  }
+  SHARDKIT_RETURN_IF_ERROR(file.Write(length_bytes, 8));
+  SHARDKIT_RETURN_IF_ERROR(file.Write(header.data(), header.size()));
+  return Writer(std::move(file), std::move(tensors));
+}
+
+absl::Status Writer::Append(const Tensor& tensor) {
+  if (next_ >= tensors_.size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(file_.path(), ": every tensor has been written already"));
+  }
+  const TensorInfo& info = tensors_[next_];
+  if (tensor.is_meta() || tensor.dtype() != info.dtype || tensor.shape() != info.shape) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(file_.path(), ": tensor \"", info.name, "\" expects ",
+                     std::string(SafetensorsName(info.dtype)), ShapeToString(info.shape), ", got ",
+                     tensor.DebugString()));
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(Tensor packed, tensor.Contiguous());
+  SHARDKIT_RETURN_IF_ERROR(file_.Write(packed.data(), static_cast<size_t>(packed.nbytes())));
+  ++next_;
+  return absl::OkStatus();
+}
+
+absl::Status Writer::Commit() {
+  if (next_ != tensors_.size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(file_.path(), ": ", tensors_.size() - next_, " tensors were never written"));
+  }
+  return file_.Commit();
+}
+
 absl::Status WriteFile(const std::string& path,
                        const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  std::vector<std::pair<std::string, const Tensor*>> sorted = tensors;
-  std::sort(sorted.begin(), sorted.end());
   std::vector<TensorInfo> infos;
-  uint64_t offset = 0;
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    const auto& [name, tensor] = sorted[i];
-    if (i > 0 && sorted[i - 1].first == name) {
-      return Invalid(path, absl::StrCat("duplicate tensor name \"", name, "\""));
-    }
-    if (tensor->is_meta() || name == "__metadata__") {
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, tensor] : tensors) {
+    if (tensor->is_meta()) {
       return Invalid(
           path, absl::StrCat("cannot write tensor \"", name, "\" (", tensor->DebugString(), ")"));
     }
-    uint64_t nbytes = static_cast<uint64_t>(tensor->nbytes());
-    infos.push_back({name, tensor->dtype(), tensor->shape(), offset, offset + nbytes});
-    offset += nbytes;
+    infos.push_back({name, tensor->dtype(), tensor->shape(), 0, 0});
+    by_name[name] = tensor;
   }
-  const std::string header = SerializeHeader(infos, metadata);
-  const std::string temp = absl::StrCat(path, ".tmp.", ::getpid());
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Invalid(path, absl::StrCat("cannot write: ", ErrnoText(errno)));
-  absl::Status status = [&]() -> absl::Status {
-    unsigned char length_bytes[8];
-    for (int i = 0; i < 8; ++i)
-      length_bytes[i] = static_cast<unsigned char>(header.size() >> (8 * i));
-    SHARDKIT_RETURN_IF_ERROR(WriteFully(fd, length_bytes, 8, temp));
-    SHARDKIT_RETURN_IF_ERROR(WriteFully(fd, header.data(), header.size(), temp));
-    for (const auto& [name, tensor] : sorted) {
-      SHARDKIT_ASSIGN_OR_RETURN(Tensor packed, tensor->Contiguous());
-      SHARDKIT_RETURN_IF_ERROR(WriteFully(fd, packed.data(), packed.nbytes(), temp));
-    }
-    return absl::OkStatus();
-  }();
-  if (::close(fd) != 0 && status.ok()) {
-    status = absl::UnavailableError(absl::StrCat(temp, ": close failed: ", ErrnoText(errno)));
+  SHARDKIT_ASSIGN_OR_RETURN(Writer writer, Writer::Create(path, std::move(infos), metadata));
+  for (const TensorInfo& info : writer.tensors()) {
+    SHARDKIT_RETURN_IF_ERROR(writer.Append(*by_name[info.name]));
   }
-  if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
-    status = Invalid(path, absl::StrCat("cannot rename into place: ", ErrnoText(errno)));
-  }
-  if (!status.ok()) ::unlink(temp.c_str());
-  return status;
+  return writer.Commit();
 }
 
 }  // namespace shardkit::safetensors

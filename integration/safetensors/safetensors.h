@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/tensor.h"
+#include "integration/io/files.h"
 
 namespace shardkit::safetensors {
 
@@ -90,6 +91,45 @@ class Reader {
   std::string path_;
   int fd_ = -1;
   Header header_;
+};
+
+// Writes a safetensors file tensor by tensor, so that a large output never has to be in memory
+// at once; the file appears atomically on Commit(). Tensors are laid out in name order and must be
+// appended in that order (tensors()).
+//
+//   SHARDKIT_ASSIGN_OR_RETURN(Writer writer, Writer::Create(path, infos, metadata));
+//   for (const TensorInfo& info : writer.tensors()) {
+//     SHARDKIT_RETURN_IF_ERROR(writer.Append(BuildTensor(info)));
+//   }
+//   SHARDKIT_RETURN_IF_ERROR(writer.Commit());
+//
+// Movable, not copyable; destroying it without Commit() leaves no file.
+class Writer {
+ public:
+  // Writes the header for `tensors` (only name, dtype and shape are used; offsets are assigned).
+  // Errors: kInvalidArgument for duplicate or reserved names, a shape too large, or a path that
+  // cannot be written (naming the path and the OS error); kUnavailable for I/O errors.
+  [[nodiscard]] static absl::StatusOr<Writer> Create(
+      const std::string& path, std::vector<TensorInfo> tensors,
+      const std::map<std::string, std::string>& metadata = {});
+
+  // The tensors in file (name) order, with their offsets.
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+
+  // Appends the data of tensors()[k] for the k-th call (any strides; packed once if needed).
+  // Errors: kFailedPrecondition if its dtype or shape differs or every tensor was written;
+  // kUnavailable for I/O errors.
+  [[nodiscard]] absl::Status Append(const Tensor& tensor);
+
+  // Errors: kFailedPrecondition if tensors are missing; as io::AtomicFile::Commit.
+  [[nodiscard]] absl::Status Commit();
+
+ private:
+  Writer(io::AtomicFile file, std::vector<TensorInfo> tensors);
+
+  io::AtomicFile file_;
+  std::vector<TensorInfo> tensors_;
+  size_t next_ = 0;
 };
 
 // Writes a safetensors file atomically (a temporary name in the same directory, then rename).

@@ -12,6 +12,7 @@ namespace {
 
 using ::shardkit::testing::IsOk;
 using ::shardkit::testing::StatusIs;
+using ::testing::_;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -90,6 +91,32 @@ TEST(SafetensorsTest, WriteErrors) {
   const std::string file = WriteRaw("plainfile", "{}", 0);
   EXPECT_THAT(WriteFile(file + "/x.safetensors", {{"a", &t}}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Not a directory")));
+}
+
+TEST(SafetensorsTest, WriterStreamsInNameOrder) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor a, Tensor::Arange({2, 3}, DType::kInt16));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor b, Tensor::Arange({4}, DType::kFloat64, 7));
+  const std::string path = TempPath("streamed.safetensors");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Writer writer,
+                                Writer::Create(path, {{"b", DType::kFloat64, {4}, 0, 0},
+                                                      {"a", DType::kInt16, {2, 3}, 0, 0}}));
+  ASSERT_EQ(writer.tensors()[0].name, "a");
+  EXPECT_THAT(writer.Append(b), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                         HasSubstr("tensor \"a\" expects I16[2, 3]")));
+  EXPECT_THAT(writer.Commit(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                        HasSubstr("2 tensors were never written")));
+  ASSERT_THAT(writer.Append(a), IsOk());
+  ASSERT_THAT(writer.Append(b), IsOk());
+  ASSERT_THAT(writer.Commit(), IsOk());
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Reader reader, Reader::Open(path));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor read, reader.ReadTensor("b"));
+  EXPECT_EQ(std::memcmp(read.data(), b.data(), 32), 0);
+  {
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(Writer abandoned,
+                                  Writer::Create(TempPath("abandoned.safetensors"), {}));
+  }
+  EXPECT_THAT(Reader::Open(TempPath("abandoned.safetensors")),
+              StatusIs(absl::StatusCode::kNotFound, _));
 }
 
 TEST(SafetensorsTest, MissingFileIsNotFound) {

@@ -1,0 +1,32 @@
+// GatherCheckpoint: `shardkit gather` as a library — reassembles the original checkpoint from a
+// shard directory written by ShardCheckpoint (shard_dir.h).
+//
+//   SHARDKIT_RETURN_IF_ERROR(GatherCheckpoint("shards", "model.safetensors", std::cerr));
+//
+// index.json is validated first (ReadIndex: schema, specs, tiling, naming); then every shard it
+// lists must be in its rank file with the parameter's dtype and the shard's sizes, and no rank
+// file may hold a tensor the index does not list. Sharded parameters are rebuilt from their
+// shards (contiguous shards are read straight into place); replicated ones are the source rank's
+// copy. The output is streamed parameter by parameter (one parameter in memory at a time) and
+// written atomically: header keys sorted, __metadata__ restored, the same names, dtypes, shapes
+// and bytes as the checkpoint that was sharded.
+#ifndef SHARDKIT_INTEGRATION_CHECKPOINT_GATHER_CHECKPOINT_H_
+#define SHARDKIT_INTEGRATION_CHECKPOINT_GATHER_CHECKPOINT_H_
+
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace shardkit::checkpoint {
+
+// Writes `out_path`; a summary line (and progress lines when `progress`) go to `log`.
+// Errors: kNotFound if index.json or a rank file is missing; kInvalidArgument for an invalid
+// index, a malformed rank file, a shard that is missing or has the wrong dtype or shape, an
+// unlisted tensor, or an output path that cannot be written; kUnavailable for I/O errors.
+[[nodiscard]] absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_path,
+                                            std::ostream& log, bool progress = false);
+
+}  // namespace shardkit::checkpoint
+
+#endif  // SHARDKIT_INTEGRATION_CHECKPOINT_GATHER_CHECKPOINT_H_

@@ -1,0 +1,115 @@
+#include "integration/checkpoint/inspect.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status_macros.h"
+#include "integration/checkpoint/shard_dir.h"
+#include "integration/safetensors/safetensors.h"
+
+namespace shardkit::checkpoint {
+namespace {
+
+using Row = std::vector<std::string>;
+
+// Left-aligned columns separated by two spaces; no trailing blanks.
+std::string FormatTable(const std::vector<Row>& rows) {
+  std::vector<size_t> widths;
+  for (const Row& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  std::string out;
+  for (const Row& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      if (c > 0) line.append(2, ' ');
+      line += row[c];
+      if (c + 1 < row.size()) line.append(widths[c] - row[c].size(), ' ');
+    }
+    absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+void AppendMetadata(const std::map<std::string, std::string>& metadata, std::vector<Row>& rows) {
+  for (const auto& [key, value] : metadata) rows.push_back({"metadata", key, value});
+}
+
+std::string NBytes(const Shape& shape, DType dtype) {
+  return absl::StrCat(ComputeShapeSize(shape, dtype)->nbytes);
+}
+
+absl::StatusOr<std::string> InspectFile(const std::string& path) {
+  SHARDKIT_ASSIGN_OR_RETURN(safetensors::Reader reader, safetensors::Reader::Open(path));
+  std::vector<safetensors::TensorInfo> tensors = reader.header().tensors;
+  std::sort(tensors.begin(), tensors.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::vector<Row> rows = {{"name", "dtype", "shape", "bytes"}};
+  for (const safetensors::TensorInfo& info : tensors) {
+    rows.push_back({info.name, std::string(SafetensorsName(info.dtype)), ShapeToString(info.shape),
+                    NBytes(info.shape, info.dtype)});
+  }
+  std::string out = FormatTable(rows);
+  std::vector<Row> metadata;
+  AppendMetadata(reader.header().metadata, metadata);
+  if (!metadata.empty()) absl::StrAppend(&out, "\n", FormatTable(metadata));
+  return out;
+}
+
+std::string DescribeSpec(const IndexParameter& parameter) {
+  if (!parameter.spec) return "replicated";
+  if (const auto* chunk = std::get_if<specs::ChunkShardingSpec>(&*parameter.spec)) {
+    return absl::StrCat("chunk(dim=", chunk->dim, ")");
+  }
+  return absl::StrCat("enumerable(", parameter.shards.size(), ")");
+}
+
+// One cell per rank: the sizes of the shards that rank holds ("-" for none).
+Row ShardsPerRank(const IndexParameter& parameter, int64_t world_size) {
+  std::vector<std::vector<std::string>> cells(static_cast<size_t>(world_size));
+  for (const IndexShard& shard : parameter.shards) {
+    cells[static_cast<size_t>(shard.metadata.placement.rank())].push_back(
+        ShapeToString(shard.metadata.sizes));
+  }
+  Row row;
+  for (const auto& cell : cells) row.push_back(cell.empty() ? "-" : absl::StrJoin(cell, "+"));
+  return row;
+}
+
+absl::StatusOr<std::string> InspectDirectory(const std::string& dir) {
+  SHARDKIT_ASSIGN_OR_RETURN(ShardIndex index, ReadIndex(dir));
+  Row header = {"name", "dtype", "shape", "bytes", "spec"};
+  for (int64_t rank = 0; rank < index.world_size; ++rank) {
+    header.push_back(absl::StrCat("rank ", rank));
+  }
+  std::vector<Row> rows = {header};
+  for (const IndexParameter& parameter : index.parameters) {
+    Row row = {parameter.name, std::string(SafetensorsName(parameter.dtype)),
+               ShapeToString(parameter.shape), NBytes(parameter.shape, parameter.dtype),
+               DescribeSpec(parameter)};
+    Row shards = ShardsPerRank(parameter, index.world_size);
+    row.insert(row.end(), shards.begin(), shards.end());
+    rows.push_back(std::move(row));
+  }
+  std::vector<Row> facts = {{"world_size", absl::StrCat(index.world_size)},
+                            {"src_rank", absl::StrCat(index.src_rank)},
+                            {"strategy", std::string(specs::StrategyName(index.strategy))}};
+  AppendMetadata(index.metadata, facts);
+  return absl::StrCat(FormatTable(rows), "\n", FormatTable(facts));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> InspectPath(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return InspectDirectory(path);
+  return InspectFile(path);
+}
+
+}  // namespace shardkit::checkpoint

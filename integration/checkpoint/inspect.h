@@ -1,0 +1,25 @@
+// InspectPath: `shardkit inspect` as a library — a plain-text table of a safetensors file or of a
+// shard directory, for stdout.
+//
+//   SHARDKIT_ASSIGN_OR_RETURN(std::string table, InspectPath("shards"));
+//
+// A file: one row per tensor (name, dtype, shape, bytes) in name order, then its __metadata__
+// (key, value) if any. A directory (validated with ReadIndex): one row per parameter (name,
+// dtype, shape, bytes, spec, then one column per rank with the sizes of that rank's shards,
+// "-" for none), then the index's world_size, src_rank, strategy and metadata.
+#ifndef SHARDKIT_INTEGRATION_CHECKPOINT_INSPECT_H_
+#define SHARDKIT_INTEGRATION_CHECKPOINT_INSPECT_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace shardkit::checkpoint {
+
+// Errors: kNotFound if `path` does not exist (or a directory has no index.json);
+// kInvalidArgument for malformed content, as safetensors::Reader::Open and ReadIndex.
+[[nodiscard]] absl::StatusOr<std::string> InspectPath(const std::string& path);
+
+}  // namespace shardkit::checkpoint
+
+#endif  // SHARDKIT_INTEGRATION_CHECKPOINT_INSPECT_H_

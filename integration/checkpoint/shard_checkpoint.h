@@ -1,0 +1,60 @@
+// ShardCheckpoint: `shardkit shard` as a library — every rank of a communicator ends up with a
+// safetensors file of its shards of a checkpoint, and the source rank writes index.json.
+//
+//   ShardCheckpointOptions options{.plan_path = "plan.json",
+//                                  .checkpoint_path = "model.safetensors", .out_dir = "shards"};
+//   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, ConnectFromEnv());
+//   SHARDKIT_RETURN_IF_ERROR(ShardCheckpoint(options, *comm, std::cerr));
+//
+// Steps (each local failure is shared with every rank by a collective status round, so all ranks
+// fail together with the same message):
+//  1. Every rank parses its plan (flags override src_rank and strategy) and prepares the output
+//     directory (shard_dir.h); the source opens the checkpoint and validates its header.
+//  2. The source sends the header (names, dtypes, shapes, __metadata__) to every rank; no other
+//     rank ever opens the checkpoint. Every rank resolves the plan against it and builds a Module
+//     of meta tensors.
+//  3. The source removes an earlier output's index.json and reads the tensors with pread, exactly
+//     once (the checkpoint is never in its memory twice).
+//  4. ShardModule: agreement on the whole plan, transfers, one commit.
+//  5. Every rank writes DIR/rank-RRRRR.safetensors atomically; after one more status round the
+//     source writes DIR/index.json. A failed run therefore never leaves an index.json. (If writing
+//     index.json itself fails, only the source reports it: the other ranks are done by then.)
+// Output on `log` (the source rank only): warnings for plan rules that match no parameter,
+// progress lines when enabled, and a summary table at the end.
+#ifndef SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_CHECKPOINT_H_
+#define SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_CHECKPOINT_H_
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/communicator.h"
+#include "specs/plan.h"
+
+namespace shardkit::checkpoint {
+
+struct ShardCheckpointOptions {
+  std::string plan_path;
+  std::string checkpoint_path;  // opened by the source rank only
+  std::string out_dir;
+  std::optional<int64_t> src_rank;  // flag > plan > default
+  std::optional<specs::Strategy> strategy;
+  bool progress = false;  // progress lines on `log` during long reads
+  CallOptions call;       // deadline of each collective step
+};
+
+// Collective over `comm` (ranks of `comm` are the ranks of the plan and of the output).
+// Errors (the same on every rank unless a transport error cuts a rank off):
+// kInvalidArgument / kNotFound for bad input — unreadable or invalid plan (naming the JSON path),
+// src_rank outside the world, a missing or malformed checkpoint, a parameter name with '#', an
+// output directory that cannot be created or holds foreign files, ranks disagreeing about their
+// inputs; kDeadlineExceeded / kUnavailable / kFailedPrecondition when a peer dies or a deadline
+// passes; kUnavailable for I/O errors while writing.
+[[nodiscard]] absl::Status ShardCheckpoint(const ShardCheckpointOptions& options,
+                                           Communicator& comm, std::ostream& log);
+
+}  // namespace shardkit::checkpoint
+
+#endif  // SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_CHECKPOINT_H_

@@ -1,0 +1,104 @@
+// The shard directory written by `shardkit shard` and read by `gather` and `inspect`
+// (ARCHITECTURE.md, "The shardkit CLI"):
+//
+//   DIR/rank-00000.safetensors ... one file per rank, even when empty (header {})
+//   DIR/index.json             written last, by the source rank, after the commit
+//
+// A rank's file holds every shard placed on it, zero-size shards included, named after the
+// parameter — or NAME#K (K = the shard's index in the parameter's shard list) when the rank holds
+// two or more shards of that parameter. Replicated parameters are whole in every file.
+//
+//   SHARDKIT_RETURN_IF_ERROR(PrepareOutputDir("out"));          // every rank, before writing
+//   IndexParameter entry = MakeIndexParameter("w", DType::kFloat32, {10, 8}, layout);
+//   SHARDKIT_RETURN_IF_ERROR(WriteIndex("out", index));          // the source, last
+//   SHARDKIT_ASSIGN_OR_RETURN(ShardIndex read, ReadIndex("out"));  // validated
+#ifndef SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_DIR_H_
+#define SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_DIR_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+#include "specs/parameter_layout.h"
+#include "specs/plan.h"
+#include "specs/shard_metadata.h"
+
+namespace shardkit::checkpoint {
+
+inline constexpr char kIndexFileName[] = "index.json";
+inline constexpr char kIndexFormat[] = "shardkit-shards";
+
+// "rank-00003.safetensors" (5-digit rank).
+std::string RankFileName(int64_t rank);
+
+// The tensor name of shard `index` of parameter `name` in its holder's file: `name`, or
+// "name#index" when that rank holds two or more of `shards` (zero-size ones counted).
+std::string ShardTensorName(std::string_view name, const std::vector<specs::ShardMetadata>& shards,
+                            size_t index);
+
+// Errors: kInvalidArgument if `name` contains '#' (reserved for NAME#K).
+[[nodiscard]] absl::Status CheckNoShardSuffix(std::string_view name);
+
+// Makes `dir` ready for a new output: creates it (with parents) if missing. An existing `dir` must
+// be a directory holding nothing but an earlier shardkit output (index.json, rank-NNNNN.safetensors
+// and their temporary names). Errors: kInvalidArgument naming the path and the OS error, or the
+// first foreign entry.
+[[nodiscard]] absl::Status PrepareOutputDir(const std::string& dir);
+
+// Removes what an earlier output left that this run will not overwrite: index.json, temporary
+// files, and rank files of ranks >= world_size. Call on one rank, after PrepareOutputDir succeeded
+// everywhere and before any rank writes. Errors: kInvalidArgument naming the path and OS error.
+[[nodiscard]] absl::Status RemoveEarlierOutput(const std::string& dir, int world_size);
+
+struct IndexShard {
+  specs::ShardMetadata metadata;  // placement: rank only
+  std::string file;               // relative to the directory
+  std::string tensor;
+};
+
+struct IndexParameter {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  std::optional<specs::ShardingSpec> spec;  // bound; nullopt: replicated
+  std::string spec_json;                    // bound canonical JSON, or specs::kReplicatedJson
+  std::string fingerprint;
+  std::vector<IndexShard> shards;  // in the spec's order
+};
+
+struct ShardIndex {
+  int64_t world_size = 1;
+  int64_t src_rank = 0;
+  specs::Strategy strategy = specs::Strategy::kScatter;
+  std::map<std::string, std::string> metadata;  // the checkpoint's __metadata__
+  std::vector<IndexParameter> parameters;       // sorted by name
+};
+
+// The index entry of a parameter laid out as `layout` (files and tensor names filled in).
+IndexParameter MakeIndexParameter(std::string name, DType dtype, Shape shape,
+                                  const specs::ParameterLayout& layout);
+
+// index.json's text (keys in the documented order, one parameter per line).
+std::string IndexToJson(const ShardIndex& index);
+
+// Parses and validates index.json: the schema (unknown keys are errors), and every parameter's
+// consistency — its spec laid out on its shape and world size gives exactly the listed shards
+// (which must tile the tensor: ValidateTiling), the fingerprint matches, files and tensor names
+// follow the naming rules. `source` names the file in messages.
+// Errors: kInvalidArgument naming the JSON path, e.g. `parameters["w"].shards[1].sizes: ...`.
+[[nodiscard]] absl::StatusOr<ShardIndex> ParseIndex(std::string_view text, std::string_view source);
+
+// Reads DIR/index.json. Errors: kNotFound if it is missing; as ParseIndex.
+[[nodiscard]] absl::StatusOr<ShardIndex> ReadIndex(const std::string& dir);
+
+// Writes DIR/index.json atomically. Errors: as io::WriteFileAtomically.
+[[nodiscard]] absl::Status WriteIndex(const std::string& dir, const ShardIndex& index);
+
+}  // namespace shardkit::checkpoint
+
+#endif  // SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_DIR_H_

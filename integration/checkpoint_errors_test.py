@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Bad input for `shardkit shard/gather/inspect` (the real binary): exit 2 with the error as the
+first stderr line; ranks that disagree or lose a peer all fail; a failed run leaves no index.json."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkpoint_testlib import BIN, TMP, check, finish, run, write_safetensors
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def write_json(name, value):
+    with open(path(name), "w") as f:
+        f.write(value if isinstance(value, str) else json.dumps(value))
+    return path(name)
+
+
+def expect(label, r, code, text):
+    first = r.stderr.splitlines()[0] if r.stderr else ""
+    check(r.returncode == code, f"{label}: exit {r.returncode}, expected {code}: {r.stderr}")
+    check(text in first, f"{label}: first stderr line {first!r} lacks {text!r}")
+    check(r.stdout == "", f"{label}: stdout {r.stdout!r}")
+
+
+def first_lines_per_rank(stderr, world):
+    firsts = {}
+    for line in stderr.splitlines():
+        for rank in range(world):
+            prefix = f"[rank {rank}] "
+            if line.startswith(prefix) and rank not in firsts:
+                firsts[rank] = line[len(prefix):]
+    return firsts
+
+
+CK = path("model.safetensors")
+PLAN = {"rules": [{"match": "w", "spec": {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}}]}
+
+
+def shard_args(plan, ck=CK, out=None):
+    return ["shard", "--plan", plan, "--checkpoint", ck, "--out", out or path("out")]
+
+
+def bad_checkpoints(plan):
+    with open(CK, "rb") as f:
+        good = f.read()
+    for label, blob, text in (
+            ("malformed header", (9).to_bytes(8, "little") + b"{not json", "not valid JSON"),
+            ("truncated", good[:-3], "truncated"),
+            ("short", b"\x01\x02", "truncated")):
+        with open(path("bad.safetensors"), "wb") as f:
+            f.write(blob)
+        expect(label, run(shard_args(plan, path("bad.safetensors"))), 2, text)
+    write_safetensors(path("u16.safetensors"), {"w": ("U16", [2], b"\0" * 4)})
+    expect("U16", run(shard_args(plan, path("u16.safetensors"))), 2, "U16")
+    expect("missing checkpoint", run(shard_args(plan, path("nope.safetensors"))), 2, "no such file")
+    # Only the source reads the checkpoint; the other ranks fail with the same message.
+    with open(path("bad.safetensors"), "wb") as f:
+        f.write((9).to_bytes(8, "little") + b"{not json")
+    r = run(shard_args(plan, path("bad.safetensors")) + ["--nproc", "2"])
+    firsts = first_lines_per_rank(r.stderr, 2)
+    check(r.returncode == 2 and len(set(firsts.values())) == 1 and len(firsts) == 2 and
+          "not valid JSON" in firsts[1], f"bad checkpoint on 2 ranks: {r.returncode} {r.stderr}")
+
+
+def bad_plans_and_flags(plan):
+    bad = write_json("bad_plan.json", {"rules": [{"match": "w", "spec": {
+        "type": "chunk", "dim": "x", "placements": ["rank:0"]}}]})
+    expect("invalid plan", run(shard_args(bad)), 2, 'rules[0].spec.dim: expected integer, got "x"')
+    dim = write_json("dim_plan.json", {"rules": [{"match": "w", "spec": {
+        "type": "chunk", "dim": 3, "placements": ["rank:0"]}}]})
+    expect("dim out of range", run(shard_args(dim)), 2, 'parameter "w"')
+    expect("missing plan", run(shard_args(path("none.json"))), 2, "no such file")
+    expect("--src-rank outside", run(shard_args(plan) + ["--src-rank", "2", "--nproc", "2"]), 2,
+           "src_rank 2 is outside the world of 2 ranks")
+    far = write_json("far_plan.json", dict(PLAN, src_rank=1))
+    expect("plan src_rank outside", run(shard_args(far)), 2, "src_rank 1 is outside the world")
+    expect("missing --plan", run(["shard", "--checkpoint", CK, "--out", path("o")]), 2, "--plan")
+    expect("bad strategy", run(shard_args(plan) + ["--strategy", "gossip"]), 2, "gossip")
+    expect("--nproc under a launcher",
+           run(shard_args(plan) + ["--nproc", "2"], env=dict(os.environ, SHARDKIT_RANK="0")), 2,
+           "--nproc cannot be used under a launcher")
+    r = run(["shard", "--help"])
+    check(r.returncode == 0 and "--checkpoint" in r.stdout, "shard --help")
+
+
+def bad_output_dirs(plan):
+    with open(path("regular"), "w") as f:
+        f.write("x")
+    expect("out below a file", run(shard_args(plan, out=path("regular/out"))), 2, "Not a directory")
+    os.makedirs(path("foreign"), exist_ok=True)
+    with open(path("foreign/notes.txt"), "w") as f:
+        f.write("keep me")
+    expect("foreign files", run(shard_args(plan, out=path("foreign"))), 2, "not shardkit output")
+    check(os.listdir(path("foreign")) == ["notes.txt"], "foreign dir was modified")
+    write_safetensors(path("hash.safetensors"), {"a#1": ("F32", [1], b"\0" * 4)})
+    r = run(shard_args(plan, path("hash.safetensors"), path("hash-out")) + ["--nproc", "2"])
+    firsts = first_lines_per_rank(r.stderr, 2)
+    check(r.returncode == 2 and len(firsts) == 2 and len(set(firsts.values())) == 1 and
+          "must not contain '#'" in firsts[0], f"'#' in a name: {r.returncode} {r.stderr}")
+    check(not os.path.exists(path("hash-out/index.json")), "'#' run left index.json")
+
+
+def launch_wrapper(rank1_plan, plan, out, extra=""):
+    script = (f'if [ "$SHARDKIT_RANK" = 1 ]; then p="{rank1_plan}"; {extra} else p="{plan}"; fi; '
+              f'exec "{BIN}" shard --plan "$p" --checkpoint "{CK}" --out "{out}"')
+    return ["launch", "--nproc", "3", "--timeout", "5", "--grace", "30", "--", "sh", "-c", script]
+
+
+def disagreeing_plans(plan):
+    other = write_json("other.json", {"rules": [{"match": "w", "spec": {
+        "type": "chunk", "dim": 0, "placements": ["rank:2", "rank:1", "rank:0"]}}]})
+    invalid = write_json("invalid.json", "{\"rules\": [")
+    for label, rank1_plan, text in (("disagreeing plans", other, "rank 1"),
+                                    ("invalid plan on one rank", invalid, "invalid JSON")):
+        out = path(label.replace(" ", "-"))
+        r = run(launch_wrapper(rank1_plan, plan, out))
+        firsts = first_lines_per_rank(r.stderr, 3)
+        check(r.returncode == 2, f"{label}: launcher exit {r.returncode}: {r.stderr}")
+        check(len(firsts) == 3 and len(set(firsts.values())) == 1 and text in firsts[0],
+              f"{label}: ranks differ or lack {text!r}: {firsts}")
+        for rank in range(3):
+            check(f"rank {rank} exited with code 2" in r.stderr, f"{label}: rank {rank}: {r.stderr}")
+        check(not os.path.exists(os.path.join(out, "index.json")), f"{label}: index.json written")
+
+
+def killed_rank(plan):
+    fifo, pidfile, out = path("never.json"), path("rank1.pid"), path("killed-out")
+    os.mkfifo(fifo)  # rank 1 blocks opening its plan, after joining the rendezvous
+    launcher = subprocess.Popen([BIN] + launch_wrapper(fifo, plan, out, f'echo $$ > "{pidfile}";'),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 20
+    while not os.path.exists(pidfile) and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(1)
+    with open(pidfile) as f:
+        os.kill(int(f.read()), signal.SIGKILL)
+    killed_at = time.time()
+    _, stderr = launcher.communicate(timeout=40)
+    check(time.time() - killed_at < 20, f"killed rank: others took {time.time() - killed_at:.1f} s")
+    check(launcher.returncode == 1, f"killed rank: launcher exit {launcher.returncode}: {stderr}")
+    check("rank 1 killed by signal 9" in stderr, f"killed rank: report: {stderr}")
+    for rank in (0, 2):
+        check(f"rank {rank} exited with code 1" in stderr, f"killed rank: rank {rank}: {stderr}")
+    check(not os.path.exists(os.path.join(out, "index.json")), "killed rank: index.json written")
+
+
+def bad_gather_and_inspect(plan):
+    out = path("good-out")
+    r = run(shard_args(plan, out=out) + ["--nproc", "2"])
+    check(r.returncode == 0, f"good run: {r.stderr}")
+    expect("gather without index", run(["gather", "--in", path("foreign"), "--out", path("g")]), 2,
+           "index.json: no such file")
+    expect("gather to a bad path", run(["gather", "--in", out, "--out", path("regular/g")]), 2,
+           "Not a directory")
+    with open(os.path.join(out, "index.json")) as f:
+        index = f.read()
+    write_json("good-out/index.json", index.replace('"sizes":[2]', '"sizes":[3]', 1))
+    expect("tampered index", run(["gather", "--in", out, "--out", path("g")]), 2,
+           'parameters["w"].shards')
+    write_json("good-out/index.json", index)
+    write_safetensors(os.path.join(out, "rank-00001.safetensors"), {"w": ("F32", [3], b"\0" * 12)})
+    expect("wrong shard shape", run(["gather", "--in", out, "--out", path("g")]), 2, "F32[3]")
+    write_safetensors(os.path.join(out, "rank-00001.safetensors"),
+                      {"w": ("F32", [2], b"\0" * 8), "extra": ("I8", [1], b"\0")})
+    expect("unlisted tensor", run(["gather", "--in", out, "--out", path("g")]), 2, "not listed")
+    os.remove(os.path.join(out, "rank-00001.safetensors"))
+    expect("missing rank file", run(["gather", "--in", out, "--out", path("g")]), 2, "no such file")
+    check(not os.path.exists(path("g")), "failed gathers left an output file")
+    expect("inspect missing", run(["inspect", path("nothing")]), 2, "no such file")
+    expect("inspect malformed", run(["inspect", path("bad.safetensors")]), 2, "not valid JSON")
+    expect("inspect two paths", run(["inspect", CK, CK]), 2, "exactly one PATH")
+
+
+def main():
+    write_safetensors(CK, {"w": ("F32", [4], bytes(range(16)))})
+    plan = write_json("plan.json", PLAN)
+    bad_checkpoints(plan)
+    bad_plans_and_flags(plan)
+    bad_output_dirs(plan)
+    disagreeing_plans(plan)
+    killed_rank(plan)
+    bad_gather_and_inspect(plan)
+    finish("checkpoint error")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Helpers for the checkpoint command tests: safetensors files written and read in plain Python,
+N-d slicing of row-major bytes, and running the real `shardkit` binary."""
+
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+
+BIN = os.path.join(os.environ.get("TEST_SRCDIR", "."), "shardkit/integration/shardkit")
+TMP = os.environ.get("TEST_TMPDIR", ".")
+ITEM_SIZE = {"F32": 4, "F64": 8, "F16": 2, "BF16": 2, "I8": 1, "U8": 1, "I16": 2, "I32": 4,
+             "I64": 8, "BOOL": 1}
+
+failures = []
+
+
+def fail(message):
+    failures.append(message)
+    print("FAIL: " + message, flush=True)
+
+
+def check(condition, message):
+    if not condition:
+        fail(message)
+    return condition
+
+
+def finish(name):
+    if failures:
+        print(f"{len(failures)} {name} checks failed")
+        sys.exit(1)
+    print(f"all {name} checks passed")
+
+
+def numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def write_safetensors(path, tensors, metadata=None, order=None):
+    """tensors: name -> (dtype, shape, data bytes); data laid out in `order` (default: names)."""
+    header = {}
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    data = b""
+    for name in order or sorted(tensors):
+        dtype, shape, blob = tensors[name]
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(blob)]}
+        data += blob
+    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+def read_safetensors(path):
+    """Returns (raw header text, metadata or None, {name: (dtype, shape, data bytes)})."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (length,) = struct.unpack("<Q", raw[:8])
+    text = raw[8:8 + length].decode()
+    header = json.loads(text)
+    data = raw[8 + length:]
+    metadata = header.pop("__metadata__", None)
+    tensors = {}
+    for name, entry in header.items():
+        begin, end = entry["data_offsets"]
+        tensors[name] = (entry["dtype"], entry["shape"], data[begin:end])
+    return text, metadata, tensors
+
+
+def extract(blob, shape, item, offsets, sizes):
+    """The bytes of the box [offsets, offsets + sizes) of a row-major tensor."""
+    if not shape:
+        return blob
+    if 0 in sizes:
+        return b""
+    row = numel(shape[1:]) * item
+    out = b""
+    for i in range(offsets[0], offsets[0] + sizes[0]):
+        out += extract(blob[i * row:(i + 1) * row], shape[1:], item, offsets[1:], sizes[1:])
+    return out
+
+
+def run(args, **kwargs):
+    """Runs shardkit with `args`; returns the CompletedProcess (text output)."""
+    return subprocess.run([BIN] + args, capture_output=True, text=True, timeout=60, **kwargs)
+
+
+def cells(line):
+    """A table line split into cells (columns are separated by two or more spaces)."""
+    return re.split(r"\s{2,}", line.strip())

@@ -1,0 +1,33 @@
+// `shardkit inspect PATH`: a table of a safetensors file or a shard directory on stdout, and
+// nothing else (checkpoint::InspectPath).
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "integration/checkpoint/inspect.h"
+#include "integration/cli/commands.h"
+#include "integration/cli/flags.h"
+
+namespace shardkit::cli {
+
+int RunInspect(const std::vector<std::string>& args) {
+  constexpr char kCommand[] = "shardkit inspect";
+  FlagParser flags(kCommand, "PATH (a .safetensors file or a shard directory)");
+  std::vector<std::string> positional;
+  absl::Status parsed = flags.Parse(args, &positional);
+  if (flags.help_requested()) {
+    std::cout << flags.Help();
+    return 0;
+  }
+  if (parsed.ok() && positional.size() != 1) {
+    parsed = absl::InvalidArgumentError("expected exactly one PATH (see --help)");
+  }
+  if (!parsed.ok()) return ReportError(kCommand, parsed);
+  absl::StatusOr<std::string> table = checkpoint::InspectPath(positional[0]);
+  if (!table.ok()) return ReportError(kCommand, table.status());
+  std::cout << *table << std::flush;
+  return 0;
+}
+
+}  // namespace shardkit::cli

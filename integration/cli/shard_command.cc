@@ -19,6 +19,7 @@
 #include "integration/checkpoint/shard_checkpoint.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
+#include "integration/cli/relaunch.h"
 #include "integration/launch/launch.h"
 #include "specs/placement.h"
 
@@ -102,30 +103,20 @@ std::vector<std::string> WithoutNproc(const std::vector<std::string>& args) {
   return out;
 }
 
-absl::StatusOr<std::string> SelfPath() {
-  char buffer[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof(buffer));
-  if (n <= 0 || static_cast<size_t>(n) >= sizeof(buffer)) {
-    return absl::InternalError("cannot find this program's path in /proc/self/exe");
-  }
-  return std::string(buffer, static_cast<size_t>(n));
-}
-
 // --nproc N: `shardkit launch --nproc N -- shardkit shard <the other arguments>`.
 absl::StatusOr<int> LaunchRanks(const std::vector<std::string>& args, int64_t nproc) {
-  if (std::getenv("SHARDKIT_RANK") != nullptr) {
+  if (UnderLauncher()) {
     return absl::InvalidArgumentError(
         "--nproc cannot be used under a launcher (SHARDKIT_RANK is set): each rank runs "
         "'shardkit shard' without it");
   }
   launch::LaunchOptions options;
   options.nproc = static_cast<int>(nproc);
-  SHARDKIT_ASSIGN_OR_RETURN(std::string self, SelfPath());
-  options.command = {self, "shard"};
-  for (std::string& arg : WithoutNproc(args)) options.command.push_back(std::move(arg));
+  std::vector<std::string> rank_args = {"shard"};
+  for (std::string& arg : WithoutNproc(args)) rank_args.push_back(std::move(arg));
   // The ranks' stderr is a pipe to the launcher: pass on whether a person is watching.
   if (::isatty(STDERR_FILENO)) ::setenv("SHARDKIT_PROGRESS", "1", /*overwrite=*/0);
-  return launch::Launch(options);
+  return LaunchSelf(options, rank_args);
 }
 
 absl::Status RunRank(const ShardFlags& flags) {

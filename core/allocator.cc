@@ -6,14 +6,137 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace shardkit {
 namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kDefaultCacheMiB = 512;
+
+size_t RoundToHugePage(size_t nbytes) { return (nbytes + kHugePage - 1) / kHugePage * kHugePage; }
+
+// `bytes` (a multiple of 2 MiB) of fresh anonymous memory at a 2 MiB boundary, advised for huge
+// pages, or nullptr. Mapped directly (not aligned_alloc) so that freeing can keep or unmap it.
+void* MapHugeAligned(size_t bytes) {
+  void* raw = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > start) ::munmap(raw, aligned - start);
+  const size_t tail = start + bytes + kHugePage - (aligned + bytes);
+  if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+  void* ptr = reinterpret_cast<void*>(aligned);
+  ::madvise(ptr, bytes, MADV_HUGEPAGE);  // advisory; failure is fine
+  return ptr;
+}
+
+size_t LimitFromEnvironment() {
+  const char* text = std::getenv("SHARDKIT_CPU_CACHE_MIB");
+  size_t mib = kDefaultCacheMiB;
+  if (text != nullptr && *text != '\0' && !absl::SimpleAtoi(text, &mib)) mib = kDefaultCacheMiB;
+  return mib << 20;
+}
+
+// Freed large blocks, newest last. Few blocks (at most limit / 2 MiB), so lookups scan.
+class BlockCache {
+ public:
+  // A cached block of exactly `bytes`, or nullptr.
+  void* Take(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = blocks_.size(); i-- > 0;) {
+      if (blocks_[i].bytes != bytes) continue;
+      void* ptr = blocks_[i].ptr;
+      blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(i));
+      cached_bytes_ -= bytes;
+      ++hits_;
+      return ptr;
+    }
+    ++misses_;
+    return nullptr;
+  }
+
+  // Keeps `ptr` (a block of `bytes`) for reuse, unmapping the oldest blocks to make room; unmaps
+  // `ptr` itself if it can never fit.
+  void Put(void* ptr, size_t bytes) {
+    std::vector<Block> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (bytes > Limit()) {
+        evicted.push_back({ptr, bytes});
+      } else {
+        blocks_.push_back({ptr, bytes});
+        cached_bytes_ += bytes;
+        EvictBeyond(Limit(), evicted);
+      }
+    }
+    for (const Block& block : evicted) ::munmap(block.ptr, block.bytes);
+  }
+
+  void SetLimit(size_t bytes) {
+    std::vector<Block> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      limit_ = bytes;
+      EvictBeyond(bytes, evicted);
+    }
+    for (const Block& block : evicted) ::munmap(block.ptr, block.bytes);
+  }
+
+  void Release() {
+    std::vector<Block> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      EvictBeyond(0, evicted);
+      hits_ = misses_ = 0;
+    }
+    for (const Block& block : evicted) ::munmap(block.ptr, block.bytes);
+  }
+
+  CpuCacheStats Stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {hits_, misses_, cached_bytes_, blocks_.size(), Limit()};
+  }
+
+ private:
+  struct Block {
+    void* ptr;
+    size_t bytes;
+  };
+
+  size_t Limit() {  // requires mu_
+    if (!limit_.has_value()) limit_ = LimitFromEnvironment();
+    return *limit_;
+  }
+
+  // Moves the oldest blocks to `evicted` until at most `keep` bytes stay cached. Requires mu_.
+  void EvictBeyond(size_t keep, std::vector<Block>& evicted) {
+    size_t drop = 0;
+    while (cached_bytes_ > keep) {
+      evicted.push_back(blocks_[drop]);
+      cached_bytes_ -= blocks_[drop++].bytes;
+    }
+    blocks_.erase(blocks_.begin(), blocks_.begin() + static_cast<std::ptrdiff_t>(drop));
+  }
+
+  std::mutex mu_;
+  std::optional<size_t> limit_;  // read from the environment on first use
+  std::vector<Block> blocks_;
+  size_t cached_bytes_ = 0;
+  int64_t hits_ = 0, misses_ = 0;
+};
+
+BlockCache& Cache() {
+  static BlockCache* cache = new BlockCache();  // never destroyed: tensors may outlive main
+  return *cache;
+}
 
 class CpuAllocator final : public Allocator {
  public:
@@ -21,10 +144,9 @@ class CpuAllocator final : public Allocator {
     if (nbytes == 0) return nullptr;
     void* ptr = nullptr;
     if (nbytes >= kHugePage) {
-      // Round up so aligned_alloc's size is a multiple of the alignment.
-      size_t rounded = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
-      ptr = std::aligned_alloc(kHugePage, rounded);
-      if (ptr != nullptr) ::madvise(ptr, rounded, MADV_HUGEPAGE);  // advisory; failure is fine
+      const size_t rounded = RoundToHugePage(nbytes);
+      ptr = Cache().Take(rounded);
+      if (ptr == nullptr) ptr = MapHugeAligned(rounded);
     } else {
       ptr = std::malloc(nbytes);
     }
@@ -35,7 +157,13 @@ class CpuAllocator final : public Allocator {
     return ptr;
   }
 
-  void Deallocate(const Device&, void* ptr, size_t) override { std::free(ptr); }
+  void Deallocate(const Device&, void* ptr, size_t nbytes) override {
+    if (nbytes >= kHugePage) {
+      Cache().Put(ptr, RoundToHugePage(nbytes));
+    } else {
+      std::free(ptr);
+    }
+  }
 
   absl::Status Copy(void* dst, const Device&, const void* src, const Device&,
                     size_t nbytes) override {
@@ -57,6 +185,12 @@ std::array<std::atomic<Allocator*>, kNumDeviceTypes>& Registry() {
 }
 
 }  // namespace
+
+CpuCacheStats GetCpuCacheStats() { return Cache().Stats(); }
+
+void SetCpuCacheLimit(size_t bytes) { Cache().SetLimit(bytes); }
+
+void ReleaseCpuCache() { Cache().Release(); }
 
 void RegisterAllocator(DeviceType type, Allocator* allocator) {
   Registry()[static_cast<size_t>(type)].store(allocator);

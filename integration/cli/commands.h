@@ -20,6 +20,9 @@ struct Command {
 // The subcommands (one file each: launch_command.cc, ...).
 int RunLaunch(const std::vector<std::string>& args);
 
+// `shardkit bench ...` (bench_command.cc).
+int RunBench(const std::vector<std::string>& args);
+
 // `shardkit spec ...` (spec_command.cc).
 int RunSpec(const std::vector<std::string>& args);
 

@@ -18,13 +18,24 @@ namespace shardkit {
 namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kMinMapped = size_t{1} << 20;  // smaller blocks come from malloc
+constexpr size_t kMidGranule = size_t{64} << 10;
 constexpr size_t kDefaultCacheMiB = 512;
 
-size_t RoundToHugePage(size_t nbytes) { return (nbytes + kHugePage - 1) / kHugePage * kHugePage; }
+// The size actually mapped for a block of `nbytes` >= kMinMapped: 2 MiB multiples from 2 MiB on
+// (huge pages), 64 KiB multiples below (a 1.3 MiB shard must not occupy a 2 MiB huge page).
+size_t MappedSize(size_t nbytes) {
+  const size_t granule = nbytes >= kHugePage ? kHugePage : kMidGranule;
+  return (nbytes + granule - 1) / granule * granule;
+}
 
-// `bytes` (a multiple of 2 MiB) of fresh anonymous memory at a 2 MiB boundary, advised for huge
-// pages, or nullptr. Mapped directly (not aligned_alloc) so that freeing can keep or unmap it.
-void* MapHugeAligned(size_t bytes) {
+// `bytes` of fresh anonymous memory, or nullptr. From 2 MiB on: at a 2 MiB boundary, advised for
+// huge pages. Mapped directly (not aligned_alloc) so that freeing can keep or unmap it.
+void* MapBlock(size_t bytes) {
+  if (bytes < kHugePage) {
+    void* ptr = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return ptr == MAP_FAILED ? nullptr : ptr;
+  }
   void* raw = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
@@ -143,10 +154,10 @@ class CpuAllocator final : public Allocator {
   absl::StatusOr<void*> Allocate(const Device& device, size_t nbytes) override {
     if (nbytes == 0) return nullptr;
     void* ptr = nullptr;
-    if (nbytes >= kHugePage) {
-      const size_t rounded = RoundToHugePage(nbytes);
-      ptr = Cache().Take(rounded);
-      if (ptr == nullptr) ptr = MapHugeAligned(rounded);
+    if (nbytes >= kMinMapped) {
+      const size_t mapped = MappedSize(nbytes);
+      ptr = Cache().Take(mapped);
+      if (ptr == nullptr) ptr = MapBlock(mapped);
     } else {
       ptr = std::malloc(nbytes);
     }
@@ -158,8 +169,8 @@ class CpuAllocator final : public Allocator {
   }
 
   void Deallocate(const Device&, void* ptr, size_t nbytes) override {
-    if (nbytes >= kHugePage) {
-      Cache().Put(ptr, RoundToHugePage(nbytes));
+    if (nbytes >= kMinMapped) {
+      Cache().Put(ptr, MappedSize(nbytes));
     } else {
       std::free(ptr);
     }

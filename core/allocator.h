@@ -1,11 +1,11 @@
 // Allocator: device memory for tensor storage, chosen by device type.
 //
 // The CPU allocator is built in. Large blocks (>= 2 MiB) are mapped 2 MiB-aligned and advised for
-// transparent huge pages, which makes first touch several times faster on these machines; freed
-// large blocks are kept in a small cache (CpuCache* below) and handed out again for a request of
-// the same rounded size, so repeated shardings reuse memory that is already faulted in
-// (docs/performance.md). Other device types (CUDA, from the NCCL plugin) register their allocator
-// at load time:
+// transparent huge pages, which makes first touch several times faster on these machines; blocks
+// from 1 MiB on are mapped directly too. Freed mapped blocks are kept in a small cache (CpuCache*
+// below) and handed out again for a request of the same rounded size, so repeated shardings reuse
+// memory that is already faulted in (docs/performance.md). Other device types (CUDA, from the NCCL
+// plugin) register their allocator at load time:
 //
 //   static bool registered = (RegisterAllocator(DeviceType::kCuda, &my_cuda_allocator), true);
 //
@@ -48,11 +48,12 @@ void RegisterAllocator(DeviceType type, Allocator* allocator);
 // shardkit was built without --config=cuda).
 [[nodiscard]] absl::StatusOr<Allocator*> GetAllocator(const Device& device);
 
-// The CPU allocator's cache of freed large blocks. A block is reused only for a request of the same
-// size rounded up to 2 MiB; the oldest blocks are unmapped first when the cache is full.
+// The CPU allocator's cache of freed blocks of >= 1 MiB. A block is reused only for a request of
+// the same mapped size (rounded up to 2 MiB from 2 MiB on, to 64 KiB below); the oldest blocks are
+// unmapped first when the cache is full.
 struct CpuCacheStats {
-  int64_t hits = 0;    // large allocations served from the cache
-  int64_t misses = 0;  // large allocations that mapped fresh memory
+  int64_t hits = 0;    // allocations of >= 1 MiB served from the cache
+  int64_t misses = 0;  // allocations of >= 1 MiB that mapped fresh memory
   size_t cached_bytes = 0;
   size_t cached_blocks = 0;
   size_t limit_bytes = 0;

@@ -55,8 +55,16 @@ TEST_F(CpuCacheTest, OtherSizesMapFreshMemory) {
   EXPECT_EQ(stats.cached_blocks, 1u);  // the 4 MiB block waits for a 4 MiB request
 }
 
+TEST_F(CpuCacheTest, MidSizeBlocksAreCachedAtPageGranularity) {
+  void* first = Allocate(kMiB + 300 * 1024)->data();  // mapped as 1 MiB + 320 KiB
+  EXPECT_EQ(GetCpuCacheStats().cached_bytes, kMiB + 320 * 1024);
+  std::shared_ptr<Storage> again = Allocate(kMiB + 310 * 1024);
+  EXPECT_EQ(again->data(), first);
+  EXPECT_EQ(GetCpuCacheStats().hits, 1);
+}
+
 TEST_F(CpuCacheTest, SmallBlocksBypassTheCache) {
-  Allocate(kMiB);
+  Allocate(kMiB - 1);
   const CpuCacheStats stats = GetCpuCacheStats();
   EXPECT_EQ(stats.hits + stats.misses, 0);
   EXPECT_EQ(stats.cached_blocks, 0u);

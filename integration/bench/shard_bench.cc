@@ -52,7 +52,7 @@ double Median(std::vector<double> values) {
 struct Setup {
   Module module;
   std::vector<std::string> names;
-  std::vector<Tensor> initial;  // what each slot is reset to before a round
+  std::vector<Tensor> initial;               // what each slot is reset to before a round
   std::vector<specs::ShardMetadata> shards;  // the (common) layout of every parameter
 };
 
@@ -165,8 +165,8 @@ absl::StatusOr<BenchStrategy> ParseBenchStrategy(std::string_view name) {
   if (name == "scatter") return BenchStrategy::kScatter;
   if (name == "broadcast") return BenchStrategy::kBroadcast;
   if (name == "raw") return BenchStrategy::kRaw;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown strategy \"", std::string(name), "\" (expected scatter, broadcast or raw)"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown strategy \"", std::string(name),
+                                                 "\" (expected scatter, broadcast or raw)"));
 }
 
 std::string_view BenchStrategyName(BenchStrategy strategy) {

@@ -1,8 +1,11 @@
 // Allocator: device memory for tensor storage, chosen by device type.
 //
-// The CPU allocator is built in (large blocks are 2 MiB-aligned and advised for transparent huge
-// pages, which makes first touch several times faster on these machines; see docs/). Other device
-// types (CUDA, from the NCCL plugin) register their allocator at load time:
+// The CPU allocator is built in. Large blocks (>= 2 MiB) are mapped 2 MiB-aligned and advised for
+// transparent huge pages, which makes first touch several times faster on these machines; blocks
+// from 1 MiB on are mapped directly too. Freed mapped blocks are kept in a small cache (CpuCache*
+// below) and handed out again for a request of the same rounded size, so repeated shardings reuse
+// memory that is already faulted in (docs/performance.md). Other device types (CUDA, from the NCCL
+// plugin) register their allocator at load time:
 //
 //   static bool registered = (RegisterAllocator(DeviceType::kCuda, &my_cuda_allocator), true);
 //
@@ -11,6 +14,7 @@
 #define SHARDKIT_CORE_ALLOCATOR_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -43,6 +47,25 @@ void RegisterAllocator(DeviceType type, Allocator* allocator);
 // Errors: kFailedPrecondition if no allocator is registered for the device's type (for CUDA:
 // shardkit was built without --config=cuda).
 [[nodiscard]] absl::StatusOr<Allocator*> GetAllocator(const Device& device);
+
+// The CPU allocator's cache of freed blocks of >= 1 MiB. A block is reused only for a request of
+// the same mapped size (rounded up to 2 MiB from 2 MiB on, to 64 KiB below); the oldest blocks are
+// unmapped first when the cache is full.
+struct CpuCacheStats {
+  int64_t hits = 0;    // allocations of >= 1 MiB served from the cache
+  int64_t misses = 0;  // allocations of >= 1 MiB that mapped fresh memory
+  size_t cached_bytes = 0;
+  size_t cached_blocks = 0;
+  size_t limit_bytes = 0;
+};
+CpuCacheStats GetCpuCacheStats();
+
+// Sets how many bytes of freed large blocks the cache may hold (0 disables it), unmapping the
+// oldest blocks beyond it. Default: $SHARDKIT_CPU_CACHE_MIB MiB when set, else 512 MiB.
+void SetCpuCacheLimit(size_t bytes);
+
+// Unmaps every cached block (the limit is unchanged) and resets the hit/miss counts.
+void ReleaseCpuCache();
 
 // A block of device memory shared by tensors (views share one Storage). Frees itself when the last
 // reference goes away; external memory (DLPack, mmap) is released by its deleter instead.

@@ -18,9 +18,10 @@ using internal::LocalProblem;
 constexpr int kPhaseHeader = 0;
 constexpr int kPhaseVerdict = 1;
 constexpr int kPhasePayload = 2;
+constexpr int kPhaseRaw = 3;  // RawExchange: its own sequence, never matched against collectives
 
 uint64_t Tag(uint64_t seq, int phase) {
-  return phase == kPhasePayload ? (seq << 2) | kPhasePayload : static_cast<uint64_t>(phase);
+  return phase >= kPhasePayload ? (seq << 2) | phase : static_cast<uint64_t>(phase);
 }
 
 // Keeps the first problem found.
@@ -73,7 +74,8 @@ struct Communicator::Call {
   std::unique_lock<std::mutex> lock;
   internal::Declaration decl;
   absl::Time deadline;
-  std::vector<uint64_t> params;  // every rank's header param, after agreement
+  std::vector<uint64_t> params;                  // every rank's header param, after agreement
+  std::vector<internal::ControlHeader> headers;  // every rank's round-1 header to this rank
   bool transport_failed = false;
 };
 
@@ -129,16 +131,15 @@ absl::Status Communicator::Move(Call& call, int phase, std::span<const SendOp> s
   int64_t sent = 0, received = 0;
   for (const SendOp& s : sends) sent += s.size;
   for (const RecvOp& r : recvs) received += r.size;
+  Count(call, phase == kPhasePayload, sent, received);
+  return absl::OkStatus();
+}
+
+void Communicator::Count(const Call& call, bool payload, int64_t sent, int64_t received) {
   std::lock_guard<std::mutex> lock(state_mu_);
   OpCounters& c = counters_[static_cast<int>(call.decl.op)];
-  if (phase == kPhasePayload) {
-    c.bytes_sent += sent;
-    c.bytes_received += received;
-  } else {
-    c.control_bytes_sent += sent;
-    c.control_bytes_received += received;
-  }
-  return absl::OkStatus();
+  (payload ? c.bytes_sent : c.control_bytes_sent) += sent;
+  (payload ? c.bytes_received : c.control_bytes_received) += received;
 }
 
 absl::Status Communicator::Agree(Call& call) {
@@ -156,6 +157,7 @@ absl::Status Communicator::Agree(Call& call) {
   in[self] = out[self];
   SHARDKIT_RETURN_IF_ERROR(Move(call, kPhaseHeader, sends, recvs));
   for (const internal::ControlHeader& h : in) call.params.push_back(h.param);
+  call.headers = in;
   SHARDKIT_RETURN_IF_ERROR(internal::CheckHeaders(d, in));
   if (!d.pairwise || n == 1) return absl::OkStatus();
 
@@ -290,17 +292,34 @@ absl::StatusOr<std::vector<std::string>> Communicator::AllGather(ConstBuffer sen
   Call call = Begin(CollectiveOp::kAllGather, options);
   call.decl.param = send.size;
   Note(call.decl.problem, CheckBuffer(send, -1));
+  // Small inputs (the engine's digests) travel inside the header: one round instead of two.
+  const auto is_inline = [](uint64_t size) { return size <= internal::kInlineBytes; };
+  if (is_inline(send.size) && call.decl.problem.error == LocalError::kNone) {
+    call.decl.inline_data = send;
+  }
   std::vector<std::string> result(world_size());
   absl::Status status = Run(call, [&]() -> absl::Status {
     std::vector<SendOp> out;
     std::vector<RecvOp> in;
+    int64_t inline_sent = 0, inline_received = 0;
     for (int peer = 0; peer < world_size(); ++peer) result[peer].resize(call.params[peer]);
     CopyToSelf(send.data, result[rank()].data(), send.size);
     for (int peer = 0; peer < world_size(); ++peer) {
       if (peer == rank()) continue;
-      if (send.size > 0) out.push_back({peer, send.data, send.size});
-      if (!result[peer].empty()) in.push_back({peer, result[peer].data(), result[peer].size()});
+      const internal::ControlHeader& header = call.headers[peer];
+      if (is_inline(send.size)) {
+        inline_sent += static_cast<int64_t>(send.size);
+      } else {
+        out.push_back({peer, send.data, send.size});
+      }
+      if (is_inline(header.param)) {
+        CopyToSelf(header.inline_data, result[peer].data(), result[peer].size());
+        inline_received += static_cast<int64_t>(result[peer].size());
+      } else {
+        in.push_back({peer, result[peer].data(), result[peer].size()});
+      }
     }
+    Count(call, /*payload=*/true, inline_sent, inline_received);
     return Move(call, kPhasePayload, out, in);
   });
   if (!status.ok()) return status;
@@ -404,4 +423,35 @@ absl::Status Communicator::poisoned() const {
   return poisoned_;
 }
 
+namespace internal {
+
+absl::Status RawExchange(Communicator& comm, std::span<const ConstBuffer> sends,
+                         std::span<const MutableBuffer> recvs, const CallOptions& options) {
+  std::vector<Communicator::SendOp> out;
+  std::vector<Communicator::RecvOp> in;
+  for (int peer = 0; peer < comm.world_size(); ++peer) {
+    if (peer == comm.rank()) continue;
+    if (static_cast<size_t>(peer) < sends.size() && sends[peer].size > 0) {
+      out.push_back({peer, sends[peer].data, sends[peer].size});
+    }
+    if (static_cast<size_t>(peer) < recvs.size() && recvs[peer].size > 0) {
+      in.push_back({peer, recvs[peer].data, recvs[peer].size});
+    }
+  }
+  std::lock_guard<std::mutex> lock(comm.call_mu_);
+  SHARDKIT_RETURN_IF_ERROR(comm.poisoned());
+  const absl::Duration timeout =
+      options.timeout == absl::InfiniteDuration() ? comm.default_timeout() : options.timeout;
+  absl::Status status =
+      comm.Exchange(Tag(++comm.raw_seq_, kPhaseRaw), out, in, absl::Now() + timeout);
+  if (!status.ok()) {
+    status = Annotate(status, absl::StrCat("RawExchange (backend=", comm.backend(),
+                                           ", rank=", comm.rank(), "/", comm.world_size(), ")"));
+    std::lock_guard<std::mutex> state_lock(comm.state_mu_);
+    if (comm.poisoned_.ok()) comm.poisoned_ = status;
+  }
+  return status;
+}
+
+}  // namespace internal
 }  // namespace shardkit

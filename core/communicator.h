@@ -49,8 +49,22 @@
 #include "core/device.h"
 
 namespace shardkit {
+class Communicator;
+struct CallOptions;
+struct ConstBuffer;
+struct MutableBuffer;
+
 namespace internal {
 struct LocalProblem;
+
+// The floor for benchmarks (`shardkit bench --strategy raw`): rank self sends sends[p] to and
+// receives recvs[p] from each peer p (one buffer per rank, empty ones skipped, [self] ignored)
+// straight through the backend — no agreement header, no sequence number, no byte counters. The
+// caller guarantees that both sides of every pair pass the same size; a mismatch is undefined
+// (Gloo aborts the process). Errors: as the backend's transport (the communicator is poisoned).
+[[nodiscard]] absl::Status RawExchange(Communicator& comm, std::span<const ConstBuffer> sends,
+                                       std::span<const MutableBuffer> recvs,
+                                       const CallOptions& options);
 }  // namespace internal
 
 // A read-only byte range in caller memory and the device holding it. Not owning.
@@ -214,6 +228,8 @@ class Communicator {
       const std::vector<int>& members, int new_rank, uint64_t split_id, absl::Time deadline) = 0;
 
  private:
+  friend absl::Status internal::RawExchange(Communicator&, std::span<const ConstBuffer>,
+                                            std::span<const MutableBuffer>, const CallOptions&);
   struct Call;
 
   // Starts a call: takes the call lock, allocates the sequence number, computes the deadline.
@@ -226,14 +242,17 @@ class Communicator {
   // Moves one phase of a call through Exchange and counts its bytes.
   absl::Status Move(Call& call, int phase, std::span<const SendOp> sends,
                     std::span<const RecvOp> recvs);
+  // Adds to the counters of the call's op: payload or control bytes.
+  void Count(const Call& call, bool payload, int64_t sent, int64_t received);
   std::string Context(const Call& call) const;
   // The first argument error of one buffer / of a per-rank buffer list (index = position).
   internal::LocalProblem CheckBuffer(const ConstBuffer& buffer, int index) const;
   internal::LocalProblem CheckBuffers(std::span<const ConstBuffer> buffers) const;
 
   const CommunicatorOptions options_;
-  std::mutex call_mu_;  // one call at a time
-  uint64_t seq_ = 0;    // guarded by call_mu_
+  std::mutex call_mu_;    // one call at a time
+  uint64_t seq_ = 0;      // guarded by call_mu_
+  uint64_t raw_seq_ = 0;  // guarded by call_mu_; RawExchange's own tags
   mutable std::mutex state_mu_;
   absl::Status poisoned_;                                   // guarded by state_mu_
   std::array<OpCounters, kNumCollectiveOps + 1> counters_;  // guarded by state_mu_; [op]

@@ -134,7 +134,8 @@ void BarrierCase(int rank, Communicator& comm, std::string_view arg) {
   SHARDKIT_ASSERT_OK(comm.Barrier());
   const OpCounters c = comm.counters(CollectiveOp::kBarrier);
   EXPECT_EQ(c.bytes_sent + c.bytes_received, 0);
-  EXPECT_EQ(c.control_bytes_sent, comm.world_size() > 1 ? 64 * (comm.world_size() - 1) : 0);
+  // One 128-byte header per peer (core/internal/agreement.h).
+  EXPECT_EQ(c.control_bytes_sent, comm.world_size() > 1 ? 128 * (comm.world_size() - 1) : 0);
 }
 
 void SplitCase(int rank, Communicator& comm, std::string_view arg) {

@@ -1,8 +1,10 @@
 #include "core/internal/agreement.h"
 
+#include <cstring>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "core/check.h"
 #include "core/device.h"
 
 namespace shardkit::internal {
@@ -10,7 +12,7 @@ namespace {
 
 constexpr uint32_t kHeaderMagic = 0x53484b31;   // "SHK1"
 constexpr uint32_t kVerdictMagic = 0x53484b56;  // "SHKV"
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;
 
 std::string OpName(uint8_t op) {
   if (op >= 1 && op <= kNumCollectiveOps) {
@@ -91,6 +93,9 @@ ControlHeader MakeHeader(const Declaration& d, int peer) {
   }
   h.error_a = d.problem.a;
   h.error_b = d.problem.b;
+  SHARDKIT_CHECK(d.inline_data.size <= kInlineBytes);
+  h.inline_size = d.inline_data.size;
+  if (d.inline_data.size > 0) std::memcpy(h.inline_data, d.inline_data.data, d.inline_data.size);
   return h;
 }
 

@@ -38,7 +38,10 @@ struct LocalProblem {
   int64_t a = 0, b = 0;
 };
 
-// Fixed-size round-1 message (64 bytes).
+// AllGather inputs up to this size ride inside the round-1 header, which saves the payload round.
+inline constexpr size_t kInlineBytes = 56;
+
+// Fixed-size round-1 message (128 bytes).
 struct ControlHeader {
   uint32_t magic = 0;
   uint8_t op = 0;
@@ -50,8 +53,10 @@ struct ControlHeader {
   uint64_t send_bytes = 0;  // what the sender sends to the receiver of this header
   uint64_t recv_bytes = 0;  // what the sender expects from the receiver of this header
   int64_t error_a = 0, error_b = 0;  // LocalProblem a and b
+  uint64_t inline_size = 0;          // bytes of inline_data in use (Declaration::inline_data)
+  uint8_t inline_data[kInlineBytes] = {};
 };
-static_assert(sizeof(ControlHeader) == 64);
+static_assert(sizeof(ControlHeader) == 128);
 
 // Fixed-size round-2 message: the lowest mismatching (sender, receiver) pair a rank saw.
 struct PairVerdict {
@@ -75,6 +80,7 @@ struct Declaration {
   LocalProblem problem;
   std::vector<uint64_t> send_bytes;  // per peer (pairwise ops)
   std::vector<uint64_t> recv_bytes;  // per peer (pairwise ops)
+  ConstBuffer inline_data;           // copied into every header; at most kInlineBytes
 };
 
 // The header `self` sends to `peer`.

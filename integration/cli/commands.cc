@@ -16,7 +16,7 @@ constexpr Command kCommands[] = {
     {"inspect", "print a table of a safetensors file or shard directory", &RunInspect},
     {"spec", "validate a sharding spec or plan: 'spec check FILE.json'", &RunSpec},
     {"demo", "the main job: shard a synthetic model across local ranks and verify it", &RunDemo},
-    {"bench", "benchmark ShardParameter against the raw backend", nullptr},
+    {"bench", "benchmark ShardParameter against the raw backend", &RunBench},
 };
 
 std::string Usage() {

@@ -26,6 +26,9 @@ int RunShard(const std::vector<std::string>& args);
 int RunGather(const std::vector<std::string>& args);
 int RunInspect(const std::vector<std::string>& args);
 
+// `shardkit bench ...` (bench_command.cc).
+int RunBench(const std::vector<std::string>& args);
+
 // `shardkit spec ...` (spec_command.cc).
 int RunSpec(const std::vector<std::string>& args);
 

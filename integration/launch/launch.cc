@@ -143,6 +143,7 @@ absl::StatusOr<int> Launch(const LaunchOptions& options) {
   RunOptions run;
   run.command = options.command;
   run.grace = options.grace;
+  run.prefix_stdout = options.prefix_stdout;
   SHARDKIT_ASSIGN_OR_RETURN(
       RunOutcome outcome,
       RunRankProcesses(run, RankSpecs(options, CurrentEnvironment(), store_url, run_id)));

@@ -36,6 +36,7 @@ struct LaunchOptions {
   std::string run_id;                  // empty: generated (see ChooseRunId)
   std::optional<double> timeout_s;     // default: $SHARDKIT_TIMEOUT, else 60
   absl::Duration grace = absl::Seconds(5);
+  bool prefix_stdout = true;  // false: ranks' stdout lines unprefixed (RunOptions::prefix_stdout)
   std::vector<std::string> command;
 };
 

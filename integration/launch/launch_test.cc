@@ -116,7 +116,8 @@ struct Captured {
   absl::Duration took;
 };
 
-Captured RunScript(int nproc, const std::string& script, absl::Duration grace) {
+Captured RunScript(int nproc, const std::string& script, absl::Duration grace,
+                   bool prefix_stdout = true) {
   static int counter = 0;
   const std::string base = absl::StrCat(std::getenv("TEST_TMPDIR"), "/run", ++counter);
   int out_fd = ::open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -127,6 +128,7 @@ Captured RunScript(int nproc, const std::string& script, absl::Duration grace) {
   options.term_to_kill = absl::Milliseconds(300);
   options.stdout_fd = out_fd;
   options.stderr_fd = err_fd;
+  options.prefix_stdout = prefix_stdout;
   LaunchOptions launch = Options(nproc);
   std::vector<RankProcessSpec> specs = RankSpecs(launch, {"PATH=/usr/bin:/bin"}, "file:///x", "r");
   const absl::Time start = absl::Now();
@@ -154,6 +156,16 @@ TEST(RunRankProcessesTest, PrefixesEachStreamSeparately) {
   EXPECT_THAT(run.out, Not(HasSubstr("err")));
   EXPECT_THAT(run.err, HasSubstr("[rank 0] err0\n"));
   EXPECT_EQ(LaunchExitCode(run.outcome), 0);
+}
+
+TEST(RunRankProcessesTest, UnprefixedStdoutKeepsWholeLinesAndPrefixesStderr) {
+  Captured run = RunScript(2, "echo out$SHARDKIT_RANK; echo err$SHARDKIT_RANK >&2; printf tail",
+                           absl::Seconds(5), /*prefix_stdout=*/false);
+  EXPECT_THAT(run.out, HasSubstr("out0\n"));
+  EXPECT_THAT(run.out, HasSubstr("out1\n"));
+  EXPECT_THAT(run.out, Not(HasSubstr("[rank")));
+  EXPECT_EQ(run.out.size(), std::string("out0\nout1\ntail\ntail\n").size());
+  EXPECT_THAT(run.err, HasSubstr("[rank 0] err0\n"));
 }
 
 TEST(RunRankProcessesTest, SleeperIsStoppedAfterGraceAndNotCounted) {

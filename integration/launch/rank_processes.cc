@@ -148,7 +148,7 @@ absl::Status Supervisor::Spawn(const RankProcessSpec& spec, Rank& rank) {
   for (int i = 0; i < 2; ++i) {
     rank.streams[i].fd = read_fds[i];
     rank.streams[i].out_fd = out_fds[i];
-    rank.streams[i].prefixer.emplace(prefix);
+    rank.streams[i].prefixer.emplace(i == 0 && !options_.prefix_stdout ? "" : prefix);
     ::fcntl(read_fds[i], F_SETFL, O_NONBLOCK);
   }
   if (pid < 0) {

@@ -7,7 +7,9 @@
 //
 // Each rank runs in its own process group, with stdout and stderr on pipes; every line it
 // writes is copied, prefixed "[rank R] ", to the launcher's stdout or stderr respectively (a
-// partial last line is completed with '\n'). When a rank fails (non-zero exit or a signal), the
+// partial last line is completed with '\n'). With `prefix_stdout` false, stdout lines are copied
+// as they are (still whole lines, never interleaved mid-line): for machine-readable output such
+// as `shardkit bench`'s JSON lines. When a rank fails (non-zero exit or a signal), the
 // others get `grace` to finish; then their process groups get SIGTERM and, `term_to_kill` later,
 // SIGKILL. SIGINT/SIGTERM/SIGHUP sent to the launcher are forwarded to every running rank's
 // group (with the same SIGKILL escalation). When a rank's main process ends, what is left of its
@@ -35,6 +37,7 @@ struct RunOptions {
   absl::Duration term_to_kill = absl::Seconds(3);
   int stdout_fd = 1;
   int stderr_fd = 2;
+  bool prefix_stdout = true;
 };
 
 struct RankOutcome {

@@ -1,0 +1,253 @@
+#include "integration/bench/shard_bench.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "core/module.h"
+#include "core/shard_parameter.h"
+#include "core/status_macros.h"
+#include "specs/parameter_layout.h"
+#include "specs/plan.h"
+#include "specs/spec_json.h"
+
+namespace shardkit::bench {
+namespace {
+
+constexpr int64_t kRowBytes = 4096;
+constexpr char kSpecJson[] =
+    R"({"type": "chunk", "dim": 0, "placements": {"ranks": "all", "device": "cpu"}})";
+
+// A "VmRSS:   1234 kB" style field of /proc/self/status, in MiB (0 where unavailable).
+double StatusFieldMiB(std::string_view field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field, 0) != 0 || line.size() <= field.size() || line[field.size()] != ':') {
+      continue;
+    }
+    std::vector<std::string> parts =
+        absl::StrSplit(line.substr(field.size() + 1), absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    double kib = 0;
+    if (!parts.empty() && absl::SimpleAtod(parts[0], &kib)) return kib / 1024;
+  }
+  return 0;
+}
+
+// Resets VmHWM to the current RSS (Linux >= 4.0); harmless where unsupported.
+void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// The parameters this rank starts from: real data on the source, meta tensors elsewhere.
+struct Setup {
+  Module module;
+  std::vector<std::string> names;
+  std::vector<Tensor> initial;               // what each slot is reset to before a round
+  std::vector<specs::ShardMetadata> shards;  // the (common) layout of every parameter
+};
+
+absl::StatusOr<Setup> MakeParameters(const Communicator& comm, const ShardBenchOptions& o,
+                                     const specs::ShardingSpec& spec) {
+  const int64_t rows = (o.mib << 20) / o.params / kRowBytes;
+  const Shape shape = {rows, kRowBytes / static_cast<int64_t>(ElementSize(o.dtype))};
+  Setup setup;
+  SHARDKIT_ASSIGN_OR_RETURN(specs::ParameterLayout layout,
+                            specs::LayOutParameter(spec, shape, comm.world_size()));
+  setup.shards = std::move(layout.shards);
+  for (int64_t i = 0; i < o.params; ++i) {
+    std::string name = o.params == 1 ? "weight" : absl::StrCat("layers.", i, ".weight");
+    absl::StatusOr<Tensor> tensor = Tensor::Meta(shape, o.dtype);
+    if (comm.rank() == 0) {
+      tensor = Tensor::Empty(shape, o.dtype);
+      if (tensor.ok()) std::memset(tensor->data(), 0x3c, static_cast<size_t>(tensor->nbytes()));
+    }
+    if (!tensor.ok()) return tensor.status();
+    SHARDKIT_RETURN_IF_ERROR(setup.module.AddParameter(name, *tensor));
+    setup.names.push_back(std::move(name));
+    setup.initial.push_back(*std::move(tensor));
+  }
+  return setup;
+}
+
+absl::Status ResetSlots(Setup& setup) {
+  for (size_t i = 0; i < setup.names.size(); ++i) {
+    SHARDKIT_RETURN_IF_ERROR(setup.module.SetTensor(setup.names[i], setup.initial[i]));
+  }
+  return absl::OkStatus();
+}
+
+// Raw: per parameter, the source sends each rank the bytes of its dim-0 chunk (contiguous) straight
+// from the tensor; the others receive into a buffer allocated and touched once, up front.
+class RawMover {
+ public:
+  absl::Status Prepare(const Communicator& comm, const Setup& setup) {
+    const int64_t row_bytes = kRowBytes;
+    const int n = comm.world_size();
+    for (size_t p = 0; p < setup.names.size(); ++p) {
+      std::vector<ConstBuffer> sends(n);
+      std::vector<MutableBuffer> recvs(n);
+      for (const specs::ShardMetadata& shard : setup.shards) {
+        const int r = static_cast<int>(shard.placement.rank());
+        const size_t bytes = static_cast<size_t>(shard.sizes[0] * row_bytes);
+        if (comm.rank() == 0) {
+          sends[r] = ConstBuffer(setup.initial[p].data() + shard.offsets[0] * row_bytes, bytes);
+        } else if (r == comm.rank() && bytes > 0) {
+          SHARDKIT_ASSIGN_OR_RETURN(std::shared_ptr<Storage> storage,
+                                    Storage::Allocate(Device::Cpu(), bytes));
+          std::memset(storage->data(), 0, bytes);
+          recvs[0] = MutableBuffer(storage->data(), bytes);
+          storage_.push_back(std::move(storage));
+        }
+      }
+      for (int r = 0; r < n; ++r) {
+        if (r == comm.rank()) continue;
+        bytes_sent_ += static_cast<int64_t>(sends[r].size);
+        bytes_received_ += static_cast<int64_t>(recvs[r].size);
+      }
+      sends_.push_back(std::move(sends));
+      recvs_.push_back(std::move(recvs));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Move(Communicator& comm, const CallOptions& call) {
+    for (size_t p = 0; p < sends_.size(); ++p) {
+      SHARDKIT_RETURN_IF_ERROR(internal::RawExchange(comm, sends_[p], recvs_[p], call));
+    }
+    return absl::OkStatus();
+  }
+
+  int64_t bytes_sent() const { return bytes_sent_; }
+  int64_t bytes_received() const { return bytes_received_; }
+
+ private:
+  std::vector<std::vector<ConstBuffer>> sends_;
+  std::vector<std::vector<MutableBuffer>> recvs_;
+  std::vector<std::shared_ptr<Storage>> storage_;
+  int64_t bytes_sent_ = 0, bytes_received_ = 0;
+};
+
+// One timed ShardParameter / ShardModule; `agree_s` gets the agreement step's time.
+absl::Status ShardOnce(Communicator& comm, Setup& setup, const ShardBenchOptions& o,
+                       const specs::ShardingSpec& spec, double* agree_s) {
+  ShardStats stats;
+  ShardOptions options;
+  options.src_rank = 0;
+  options.strategy =
+      o.strategy == BenchStrategy::kBroadcast ? Strategy::kBroadcast : Strategy::kScatter;
+  options.call = o.call;
+  options.stats = &stats;
+  if (o.params == 1) {
+    SHARDKIT_RETURN_IF_ERROR(ShardParameter(setup.module, setup.names[0], spec, comm, options));
+  } else {
+    specs::Plan plan;
+    plan.strategy = options.strategy;
+    plan.rules.push_back({"**", spec});
+    SHARDKIT_RETURN_IF_ERROR(ShardModule(setup.module, plan, comm, {}, options));
+  }
+  *agree_s = stats.agree_seconds;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<BenchStrategy> ParseBenchStrategy(std::string_view name) {
+  if (name == "scatter") return BenchStrategy::kScatter;
+  if (name == "broadcast") return BenchStrategy::kBroadcast;
+  if (name == "raw") return BenchStrategy::kRaw;
+  return absl::InvalidArgumentError(absl::StrCat("unknown strategy \"", std::string(name),
+                                                 "\" (expected scatter, broadcast or raw)"));
+}
+
+std::string_view BenchStrategyName(BenchStrategy strategy) {
+  switch (strategy) {
+    case BenchStrategy::kScatter:
+      return "scatter";
+    case BenchStrategy::kBroadcast:
+      return "broadcast";
+    case BenchStrategy::kRaw:
+      return "raw";
+  }
+  return "unknown";
+}
+
+absl::Status ValidateShardBenchOptions(const ShardBenchOptions& o) {
+  if (o.mib < 1) return absl::InvalidArgumentError(absl::StrCat("--mib must be >= 1, got ", o.mib));
+  if (o.params < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--params must be >= 1, got ", o.params));
+  }
+  if (o.repeats < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--repeats must be >= 1, got ", o.repeats));
+  }
+  if ((o.mib << 20) / o.params < kRowBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--mib ", o.mib, " over --params ", o.params,
+                                                   " leaves parameters under one 4 KiB row"));
+  }
+  return absl::OkStatus();
+}
+
+std::string ShardBenchResult::ToJson() const {
+  return absl::StrCat("{\"rank\":", rank, ",\"world\":", world, ",\"mib\":", mib,
+                      ",\"strategy\":\"", strategy, "\",\"median_s\":", median_s,
+                      ",\"min_s\":", min_s, ",\"baseline_rss_mib\":", baseline_rss_mib,
+                      ",\"peak_rss_mib\":", peak_rss_mib, ",\"bytes_sent\":", bytes_sent,
+                      ",\"bytes_received\":", bytes_received,
+                      ",\"agree_median_s\":", agree_median_s, "}");
+}
+
+absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBenchOptions& o) {
+  SHARDKIT_RETURN_IF_ERROR(ValidateShardBenchOptions(o));
+  SHARDKIT_ASSIGN_OR_RETURN(specs::ShardingSpec spec, specs::ParseSpec(kSpecJson));
+  ShardBenchResult result;
+  result.rank = comm.rank();
+  result.world = comm.world_size();
+  result.mib = o.mib;
+  result.strategy = std::string(BenchStrategyName(o.strategy));
+  ResetPeakRss();
+  result.baseline_rss_mib = StatusFieldMiB("VmRSS");
+  SHARDKIT_ASSIGN_OR_RETURN(Setup setup, MakeParameters(comm, o, spec));
+  RawMover raw;
+  if (o.strategy == BenchStrategy::kRaw) SHARDKIT_RETURN_IF_ERROR(raw.Prepare(comm, setup));
+  comm.ResetCounters();
+  std::vector<double> seconds, agree;
+  for (int64_t i = 0; i < o.repeats; ++i) {
+    double agree_s = 0;
+    SHARDKIT_RETURN_IF_ERROR(comm.Barrier(o.call));
+    const absl::Time start = absl::Now();
+    if (o.strategy == BenchStrategy::kRaw) {
+      SHARDKIT_RETURN_IF_ERROR(raw.Move(comm, o.call));
+    } else {
+      SHARDKIT_RETURN_IF_ERROR(ShardOnce(comm, setup, o, spec, &agree_s));
+    }
+    SHARDKIT_RETURN_IF_ERROR(comm.Barrier(o.call));
+    seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
+    agree.push_back(agree_s);
+    SHARDKIT_RETURN_IF_ERROR(ResetSlots(setup));  // frees this round's shards
+  }
+  result.median_s = Median(seconds);
+  result.min_s = *std::min_element(seconds.begin(), seconds.end());
+  result.agree_median_s = Median(agree);
+  result.peak_rss_mib = StatusFieldMiB("VmHWM");
+  if (o.strategy == BenchStrategy::kRaw) {
+    result.bytes_sent = raw.bytes_sent();
+    result.bytes_received = raw.bytes_received();
+  } else {
+    const OpCounters scatter = comm.counters(CollectiveOp::kScatter);
+    const OpCounters broadcast = comm.counters(CollectiveOp::kBroadcast);
+    result.bytes_sent = (scatter.bytes_sent + broadcast.bytes_sent) / o.repeats;
+    result.bytes_received = (scatter.bytes_received + broadcast.bytes_received) / o.repeats;
+  }
+  return result;
+}
+
+}  // namespace shardkit::bench

@@ -1,0 +1,68 @@
+// The rank side of `shardkit bench` (ARCHITECTURE.md, "The shardkit CLI"): times ShardParameter
+// (or ShardModule over many parameters) of a source rank's parameter against `raw`, the same bytes
+// per rank moved with bare backend send/recv. integration/cli/bench_command.cc launches the ranks.
+//
+//   ShardBenchOptions options;
+//   options.mib = 256;
+//   SHARDKIT_ASSIGN_OR_RETURN(ShardBenchResult r, RunShardBench(*comm, options));
+//   std::cout << r.ToJson() << "\n";  // the one line this rank prints
+//
+// Method: rank 0 holds a `mib` MiB parameter (`dtype`, shape [mib * 256, 4096 / element size],
+// chunk-sharded on dim 0 over every rank, or `params` such parameters of mib / params MiB each);
+// other ranks start from meta tensors. Each of `repeats` rounds is timed from a Barrier before the
+// call to a Barrier after it; then the slots are reset (the shards are freed) for the next round.
+#ifndef SHARDKIT_INTEGRATION_BENCH_SHARD_BENCH_H_
+#define SHARDKIT_INTEGRATION_BENCH_SHARD_BENCH_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/communicator.h"
+#include "core/dtype.h"
+
+namespace shardkit::bench {
+
+enum class BenchStrategy { kScatter, kBroadcast, kRaw };
+
+// "scatter" / "broadcast" / "raw". Errors: kInvalidArgument naming the string.
+[[nodiscard]] absl::StatusOr<BenchStrategy> ParseBenchStrategy(std::string_view name);
+std::string_view BenchStrategyName(BenchStrategy strategy);
+
+struct ShardBenchOptions {
+  BenchStrategy strategy = BenchStrategy::kScatter;
+  int64_t mib = 64;    // total size of the parameter(s)
+  int64_t params = 1;  // 1: ShardParameter; more: ShardModule over this many parameters
+  int64_t repeats = 5;
+  DType dtype = DType::kFloat32;
+  CallOptions call;
+};
+
+// Errors: kInvalidArgument for mib < 1, params < 1, repeats < 1, or parameters smaller than one
+// 4 KiB row.
+[[nodiscard]] absl::Status ValidateShardBenchOptions(const ShardBenchOptions& options);
+
+struct ShardBenchResult {
+  int rank = 0;
+  int world = 1;
+  int64_t mib = 0;
+  std::string strategy;
+  double median_s = 0;
+  double min_s = 0;
+  double baseline_rss_mib = 0;  // VmRSS before the parameter exists
+  double peak_rss_mib = 0;      // VmHWM (reset at the baseline where the kernel allows)
+  int64_t bytes_sent = 0;       // tensor payload per round (agreement headers excluded)
+  int64_t bytes_received = 0;
+  double agree_median_s = 0;  // ShardStats::agree_seconds; 0 for raw
+  // The contract's line: {"rank":…,"world":…,"mib":…,"strategy":…,"median_s":…,…}.
+  std::string ToJson() const;
+};
+
+// Collective: runs the benchmark on every rank of `comm`.
+// Errors: those of ValidateShardBenchOptions; allocation and communicator errors.
+[[nodiscard]] absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm,
+                                                             const ShardBenchOptions& options);
+
+}  // namespace shardkit::bench
+
+#endif  // SHARDKIT_INTEGRATION_BENCH_SHARD_BENCH_H_

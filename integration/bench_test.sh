@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# `shardkit bench` end to end (not timed): for each strategy, 2 ranks x 1 MiB x 2 repeats print
+# exactly one unprefixed JSON line per rank with the contract's keys, and a non-source rank
+# receives exactly its shard's bytes (512 KiB) per round; the source sends exactly the others'.
+set -u
+bin="$TEST_SRCDIR/shardkit/integration/shardkit"
+export TMPDIR="$TEST_TMPDIR"
+failures=0
+for strategy in scatter broadcast raw; do
+  out=$("$bin" bench --nproc 2 --mib 1 --repeats 2 --strategy "$strategy" 2>"$TEST_TMPDIR/err")
+  rc=$?
+  [ $rc = 0 ] || { echo "FAIL $strategy: exit $rc: $(cat "$TEST_TMPDIR/err")"; failures=$((failures + 1)); continue; }
+  python3 - "$strategy" "$out" <<'PY' || failures=$((failures + 1))
+import json, sys
+strategy, out = sys.argv[1], sys.argv[2]
+keys = ["rank", "world", "mib", "strategy", "median_s", "min_s", "baseline_rss_mib",
+        "peak_rss_mib", "bytes_sent", "bytes_received", "agree_median_s"]
+lines = out.splitlines()
+assert len(lines) == 2, f"{strategy}: expected 2 lines, got {out!r}"
+rows = {}
+for line in lines:
+    row = json.loads(line)  # unprefixed: each line is JSON by itself
+    assert list(row) == keys, f"{strategy}: keys {list(row)}"
+    assert row["world"] == 2 and row["mib"] == 1 and row["strategy"] == strategy, row
+    assert 0 < row["min_s"] <= row["median_s"], row
+    assert 0 < row["baseline_rss_mib"] <= row["peak_rss_mib"], row
+    assert row["agree_median_s"] >= 0, row
+    rows[row["rank"]] = row
+shard = 512 * 1024
+full = 1024 * 1024
+expected = full if strategy == "broadcast" else shard
+assert rows[1]["bytes_received"] == expected, (strategy, rows[1])
+assert rows[1]["bytes_sent"] == 0, rows[1]
+assert rows[0]["bytes_sent"] == expected and rows[0]["bytes_received"] == 0, rows[0]
+print(f"ok {strategy}")
+PY
+done
+"$bin" bench --nproc 2 --mib 1 --strategy bogus >/dev/null 2>&1
+[ $? = 2 ] || { echo "FAIL: bad strategy must exit 2"; failures=$((failures + 1)); }
+[ $failures = 0 ] && echo PASS
+exit $failures

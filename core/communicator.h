@@ -188,16 +188,20 @@ class Communicator {
   explicit Communicator(CommunicatorOptions options);
 
   // One point-to-point payload. Sizes are never zero (zero-byte transfers are skipped on both
-  // sides before the backend sees them).
+  // sides before the backend sees them). `device` is where `data` lives: control data (agreement
+  // headers) and AllGather's results are always host memory, payloads live on the caller's
+  // device, so a device-memory backend (NCCL) stages the host ones itself.
   struct SendOp {
     int peer;
     const void* data;
     size_t size;
+    Device device = Device::Cpu();
   };
   struct RecvOp {
     int peer;
     void* data;
     size_t size;
+    Device device = Device::Cpu();
   };
 
   // Backend hook: starts every send and receive (overlapping them), then waits for all of them
@@ -208,8 +212,10 @@ class Communicator {
                                               std::span<const RecvOp> recvs,
                                               absl::Time deadline) = 0;
 
-  // Backend hook for Split: the caller is member `new_rank` of `members` (ranks of this group);
-  // `split_id` is unique within this communicator and identical on all members.
+  // Backend hook for Split, called on every rank of this group (backends such as NCCL split
+  // collectively): the caller is member `new_rank` of `members` (ranks of this group), or not a
+  // member when new_rank is -1 (then it returns nullptr once its part is done). `split_id` is
+  // unique within this communicator and identical on all ranks.
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<Communicator>> CreateSubgroup(
       const std::vector<int>& members, int new_rank, uint64_t split_id, absl::Time deadline) = 0;
 

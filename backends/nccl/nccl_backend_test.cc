@@ -2,6 +2,8 @@
 // machine of the cuda configuration) and, with GPUs, CUDA tensors (copies host⇄device and
 // device⇄device, Narrow/Clone on device) and ShardParameter from a CUDA source with Gather back.
 // All CUDA work happens in forked children: this process never initialises CUDA.
+#include <signal.h>
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -111,6 +113,31 @@ TEST(NcclWithDevice, ShardParameterFromCudaSourceAndGatherBack) {
       EXPECT_EQ(HostBytes(out), HostBytes(host));
     }
   }));
+}
+
+// A peer that dies mid-collective: the survivor gets kDeadlineExceeded or kUnavailable by its
+// deadline (the NCCL communicator is aborted), never a hang, and the communicator is poisoned.
+TEST(NcclWithDevice, DeadPeerFailsByTheDeadline) {
+  if (CudaDevices() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  testing::RankOptions options;
+  options.may_die = {1};
+  options.timeout = absl::Seconds(3);
+  SHARDKIT_EXPECT_OK(testing::RunRanks(
+      2, "nccl",
+      [](int rank, Communicator& comm) {
+        if (rank == 1) raise(SIGKILL);
+        SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor buffer,
+                                      Tensor::Zeros({1024}, DType::kUInt8, Device::Cuda()));
+        const absl::Time start = absl::Now();
+        const absl::Status status = comm.Broadcast(
+            MutableBuffer(buffer.data(), buffer.nbytes(), Device::Cuda()), /*root=*/1);
+        EXPECT_THAT(status.code(), ::testing::AnyOf(absl::StatusCode::kDeadlineExceeded,
+                                                    absl::StatusCode::kUnavailable));
+        EXPECT_LT(absl::Now() - start, absl::Seconds(8));
+        EXPECT_THAT(comm.Barrier(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                             HasSubstr("must be recreated")));
+      },
+      options));
 }
 
 }  // namespace

@@ -81,6 +81,13 @@ absl::Status AwaitComm(ncclComm_t comm, absl::Time deadline, std::string_view wh
   return status;
 }
 
+// Finishes a non-blocking NCCL call that returned `started`: waits if it is in progress.
+absl::Status Settle(ncclResult_t started, ncclComm_t comm, absl::Time deadline,
+                    std::string_view what) {
+  if (started != ncclSuccess && started != ncclInProgress) return NcclStatus(started, comm, what);
+  return AwaitComm(comm, deadline, what);
+}
+
 // Joins (or creates) a non-blocking communicator; aborts it if it does not come up in time.
 absl::StatusOr<ncclComm_t> InitComm(int world_size, const ncclUniqueId& id, int rank,
                                     absl::Time deadline) {
@@ -88,10 +95,8 @@ absl::StatusOr<ncclComm_t> InitComm(int world_size, const ncclUniqueId& id, int 
   config.blocking = 0;
   ncclComm_t comm = nullptr;
   const std::string what = absl::StrCat("ncclCommInitRankConfig(rank ", rank, "/", world_size, ")");
-  ncclResult_t result = ncclCommInitRankConfig(&comm, world_size, id, rank, &config);
-  absl::Status status = result == ncclInProgress || result == ncclSuccess
-                            ? AwaitComm(comm, deadline, what)
-                            : NcclStatus(result, comm, what);
+  absl::Status status =
+      Settle(ncclCommInitRankConfig(&comm, world_size, id, rank, &config), comm, deadline, what);
   if (!status.ok()) {
     if (comm != nullptr) (void)ncclCommAbort(comm);
     return status;
@@ -178,10 +183,8 @@ NcclCommunicator::~NcclCommunicator() {
   absl::StatusOr<ScopedDevice> scope = ScopedDevice::Enter(device_);
   if (comm_ != nullptr) {
     // Finalize flushes outstanding work; bounded by the default timeout, then abort instead.
-    absl::Status finalized = NcclStatus(ncclCommFinalize(comm_), comm_, "ncclCommFinalize");
-    if (finalized.ok()) {
-      finalized = AwaitComm(comm_, absl::Now() + default_timeout(), "ncclCommFinalize");
-    }
+    const absl::Status finalized =
+        Settle(ncclCommFinalize(comm_), comm_, absl::Now() + default_timeout(), "ncclCommFinalize");
     if (finalized.ok()) {
       (void)ncclCommDestroy(comm_);
     } else {
@@ -273,8 +276,7 @@ absl::Status NcclCommunicator::Exchange(uint64_t /*tag*/, std::span<const SendOp
                         absl::StrCat("ncclRecv(", r.size, " bytes from peer ", r.peer, ")"));
   }
   const ncclResult_t ended = ncclGroupEnd();  // always close the group, even after an error
-  if (status.ok() && ended != ncclInProgress) status = NcclStatus(ended, comm_, "ncclGroupEnd");
-  if (status.ok() && ended == ncclInProgress) status = AwaitComm(comm_, deadline, "ncclGroupEnd");
+  if (status.ok()) status = Settle(ended, comm_, deadline, "ncclGroupEnd");
   if (status.ok()) status = AwaitStream(deadline);
   if (!status.ok()) {
     Abort();
@@ -305,11 +307,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::CreateSubgroup(
   ncclComm_t child = nullptr;
   const std::string what = absl::StrCat("ncclCommSplit(split ", split_id, ")");
   const bool member = new_rank >= 0;
-  ncclResult_t result =
+  const ncclResult_t started =
       ncclCommSplit(comm_, member ? 0 : NCCL_SPLIT_NOCOLOR, member ? new_rank : 0, &child, &config);
-  absl::Status status = NcclStatus(result == ncclInProgress ? ncclSuccess : result, comm_, what);
   // Members wait for their new communicator; non-members (no child) for the parent's part.
-  if (status.ok()) status = AwaitComm(child != nullptr ? child : comm_, deadline, what);
+  absl::Status status = Settle(started, child != nullptr ? child : comm_, deadline, what);
   if (!status.ok()) {
     if (child != nullptr) (void)ncclCommAbort(child);
     return status;

@@ -179,7 +179,7 @@ LocalProblem Communicator::CheckBuffer(const ConstBuffer& buffer, int index) con
   if (buffer.size > 0 && buffer.data == nullptr) {
     return {LocalError::kNullBuffer, index, static_cast<int64_t>(buffer.size)};
   }
-  if (!SupportsDevice(buffer.device)) {
+  if (!buffer.device.is_cpu() && !SupportsDevice(buffer.device)) {
     return {LocalError::kDevice, index, internal::EncodeDevice(buffer.device)};
   }
   return {};

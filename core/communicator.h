@@ -181,7 +181,11 @@ class Communicator {
   // The error that poisoned this communicator, or OK.
   absl::Status poisoned() const;
 
-  // Whether this backend can move bytes that live on `device` (Gloo: host memory only).
+  // Whether this backend moves tensors placed on `device` (Gloo: host memory only; NCCL: CUDA
+  // memory only): what placements and source tensors may name. Host-memory buffers are accepted
+  // by every backend's collectives regardless (the core's own control data is host memory; a
+  // device backend stages it), which is how the engine exchanges digests and verdicts over NCCL;
+  // they are meant for small control data, not tensors.
   virtual bool SupportsDevice(const Device& device) const = 0;
 
  protected:

@@ -27,7 +27,9 @@
 // agreement headers and AllGather's host results) are staged through a device scratch buffer
 // owned by the communicator: copied in before the group, out after the stream completed.
 // Split uses ncclCommSplit (every rank of the parent takes part; non-members pass
-// NCCL_SPLIT_NOCOLOR). Devices: only CUDA memory on this rank's device (SupportsDevice).
+// NCCL_SPLIT_NOCOLOR). Devices: tensors must be CUDA memory on this rank's device
+// (SupportsDevice); host buffers passed to a collective are staged like the headers (the
+// engine's digests), fine for control data, slow for tensors.
 #ifndef SHARDKIT_BACKENDS_NCCL_NCCL_COMMUNICATOR_H_
 #define SHARDKIT_BACKENDS_NCCL_NCCL_COMMUNICATOR_H_
 

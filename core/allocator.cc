@@ -217,6 +217,18 @@ absl::StatusOr<Allocator*> GetAllocator(const Device& device) {
   return allocator;
 }
 
+absl::StatusOr<Allocator*> GetCopyAllocator(const Device& dst, const Device& src) {
+  return GetAllocator(dst.is_cpu() ? src : dst);
+}
+
+absl::Status CopyBytes(void* dst, const Device& dst_device, const void* src,
+                       const Device& src_device, size_t nbytes) {
+  if (nbytes == 0) return absl::OkStatus();
+  absl::StatusOr<Allocator*> allocator = GetCopyAllocator(dst_device, src_device);
+  if (!allocator.ok()) return allocator.status();
+  return (*allocator)->Copy(dst, dst_device, src, src_device, nbytes);
+}
+
 absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(const Device& device, size_t nbytes) {
   absl::StatusOr<Allocator*> allocator = GetAllocator(device);
   if (!allocator.ok()) return allocator.status();

@@ -67,6 +67,15 @@ void SetCpuCacheLimit(size_t bytes);
 // Unmaps every cached block (the limit is unchanged) and resets the hit/miss counts.
 void ReleaseCpuCache();
 
+// The allocator that copies between `dst` and `src`: the non-CPU side's (the CPU's if both are).
+// Errors: as GetAllocator.
+[[nodiscard]] absl::StatusOr<Allocator*> GetCopyAllocator(const Device& dst, const Device& src);
+
+// Copies `nbytes` from `src` on `src_device` to `dst` on `dst_device` (overlap allowed on one
+// device) with GetCopyAllocator's allocator. Errors: as GetAllocator and Allocator::Copy.
+[[nodiscard]] absl::Status CopyBytes(void* dst, const Device& dst_device, const void* src,
+                                     const Device& src_device, size_t nbytes);
+
 // A block of device memory shared by tensors (views share one Storage). Frees itself when the last
 // reference goes away; external memory (DLPack, mmap) is released by its deleter instead.
 class Storage {

@@ -1,9 +1,9 @@
 #include "core/communicator.h"
 
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/allocator.h"
 #include "core/internal/agreement.h"
 #include "core/status_macros.h"
 
@@ -44,8 +44,11 @@ LocalProblem CheckSelfSize(size_t sent, size_t received) {
   return {LocalError::kSelfSize, static_cast<int64_t>(sent), static_cast<int64_t>(received)};
 }
 
-void CopyToSelf(const void* from, void* to, size_t size) {
-  if (size > 0 && from != to) std::memmove(to, from, size);
+// A rank's copy to itself (its own chunk of a Scatter/Gather/AllToAll/AllGather), on whatever
+// devices the two buffers live.
+absl::Status CopyToSelf(ConstBuffer from, void* to, const Device& to_device, size_t size) {
+  if (size == 0 || (from.data == to && from.device == to_device)) return absl::OkStatus();
+  return CopyBytes(to, to_device, from.data, from.device, size);
 }
 
 }  // namespace
@@ -178,7 +181,7 @@ LocalProblem Communicator::CheckBuffer(const ConstBuffer& buffer, int index) con
   if (buffer.size > 0 && buffer.data == nullptr) {
     return {LocalError::kNullBuffer, index, static_cast<int64_t>(buffer.size)};
   }
-  if (!SupportsDevice(buffer.device)) {
+  if (!buffer.device.is_cpu() && !SupportsDevice(buffer.device)) {
     return {LocalError::kDevice, index, internal::EncodeDevice(buffer.device)};
   }
   return {};
@@ -205,10 +208,10 @@ absl::Status Communicator::Broadcast(MutableBuffer buffer, int root, const CallO
     std::vector<RecvOp> recvs;
     if (rank() == root) {
       for (int peer = 0; peer < world_size(); ++peer) {
-        if (peer != root) sends.push_back({peer, buffer.data, buffer.size});
+        if (peer != root) sends.push_back({peer, buffer.data, buffer.size, buffer.device});
       }
     } else {
-      recvs.push_back({root, buffer.data, buffer.size});
+      recvs.push_back({root, buffer.data, buffer.size, buffer.device});
     }
     return Move(call, kPhasePayload, sends, recvs);
   });
@@ -237,14 +240,14 @@ absl::Status Communicator::Scatter(std::span<const ConstBuffer> sends, MutableBu
     std::vector<SendOp> out;
     std::vector<RecvOp> in;
     if (is_root) {
-      CopyToSelf(sends[root].data, recv.data, recv.size);
+      SHARDKIT_RETURN_IF_ERROR(CopyToSelf(sends[root], recv.data, recv.device, recv.size));
       for (int peer = 0; peer < world_size(); ++peer) {
         if (peer != root && sends[peer].size > 0) {
-          out.push_back({peer, sends[peer].data, sends[peer].size});
+          out.push_back({peer, sends[peer].data, sends[peer].size, sends[peer].device});
         }
       }
     } else if (recv.size > 0) {
-      in.push_back({root, recv.data, recv.size});
+      in.push_back({root, recv.data, recv.size, recv.device});
     }
     return Move(call, kPhasePayload, out, in);
   });
@@ -274,14 +277,14 @@ absl::Status Communicator::Gather(ConstBuffer send, std::span<const MutableBuffe
     std::vector<SendOp> out;
     std::vector<RecvOp> in;
     if (is_root) {
-      CopyToSelf(send.data, recvs[root].data, send.size);
+      SHARDKIT_RETURN_IF_ERROR(CopyToSelf(send, recvs[root].data, recvs[root].device, send.size));
       for (int peer = 0; peer < world_size(); ++peer) {
         if (peer != root && recvs[peer].size > 0) {
-          in.push_back({peer, recvs[peer].data, recvs[peer].size});
+          in.push_back({peer, recvs[peer].data, recvs[peer].size, recvs[peer].device});
         }
       }
     } else if (send.size > 0) {
-      out.push_back({root, send.data, send.size});
+      out.push_back({root, send.data, send.size, send.device});
     }
     return Move(call, kPhasePayload, out, in);
   });
@@ -292,28 +295,28 @@ absl::StatusOr<std::vector<std::string>> Communicator::AllGather(ConstBuffer sen
   Call call = Begin(CollectiveOp::kAllGather, options);
   call.decl.param = send.size;
   Note(call.decl.problem, CheckBuffer(send, -1));
-  // Small inputs (the engine's digests) travel inside the header: one round instead of two.
-  const auto is_inline = [](uint64_t size) { return size <= internal::kInlineBytes; };
-  if (is_inline(send.size) && call.decl.problem.error == LocalError::kNone) {
-    call.decl.inline_data = send;
-  }
+  // Small host inputs (the engine's digests) travel inside the header: one round instead of two.
+  // A peer's input came inline exactly when its header says so (inline_size == its size).
+  const bool send_inline = send.size <= internal::kInlineBytes && send.device.is_cpu() &&
+                           call.decl.problem.error == LocalError::kNone;
+  if (send_inline) call.decl.inline_data = send;
   std::vector<std::string> result(world_size());
   absl::Status status = Run(call, [&]() -> absl::Status {
     std::vector<SendOp> out;
     std::vector<RecvOp> in;
     int64_t inline_sent = 0, inline_received = 0;
     for (int peer = 0; peer < world_size(); ++peer) result[peer].resize(call.params[peer]);
-    CopyToSelf(send.data, result[rank()].data(), send.size);
+    SHARDKIT_RETURN_IF_ERROR(CopyToSelf(send, result[rank()].data(), Device::Cpu(), send.size));
     for (int peer = 0; peer < world_size(); ++peer) {
       if (peer == rank()) continue;
       const internal::ControlHeader& header = call.headers[peer];
-      if (is_inline(send.size)) {
+      if (send_inline) {
         inline_sent += static_cast<int64_t>(send.size);
       } else {
-        out.push_back({peer, send.data, send.size});
+        out.push_back({peer, send.data, send.size, send.device});
       }
-      if (is_inline(header.param)) {
-        CopyToSelf(header.inline_data, result[peer].data(), result[peer].size());
+      if (header.inline_size == header.param) {
+        std::memcpy(result[peer].data(), header.inline_data, result[peer].size());
         inline_received += static_cast<int64_t>(result[peer].size());
       } else {
         in.push_back({peer, result[peer].data(), result[peer].size()});
@@ -344,13 +347,16 @@ absl::Status Communicator::AllToAll(std::span<const ConstBuffer> sends,
     }
   }
   return Run(call, [&]() -> absl::Status {
-    CopyToSelf(sends[self].data, recvs[self].data, recvs[self].size);
+    SHARDKIT_RETURN_IF_ERROR(
+        CopyToSelf(sends[self], recvs[self].data, recvs[self].device, recvs[self].size));
     std::vector<SendOp> out;
     std::vector<RecvOp> in;
     for (int peer = 0; peer < world_size(); ++peer) {
       if (peer == self) continue;
-      if (sends[peer].size > 0) out.push_back({peer, sends[peer].data, sends[peer].size});
-      if (recvs[peer].size > 0) in.push_back({peer, recvs[peer].data, recvs[peer].size});
+      const ConstBuffer& s = sends[peer];
+      const MutableBuffer& r = recvs[peer];
+      if (s.size > 0) out.push_back({peer, s.data, s.size, s.device});
+      if (r.size > 0) in.push_back({peer, r.data, r.size, r.device});
     }
     return Move(call, kPhasePayload, out, in);
   });
@@ -385,7 +391,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(std::span<cons
   }
   std::unique_ptr<Communicator> child;
   absl::Status status = Run(call, [&]() -> absl::Status {
-    if (new_rank < 0) return absl::OkStatus();
     std::vector<int> members(ranks.begin(), ranks.end());
     SHARDKIT_ASSIGN_OR_RETURN(child,
                               CreateSubgroup(members, new_rank, call.decl.seq, call.deadline));

@@ -195,23 +195,31 @@ class Communicator {
   // The error that poisoned this communicator, or OK.
   absl::Status poisoned() const;
 
-  // Whether this backend can move bytes that live on `device` (Gloo: host memory only).
+  // Whether this backend moves tensors placed on `device` (Gloo: host memory only; NCCL: CUDA
+  // memory only): what placements and source tensors may name. Host-memory buffers are accepted
+  // by every backend's collectives regardless (the core's own control data is host memory; a
+  // device backend stages it), which is how the engine exchanges digests and verdicts over NCCL;
+  // they are meant for small control data, not tensors.
   virtual bool SupportsDevice(const Device& device) const = 0;
 
  protected:
   explicit Communicator(CommunicatorOptions options);
 
   // One point-to-point payload. Sizes are never zero (zero-byte transfers are skipped on both
-  // sides before the backend sees them).
+  // sides before the backend sees them). `device` is where `data` lives: control data (agreement
+  // headers) and AllGather's results are always host memory, payloads live on the caller's
+  // device, so a device-memory backend (NCCL) stages the host ones itself.
   struct SendOp {
     int peer;
     const void* data;
     size_t size;
+    Device device = Device::Cpu();
   };
   struct RecvOp {
     int peer;
     void* data;
     size_t size;
+    Device device = Device::Cpu();
   };
 
   // Backend hook: starts every send and receive (overlapping them), then waits for all of them
@@ -222,8 +230,10 @@ class Communicator {
                                               std::span<const RecvOp> recvs,
                                               absl::Time deadline) = 0;
 
-  // Backend hook for Split: the caller is member `new_rank` of `members` (ranks of this group);
-  // `split_id` is unique within this communicator and identical on all members.
+  // Backend hook for Split, called on every rank of this group (backends such as NCCL split
+  // collectively): the caller is member `new_rank` of `members` (ranks of this group), or not a
+  // member when new_rank is -1 (then it returns nullptr once its part is done). `split_id` is
+  // unique within this communicator and identical on all ranks.
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<Communicator>> CreateSubgroup(
       const std::vector<int>& members, int new_rank, uint64_t split_id, absl::Time deadline) = 0;
 

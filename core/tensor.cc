@@ -261,8 +261,7 @@ absl::Status Tensor::CopyFrom(const Tensor& src) {
                         return absl::OkStatus();
                       });
   }
-  SHARDKIT_ASSIGN_OR_RETURN(Allocator * allocator,
-                            GetAllocator(device_.is_cpu() ? src.device_ : device_));
+  SHARDKIT_ASSIGN_OR_RETURN(Allocator * allocator, GetCopyAllocator(device_, src.device_));
   return ForEachRun(shape_, strides_, src.strides_, element_size,
                     [&](int64_t dst_off, int64_t src_off, int64_t n) {
                       return allocator->Copy(dst_base + dst_off, device_, src_base + src_off,

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "core/allocator.h"
 #include "core/communicator.h"
 #include "gmock/gmock.h"
 #include "testing/rank_group.h"
@@ -20,6 +21,7 @@ using ::testing::HasSubstr;
 struct CaseArg {
   int64_t bytes;
   int root;
+  Device device;
 };
 
 CaseArg Decode(std::string_view arg) {
@@ -40,13 +42,51 @@ std::vector<uint8_t> Pattern(int from, int to, size_t size) {
   return v;
 }
 
+// A case's bytes on the case's device: for device backends the host bytes are copied to device
+// memory before the call and back for the checks.
+class Bytes {
+ public:
+  Bytes(std::vector<uint8_t> host, const Device& device) : host_(std::move(host)), device_(device) {
+    if (device.is_cpu()) return;
+    absl::StatusOr<std::shared_ptr<Storage>> storage = Storage::Allocate(device, host_.size());
+    if (!storage.ok()) {
+      ADD_FAILURE() << storage.status();
+      return;
+    }
+    storage_ = *storage;
+    SHARDKIT_EXPECT_OK(
+        CopyBytes(storage_->data(), device, host_.data(), Device::Cpu(), host_.size()));
+  }
+  Bytes(size_t size, uint8_t fill, const Device& device)
+      : Bytes(std::vector<uint8_t>(size, fill), device) {}
+
+  MutableBuffer buffer() {
+    if (device_.is_cpu()) return MutableBuffer(host_);
+    return MutableBuffer(storage_ != nullptr ? storage_->data() : nullptr, host_.size(), device_);
+  }
+  size_t size() const { return host_.size(); }
+  // The current contents (copied back from the device).
+  const std::vector<uint8_t>& Read() {
+    if (storage_ != nullptr) {
+      SHARDKIT_EXPECT_OK(
+          CopyBytes(host_.data(), Device::Cpu(), storage_->data(), device_, host_.size()));
+    }
+    return host_;
+  }
+
+ private:
+  std::vector<uint8_t> host_;
+  Device device_;
+  std::shared_ptr<Storage> storage_;
+};
+
 void BroadcastCase(int rank, Communicator& comm, std::string_view arg) {
   const CaseArg a = Decode(arg);
   comm.ResetCounters();
-  std::vector<uint8_t> v =
-      rank == a.root ? Pattern(a.root, 0, a.bytes) : std::vector<uint8_t>(a.bytes, 0xEE);
-  SHARDKIT_ASSERT_OK(comm.Broadcast(MutableBuffer(v), a.root));
-  EXPECT_EQ(v, Pattern(a.root, 0, a.bytes));
+  Bytes v(rank == a.root ? Pattern(a.root, 0, a.bytes) : std::vector<uint8_t>(a.bytes, 0xEE),
+          a.device);
+  SHARDKIT_ASSERT_OK(comm.Broadcast(v.buffer(), a.root));
+  EXPECT_EQ(v.Read(), Pattern(a.root, 0, a.bytes));
   const OpCounters c = comm.counters(CollectiveOp::kBroadcast);
   EXPECT_EQ(c.calls, 1);
   EXPECT_EQ(c.bytes_sent, rank == a.root ? a.bytes * (comm.world_size() - 1) : 0);
@@ -57,17 +97,19 @@ void ScatterCase(int rank, Communicator& comm, std::string_view arg) {
   const CaseArg a = Decode(arg);
   const int n = comm.world_size();
   comm.ResetCounters();
-  std::vector<std::vector<uint8_t>> chunks;
+  std::vector<Bytes> chunks;
   std::vector<ConstBuffer> sends;
   int64_t expected_sent = 0;
   if (rank == a.root) {
-    for (int r = 0; r < n; ++r) chunks.push_back(Pattern(a.root, r, Count(a.bytes, a.root, r)));
-    for (int r = 0; r < n; ++r) sends.emplace_back(chunks[r]);
+    for (int r = 0; r < n; ++r) {
+      chunks.emplace_back(Pattern(a.root, r, Count(a.bytes, a.root, r)), a.device);
+    }
+    for (int r = 0; r < n; ++r) sends.push_back(chunks[r].buffer());
     for (int r = 0; r < n; ++r) expected_sent += r == a.root ? 0 : chunks[r].size();
   }
-  std::vector<uint8_t> recv(Count(a.bytes, a.root, rank), 0xEE);
-  SHARDKIT_ASSERT_OK(comm.Scatter(sends, MutableBuffer(recv), a.root));
-  EXPECT_EQ(recv, Pattern(a.root, rank, recv.size()));
+  Bytes recv(Count(a.bytes, a.root, rank), 0xEE, a.device);
+  SHARDKIT_ASSERT_OK(comm.Scatter(sends, recv.buffer(), a.root));
+  EXPECT_EQ(recv.Read(), Pattern(a.root, rank, recv.size()));
   const OpCounters c = comm.counters(CollectiveOp::kScatter);
   EXPECT_EQ(c.bytes_sent, expected_sent);
   EXPECT_EQ(c.bytes_received, rank == a.root ? 0 : static_cast<int64_t>(recv.size()));
@@ -77,17 +119,17 @@ void GatherCase(int rank, Communicator& comm, std::string_view arg) {
   const CaseArg a = Decode(arg);
   const int n = comm.world_size();
   comm.ResetCounters();
-  const std::vector<uint8_t> send = Pattern(rank, a.root, Count(a.bytes, rank, a.root));
-  std::vector<std::vector<uint8_t>> slots;
+  Bytes send(Pattern(rank, a.root, Count(a.bytes, rank, a.root)), a.device);
+  std::vector<Bytes> slots;
   std::vector<MutableBuffer> recvs;
   if (rank == a.root) {
-    for (int r = 0; r < n; ++r) slots.emplace_back(Count(a.bytes, r, a.root), 0xEE);
-    for (int r = 0; r < n; ++r) recvs.emplace_back(slots[r]);
+    for (int r = 0; r < n; ++r) slots.emplace_back(Count(a.bytes, r, a.root), 0xEE, a.device);
+    for (int r = 0; r < n; ++r) recvs.push_back(slots[r].buffer());
   }
-  SHARDKIT_ASSERT_OK(comm.Gather(ConstBuffer(send), recvs, a.root));
+  SHARDKIT_ASSERT_OK(comm.Gather(send.buffer(), recvs, a.root));
   int64_t received = 0;
   for (int r = 0; r < static_cast<int>(slots.size()); ++r) {
-    EXPECT_EQ(slots[r], Pattern(r, a.root, slots[r].size())) << "from rank " << r;
+    EXPECT_EQ(slots[r].Read(), Pattern(r, a.root, slots[r].size())) << "from rank " << r;
     received += r == a.root ? 0 : slots[r].size();
   }
   const OpCounters c = comm.counters(CollectiveOp::kGather);
@@ -97,8 +139,8 @@ void GatherCase(int rank, Communicator& comm, std::string_view arg) {
 
 void AllGatherCase(int rank, Communicator& comm, std::string_view arg) {
   const CaseArg a = Decode(arg);
-  const std::vector<uint8_t> mine = Pattern(rank, 0, Count(a.bytes, rank, 0));
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(std::vector<std::string> all, comm.AllGather(ConstBuffer(mine)));
+  Bytes mine(Pattern(rank, 0, Count(a.bytes, rank, 0)), a.device);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(std::vector<std::string> all, comm.AllGather(mine.buffer()));
   ASSERT_EQ(all.size(), static_cast<size_t>(comm.world_size()));
   for (int r = 0; r < comm.world_size(); ++r) {
     const std::vector<uint8_t> expected = Pattern(r, 0, Count(a.bytes, r, 0));
@@ -110,20 +152,22 @@ void AllToAllCase(int rank, Communicator& comm, std::string_view arg) {
   const CaseArg a = Decode(arg);
   const int n = comm.world_size();
   comm.ResetCounters();
-  std::vector<std::vector<uint8_t>> out, in;
+  std::vector<Bytes> out, in;
   std::vector<ConstBuffer> sends;
   std::vector<MutableBuffer> recvs;
   int64_t sent = 0, received = 0;
   for (int r = 0; r < n; ++r) {
-    out.push_back(Pattern(rank, r, Count(a.bytes, rank, r)));
-    in.emplace_back(Count(a.bytes, r, rank), 0xEE);
+    out.emplace_back(Pattern(rank, r, Count(a.bytes, rank, r)), a.device);
+    in.emplace_back(Count(a.bytes, r, rank), 0xEE, a.device);
     sent += r == rank ? 0 : out[r].size();
     received += r == rank ? 0 : in[r].size();
   }
-  for (int r = 0; r < n; ++r) sends.emplace_back(out[r]);
-  for (int r = 0; r < n; ++r) recvs.emplace_back(in[r]);
+  for (int r = 0; r < n; ++r) sends.push_back(out[r].buffer());
+  for (int r = 0; r < n; ++r) recvs.push_back(in[r].buffer());
   SHARDKIT_ASSERT_OK(comm.AllToAll(sends, recvs));
-  for (int r = 0; r < n; ++r) EXPECT_EQ(in[r], Pattern(r, rank, in[r].size())) << "from " << r;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(in[r].Read(), Pattern(r, rank, in[r].size())) << "from " << r;
+  }
   const OpCounters c = comm.counters(CollectiveOp::kAllToAll);
   EXPECT_EQ(c.bytes_sent, sent);
   EXPECT_EQ(c.bytes_received, received);
@@ -155,10 +199,10 @@ void SplitCase(int rank, Communicator& comm, std::string_view arg) {
   EXPECT_EQ(sub->rank(), it - members.begin());
   EXPECT_EQ(sub->world_size(), static_cast<int>(members.size()));
   const int sub_root = sub->world_size() - 1;
-  std::vector<uint8_t> v =
-      sub->rank() == sub_root ? Pattern(9, 0, a.bytes) : std::vector<uint8_t>(a.bytes, 0);
-  SHARDKIT_ASSERT_OK(sub->Broadcast(MutableBuffer(v), sub_root));
-  EXPECT_EQ(v, Pattern(9, 0, a.bytes));
+  Bytes v(sub->rank() == sub_root ? Pattern(9, 0, a.bytes) : std::vector<uint8_t>(a.bytes, 0),
+          a.device);
+  SHARDKIT_ASSERT_OK(sub->Broadcast(v.buffer(), sub_root));
+  EXPECT_EQ(v.Read(), Pattern(9, 0, a.bytes));
 }
 
 // The root sends one byte more to the last rank than that rank expects: every rank must get the
@@ -167,15 +211,15 @@ void MismatchedCountsCase(int rank, Communicator& comm, std::string_view arg) {
   const CaseArg a = Decode(arg);
   const int n = comm.world_size();
   const int victim = a.root == n - 1 ? 0 : n - 1;
-  std::vector<std::vector<uint8_t>> chunks(n);
+  std::vector<Bytes> chunks;
   std::vector<ConstBuffer> sends;
   if (rank == a.root) {
-    for (int r = 0; r < n; ++r) chunks[r].resize(a.bytes + (r == victim ? 1 : 0));
-    for (int r = 0; r < n; ++r) sends.emplace_back(chunks[r]);
+    for (int r = 0; r < n; ++r) chunks.emplace_back(a.bytes + (r == victim ? 1 : 0), 0, a.device);
+    for (int r = 0; r < n; ++r) sends.push_back(chunks[r].buffer());
   }
-  std::vector<uint8_t> recv(a.bytes);
+  Bytes recv(a.bytes, 0, a.device);
   EXPECT_THAT(
-      comm.Scatter(sends, MutableBuffer(recv), a.root),
+      comm.Scatter(sends, recv.buffer(), a.root),
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr(absl::StrCat("byte counts disagree: rank ", a.root, " sends ", a.bytes + 1,
                                       " bytes to rank ", victim, ", which expects ", a.bytes))));
@@ -185,9 +229,8 @@ void MismatchedCountsCase(int rank, Communicator& comm, std::string_view arg) {
 // The root calls Broadcast while every other rank calls Barrier.
 void MismatchedOpsCase(int rank, Communicator& comm, std::string_view arg) {
   const CaseArg a = Decode(arg);
-  std::vector<uint8_t> v(a.bytes);
-  const absl::Status status =
-      rank == a.root ? comm.Broadcast(MutableBuffer(v), a.root) : comm.Barrier();
+  Bytes v(a.bytes, 0, a.device);
+  const absl::Status status = rank == a.root ? comm.Broadcast(v.buffer(), a.root) : comm.Barrier();
   EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
                                HasSubstr("ranks called different operations")));
   SHARDKIT_EXPECT_OK(comm.Barrier());
@@ -195,8 +238,12 @@ void MismatchedOpsCase(int rank, Communicator& comm, std::string_view arg) {
 
 void RunCase(RankGroup::CaseFn fn) {
   const ConformanceParam& p = CommunicatorConformanceTest::GetParam();
+  if (p.device_count != nullptr && p.device_count() < p.world_size) {
+    GTEST_SKIP() << p.world_size << " ranks need " << p.world_size << " " << p.device.ToString()
+                 << " devices; this machine has " << p.device_count();
+  }
   SHARDKIT_ASSERT_OK_AND_ASSIGN(RankGroup * group, RankGroup::Shared(p.world_size, p.backend));
-  const CaseArg arg{p.bytes, p.root};
+  const CaseArg arg{p.bytes, p.root, p.device};
   SHARDKIT_EXPECT_OK(
       group->Run(fn, std::string_view(reinterpret_cast<const char*>(&arg), sizeof(arg))));
 }
@@ -221,13 +268,13 @@ TEST_P(CommunicatorConformanceTest, MismatchedOpsFailOnEveryRank) {
 
 }  // namespace
 
-std::vector<ConformanceParam> ConformanceParams(const std::string& backend) {
+std::vector<ConformanceParam> ConformanceParams(const std::string& backend, const Device& device) {
   std::vector<ConformanceParam> params;
   for (int n : {1, 2, 3, 4, 7}) {
     const std::set<int64_t> sizes = {0, 1, n - 1, 100003};
     const std::set<int> roots = {0, n - 1};
     for (int64_t bytes : sizes) {
-      for (int root : roots) params.push_back({backend, n, bytes, root});
+      for (int root : roots) params.push_back({backend, n, bytes, root, device});
     }
   }
   return params;

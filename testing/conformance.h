@@ -8,6 +8,8 @@
 //
 //   INSTANTIATE_TEST_SUITE_P(Gloo, CommunicatorConformanceTest,
 //                            ::testing::ValuesIn(ConformanceParams("gloo")), ConformanceParamName);
+//
+// A device backend passes the device and a device counter (backends/nccl/nccl_conformance_test.cc).
 #ifndef SHARDKIT_TESTING_CONFORMANCE_H_
 #define SHARDKIT_TESTING_CONFORMANCE_H_
 
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "gtest/gtest.h"
 
 namespace shardkit::testing {
@@ -24,10 +27,16 @@ struct ConformanceParam {
   int world_size = 1;
   int64_t bytes = 0;  // base payload size; per-rank sizes are derived from it (some are 0)
   int root = 0;
+  // Where the cases' buffers live (NCCL: Device::Cuda(), each rank's current device).
+  Device device = Device::Cpu();
+  // For device backends: how many devices this machine has (one per rank); cases with more ranks
+  // skip. Called lazily in the test process; must not initialise CUDA there (probe in a child).
+  int (*device_count)() = nullptr;
 };
 
-// The sweep for `backend`.
-std::vector<ConformanceParam> ConformanceParams(const std::string& backend);
+// The sweep for `backend`, with buffers on `device`.
+std::vector<ConformanceParam> ConformanceParams(const std::string& backend,
+                                                const Device& device = Device::Cpu());
 
 // "w4_b100003_root3"
 std::string ConformanceParamName(const ::testing::TestParamInfo<ConformanceParam>& info);

@@ -92,6 +92,7 @@ absl::Status RunRanks(int world_size, std::string_view backend,
       [&](int rank, const std::string& store_url) {
         ConnectOptions connect;
         connect.rank = rank;
+        connect.local_rank = rank;  // one machine: one device per rank (NCCL)
         connect.world_size = world_size;
         connect.backend = std::string(backend);
         connect.store_url = store_url;
@@ -113,6 +114,7 @@ absl::Status RunRanksInThreads(int world_size, std::string_view backend,
     threads.emplace_back([&, rank] {
       ConnectOptions connect;
       connect.rank = rank;
+      connect.local_rank = rank;  // one machine: one device per rank (NCCL)
       connect.world_size = world_size;
       connect.backend = std::string(backend);
       connect.store = store;

@@ -24,6 +24,7 @@ int RankMain(int rank, int world_size, const std::string& backend, const std::st
              const RankOptions& options, int from_parent, int to_parent) {
   ConnectOptions connect;
   connect.rank = rank;
+  connect.local_rank = rank;  // one machine: one device per rank (NCCL)
   connect.world_size = world_size;
   connect.backend = backend;
   connect.store_url = store_url;

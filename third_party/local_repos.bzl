@@ -111,18 +111,31 @@ def stub_repositories():
 _CUDA_BUILD_PRESENT = """
 package(default_visibility = ["//visibility:public"])
 
+# Only what host code reaches from <cuda_runtime_api.h> and <nccl.h> (top-level headers, crt/,
+# nv/ and CCCL's nv/target): the whole include/ tree is ~2000 files and would be staged into the
+# sandbox of every compile.
 cc_library(
     name = "cuda_headers",
-    hdrs = glob(["include/**"]),
+    hdrs = glob([
+        "include/*.h",
+        "include/*.hpp",
+        "include/crt/**",
+        "include/nv/**",
+        "include/cccl/nv/**",
+    ]),
     includes = ["include", "include/cccl"],
 )
 
+# The CUDA runtime, linked statically (as PyTorch does): binaries then need only the driver's
+# libcuda.so.1 at run time, which cudart loads itself; no libcudart.so has to travel with them.
 cc_library(
     name = "cudart",
-    linkopts = ["-L{home}/lib64", "-L{home}/lib", "-Wl,-rpath,{home}/lib64", "-lcudart"],
+    linkopts = ["-L{home}/lib64", "-L{home}/lib", "-l:libcudart_static.a", "-ldl", "-lrt", "-pthread"],
     deps = [":cuda_headers"],
 )
 
+# NCCL, linked dynamically: found at run time through this rpath or LD_LIBRARY_PATH (on GPU
+# machines without a toolkit, the nvidia-nccl-cu13 Python package's lib/ directory).
 cc_library(
     name = "nccl",
     linkopts = ["-L{home}/lib", "-L{home}/lib64", "-Wl,-rpath,{home}/lib", "-lnccl"],

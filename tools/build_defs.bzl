@@ -30,3 +30,19 @@ CUDA_ONLY = select({
     "//third_party:cuda_enabled": [],
     "//conditions:default": ["//third_party:incompatible"],
 })
+
+def shardkit_gpu_cc_test(name, tags = [], linkopts = [], **kwargs):
+    """A test that needs CUDA devices: built only with --config=cuda, tagged requires-gpu.
+
+    It must skip (not fail) when the machine has too few devices. Linked statically with the
+    DT_RPATH $ORIGIN/lib (not DT_RUNPATH: it also covers the bundled libraries' own
+    dependencies), so tools/gpu_bundle can carry it to a GPU machine with its libraries in lib/.
+    """
+    shardkit_cc_test(
+        name = name,
+        tags = tags + ["requires-gpu"],
+        linkopts = linkopts + ["-Wl,--disable-new-dtags", "-Wl,-rpath,$$ORIGIN/lib"],
+        linkstatic = True,
+        target_compatible_with = CUDA_ONLY,
+        **kwargs
+    )

@@ -12,8 +12,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "backends/gloo/store_adapter.h"
+#include "core/rendezvous.h"
 #include "core/status_macros.h"
 #include "gloo/common/error.h"
 #include "gloo/common/logging.h"
@@ -60,26 +60,6 @@ struct Endpoint {
   std::string key_prefix;
   std::shared_ptr<::gloo::transport::Device> device;
 };
-
-// Announces `rank` and waits for every rank, naming those that never joined.
-absl::Status AwaitMembers(Store& store, const std::string& prefix, int rank, int size,
-                          absl::Time deadline) {
-  auto key = [&](int r) { return absl::StrCat(prefix, "/joined/", r); };
-  SHARDKIT_RETURN_IF_ERROR(store.Set(key(rank), "1"));
-  std::vector<std::string> keys;
-  for (int r = 0; r < size; ++r) keys.push_back(key(r));
-  absl::Status waited = store.Wait(keys, deadline - absl::Now());
-  if (waited.ok() || waited.code() != absl::StatusCode::kDeadlineExceeded) return waited;
-  std::vector<int> missing;
-  for (int r = 0; r < size; ++r) {
-    absl::StatusOr<bool> present = store.Check({keys[r]});
-    if (present.ok() && !*present) missing.push_back(r);
-  }
-  return absl::DeadlineExceededError(absl::StrCat(
-      "rendezvous of ", size, " ranks timed out: rank", missing.size() == 1 ? " " : "s ",
-      absl::StrJoin(missing, ", "), missing.size() == 1 ? " never joined" : " never joined",
-      " (store keys under \"", prefix, "\")"));
-}
 
 class GlooCommunicator final : public Communicator {
  public:
@@ -176,6 +156,7 @@ void GlooCommunicator::CloseConnections() noexcept {
 
 absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::CreateSubgroup(
     const std::vector<int>& members, int new_rank, uint64_t split_id, absl::Time deadline) {
+  if (new_rank < 0) return std::unique_ptr<Communicator>();  // not a member: nothing to join
   CommunicatorOptions options{new_rank, static_cast<int>(members.size()), backend(),
                               default_timeout()};
   Endpoint endpoint = endpoint_;

@@ -1,5 +1,6 @@
 #include "core/communicator.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -51,6 +52,24 @@ absl::Status CopyToSelf(ConstBuffer from, void* to, const Device& to_device, siz
   return CopyBytes(to, to_device, from.data, from.device, size);
 }
 
+// The root's own part of a segmented Scatter: `from` copied in order into `to` (same total size,
+// possibly cut differently).
+absl::Status CopySegmentsToSelf(std::span<const ConstBuffer> from,
+                                std::span<const MutableBuffer> to) {
+  size_t i = 0, j = 0, from_at = 0, to_at = 0;
+  while (i < from.size() && j < to.size()) {
+    const size_t n = std::min(from[i].size - from_at, to[j].size - to_at);
+    ConstBuffer piece(static_cast<const std::byte*>(from[i].data) + from_at, n, from[i].device);
+    SHARDKIT_RETURN_IF_ERROR(
+        CopyToSelf(piece, static_cast<std::byte*>(to[j].data) + to_at, to[j].device, n));
+    from_at += n;
+    to_at += n;
+    if (from_at == from[i].size) ++i, from_at = 0;
+    if (to_at == to[j].size) ++j, to_at = 0;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const char* CollectiveOpName(CollectiveOp op) {
@@ -95,6 +114,8 @@ Communicator::Call Communicator::Begin(CollectiveOp op, const CallOptions& optio
   call.deadline = absl::Now() + timeout;
   call.decl.send_bytes.assign(world_size(), 0);
   call.decl.recv_bytes.assign(world_size(), 0);
+  call.decl.send_layout.assign(world_size(), 0);
+  call.decl.recv_layout.assign(world_size(), 0);
   return call;
 }
 
@@ -219,6 +240,30 @@ absl::Status Communicator::Broadcast(MutableBuffer buffer, int root, const CallO
 
 absl::Status Communicator::Scatter(std::span<const ConstBuffer> sends, MutableBuffer recv, int root,
                                    const CallOptions& options) {
+  std::vector<std::vector<ConstBuffer>> segments;
+  for (const ConstBuffer& send : sends) segments.push_back({send});
+  return ScatterSegments(segments, std::span<const MutableBuffer>(&recv, 1), root, options);
+}
+
+namespace {
+
+std::vector<uint64_t> SegmentSizes(std::span<const ConstBuffer> segments) {
+  std::vector<uint64_t> sizes;
+  for (const ConstBuffer& segment : segments) sizes.push_back(segment.size);
+  return sizes;
+}
+
+uint64_t TotalSize(std::span<const uint64_t> sizes) {
+  uint64_t total = 0;
+  for (uint64_t size : sizes) total += size;
+  return total;
+}
+
+}  // namespace
+
+absl::Status Communicator::ScatterSegments(std::span<const std::vector<ConstBuffer>> sends,
+                                           std::span<const MutableBuffer> recvs, int root,
+                                           const CallOptions& options) {
   Call call = Begin(CollectiveOp::kScatter, options);
   internal::Declaration& d = call.decl;
   const bool is_root = rank() == root;
@@ -226,28 +271,45 @@ absl::Status Communicator::Scatter(std::span<const ConstBuffer> sends, MutableBu
   d.check_root = true;
   d.pairwise = true;
   Note(d.problem, CheckRoot(root, world_size()));
-  Note(d.problem, CheckBuffer(recv, -1));
-  if (is_root) Note(d.problem, CheckBuffers(sends));
+  const std::vector<ConstBuffer> recv_views(recvs.begin(), recvs.end());
+  for (size_t k = 0; k < recv_views.size(); ++k) Note(d.problem, CheckBuffer(recv_views[k], k));
+  if (is_root) {
+    Note(d.problem, CheckCount(sends.size(), world_size()));
+    for (size_t r = 0; r < sends.size(); ++r) {
+      for (const ConstBuffer& segment : sends[r]) Note(d.problem, CheckBuffer(segment, r));
+    }
+  }
+  const std::vector<uint64_t> recv_sizes = SegmentSizes(recv_views);
   const bool usable = d.problem.error == LocalError::kNone;
   if (usable && is_root) {
-    Note(d.problem, CheckSelfSize(sends[root].size, recv.size));
-    for (int peer = 0; peer < world_size(); ++peer) d.send_bytes[peer] = sends[peer].size;
-    d.send_bytes[root] = 0;
+    const std::vector<uint64_t> self_sizes = SegmentSizes(sends[root]);
+    Note(d.problem, CheckSelfSize(TotalSize(self_sizes), TotalSize(recv_sizes)));
+    for (int peer = 0; peer < world_size(); ++peer) {
+      if (peer == root) continue;
+      const std::vector<uint64_t> sizes = SegmentSizes(sends[peer]);
+      d.send_bytes[peer] = TotalSize(sizes);
+      d.send_layout[peer] = internal::LayoutDigest(sizes);
+    }
   } else if (usable) {
-    d.recv_bytes[root] = recv.size;
+    d.recv_bytes[root] = TotalSize(recv_sizes);
+    d.recv_layout[root] = internal::LayoutDigest(recv_sizes);
   }
   return Run(call, [&]() -> absl::Status {
     std::vector<SendOp> out;
     std::vector<RecvOp> in;
     if (is_root) {
-      SHARDKIT_RETURN_IF_ERROR(CopyToSelf(sends[root], recv.data, recv.device, recv.size));
+      // The root's own segments: copied in order into its receive segments (same total size).
+      SHARDKIT_RETURN_IF_ERROR(CopySegmentsToSelf(sends[root], recvs));
       for (int peer = 0; peer < world_size(); ++peer) {
-        if (peer != root && sends[peer].size > 0) {
-          out.push_back({peer, sends[peer].data, sends[peer].size, sends[peer].device});
+        if (peer == root) continue;
+        for (const ConstBuffer& segment : sends[peer]) {
+          if (segment.size > 0) out.push_back({peer, segment.data, segment.size, segment.device});
         }
       }
-    } else if (recv.size > 0) {
-      in.push_back({root, recv.data, recv.size, recv.device});
+    } else {
+      for (const MutableBuffer& segment : recvs) {
+        if (segment.size > 0) in.push_back({root, segment.data, segment.size, segment.device});
+      }
     }
     return Move(call, kPhasePayload, out, in);
   });

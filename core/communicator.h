@@ -158,6 +158,16 @@ class Communicator {
   [[nodiscard]] absl::Status Scatter(std::span<const ConstBuffer> sends, MutableBuffer recv,
                                      int root, const CallOptions& options = {});
 
+  // Scatter of several segments per rank in one call (one agreement, one payload round): rank r
+  // receives root's sends[r][0], sends[r][1], … into its recvs[0], recvs[1], … in order. Sender
+  // and receiver must cut the transfer into the same non-empty segments (the agreement checks the
+  // total and the segment sizes of every pair); zero-size segments are skipped on both sides. The
+  // root's own segments sends[root] are copied into its `recvs` (same total size).
+  // Errors: as Scatter.
+  [[nodiscard]] absl::Status ScatterSegments(std::span<const std::vector<ConstBuffer>> sends,
+                                             std::span<const MutableBuffer> recvs, int root,
+                                             const CallOptions& options = {});
+
   // Gatherv: the root receives every rank's `send` into recvs[rank]. Only the root passes `recvs`
   // (one per rank, sizes must equal the senders' sizes); others pass an empty span.
   // Errors: as Scatter.

@@ -1,6 +1,7 @@
 #include "testing/conformance.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <numeric>
 #include <set>
@@ -113,6 +114,57 @@ void ScatterCase(int rank, Communicator& comm, std::string_view arg) {
   const OpCounters c = comm.counters(CollectiveOp::kScatter);
   EXPECT_EQ(c.bytes_sent, expected_sent);
   EXPECT_EQ(c.bytes_received, rank == a.root ? 0 : static_cast<int64_t>(recv.size()));
+}
+
+// ScatterSegments: the root sends each rank its chunk cut into three segments (one may be empty)
+// that the receiver posts as three buffers; the root's own chunk is cut differently from its
+// receive buffers.
+void ScatterSegmentsCase(int rank, Communicator& comm, std::string_view arg) {
+  const CaseArg a = Decode(arg);
+  const int n = comm.world_size();
+  comm.ResetCounters();
+  auto cuts = [](size_t size) {  // three segments: [0, size/3), [size/3, size/3), [size/3, size)
+    return std::array<size_t, 3>{size / 3, 0, size - size / 3};
+  };
+  std::vector<Bytes> chunks;
+  std::vector<std::vector<ConstBuffer>> sends(rank == a.root ? n : 0);
+  for (int r = 0; r < static_cast<int>(sends.size()); ++r) {
+    chunks.emplace_back(Pattern(a.root, r, Count(a.bytes, a.root, r)), a.device);
+  }
+  for (int r = 0; r < static_cast<int>(sends.size()); ++r) {
+    const MutableBuffer whole = chunks[r].buffer();
+    if (r == a.root) {  // the root's own part in one piece
+      sends[r].push_back(whole);
+      continue;
+    }
+    size_t at = 0;
+    for (size_t cut : cuts(whole.size)) {
+      sends[r].push_back(ConstBuffer(static_cast<const uint8_t*>(whole.data) + at, cut, a.device));
+      at += cut;
+    }
+  }
+  Bytes recv(Count(a.bytes, a.root, rank), 0xEE, a.device);
+  const MutableBuffer whole = recv.buffer();
+  std::vector<MutableBuffer> recvs;
+  size_t at = 0;
+  for (size_t cut : cuts(whole.size)) {
+    recvs.push_back(MutableBuffer(static_cast<uint8_t*>(whole.data) + at, cut, a.device));
+    at += cut;
+  }
+  SHARDKIT_ASSERT_OK(comm.ScatterSegments(sends, recvs, a.root));
+  EXPECT_EQ(recv.Read(), Pattern(a.root, rank, recv.size()));
+  EXPECT_EQ(comm.counters(CollectiveOp::kScatter).bytes_received,
+            rank == a.root ? 0 : static_cast<int64_t>(recv.size()));
+
+  // The same bytes cut into other segments on one receiver: the same error on every rank.
+  if (n < 2) return;
+  const int victim = a.root == n - 1 ? 0 : n - 1;
+  if (Count(a.bytes, a.root, victim) < 3) return;  // cut in two pieces; alike on every rank
+  if (rank == victim) recvs = {MutableBuffer(whole.data, whole.size, a.device)};
+  EXPECT_THAT(comm.ScatterSegments(sends, recvs, a.root),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(absl::StrCat("segment sizes disagree: rank ", a.root))));
+  SHARDKIT_EXPECT_OK(comm.Barrier());
 }
 
 void GatherCase(int rank, Communicator& comm, std::string_view arg) {
@@ -250,6 +302,7 @@ void RunCase(RankGroup::CaseFn fn) {
 
 TEST_P(CommunicatorConformanceTest, Broadcast) { RunCase(&BroadcastCase); }
 TEST_P(CommunicatorConformanceTest, Scatter) { RunCase(&ScatterCase); }
+TEST_P(CommunicatorConformanceTest, ScatterSegments) { RunCase(&ScatterSegmentsCase); }
 TEST_P(CommunicatorConformanceTest, Gather) { RunCase(&GatherCase); }
 TEST_P(CommunicatorConformanceTest, AllGather) { RunCase(&AllGatherCase); }
 TEST_P(CommunicatorConformanceTest, AllToAll) { RunCase(&AllToAllCase); }

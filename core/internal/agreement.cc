@@ -90,6 +90,8 @@ ControlHeader MakeHeader(const Declaration& d, int peer) {
   if (d.pairwise) {
     h.send_bytes = d.send_bytes[peer];
     h.recv_bytes = d.recv_bytes[peer];
+    h.send_layout = d.send_layout[peer];
+    h.recv_layout = d.recv_layout[peer];
   }
   h.error_a = d.problem.a;
   h.error_b = d.problem.b;
@@ -126,8 +128,9 @@ PairVerdict LocalPairVerdict(const Declaration& mine, int self,
                              std::span<const ControlHeader> headers) {
   PairVerdict best;
   best.magic = kVerdictMagic;
-  auto consider = [&](int64_t sender, int64_t receiver, uint64_t sent, uint64_t expected) {
-    if (sent == expected) return;
+  auto consider = [&](int64_t sender, int64_t receiver, uint64_t sent, uint64_t expected,
+                      uint64_t sent_layout, uint64_t expected_layout) {
+    if (sent == expected && sent_layout == expected_layout) return;
     if (best.found && std::tie(best.sender, best.receiver) <= std::tie(sender, receiver)) {
       return;
     }
@@ -136,11 +139,14 @@ PairVerdict LocalPairVerdict(const Declaration& mine, int self,
     best.receiver = receiver;
     best.sender_bytes = sent;
     best.receiver_bytes = expected;
+    best.layout_differs = sent == expected ? 1 : 0;
   };
   for (int peer = 0; peer < static_cast<int>(headers.size()); ++peer) {
     if (peer == self) continue;
-    consider(peer, self, headers[peer].send_bytes, mine.recv_bytes[peer]);
-    consider(self, peer, mine.send_bytes[peer], headers[peer].recv_bytes);
+    consider(peer, self, headers[peer].send_bytes, mine.recv_bytes[peer], headers[peer].send_layout,
+             mine.recv_layout[peer]);
+    consider(self, peer, mine.send_bytes[peer], headers[peer].recv_bytes, mine.send_layout[peer],
+             headers[peer].recv_layout);
   }
   return best;
 }
@@ -160,9 +166,26 @@ absl::Status CheckVerdicts(std::span<const PairVerdict> verdicts) {
     }
   }
   if (best == nullptr) return absl::OkStatus();
+  if (best->layout_differs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "segment sizes disagree: rank ", best->sender, " sends ", best->sender_bytes,
+        " bytes to rank ", best->receiver, " cut into other messages than it expects"));
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("byte counts disagree: rank ", best->sender, " sends ", best->sender_bytes,
                    " bytes to rank ", best->receiver, ", which expects ", best->receiver_bytes));
+}
+
+uint64_t LayoutDigest(std::span<const uint64_t> segment_sizes) {
+  uint64_t digest = 0xcbf29ce484222325ULL;  // FNV-1a over the non-zero sizes
+  for (uint64_t size : segment_sizes) {
+    if (size == 0) continue;
+    for (int byte = 0; byte < 8; ++byte) {
+      digest ^= (size >> (8 * byte)) & 0xff;
+      digest *= 0x100000001b3ULL;
+    }
+  }
+  return digest;
 }
 
 int64_t EncodeDevice(const Device& device) {

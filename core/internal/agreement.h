@@ -39,7 +39,7 @@ struct LocalProblem {
 };
 
 // AllGather inputs up to this size ride inside the round-1 header, which saves the payload round.
-inline constexpr size_t kInlineBytes = 56;
+inline constexpr size_t kInlineBytes = 40;
 
 // Fixed-size round-1 message (128 bytes).
 struct ControlHeader {
@@ -53,6 +53,8 @@ struct ControlHeader {
   uint64_t send_bytes = 0;  // what the sender sends to the receiver of this header
   uint64_t recv_bytes = 0;  // what the sender expects from the receiver of this header
   int64_t error_a = 0, error_b = 0;  // LocalProblem a and b
+  uint64_t send_layout = 0;          // digest of the segment sizes sent to the receiver
+  uint64_t recv_layout = 0;          // digest of the segment sizes expected from the receiver
   uint64_t inline_size = 0;          // bytes of inline_data in use (Declaration::inline_data)
   uint8_t inline_data[kInlineBytes] = {};
 };
@@ -64,7 +66,7 @@ struct PairVerdict {
   uint32_t found = 0;
   int64_t sender = 0, receiver = 0;
   uint64_t sender_bytes = 0, receiver_bytes = 0;
-  uint64_t reserved = 0;
+  uint64_t layout_differs = 0;  // 1: same byte count, different segment sizes
 };
 static_assert(sizeof(PairVerdict) == 48);
 
@@ -78,9 +80,11 @@ struct Declaration {
   bool check_param = false;  // every rank must pass the same param
   bool pairwise = false;     // per-pair sizes: run round 2
   LocalProblem problem;
-  std::vector<uint64_t> send_bytes;  // per peer (pairwise ops)
-  std::vector<uint64_t> recv_bytes;  // per peer (pairwise ops)
-  ConstBuffer inline_data;           // copied into every header; at most kInlineBytes
+  std::vector<uint64_t> send_bytes;   // per peer (pairwise ops)
+  std::vector<uint64_t> recv_bytes;   // per peer (pairwise ops)
+  std::vector<uint64_t> send_layout;  // per peer: LayoutDigest of the segments (pairwise ops)
+  std::vector<uint64_t> recv_layout;  // per peer: LayoutDigest of the segments (pairwise ops)
+  ConstBuffer inline_data;            // copied into every header; at most kInlineBytes
 };
 
 // The header `self` sends to `peer`.
@@ -101,6 +105,10 @@ PairVerdict LocalPairVerdict(const Declaration& mine, int self,
 // Device <-> int64 for LocalError::kDevice (0 cpu, 1 cuda, N+2 cuda:N).
 int64_t EncodeDevice(const Device& device);
 Device DecodeDevice(int64_t code);
+
+// Deterministic digest of the sizes of a transfer's non-empty segments, in order (a single
+// buffer is one segment): sender and receiver must cut a transfer into the same messages.
+uint64_t LayoutDigest(std::span<const uint64_t> segment_sizes);
 
 // Deterministic digest of a member list (for Split's header).
 uint64_t DigestRanks(std::span<const int> ranks);

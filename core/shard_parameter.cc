@@ -76,8 +76,8 @@ absl::Status ShardParameters(Module& module, const std::vector<ParameterSpec>& p
   for (const internal::ShardJob& job : jobs) {
     absl::StatusOr<internal::ShardResult> result = TransferJob(job, comm, options, pack);
     if (!result.ok()) {
-      absl::Status failure =
-          clock.Annotate(result.status(), absl::StrCat("ShardParameter(", job.name, ") transfer"));
+      absl::Status failure = Annotate(clock.Annotate(result.status(), "transfer"),
+                                      absl::StrCat("ShardParameter(", job.name, ")"));
       // A poisoned communicator cannot carry the news; otherwise peers learn it promptly (their
       // next collective no longer matches this rank's) instead of at their deadline.
       if (!comm.poisoned().ok()) return failure;

@@ -71,7 +71,7 @@ struct ParameterSpec {
 // Collective: shards one parameter. Errors: kInvalidArgument (same on every rank) for any local
 // problem or disagreement, naming ranks, parameter and field; transport errors as the
 // Communicator's (kDeadlineExceeded, kUnavailable), annotated with the step ("ShardParameter
-// agreement" / "ShardParameter(NAME) transfer" / "ShardParameter commit") and the time into the
+// agreement" / "ShardParameter(NAME): transfer" / "ShardParameter commit") and the time into the
 // operation, after which the communicator is poisoned.
 [[nodiscard]] absl::Status ShardParameter(Module& module, std::string_view name,
                                           const specs::ShardingSpec& spec, Communicator& comm,

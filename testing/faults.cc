@@ -93,7 +93,8 @@ std::vector<pid_t> ChildProcesses(pid_t pid) {
     std::ifstream stat(entry.path() / "stat");
     std::string line;
     if (!std::getline(stat, line)) continue;  // gone meanwhile
-    // "pid (comm) state ppid ...": comm may contain spaces and parentheses; parse after the last ')'.
+    // "pid (comm) state ppid ...": comm may contain spaces and parentheses; parse after the last
+    // ')'.
     const size_t close = line.rfind(')');
     if (close == std::string::npos) continue;
     char state = 0;

@@ -34,6 +34,20 @@ def io_counter(pid, field):
     return None
 
 
+def read_pid(path, deadline):
+    """The pid a rank wrote to `path` (`echo $$`), once the whole line is there."""
+    while time.time() < deadline:
+        try:
+            with open(path) as f:
+                text = f.read()
+            if text.endswith("\n"):
+                return int(text)
+        except OSError:
+            pass
+        time.sleep(0.001)
+    raise RuntimeError(f"no pid in {path}")
+
+
 def alive(pid):
     try:
         os.kill(pid, 0)
@@ -72,12 +86,7 @@ def run_case(label, victim, reached, attempt=1):
     launcher = subprocess.Popen(
         [BIN, "launch", "--nproc", str(WORLD), "--timeout", str(TIMEOUT), "--grace", "30", "--",
          "sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    victim_file = os.path.join(pids, str(victim))
-    while not os.path.exists(victim_file) and time.time() - start < 20:
-        time.sleep(0.001)
-    time.sleep(0.01)  # `echo` done
-    with open(victim_file) as f:
-        pid = int(f.read())
+    pid = read_pid(os.path.join(pids, str(victim)), start + 20)
     killed_at = None
     while time.time() - start < 20 and launcher.poll() is None:
         if reached(pid, out):
@@ -106,8 +115,7 @@ def run_case(label, victim, reached, attempt=1):
             check(f"rank {rank} exited with code 1" in stderr, f"{label}: rank {rank}: {stderr}")
     check(not os.path.exists(os.path.join(out, "index.json")), f"{label}: index.json written")
     for rank in range(WORLD):
-        with open(os.path.join(pids, str(rank))) as f:
-            rank_pid = int(f.read())
+        rank_pid = read_pid(os.path.join(pids, str(rank)), time.time() + 5)
         check(not alive(rank_pid), f"{label}: rank {rank} (pid {rank_pid}) outlived the launcher")
     return True
 

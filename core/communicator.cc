@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/allocator.h"
 #include "core/internal/agreement.h"
 #include "core/status_macros.h"
@@ -70,6 +71,11 @@ absl::Status CopySegmentsToSelf(std::span<const ConstBuffer> from,
   return absl::OkStatus();
 }
 
+const char* PhaseName(int phase) {
+  if (phase == kPhaseHeader) return "agreement headers";
+  return phase == kPhaseVerdict ? "agreement verdicts" : "payload";
+}
+
 }  // namespace
 
 const char* CollectiveOpName(CollectiveOp op) {
@@ -95,6 +101,7 @@ const char* CollectiveOpName(CollectiveOp op) {
 struct Communicator::Call {
   std::unique_lock<std::mutex> lock;
   internal::Declaration decl;
+  absl::Time start;
   absl::Time deadline;
   std::vector<uint64_t> params;                  // every rank's header param, after agreement
   std::vector<internal::ControlHeader> headers;  // every rank's round-1 header to this rank
@@ -109,14 +116,19 @@ Communicator::Call Communicator::Begin(CollectiveOp op, const CallOptions& optio
   Call call{std::unique_lock<std::mutex>(call_mu_)};
   call.decl.op = op;
   call.decl.seq = ++seq_;
-  const absl::Duration timeout =
-      options.timeout == absl::InfiniteDuration() ? options_.timeout : options.timeout;
-  call.deadline = absl::Now() + timeout;
+  call.start = absl::Now();
+  call.deadline = Deadline(options);
   call.decl.send_bytes.assign(world_size(), 0);
   call.decl.recv_bytes.assign(world_size(), 0);
   call.decl.send_layout.assign(world_size(), 0);
   call.decl.recv_layout.assign(world_size(), 0);
   return call;
+}
+
+absl::Time Communicator::Deadline(const CallOptions& options) const {
+  if (options.deadline != absl::InfiniteFuture()) return options.deadline;
+  return absl::Now() +
+         (options.timeout == absl::InfiniteDuration() ? options_.timeout : options.timeout);
 }
 
 std::string Communicator::Context(const Call& call) const {
@@ -150,7 +162,13 @@ absl::Status Communicator::Move(Call& call, int phase, std::span<const SendOp> s
   absl::Status status = Exchange(Tag(call.decl.seq, phase), sends, recvs, call.deadline);
   if (!status.ok()) {
     call.transport_failed = true;
-    return status;
+    return Annotate(
+        status,
+        absl::StrFormat("%s %s after %.3f s (%.3f s were left at the call's "
+                        "start)",
+                        PhaseName(phase), absl::IsDeadlineExceeded(status) ? "timed out" : "failed",
+                        absl::ToDoubleSeconds(absl::Now() - call.start),
+                        absl::ToDoubleSeconds(call.deadline - call.start)));
   }
   int64_t sent = 0, received = 0;
   for (const SendOp& s : sends) sent += s.size;

@@ -115,6 +115,9 @@ struct CallOptions {
   // Deadline of this call, measured from its start; InfiniteDuration() means "the communicator's
   // default" (CommunicatorOptions::timeout).
   absl::Duration timeout = absl::InfiniteDuration();
+  // An absolute deadline shared by the several calls of one operation (ShardParameter's
+  // agreement, transfers and commit); when set, it replaces `timeout`.
+  absl::Time deadline = absl::InfiniteFuture();
 };
 
 // What every communicator knows about itself. Backends fill it in at construction.
@@ -144,6 +147,10 @@ class Communicator {
   int world_size() const { return options_.world_size; }
   const std::string& backend() const { return options_.backend; }
   absl::Duration default_timeout() const { return options_.timeout; }
+  // The absolute deadline of a call started now with `options`: options.deadline if set, else now
+  // + options.timeout (or the default). An operation made of several calls resolves it once and
+  // passes it to each: `CallOptions step{.deadline = comm.Deadline(options)};`.
+  absl::Time Deadline(const CallOptions& options) const;
 
   // Copies `buffer` of rank `root` into `buffer` of every rank. Every rank passes the same size.
   // Errors: kInvalidArgument (every rank) if roots, sizes or ops differ or root is out of range;

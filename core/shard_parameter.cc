@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/collective_status.h"
 #include "core/internal/descriptor_agreement.h"
@@ -29,6 +30,26 @@ class StepTimer {
   absl::Time start_;
 };
 
+// Where a failed operation was in time, for its transport errors: "<step>, 1.204 s into an
+// operation with a 1.200 s deadline". kInvalidArgument (disagreement or bad input, the same
+// verdict on every rank) is left as it is.
+class OperationClock {
+ public:
+  explicit OperationClock(absl::Time deadline) : start_(absl::Now()), deadline_(deadline) {}
+
+  absl::Status Annotate(const absl::Status& status, std::string_view step) const {
+    if (status.ok() || absl::IsInvalidArgument(status)) return status;
+    return shardkit::Annotate(
+        status, absl::StrFormat("%s, %.3f s into an operation with a %.3f s deadline", step,
+                                absl::ToDoubleSeconds(absl::Now() - start_),
+                                absl::ToDoubleSeconds(deadline_ - start_)));
+  }
+
+ private:
+  const absl::Time start_;
+  const absl::Time deadline_;
+};
+
 }  // namespace
 
 absl::Status ShardParameter(Module& module, std::string_view name, const specs::ShardingSpec& spec,
@@ -37,21 +58,26 @@ absl::Status ShardParameter(Module& module, std::string_view name, const specs::
 }
 
 absl::Status ShardParameters(Module& module, const std::vector<ParameterSpec>& parameters,
-                             Communicator& comm, const ShardOptions& options) {
-  StepTimer timer(options.stats);
+                             Communicator& comm, const ShardOptions& requested) {
+  StepTimer timer(requested.stats);
+  // One deadline for the whole operation: agreement, transfers and commit share it.
+  ShardOptions options = requested;
+  options.call.deadline = comm.Deadline(requested.call);
+  const OperationClock clock(options.call.deadline);
   std::vector<internal::ShardJob> jobs = internal::PrepareJobs(module, parameters, comm, options);
   timer.Lap(&ShardStats::check_seconds);
-  SHARDKIT_RETURN_IF_ERROR(
+  SHARDKIT_RETURN_IF_ERROR(clock.Annotate(
       internal::AgreeOnDescriptor(comm, internal::Describe(jobs, options, comm.world_size()),
-                                  internal::LocalErrors(jobs), "ShardParameter", options.call));
+                                  internal::LocalErrors(jobs), "ShardParameter", options.call),
+      "ShardParameter agreement"));
   timer.Lap(&ShardStats::agree_seconds);
   std::vector<internal::ShardResult> results;
   internal::PackBuffer pack;
   for (const internal::ShardJob& job : jobs) {
     absl::StatusOr<internal::ShardResult> result = TransferJob(job, comm, options, pack);
     if (!result.ok()) {
-      absl::Status failure =
-          Annotate(result.status(), absl::StrCat("ShardParameter(", job.name, ")"));
+      absl::Status failure = Annotate(clock.Annotate(result.status(), "transfer"),
+                                      absl::StrCat("ShardParameter(", job.name, ")"));
       // A poisoned communicator cannot carry the news; otherwise peers learn it promptly (their
       // next collective no longer matches this rank's) instead of at their deadline.
       if (!comm.poisoned().ok()) return failure;
@@ -61,7 +87,8 @@ absl::Status ShardParameters(Module& module, const std::vector<ParameterSpec>& p
   }
   timer.Lap(&ShardStats::transfer_seconds);
   SHARDKIT_RETURN_IF_ERROR(
-      AgreeOnStatus(comm, absl::OkStatus(), "ShardParameter commit", options.call));
+      clock.Annotate(AgreeOnStatus(comm, absl::OkStatus(), "ShardParameter commit", options.call),
+                     "ShardParameter commit"));
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (auto* sharded = std::get_if<ShardedTensor>(&results[i])) {
       SHARDKIT_RETURN_IF_ERROR(module.SetSharded(jobs[i].name, std::move(*sharded)));

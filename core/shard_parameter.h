@@ -20,6 +20,9 @@
 //     (ShardModule, no spec) are broadcast whole.
 //  4. Commit: one all-gather of every rank's success; only then are the slots replaced. A failure
 //     before the commit leaves the module unchanged on every rank.
+// One deadline (ShardOptions::call) bounds all of it: a peer that dies or stalls makes every other
+// rank return an error by then, naming the step, the ranks not heard from, the bytes moved and
+// the time elapsed.
 // Ranks in placements and src_rank are ranks of `comm`.
 #ifndef SHARDKIT_CORE_SHARD_PARAMETER_H_
 #define SHARDKIT_CORE_SHARD_PARAMETER_H_
@@ -52,7 +55,9 @@ struct ShardStats {
 struct ShardOptions {
   int src_rank = 0;
   Strategy strategy = Strategy::kScatter;
-  CallOptions call;             // deadline of each collective step
+  // The deadline of the whole operation (call.timeout from its start, or call.deadline): the
+  // agreement, every transfer and the commit share it, each step getting the time that is left.
+  CallOptions call;
   ShardStats* stats = nullptr;  // filled in when set
 };
 
@@ -65,7 +70,9 @@ struct ParameterSpec {
 
 // Collective: shards one parameter. Errors: kInvalidArgument (same on every rank) for any local
 // problem or disagreement, naming ranks, parameter and field; transport errors as the
-// Communicator's (kDeadlineExceeded, kUnavailable), after which the communicator is poisoned.
+// Communicator's (kDeadlineExceeded, kUnavailable), annotated with the step ("ShardParameter
+// agreement" / "ShardParameter(NAME): transfer" / "ShardParameter commit") and the time into the
+// operation, after which the communicator is poisoned.
 [[nodiscard]] absl::Status ShardParameter(Module& module, std::string_view name,
                                           const specs::ShardingSpec& spec, Communicator& comm,
                                           const ShardOptions& options = {});

@@ -50,6 +50,56 @@ absl::Status FromException(std::exception_ptr error, const std::string& what) {
   }
 }
 
+// Whether a buffer's operation had completed before an exchange failed. After a failure Gloo has
+// signalled every pair, so this returns at once: true if the completion was already recorded.
+bool Completed(::gloo::transport::UnboundBuffer& buffer, bool recv) noexcept {
+  try {
+    return recv ? buffer.waitRecv(std::chrono::milliseconds(1))
+                : buffer.waitSend(std::chrono::milliseconds(1));
+  } catch (...) {
+    return false;
+  }
+}
+
+// What a failed exchange had completed, for its error: the peers whose data never fully arrived
+// ("not heard from"), those whose sends were not confirmed, and the bytes each way. `in`/`out`
+// are the posted buffers in the order of `recvs`/`sends`; the first `recvs_done`/`sends_done`
+// were waited for successfully.
+template <typename SendOp, typename RecvOp>
+std::string DescribeProgress(
+    std::span<const SendOp> sends, std::span<const RecvOp> recvs,
+    const std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>>& in,
+    const std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>>& out, size_t recvs_done,
+    size_t sends_done) {
+  std::vector<int> silent, unsent;
+  size_t received = 0, expected = 0, sent = 0, to_send = 0;
+  for (size_t i = 0; i < recvs.size(); ++i) {
+    expected += recvs[i].size;
+    if (i < recvs_done || (i < in.size() && Completed(*in[i], /*recv=*/true))) {
+      received += recvs[i].size;
+    } else {
+      silent.push_back(recvs[i].peer);
+    }
+  }
+  for (size_t i = 0; i < sends.size(); ++i) {
+    to_send += sends[i].size;
+    if (i < sends_done || (i < out.size() && Completed(*out[i], /*recv=*/false))) {
+      sent += sends[i].size;
+    } else {
+      unsent.push_back(sends[i].peer);
+    }
+  }
+  auto ranks = [](const std::vector<int>& list) {
+    return absl::StrCat(list.size() == 1 ? "rank " : "ranks ", absl::StrJoin(list, ", "));
+  };
+  std::vector<std::string> parts;
+  if (!silent.empty()) parts.push_back("not heard from " + ranks(silent));
+  if (!unsent.empty()) parts.push_back("sends to " + ranks(unsent) + " not confirmed");
+  if (parts.empty()) parts.push_back("every transfer was confirmed");
+  return absl::StrCat(absl::StrJoin(parts, ", "), " (received ", received, " of ", expected,
+                      " bytes, sent ", sent, " of ", to_send, " bytes)");
+}
+
 void IgnoreSigpipe() {
   static std::once_flag once;
   std::call_once(once, [] { signal(SIGPIPE, SIG_IGN); });
@@ -115,6 +165,7 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, std::span<const SendOp> se
                                         std::span<const RecvOp> recvs, absl::Time deadline) {
   if (sends.empty() && recvs.empty()) return absl::OkStatus();
   std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> in, out;
+  size_t recvs_done = 0, sends_done = 0;
   std::string step;
   try {
     for (const RecvOp& r : recvs) {
@@ -128,18 +179,21 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, std::span<const SendOp> se
       out.push_back(context_->createUnboundBuffer(const_cast<void*>(s.data), s.size));
       out.back()->send(s.peer, tag);
     }
-    for (size_t i = 0; i < in.size(); ++i) {
-      step = absl::StrCat("peer ", recvs[i].peer);
-      if (!in[i]->waitRecv(Remaining(deadline)))
+    for (; recvs_done < in.size(); ++recvs_done) {
+      step = absl::StrCat("peer ", recvs[recvs_done].peer);
+      if (!in[recvs_done]->waitRecv(Remaining(deadline))) {
         return absl::InternalError(step + ": recv aborted");
+      }
     }
-    for (size_t i = 0; i < out.size(); ++i) {
-      step = absl::StrCat("peer ", sends[i].peer);
-      if (!out[i]->waitSend(Remaining(deadline)))
+    for (; sends_done < out.size(); ++sends_done) {
+      step = absl::StrCat("peer ", sends[sends_done].peer);
+      if (!out[sends_done]->waitSend(Remaining(deadline))) {
         return absl::InternalError(step + ": send aborted");
+      }
     }
   } catch (...) {
-    absl::Status status = FromException(std::current_exception(), step);
+    absl::Status status = Annotate(FromException(std::current_exception(), step),
+                                   DescribeProgress(sends, recvs, in, out, recvs_done, sends_done));
     CloseConnections();
     return status;
   }

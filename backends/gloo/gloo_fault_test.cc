@@ -152,5 +152,22 @@ TEST(GlooFaults, TimeoutIsDeadlineExceededAndPoisons) {
   }));
 }
 
+TEST(GlooFaults, CallsShareAnAbsoluteDeadline) {
+  SHARDKIT_EXPECT_OK(RunRanks(2, "gloo", [](int rank, Communicator& comm) {
+    const absl::Time start = absl::Now();
+    CallOptions shared;
+    shared.deadline = start + absl::Milliseconds(600);
+    SHARDKIT_ASSERT_OK(comm.Barrier(shared));
+    if (rank == 1) {
+      usleep(1200000);  // rank 0's second barrier runs out of the shared 600 ms meanwhile
+      EXPECT_FALSE(comm.Barrier().ok());
+      return;
+    }
+    EXPECT_THAT(comm.Barrier(shared),
+                StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("not heard from rank 1")));
+    EXPECT_LT(absl::Now() - start, absl::Milliseconds(1000)) << "the deadline was not shared";
+  }));
+}
+
 }  // namespace
 }  // namespace shardkit

@@ -86,10 +86,10 @@ absl::StatusOr<safetensors::Header> DecodeHeader(std::string_view bytes, int64_t
 }
 
 // Step 2: the source's header reaches every rank (collective; errors as AllGather).
-absl::StatusOr<std::string> ShareHeader(Run& run) {
+absl::StatusOr<std::string> ShareHeader(Run& run, const CallOptions& call) {
   const std::string mine = run.reader ? EncodeHeader(run.reader->header()) : std::string();
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                            run.comm.AllGather(ConstBuffer(mine), run.options.call));
+                            run.comm.AllGather(ConstBuffer(mine), call));
   return std::move(all[static_cast<size_t>(run.plan.src_rank)]);
 }
 
@@ -204,9 +204,11 @@ absl::Status ShardCheckpoint(const ShardCheckpointOptions& options, Communicator
                              std::ostream& log) {
   const absl::Time start = absl::Now();
   Run run{options, comm, log};
-  const CallOptions& call = options.call;
+  // One deadline for the whole run; every collective step below gets what is left of it.
+  CallOptions call = options.call;
+  call.deadline = comm.Deadline(options.call);
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, LoadInputs(run), "checking inputs", call));
-  SHARDKIT_ASSIGN_OR_RETURN(std::string header_bytes, ShareHeader(run));
+  SHARDKIT_ASSIGN_OR_RETURN(std::string header_bytes, ShareHeader(run, call));
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ResolveParameters(run, header_bytes),
                                          "applying the plan to the checkpoint", call));
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ReadTensors(run), "reading the checkpoint", call));

@@ -42,7 +42,7 @@ struct ShardCheckpointOptions {
   std::optional<int64_t> src_rank;  // flag > plan > default
   std::optional<specs::Strategy> strategy;
   bool progress = false;  // progress lines on `log` during long reads
-  CallOptions call;       // deadline of each collective step
+  CallOptions call;       // deadline of the whole run: every collective step shares it
 };
 
 // Collective over `comm` (ranks of `comm` are the ranks of the plan and of the output).

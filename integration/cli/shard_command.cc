@@ -59,7 +59,8 @@ absl::StatusOr<std::optional<ShardFlags>> ParseShardFlags(const std::vector<std:
   flags.AddString("strategy", &strategy, "scatter or broadcast (beats the plan)");
   flags.AddInt("nproc", &nproc, "run N local ranks (as `shardkit launch --nproc N`)", 1, 1 << 16);
   flags.AddString("backend", &backend, "communication backend (beats SHARDKIT_BACKEND)");
-  flags.AddDouble("timeout", &timeout, "seconds per collective step (beats SHARDKIT_TIMEOUT)");
+  flags.AddDouble("timeout", &timeout,
+                  "deadline of the whole run in seconds (beats SHARDKIT_TIMEOUT)");
   std::vector<std::string> positional;
   absl::Status parsed = flags.Parse(args, &positional);
   if (flags.help_requested()) {
@@ -123,8 +124,11 @@ absl::Status RunRank(const ShardFlags& flags) {
   SHARDKIT_ASSIGN_OR_RETURN(ConnectOptions connect, ConnectOptionsFromEnv());
   if (flags.backend) connect.backend = *flags.backend;
   if (flags.timeout_s) connect.timeout = absl::Seconds(*flags.timeout_s);
+  // One deadline for the whole run: rendezvous, every collective step and the commit share it.
+  const absl::Time deadline = absl::Now() + connect.timeout;
   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, Connect(connect));
   checkpoint::ShardCheckpointOptions options = flags.options;
+  options.call.deadline = deadline;
   const char* progress = std::getenv("SHARDKIT_PROGRESS");
   options.progress = progress != nullptr ? std::string(progress) == "1" : ::isatty(STDERR_FILENO);
   return checkpoint::ShardCheckpoint(options, *comm, std::cerr);

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Multi-host over Redis, on one machine: two "hosts" are two anonymous network namespaces joined
+by a veth pair (test addresses 192.0.2.1 and 192.0.2.2, RFC 5737, which exist only inside them). A
+real redis-server runs in host A. Each host runs `shardkit launch --nproc 2 --world 4
+--rank-offset 0|2 --store redis://192.0.2.1:PORT -- shardkit shard ...` (host A binds Gloo with
+SHARDKIT_HOSTNAME, host B with SHARDKIT_IFNAME); `shardkit gather` must give back the checkpoint.
+
+Nothing is left behind, even if this test is killed: each host is `unshare --net --pid --fork
+--kill-child` (its pid namespace dies with it, and every process entered into it with it), the
+unshare processes die with this one (PR_SET_PDEATHSIG), and the veth pair lives only inside the
+namespaces. Skips (exit 0, with a message) where namespaces cannot be made."""
+
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkpoint_testlib import BIN, TMP, check, finish, read_safetensors, write_safetensors
+
+SEARCH_PATH = os.environ.get("PATH", "") + ":/usr/sbin:/sbin:/usr/bin:/bin"
+ADDRESS = {"a": "192.0.2.1", "b": "192.0.2.2"}
+LINK = {"a": "shk-a", "b": "shk-b"}
+REDIS_PORT = 6379
+PR_SET_PDEATHSIG = 1
+
+
+def tool(name):
+    return shutil.which(name, path=SEARCH_PATH)
+
+
+def die_with_parent():
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def skip(reason):
+    print(f"SKIP: multi-host test: {reason}", flush=True)
+    sys.exit(0)
+
+
+class Host:
+    """An anonymous network + pid namespace, held by `unshare ... sleep`."""
+
+    def __init__(self, name):
+        self.name = name
+        self.holder = subprocess.Popen(
+            [tool("unshare"), "--net", "--pid", "--fork", "--kill-child", "sleep", "3600"],
+            preexec_fn=die_with_parent, stderr=subprocess.PIPE)
+        self.pid = self.holder.pid  # in the new network namespace (its child is in the pid one)
+        self.init = None
+        deadline = time.time() + 5
+        while self.init is None and time.time() < deadline and self.holder.poll() is None:
+            try:
+                with open(f"/proc/{self.pid}/task/{self.pid}/children") as f:
+                    children = f.read().split()
+                self.init = int(children[0]) if children else None
+            except OSError:
+                pass
+            time.sleep(0.01)
+        if self.init is None:
+            err = self.holder.stderr.read().decode() if self.holder.poll() is not None else ""
+            self.close()
+            skip(f"cannot create a network namespace with unshare: {err.strip() or 'no child'}")
+
+    def argv(self, args, pid_namespace=True):
+        """`args` run inside this host: its network namespace, and its pid namespace (so that
+        they die with it) unless they must see this machine's pids."""
+        return ([tool("nsenter"), "-t", str(self.init), "-n"] + (["-p"] if pid_namespace else []) +
+                ["--"] + args)
+
+    def run(self, args):
+        """A short configuration command (network namespace only: `ip ... netns PID`)."""
+        r = subprocess.run(self.argv(args, pid_namespace=False), capture_output=True, text=True,
+                           timeout=30)
+        if r.returncode != 0:
+            raise RuntimeError(f"host {self.name}: {' '.join(args)}: {r.stderr.strip()}")
+        return r.stdout
+
+    def spawn(self, args, env=None, **kwargs):
+        return subprocess.Popen(self.argv(args), env=env, preexec_fn=die_with_parent,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                **kwargs)
+
+    def close(self):
+        if self.holder.poll() is None:
+            self.holder.kill()
+        self.holder.wait()
+
+
+def connect(a, b):
+    """A veth pair between the hosts, made inside host A and one end moved into host B by PID."""
+    ip = tool("ip")
+    a.run([ip, "link", "add", LINK["a"], "type", "veth", "peer", "name", LINK["b"], "netns",
+           str(b.init)])
+    for host in (a, b):
+        # No IPv6 link-local address: Gloo binding by interface must find the IPv4 one.
+        host.run(["sh", "-c", "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6 || true"])
+        host.run([ip, "link", "set", "lo", "up"])
+        host.run([ip, "addr", "add", ADDRESS[host.name] + "/24", "dev", LINK[host.name]])
+        host.run([ip, "link", "set", LINK[host.name], "up"])
+
+
+def start_redis(a):
+    server = a.spawn([tool("redis-server"), "--bind", ADDRESS["a"], "--port", str(REDIS_PORT),
+                      "--save", "", "--appendonly", "no", "--protected-mode", "no", "--dir", TMP])
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        r = subprocess.run(a.argv([tool("redis-cli"), "-h", ADDRESS["a"], "-p", str(REDIS_PORT),
+                                   "ping"]), capture_output=True, text=True)
+        if r.stdout.strip() == "PONG":
+            return server
+        time.sleep(0.05)
+    raise RuntimeError("redis-server did not come up in host a")
+
+
+def main():
+    for name in ("unshare", "nsenter", "ip", "redis-server", "redis-cli"):
+        if tool(name) is None:
+            skip(f"{name} is not installed")
+    if os.geteuid() != 0:
+        skip("creating network namespaces needs root")
+    blob = bytes((i * 7) & 0xFF for i in range(1024 * 256 * 4))
+    tensors = {"w": ("F32", [1024, 256], blob), "b": ("F32", [4], bytes(range(16)))}
+    checkpoint = os.path.join(TMP, "model.safetensors")
+    write_safetensors(checkpoint, tensors, metadata={"run": "multihost"})
+    plan = os.path.join(TMP, "plan.json")
+    with open(plan, "w") as f:
+        f.write('{"rules": [{"match": "w", "spec": {"type": "chunk", "dim": 0, '
+                '"placements": {"ranks": "all"}}}]}')
+    out = os.path.join(TMP, "shards")
+    hosts = []
+    try:
+        hosts = [Host("a"), Host("b")]
+        a, b = hosts
+        try:
+            connect(a, b)
+        except RuntimeError as e:
+            skip(f"cannot connect the namespaces: {e}")
+        start_redis(a)
+        store = f"redis://{ADDRESS['a']}:{REDIS_PORT}"
+        bind = {"a": ("SHARDKIT_HOSTNAME", ADDRESS["a"]), "b": ("SHARDKIT_IFNAME", LINK["b"])}
+        launchers = {}
+        start = time.time()
+        for host, offset in ((a, 0), (b, 2)):
+            env = dict(os.environ)
+            env.pop("SHARDKIT_HOSTNAME", None)
+            env.pop("SHARDKIT_IFNAME", None)
+            key, value = bind[host.name]
+            env[key] = value
+            launchers[host.name] = host.spawn(
+                [BIN, "launch", "--nproc", "2", "--world", "4", "--rank-offset", str(offset),
+                 "--store", store, "--timeout", "60", "--", BIN, "shard", "--plan", plan,
+                 "--checkpoint", checkpoint, "--out", out], env=env)
+        for name, launcher in launchers.items():
+            stdout, stderr = launcher.communicate(timeout=120)
+            check(launcher.returncode == 0,
+                  f"host {name}: launcher exit {launcher.returncode}:\n{stdout}{stderr}")
+            if name == "a":
+                print(stderr, flush=True)
+        print(f"sharded across 2 namespaces in {time.time() - start:.2f} s", flush=True)
+        for rank in range(4):
+            check(os.path.exists(os.path.join(out, f"rank-{rank:05d}.safetensors")),
+                  f"rank {rank}'s file is missing")
+        gathered = os.path.join(TMP, "gathered.safetensors")
+        r = subprocess.run([BIN, "gather", "--in", out, "--out", gathered], capture_output=True,
+                           text=True, timeout=60)
+        check(r.returncode == 0, f"gather: {r.stderr}")
+        if r.returncode == 0:
+            _, metadata, back = read_safetensors(gathered)
+            check(back == {k: (d, s, bytes(x)) for k, (d, s, x) in tensors.items()},
+                  "gathered tensors differ from the checkpoint")
+            check(metadata == {"run": "multihost"}, f"metadata: {metadata}")
+    finally:
+        for host in hosts:
+            host.close()
+    finish("multi-host")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""`shardkit shard` of a 64 MiB checkpoint on 3 ranks with one rank SIGKILLed before, during and
+after the transfer. The kill is placed by bytes, not by timing: the source dies once it has read
+32 MiB of the checkpoint (before), or sent 8 MiB of shards (during); rank 1 dies once it has
+created its shard file and is writing it (after); a kill that lands too late on a loaded machine (the victim
+already done) is tried again. Every other rank exits 1 within the run's deadline + 2 s, no
+index.json is left, and no rank process outlives the launcher."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkpoint_testlib import BIN, TMP, check, finish, write_safetensors
+
+MIB = 1 << 20
+WORLD = 3
+TIMEOUT = 8  # seconds: the deadline of each rank's whole run
+CK = os.path.join(TMP, "big.safetensors")
+PLAN = os.path.join(TMP, "plan.json")
+
+
+def io_counter(pid, field):
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            for line in f:
+                key, value = line.split(":")
+                if key == field:
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def read_pid(path, deadline):
+    """The pid a rank wrote to `path` (`echo $$`), once the whole line is there."""
+    while time.time() < deadline:
+        try:
+            with open(path) as f:
+                text = f.read()
+            if text.endswith("\n"):
+                return int(text)
+        except OSError:
+            pass
+        time.sleep(0.001)
+    raise RuntimeError(f"no pid in {path}")
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def io_grew(field, threshold):
+    """A kill condition: the victim's /proc io counter `field` grew by `threshold` bytes."""
+    base = {}
+
+    def reached(pid, out):
+        value = io_counter(pid, field)
+        if value is None:
+            return False
+        base.setdefault(pid, value)
+        return value - base[pid] >= threshold
+    return reached
+
+
+def writing_file(pid, out):
+    """A kill condition: the victim has created its shard file and is writing it (not renamed)."""
+    return any(name.endswith(f".tmp.{pid}") for name in os.listdir(out)) if os.path.isdir(out) \
+        else False
+
+
+def run_case(label, victim, reached, attempt=1):
+    """Returns False if the kill landed too late to test anything (the victim had finished)."""
+    out = os.path.join(TMP, f"{label}-{attempt}")
+    pids = os.path.join(TMP, f"{label}-{attempt}.pids")
+    os.makedirs(pids)
+    script = (f'echo $$ > "{pids}/$SHARDKIT_RANK"; '
+              f'exec "{BIN}" shard --plan "{PLAN}" --checkpoint "{CK}" --out "{out}"')
+    start = time.time()
+    launcher = subprocess.Popen(
+        [BIN, "launch", "--nproc", str(WORLD), "--timeout", str(TIMEOUT), "--grace", "30", "--",
+         "sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid = read_pid(os.path.join(pids, str(victim)), start + 20)
+    killed_at = None
+    while time.time() - start < 20 and launcher.poll() is None:
+        if reached(pid, out):
+            os.kill(pid, signal.SIGKILL)
+            killed_at = time.time()
+            break
+        time.sleep(0.0005)
+    _, stderr = launcher.communicate(timeout=60)
+    if killed_at is not None and os.path.exists(
+            os.path.join(out, f"rank-{victim:05d}.safetensors")):
+        print(f"{label}: the kill landed after rank {victim} had written its file (a slow "
+              "machine); trying again", flush=True)
+        return False
+    if not check(killed_at is not None, f"{label}: rank {victim} was never killed: {stderr}"):
+        return True
+    took = time.time() - killed_at
+    print(f"{label}: rank {victim} killed {killed_at - start:.3f} s into the run; the others "
+          f"failed {took:.3f} s later (deadline {TIMEOUT} s)", flush=True)
+    check(took < TIMEOUT + 2, f"{label}: the others took {took:.1f} s")
+    # The launcher exits with the code of the lowest-numbered failed rank (128 + 9 if killed).
+    expected = 128 + signal.SIGKILL if victim == 0 else 1
+    check(launcher.returncode == expected, f"{label}: launcher exit {launcher.returncode}: {stderr}")
+    check(f"rank {victim} killed by signal 9" in stderr, f"{label}: report: {stderr}")
+    for rank in range(WORLD):
+        if rank != victim:
+            check(f"rank {rank} exited with code 1" in stderr, f"{label}: rank {rank}: {stderr}")
+    check(not os.path.exists(os.path.join(out, "index.json")), f"{label}: index.json written")
+    for rank in range(WORLD):
+        rank_pid = read_pid(os.path.join(pids, str(rank)), time.time() + 5)
+        check(not alive(rank_pid), f"{label}: rank {rank} (pid {rank_pid}) outlived the launcher")
+    return True
+
+
+def run_case_landed(label, victim, reached):
+    """run_case, again (3 tries at most) while the kill lands too late on a loaded machine."""
+    for attempt in range(1, 4):
+        if run_case(label, victim, reached, attempt):
+            return
+    check(False, f"{label}: the kill never landed in time in 3 tries")
+
+
+def main():
+    # 64 MiB float32 "w" [4096, 4096], rows over the 3 ranks; a small replicated "b".
+    blob = bytes(range(256)) * (64 * MIB // 256)
+    write_safetensors(CK, {"w": ("F32", [4096, 4096], blob), "b": ("F32", [4], b"\1" * 16)})
+    with open(PLAN, "w") as f:
+        f.write('{"rules": [{"match": "w", "spec": {"type": "chunk", "dim": 0, '
+                '"placements": {"ranks": "all"}}}]}')
+    # The source, reading the checkpoint; then sending 2/3 of 64 MiB; rank 1, writing its file.
+    run_case_landed("kill-before", 0, io_grew("rchar", 32 * MIB))
+    run_case_landed("kill-during", 0, io_grew("wchar", 8 * MIB))
+    run_case_landed("kill-after", 1, writing_file)
+    finish("shard fault")
+
+
+if __name__ == "__main__":
+    main()

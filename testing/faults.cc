@@ -1,0 +1,109 @@
+#include "testing/faults.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace shardkit::testing {
+
+int64_t BytesWritten() {
+  std::ifstream io("/proc/self/io");
+  std::string key;
+  int64_t value = 0;
+  while (io >> key >> value) {
+    if (key == "wchar:") return value;
+  }
+  return -1;
+}
+
+WriteTrigger::WriteTrigger(int64_t bytes, std::function<void()> action) {
+  const int64_t start = BytesWritten();
+  watcher_ = std::thread([this, start, bytes, action = std::move(action)] {
+    while (!stop_.load()) {
+      if (start >= 0 && BytesWritten() - start >= bytes) {
+        fired_ = true;
+        action();
+        return;
+      }
+      usleep(100);
+    }
+  });
+}
+
+WriteTrigger::~WriteTrigger() {
+  stop_ = true;
+  watcher_.join();
+}
+
+int ShutdownTcpConnections() {
+  int count = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &fd)) continue;
+    int type = 0;
+    socklen_t type_size = sizeof(type);
+    sockaddr_storage address{};
+    socklen_t address_size = sizeof(address);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_size) != 0 || type != SOCK_STREAM ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&address), &address_size) != 0 ||
+        (address.ss_family != AF_INET && address.ss_family != AF_INET6)) {
+      continue;
+    }
+    if (shutdown(fd, SHUT_RDWR) == 0) ++count;
+  }
+  return count;
+}
+
+void StallFor(absl::Duration duration) {
+  const pid_t self = getpid();
+  const timespec pause = absl::ToTimespec(duration);
+  const pid_t helper = fork();
+  if (helper == 0) {
+    // Only async-signal-safe calls in the child of a multithreaded process.
+    nanosleep(&pause, nullptr);
+    kill(self, SIGCONT);
+    _exit(0);
+  }
+  if (helper < 0) return;
+  raise(SIGSTOP);
+  while (waitpid(helper, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+std::vector<pid_t> ChildProcesses(pid_t pid) {
+  std::vector<pid_t> children;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    pid_t candidate = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &candidate)) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;  // gone meanwhile
+    // "pid (comm) state ppid ...": comm may contain spaces and parentheses; parse after the last
+    // ')'.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    pid_t parent = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &parent) == 2 && parent == pid) {
+      children.push_back(candidate);
+    }
+  }
+  return children;
+}
+
+}  // namespace shardkit::testing

@@ -1,0 +1,61 @@
+// Fault injection for multiprocess tests, without hooks in production code: a rank acts on itself
+// when it has written a given number of bytes (so "mid-transfer" is a byte count, not a guess at
+// timing), drops its TCP connections while living on, or stalls (SIGSTOP) for a while.
+//
+//   // On the source rank: die once 16 MiB of the parameter have left this process.
+//   WriteTrigger die(16 << 20, [] { raise(SIGKILL); });
+//   absl::Status status = ShardParameter(module, "w", spec, comm, options);
+//
+// Bytes written are /proc/self/io's wchar: every write(2)/writev(2) of the process, to sockets
+// (Gloo's sends) and files alike. Linux only.
+#ifndef SHARDKIT_TESTING_FAULTS_H_
+#define SHARDKIT_TESTING_FAULTS_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace shardkit::testing {
+
+// Bytes this process has written so far (wchar of /proc/self/io), or -1 if unavailable.
+int64_t BytesWritten();
+
+// Runs `action` on a watcher thread once this process has written `bytes` more than when the
+// trigger was made (checked every 100 µs). Destruction stops the watcher; an action that has
+// started is waited for. Not copyable.
+class WriteTrigger {
+ public:
+  WriteTrigger(int64_t bytes, std::function<void()> action);
+  WriteTrigger(const WriteTrigger&) = delete;
+  WriteTrigger& operator=(const WriteTrigger&) = delete;
+  ~WriteTrigger();
+
+  // Whether the action has run (or is running).
+  bool fired() const { return fired_.load(); }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> fired_{false};
+  std::thread watcher_;
+};
+
+// Shuts down (SHUT_RDWR) every TCP socket of this process: peers see the connections close as if
+// the network had dropped them, while this process lives on. Returns how many were shut down.
+int ShutdownTcpConnections();
+
+// Stops this whole process (SIGSTOP) and has a helper process continue it (SIGCONT) after
+// `duration`; returns once continued, the helper reaped. Safe to call from any thread.
+void StallFor(absl::Duration duration);
+
+// The processes whose parent is `pid` (from /proc), e.g. to check that a test left none behind.
+std::vector<pid_t> ChildProcesses(pid_t pid);
+
+}  // namespace shardkit::testing
+
+#endif  // SHARDKIT_TESTING_FAULTS_H_

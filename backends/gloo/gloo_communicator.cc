@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "backends/gloo/store_adapter.h"
 #include "core/rendezvous.h"
 #include "core/status_macros.h"

@@ -71,20 +71,17 @@ absl::Status ShardParameters(Module& module, const std::vector<ParameterSpec>& p
                                   internal::LocalErrors(jobs), "ShardParameter", options.call),
       "ShardParameter agreement"));
   timer.Lap(&ShardStats::agree_seconds);
-  std::vector<internal::ShardResult> results;
   internal::PackBuffer pack;
-  for (const internal::ShardJob& job : jobs) {
-    absl::StatusOr<internal::ShardResult> result = TransferJob(job, comm, options, pack);
-    if (!result.ok()) {
-      absl::Status failure = Annotate(clock.Annotate(result.status(), "transfer"),
-                                      absl::StrCat("ShardParameter(", job.name, ")"));
-      // A poisoned communicator cannot carry the news; otherwise peers learn it promptly (their
-      // next collective no longer matches this rank's) instead of at their deadline.
-      if (!comm.poisoned().ok()) return failure;
-      return AgreeOnStatus(comm, failure, "ShardParameter commit", options.call);
-    }
-    results.push_back(*std::move(result));
+  absl::StatusOr<std::vector<internal::ShardResult>> transferred =
+      internal::TransferJobs(jobs, comm, options, pack);
+  if (!transferred.ok()) {
+    absl::Status failure = clock.Annotate(transferred.status(), "transfer");
+    // A poisoned communicator cannot carry the news; otherwise peers learn it promptly (their
+    // next collective no longer matches this rank's) instead of at their deadline.
+    if (!comm.poisoned().ok()) return failure;
+    return AgreeOnStatus(comm, failure, "ShardParameter commit", options.call);
   }
+  std::vector<internal::ShardResult>& results = *transferred;
   timer.Lap(&ShardStats::transfer_seconds);
   SHARDKIT_RETURN_IF_ERROR(
       clock.Annotate(AgreeOnStatus(comm, absl::OkStatus(), "ShardParameter commit", options.call),

@@ -237,7 +237,9 @@ void PlanCase(int rank, Communicator& comm, std::string_view arg) {
 
   comm.ResetCounters();
   ASSERT_THAT(ShardModule(module, plan, comm, {.strategy = Strategy::kScatter}), testing::IsOk());
-  EXPECT_EQ(comm.counters(CollectiveOp::kScatter).calls, 4);  // the override won
+  // The override won: the four sharded parameters went in one batched scatter.
+  EXPECT_EQ(comm.counters(CollectiveOp::kScatter).calls, 1);
+  EXPECT_EQ(comm.counters(CollectiveOp::kBroadcast).calls, 1);  // norm.bias, replicated
   for (size_t i = 0; i < params.size(); ++i) {
     if (params[i].first == "norm.bias") {
       SHARDKIT_ASSERT_OK_AND_ASSIGN(const Tensor* t, module.GetTensor("norm.bias"));

@@ -54,10 +54,13 @@ class PackBuffer {
 
 using ShardResult = std::variant<Tensor, ShardedTensor>;
 
-// Step 3 for one agreed parameter. Errors: transport errors; allocation failures.
-[[nodiscard]] absl::StatusOr<ShardResult> TransferJob(const ShardJob& job, Communicator& comm,
-                                                      const ShardOptions& options,
-                                                      PackBuffer& pack);
+// Step 3 for every agreed parameter, in an order every rank shares: with kScatter all sharded
+// parameters in one ScatterSegments call, then each remaining one (replicated parameters, or all
+// under kBroadcast) in job order. Errors: transport errors, naming the parameter(s);
+// allocation failures.
+[[nodiscard]] absl::StatusOr<std::vector<ShardResult>> TransferJobs(
+    const std::vector<ShardJob>& jobs, Communicator& comm, const ShardOptions& options,
+    PackBuffer& pack);
 
 }  // namespace shardkit::internal
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <system_error>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -173,6 +174,23 @@ absl::StatusOr<IndexParameter> ParseParameter(const std::string& name, const Jso
   if (Dump(*spec) != specs::kReplicatedJson) {
     SHARDKIT_ASSIGN_OR_RETURN(parameter.spec,
                               At(ChildPath(path, "spec"), specs::ParseSpec(Dump(*spec))));
+    // The bound form lists every placement. Checked before laying out, as below: expanding a
+    // shorthand for the file's world_size would allocate one placement per rank.
+    const auto* chunk = std::get_if<specs::ChunkShardingSpec>(&*parameter.spec);
+    if (chunk != nullptr && std::holds_alternative<specs::PlacementShorthand>(chunk->placements)) {
+      return PathError(ChildPath(path, "spec"),
+                       "not the bound canonical form: placements must be listed, not given as "
+                       "{\"ranks\": ...}");
+    }
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(const Json* shards, Required(value, path, "shards"));
+  if (!shards->is_array()) return TypeError(ChildPath(path, "shards"), "array", *shards);
+  // A replicated parameter has one shard per rank: checked before laying out, so that the
+  // layout's size is bounded by the file, not by its world_size (up to 2^31).
+  if (!parameter.spec.has_value() && shards->size() != static_cast<size_t>(world_size)) {
+    return PathError(ChildPath(path, "shards"),
+                     absl::StrCat("a replicated parameter has one shard per rank: ", shards->size(),
+                                  " listed, world_size is ", world_size));
   }
   SHARDKIT_ASSIGN_OR_RETURN(
       specs::ParameterLayout layout,
@@ -190,8 +208,6 @@ absl::StatusOr<IndexParameter> ParseParameter(const std::string& name, const Jso
     return PathError(ChildPath(path, "fingerprint"),
                      absl::StrCat("does not match the spec (", layout.fingerprint, ")"));
   }
-  SHARDKIT_ASSIGN_OR_RETURN(const Json* shards, Required(value, path, "shards"));
-  if (!shards->is_array()) return TypeError(ChildPath(path, "shards"), "array", *shards);
   for (size_t i = 0; i < shards->size(); ++i) {
     SHARDKIT_ASSIGN_OR_RETURN(IndexShard shard,
                               ParseShard((*shards)[i], IndexPath(ChildPath(path, "shards"), i)));
@@ -220,7 +236,10 @@ absl::StatusOr<ShardIndex> ParseIndexJson(const Json& json) {
                      absl::StrCat("expected \"", kIndexFormat, "\", got ", DescribeValue(*format)));
   }
   SHARDKIT_ASSIGN_OR_RETURN(const Json* version, Required(json, "", "version"));
-  if (*version != 1) return PathError("version", absl::StrCat("expected 1, got ", version->dump()));
+  SHARDKIT_ASSIGN_OR_RETURN(const int64_t version_number, GetInt(*version, "version"));
+  if (version_number != 1) {
+    return PathError("version", absl::StrCat("expected 1, got ", version_number));
+  }
   ShardIndex index;
   SHARDKIT_ASSIGN_OR_RETURN(const Json* world, Required(json, "", "world_size"));
   SHARDKIT_ASSIGN_OR_RETURN(index.world_size, GetInt(*world, "world_size"));

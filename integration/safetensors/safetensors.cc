@@ -7,20 +7,19 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "core/check.h"
 #include "core/status_macros.h"
 #include "integration/io/files.h"
 #include "nlohmann/json.hpp"
+#include "specs/internal/json_reader.h"
 
 namespace shardkit::safetensors {
 namespace {
 
 using Json = nlohmann::json;
-
-constexpr int kMaxJsonDepth = 16;
 
 absl::Status Invalid(std::string_view source, std::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": ", std::string(what)));
@@ -28,30 +27,15 @@ absl::Status Invalid(std::string_view source, std::string_view what) {
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
-// Parses `text` as JSON, rejecting duplicate keys and nesting deeper than kMaxJsonDepth.
+// Parses `text` as JSON, rejecting duplicate keys and deep nesting (specs' strict reader: a
+// SAX builder, linear in the input; nlohmann's callback parser rescans the parent object after
+// every child object, which is quadratic in the number of tensors).
 absl::StatusOr<Json> ParseJson(std::string_view text, std::string_view source) {
-  std::vector<std::set<std::string>> keys;
-  std::string problem;
-  auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    if (depth > kMaxJsonDepth && problem.empty()) {
-      problem = absl::StrCat("header nests deeper than ", kMaxJsonDepth, " levels");
-    }
-    if (event == Json::parse_event_t::object_start) keys.emplace_back();
-    if (event == Json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
-    if (event == Json::parse_event_t::key && !keys.empty() &&
-        !keys.back().insert(parsed.get<std::string>()).second && problem.empty()) {
-      problem = absl::StrCat("duplicate key \"", parsed.get<std::string>(), "\" in header");
-    }
-    return problem.empty();
-  };
-  Json json;
-  try {
-    json = Json::parse(text.begin(), text.end(), callback);
-  } catch (const Json::exception& e) {
-    return Invalid(source, absl::StrCat("header is not valid JSON: ", e.what()));
-  }
-  if (!problem.empty()) return Invalid(source, problem);
-  return json;
+  absl::StatusOr<Json> json = specs::internal::ParseJson(text);
+  if (json.ok()) return json;
+  absl::string_view why = json.status().message();
+  absl::ConsumePrefix(&why, "invalid JSON: ");
+  return Invalid(source, absl::StrCat("header is not valid JSON: ", why));
 }
 
 absl::StatusOr<uint64_t> AsUnsigned(const Json& value, std::string_view what) {

@@ -154,6 +154,12 @@ class StrictDomBuilder : public nlohmann::json_sax<Json> {
 }  // namespace
 
 absl::StatusOr<Json> ParseJson(std::string_view text) {
+  // nlohmann's lexer takes a NUL byte for the end of the input and ignores what follows; JSON text
+  // never holds a raw NUL (inside strings it must be escaped), so reject it outright.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid JSON: NUL byte at offset ", nul, " (JSON text cannot contain one)"));
+  }
   StrictDomBuilder builder(text);
   bool ok = false;
   try {

@@ -1,0 +1,204 @@
+// Feeds every file of the hostile input corpus (testing/corpus, see generate.py there) to the
+// parser it targets and checks that each is rejected cleanly: a kInvalidArgument status (no crash,
+// no exception, no abort), within a CPU-time bound and a peak-memory bound proportional to the
+// file's size (so that no lying number — a header length, a world size, a shape — makes the
+// parser allocate what the input does not hold).
+//
+//   spec/         ParseSpecOrPlan, then layout on shape [8, 4] for a world of 4 (plans: Resolve
+//                 for a parameter "a.b.weight")
+//   safetensors/  safetensors::Reader::Open, then ReadTensor for every tensor
+//   index/        checkpoint::ParseIndex
+//   valid/        one accepted input per parser: the corpus is rejected for its defects only
+//
+// Under ASan/TSan the memory bound is not checked (shadow memory and quarantine dominate the
+// resident set) and the time bound is ten times looser.
+#include <time.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "integration/checkpoint/shard_dir.h"
+#include "integration/safetensors/safetensors.h"
+#include "specs/parameter_layout.h"
+#include "specs/plan.h"
+#include "testing/status_matchers.h"
+
+namespace shardkit {
+namespace {
+
+namespace fs = std::filesystem;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
+constexpr double kMaxCpuSeconds = kSanitized ? 20.0 : 2.0;
+// Peak resident growth allowed while handling one file: a fixed allowance plus a multiple of the
+// file's size (a parsed JSON DOM takes a few dozen bytes per input byte at worst).
+constexpr int64_t kBaseAllowanceBytes = int64_t{64} << 20;
+constexpr int64_t kBytesPerInputByte = 40;
+
+fs::path CorpusDir() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  return fs::path(srcdir == nullptr ? "." : srcdir) / "shardkit" / "testing" / "corpus";
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+double CpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// A field of /proc/self/status in bytes ("VmRSS", "VmHWM"), or -1.
+int64_t ProcStatusBytes(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::atoll(line.c_str() + field.size() + 1) * 1024;
+  }
+  return -1;
+}
+
+// Resets VmHWM to the current RSS (Linux >= 4.0). False where that is not allowed.
+bool ResetPeakRss() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return out.good();
+}
+
+absl::Status CheckSpecOrPlan(const fs::path& path) {
+  const std::string text = ReadFile(path);
+  absl::StatusOr<specs::SpecOrPlan> parsed = specs::ParseSpecOrPlan(text);
+  if (!parsed.ok()) return parsed.status();
+  if (const auto* plan = std::get_if<specs::Plan>(&*parsed)) {
+    return specs::Resolve(*plan, {{"a.b.weight", {8, 4}}}, /*world_size=*/4).status();
+  }
+  return specs::LayOutParameter(std::get<specs::ShardingSpec>(*parsed), {8, 4}, /*world_size=*/4)
+      .status();
+}
+
+absl::Status CheckSafetensors(const fs::path& path) {
+  absl::StatusOr<safetensors::Reader> reader = safetensors::Reader::Open(path.string());
+  if (!reader.ok()) return reader.status();
+  for (const safetensors::TensorInfo& info : reader->header().tensors) {
+    if (absl::StatusOr<Tensor> t = reader->ReadTensor(info.name); !t.ok()) return t.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckIndex(const fs::path& path) {
+  return checkpoint::ParseIndex(ReadFile(path), path.string()).status();
+}
+
+absl::Status CheckFile(const fs::path& path) {
+  const std::string kind = path.parent_path().filename().string();
+  if (kind == "spec") return CheckSpecOrPlan(path);
+  if (kind == "safetensors") return CheckSafetensors(path);
+  if (kind == "index") return CheckIndex(path);
+  if (kind == "valid") {
+    if (path.extension() == ".safetensors") return CheckSafetensors(path);
+    if (path.filename() == "index.json") return CheckIndex(path);
+    return CheckSpecOrPlan(path);
+  }
+  return absl::InternalError(absl::StrCat("no parser for ", path.string()));
+}
+
+struct Measured {
+  absl::Status status;
+  double cpu_seconds = 0;
+  int64_t peak_growth = -1;  // bytes; -1 when not measured
+};
+
+Measured Measure(const fs::path& path) {
+  const bool peak_known = ResetPeakRss();
+  const int64_t rss_before = ProcStatusBytes("VmRSS");
+  const double start = CpuSeconds();
+  Measured m;
+  m.status = CheckFile(path);
+  m.cpu_seconds = CpuSeconds() - start;
+  if (peak_known) m.peak_growth = ProcStatusBytes("VmHWM") - rss_before;
+  return m;
+}
+
+std::vector<fs::path> CorpusFiles(const std::string& kind) {
+  std::vector<fs::path> out;
+  for (const fs::path& root : {CorpusDir() / kind, CorpusDir() / "large" / kind}) {
+    if (!fs::exists(root)) continue;
+    for (const fs::directory_entry& entry : fs::directory_iterator(root)) {
+      out.push_back(entry.path());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void ExpectBounded(const fs::path& path, const Measured& m) {
+  EXPECT_LT(m.cpu_seconds, kMaxCpuSeconds) << path;
+  if (kSanitized || m.peak_growth < 0) return;
+  const int64_t size = static_cast<int64_t>(fs::file_size(path));
+  EXPECT_LT(m.peak_growth, kBaseAllowanceBytes + kBytesPerInputByte * size)
+      << path << " (" << size << " bytes)";
+}
+
+void Report(const fs::path& path, const Measured& m) {
+  std::string message(m.status.message());
+  if (const size_t at = message.find(path.string()); at != std::string::npos) {
+    message.erase(at, path.string().size() + 2);  // the "<path>: " prefix
+  }
+  std::printf("%-52s %9ju B %7.3f s cpu %8.1f MiB peak  %s\n", path.filename().string().c_str(),
+              static_cast<uintmax_t>(fs::file_size(path)), m.cpu_seconds,
+              static_cast<double>(m.peak_growth) / (1 << 20), message.substr(0, 100).c_str());
+  std::fflush(stdout);
+}
+
+class HostileInputTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HostileInputTest, EveryFileIsRejectedCleanly) {
+  const std::vector<fs::path> files = CorpusFiles(GetParam());
+  ASSERT_GE(files.size(), 10u) << "corpus missing under " << CorpusDir();
+  for (const fs::path& path : files) {
+    std::printf("-> %s\n", path.filename().string().c_str());  // names the file if it crashes
+    std::fflush(stdout);
+    const Measured m = Measure(path);
+    Report(path, m);
+    EXPECT_THAT(m.status, testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_))
+        << path;
+    ExpectBounded(path, m);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, HostileInputTest,
+                         ::testing::Values("spec", "safetensors", "index"));
+
+TEST(HostileInputTest, ValidControlsAreAccepted) {
+  const std::vector<fs::path> files = CorpusFiles("valid");
+  ASSERT_EQ(files.size(), 4u);
+  for (const fs::path& path : files) EXPECT_THAT(CheckFile(path), testing::IsOk()) << path;
+}
+
+TEST(HostileInputTest, CorpusHasAtLeastOneHundredFiles) {
+  size_t total = 0;
+  for (const char* kind : {"spec", "safetensors", "index"}) total += CorpusFiles(kind).size();
+  EXPECT_GE(total, 100u);
+}
+
+}  // namespace
+}  // namespace shardkit

@@ -16,6 +16,7 @@
 #include "core/shard_parameter.h"
 #include "specs/spec_json.h"
 #include "testing/rank_group.h"
+#include "testing/sanitizers.h"
 #include "testing/status_matchers.h"
 
 namespace shardkit {
@@ -23,11 +24,7 @@ namespace {
 
 using ::shardkit::testing::RankGroup;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+using ::shardkit::testing::kSanitized;
 
 constexpr int kWorld = 4;
 constexpr int kCalls = 1000;

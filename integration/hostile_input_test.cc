@@ -31,6 +31,7 @@
 #include "integration/safetensors/safetensors.h"
 #include "specs/parameter_layout.h"
 #include "specs/plan.h"
+#include "testing/sanitizers.h"
 #include "testing/status_matchers.h"
 
 namespace shardkit {
@@ -38,11 +39,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+using ::shardkit::testing::kSanitized;
 
 constexpr double kMaxCpuSeconds = kSanitized ? 20.0 : 2.0;
 // Peak resident growth allowed while handling one file: a fixed allowance plus a multiple of the

@@ -247,6 +247,15 @@ class Communicator {
                                               std::span<const RecvOp> recvs,
                                               absl::Time deadline) = 0;
 
+  // Backend hook for the agreement's control messages: one small host-memory message per peer
+  // and phase (headers, verdicts), same contract as Exchange. The default is Exchange; a backend
+  // with a cheaper path for small messages (Gloo: ControlMesh) overrides it.
+  [[nodiscard]] virtual absl::Status ExchangeControl(uint64_t tag, std::span<const SendOp> sends,
+                                                     std::span<const RecvOp> recvs,
+                                                     absl::Time deadline) {
+    return Exchange(tag, sends, recvs, deadline);
+  }
+
   // Backend hook for Split, called on every rank of this group (backends such as NCCL split
   // collectively): the caller is member `new_rank` of `members` (ranks of this group), or not a
   // member when new_rank is -1 (then it returns nullptr once its part is done). `split_id` is

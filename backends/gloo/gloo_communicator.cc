@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backends/gloo/store_adapter.h"
+#include "core/control_mesh.h"
 #include "core/rendezvous.h"
 #include "core/status_macros.h"
 #include "gloo/common/error.h"
@@ -101,6 +102,16 @@ std::string DescribeProgress(
                       " bytes, sent ", sent, " of ", to_send, " bytes)");
 }
 
+// Gloo does not wake a receive from a peer that died; the control mesh sees it leave. Empty when
+// every peer is still connected.
+std::string DescribeLeavers(const ControlMesh& mesh) {
+  const std::vector<int> closed = mesh.ClosedPeers();
+  if (closed.empty()) return "";
+  return absl::StrCat(
+      closed.size() == 1 ? "connection closed by rank " : "connections closed by ranks ",
+      absl::StrJoin(closed, ", "), " (exited, or closed its communicator)");
+}
+
 void IgnoreSigpipe() {
   static std::once_flag once;
   std::call_once(once, [] { signal(SIGPIPE, SIG_IGN); });
@@ -110,15 +121,18 @@ struct Endpoint {
   std::shared_ptr<Store> store;
   std::string key_prefix;
   std::shared_ptr<::gloo::transport::Device> device;
+  sockaddr_storage address{};  // the device's address: the control mesh listens there too
 };
 
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(CommunicatorOptions options, Endpoint endpoint,
-                   std::shared_ptr<::gloo::rendezvous::Context> context)
+                   std::shared_ptr<::gloo::rendezvous::Context> context,
+                   std::unique_ptr<ControlMesh> mesh)
       : Communicator(std::move(options)),
         endpoint_(std::move(endpoint)),
-        context_(std::move(context)) {}
+        context_(std::move(context)),
+        mesh_(std::move(mesh)) {}
 
   // Rendezvous of `rank` of `size` through endpoint.store under endpoint.key_prefix.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(CommunicatorOptions options,
@@ -128,6 +142,8 @@ class GlooCommunicator final : public Communicator {
  protected:
   absl::Status Exchange(uint64_t tag, std::span<const SendOp> sends, std::span<const RecvOp> recvs,
                         absl::Time deadline) override;
+  absl::Status ExchangeControl(uint64_t tag, std::span<const SendOp> sends,
+                               std::span<const RecvOp> recvs, absl::Time deadline) override;
   absl::StatusOr<std::unique_ptr<Communicator>> CreateSubgroup(const std::vector<int>& members,
                                                                int new_rank, uint64_t split_id,
                                                                absl::Time deadline) override;
@@ -138,12 +154,14 @@ class GlooCommunicator final : public Communicator {
 
   const Endpoint endpoint_;
   const std::shared_ptr<::gloo::rendezvous::Context> context_;  // null for a world of one
+  const std::unique_ptr<ControlMesh> mesh_;                     // null for a world of one
 };
 
 absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(CommunicatorOptions options,
                                                                        Endpoint endpoint,
                                                                        absl::Time deadline) {
   std::shared_ptr<::gloo::rendezvous::Context> context;
+  std::unique_ptr<ControlMesh> mesh;
   if (options.world_size > 1) {
     SHARDKIT_RETURN_IF_ERROR(AwaitMembers(*endpoint.store, endpoint.key_prefix, options.rank,
                                           options.world_size, deadline));
@@ -157,9 +175,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(Communica
           FromException(std::current_exception(), ""),
           absl::StrCat("Gloo rendezvous (rank ", options.rank, "/", options.world_size, ")"));
     }
+    SHARDKIT_ASSIGN_OR_RETURN(
+        mesh, ControlMesh::Connect(*endpoint.store, endpoint.key_prefix, options.rank,
+                                   options.world_size, endpoint.address, deadline));
   }
-  return std::unique_ptr<Communicator>(
-      new GlooCommunicator(std::move(options), std::move(endpoint), std::move(context)));
+  return std::unique_ptr<Communicator>(new GlooCommunicator(std::move(options), std::move(endpoint),
+                                                            std::move(context), std::move(mesh)));
 }
 
 absl::Status GlooCommunicator::Exchange(uint64_t tag, std::span<const SendOp> sends,
@@ -195,13 +216,29 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, std::span<const SendOp> se
   } catch (...) {
     absl::Status status = Annotate(FromException(std::current_exception(), step),
                                    DescribeProgress(sends, recvs, in, out, recvs_done, sends_done));
+    if (std::string leavers = DescribeLeavers(*mesh_); !leavers.empty()) {
+      status = Annotate(status, leavers);
+    }
     CloseConnections();
     return status;
   }
   return absl::OkStatus();
 }
 
+absl::Status GlooCommunicator::ExchangeControl(uint64_t /*tag*/, std::span<const SendOp> sends,
+                                               std::span<const RecvOp> recvs, absl::Time deadline) {
+  if (sends.empty() && recvs.empty()) return absl::OkStatus();
+  std::vector<ControlMesh::Send> out;
+  std::vector<ControlMesh::Recv> in;
+  for (const SendOp& s : sends) out.push_back({s.peer, s.data, s.size});
+  for (const RecvOp& r : recvs) in.push_back({r.peer, r.data, r.size});
+  absl::Status status = mesh_->Exchange(out, in, deadline);
+  if (!status.ok()) CloseConnections();
+  return status;
+}
+
 void GlooCommunicator::CloseConnections() noexcept {
+  if (mesh_ != nullptr) mesh_->Close();
   try {
     context_->closeConnections();
   } catch (...) {
@@ -234,7 +271,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
       attr.hostname = options.hostname.empty() ? kDefaultHostname : options.hostname;
     }
     try {
-      endpoint.device = ::gloo::transport::tcp::CreateDevice(attr);
+      const ::gloo::transport::tcp::attr resolved = ::gloo::transport::tcp::CreateDeviceAttr(attr);
+      endpoint.address = resolved.ai_addr;
+      endpoint.device = ::gloo::transport::tcp::CreateDevice(resolved);
     } catch (...) {
       absl::Status status = FromException(std::current_exception(), "");
       return absl::InvalidArgumentError(absl::StrCat(

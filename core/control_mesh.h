@@ -62,16 +62,45 @@ class ControlMesh {
   [[nodiscard]] absl::Status Exchange(std::span<const Send> sends, std::span<const Recv> recvs,
                                       absl::Time deadline);
 
-  // The peers whose connection has ended (they exited or closed their communicator), without
-  // waiting; empty while all are alive.
-  std::vector<int> ClosedPeers() const;
+  // A peer whose connection has ended, and how: it closed its communicator (goodbye), it gave up
+  // after an error of its own (Close), or it vanished without a word (killed, crashed, exited
+  // without closing its communicator).
+  struct Departure {
+    enum class How { kVanished, kGaveUp, kGoodbye };
+    int peer;
+    How how;
+  };
+  // The departures among `peers`, waiting up to `wait` for the first one, or until
+  // `interrupt_fd` (if >= 0) is readable. Only looks (poll, MSG_PEEK) and never consumes a
+  // message, so another thread may call it while an Exchange runs.
+  std::vector<Departure> Departures(std::span<const int> peers,
+                                    absl::Duration wait = absl::ZeroDuration(),
+                                    int interrupt_fd = -1) const;
 
-  // Resets every connection, so that peers fail at once, even those that have not yet read what
-  // this rank sent before giving up. Later Exchanges fail with kFailedPrecondition.
+  // The departures of all peers in words, those that vanished first ("rank 3 went away without
+  // closing its communicator (killed or crashed?); ranks 1, 2 gave up after errors of their own");
+  // "" if none.
+  std::string DescribeDepartures() const;
+  // " went away without closing its communicator (killed or crashed?)" and the like, for one
+  // rank or several.
+  static std::string DescribeHow(Departure::How how, bool one);
+
+  // The destructor says goodbye to every peer (one byte after the last message) and closes.
+
+  // After a failure: resets every connection, so that peers waiting on this rank fail at once and
+  // those that already read this rank's message of the failed exchange fail too (a "gave up"
+  // byte follows it). Later Exchanges fail with kFailedPrecondition.
   void Close() noexcept;
 
  private:
+  class Transfers;
+
   ControlMesh(int rank, std::vector<int> fds) : rank_(rank), fds_(std::move(fds)) {}
+  // Exchange's steps; `current` is the peer being served, for errors.
+  absl::Status PollUntilDone(Transfers& transfers, absl::Time deadline, int& current) const;
+  absl::Status CheckNoneGaveUp(std::span<const int> peers, int& current) const;
+  // How the stream of a connection whose peer has left ended (its last unread byte).
+  static Departure::How HowItEnded(int fd);
 
   const int rank_;
   std::vector<int> fds_;  // [peer]; -1 for this rank

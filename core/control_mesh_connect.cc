@@ -47,9 +47,8 @@ absl::StatusOr<PeerAddress> ParseAddress(const std::string& value, int peer) {
   PeerAddress address;
   if (parts.size() != 3 || !absl::SimpleAtoi(parts[1], &address.port) ||
       !absl::SimpleAtoi(parts[2], &address.token)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("control mesh: rank ", peer, " published a malformed address \"", value,
-                     "\""));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "control mesh: rank ", peer, " published a malformed address \"", value, "\""));
   }
   address.host = parts[0];
   return address;
@@ -59,7 +58,8 @@ absl::StatusOr<PeerAddress> ParseAddress(const std::string& value, int peer) {
 absl::Status DialLower(Store& store, const std::string& prefix, int rank, absl::Time deadline,
                        std::vector<int>& fds) {
   for (int peer = 0; peer < rank; ++peer) {
-    SHARDKIT_ASSIGN_OR_RETURN(std::string value, store.Get(Key(prefix, peer), deadline - absl::Now()));
+    SHARDKIT_ASSIGN_OR_RETURN(std::string value,
+                              store.Get(Key(prefix, peer), deadline - absl::Now()));
     SHARDKIT_ASSIGN_OR_RETURN(PeerAddress address, ParseAddress(value, peer));
     absl::StatusOr<int> fd = internal::Dial(address.host, address.port, deadline);
     if (!fd.ok()) return Annotate(fd.status(), absl::StrCat("control mesh: rank ", peer));
@@ -81,16 +81,16 @@ absl::Status AcceptHigher(int listen_fd, int rank, int world_size, uint64_t toke
       for (int peer = rank + 1; peer < world_size; ++peer) {
         if (fds[peer] < 0) absent.push_back(peer);
       }
-      return Annotate(fd.status(), absl::StrCat("control mesh: rank", absent.size() == 1 ? " " : "s ",
-                                                absl::StrJoin(absent, ", "),
-                                                " did not connect to rank ", rank));
+      return Annotate(fd.status(),
+                      absl::StrCat("control mesh: rank", absent.size() == 1 ? " " : "s ",
+                                   absl::StrJoin(absent, ", "), " did not connect to rank ", rank));
     }
     Hello hello;
-    const bool valid =
-        internal::ReadAll(*fd, &hello, sizeof(hello), std::min(deadline, absl::Now() + kHelloTimeout))
-            .ok() &&
-        hello.magic == kHelloMagic && hello.token == token && hello.rank > rank &&
-        hello.rank < world_size && fds[hello.rank] < 0;
+    const bool valid = internal::ReadAll(*fd, &hello, sizeof(hello),
+                                         std::min(deadline, absl::Now() + kHelloTimeout))
+                           .ok() &&
+                       hello.magic == kHelloMagic && hello.token == token && hello.rank > rank &&
+                       hello.rank < world_size && fds[hello.rank] < 0;
     if (!valid) {
       ::close(*fd);
       continue;
@@ -113,8 +113,8 @@ absl::StatusOr<std::unique_ptr<ControlMesh>> ControlMesh::Connect(Store& store,
   if (world_size == 1) return mesh;
   SHARDKIT_ASSIGN_OR_RETURN(internal::Listener listener, internal::Listen(address, world_size));
   const uint64_t token = RandomToken();
-  absl::Status status = store.Set(Key(key_prefix, rank),
-                                  absl::StrCat(listener.host, " ", listener.port, " ", token));
+  absl::Status status =
+      store.Set(Key(key_prefix, rank), absl::StrCat(listener.host, " ", listener.port, " ", token));
   if (status.ok()) status = DialLower(store, key_prefix, rank, deadline, mesh->fds_);
   if (status.ok()) {
     status = AcceptHigher(listener.fd, rank, world_size, token, deadline, mesh->fds_);

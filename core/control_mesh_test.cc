@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -28,7 +29,8 @@ using ::shardkit::testing::ForkRanks;
 using ::shardkit::testing::RankOptions;
 using ::shardkit::testing::StatusIs;
 using ::testing::AllOf;
-using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::Field;
 using ::testing::HasSubstr;
 
 sockaddr_storage Loopback() {
@@ -91,25 +93,47 @@ TEST(ControlMesh, AllToAllInOrderWithLargeMessages) {
 }
 
 TEST(ControlMesh, PeerThatLeavesFailsOthersAtOnce) {
+  SHARDKIT_EXPECT_OK(ForkRanks(3, [&](int rank, const std::string& url) {
+    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 3);
+    ASSERT_NE(mesh, nullptr);
+    if (rank == 2) {
+      mesh.reset();  // leaves without a word, as an exiting process does: sockets closed
+      return;
+    }
+    // Seen as a clean departure (goodbye) before anything reads the stream.
+    EXPECT_THAT(
+        mesh->Departures(std::vector<int>{2}, absl::Seconds(10)),
+        ElementsAre(Field(&ControlMesh::Departure::how, ControlMesh::Departure::How::kGoodbye)));
+    uint64_t word = 0;
+    std::vector<ControlMesh::Recv> recvs = {{2, &word, sizeof(word)}};
+    const absl::Time start = absl::Now();
+    EXPECT_THAT(mesh->Exchange({}, recvs, absl::Now() + absl::Seconds(20)),
+                StatusIs(absl::StatusCode::kUnavailable,
+                         AllOf(HasSubstr("peer 2: rank 2 closed its communicator"),
+                               HasSubstr("not heard from rank 2 (received 0 of 8 bytes"))));
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "must not wait for the deadline";
+  }));
+}
+
+// A killed rank says no goodbye: Departures tells it from a clean close, without waiting long.
+TEST(ControlMesh, KilledPeerIsADepartureWithoutGoodbye) {
+  RankOptions options;
+  options.may_die = {1};
   SHARDKIT_EXPECT_OK(ForkRanks(
-      3,
+      2,
       [&](int rank, const std::string& url) {
-        std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 3);
+        std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
         ASSERT_NE(mesh, nullptr);
-        if (rank == 2) {
-          mesh.reset();  // leaves without a word, as an exiting process does: sockets closed
-          return;
-        }
-        uint64_t word = 0;
-        std::vector<ControlMesh::Recv> recvs = {{2, &word, sizeof(word)}};
+        if (rank == 1) raise(SIGKILL);
         const absl::Time start = absl::Now();
-        EXPECT_THAT(mesh->Exchange({}, recvs, absl::Now() + absl::Seconds(20)),
-                    StatusIs(absl::StatusCode::kUnavailable,
-                             AllOf(HasSubstr("peer 2: rank 2 closed its connection"),
-                                   HasSubstr("not heard from rank 2 (received 0 of 8 bytes"))));
-        EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "must not wait for the deadline";
-        EXPECT_THAT(mesh->ClosedPeers(), Contains(2));  // rank 1 may have finished too
-      }));
+        std::vector<ControlMesh::Departure> departed =
+            mesh->Departures(std::vector<int>{1}, absl::Seconds(10));
+        EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+        ASSERT_EQ(departed.size(), 1u);
+        EXPECT_EQ(departed[0].peer, 1);
+        EXPECT_EQ(departed[0].how, ControlMesh::Departure::How::kVanished);
+      },
+      options));
 }
 
 TEST(ControlMesh, SilentPeerTimesOutNamingIt) {
@@ -150,7 +174,8 @@ TEST(ControlMesh, StrayConnectionIsDropped) {
       SHARDKIT_ASSERT_OK(fd.status());
       stray = *fd;
       const char junk[16] = "not a hello";
-      SHARDKIT_ASSERT_OK(internal::WriteAll(stray, junk, sizeof(junk), absl::Now() + absl::Seconds(5)));
+      SHARDKIT_ASSERT_OK(
+          internal::WriteAll(stray, junk, sizeof(junk), absl::Now() + absl::Seconds(5)));
     }
     std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
@@ -178,7 +203,7 @@ TEST(ControlMesh, CloseFailsBlockedPeersAtOnce) {
     const absl::Time start = absl::Now();
     EXPECT_THAT(mesh->Exchange({}, recvs, start + absl::Seconds(20)),
                 StatusIs(absl::StatusCode::kUnavailable,
-                         HasSubstr("peer 0: rank 0 reset its connection (it failed or gave up")));
+                         HasSubstr("peer 0: rank 0 gave up on this operation")));
     EXPECT_LT(absl::Now() - start, absl::Milliseconds(450));
   }));
 }
@@ -201,8 +226,12 @@ TEST(ControlMesh, MessageFromARankThatGaveUpDoesNotCompleteAnExchange) {
       return;
     }
     usleep(600000);
+    // Receiving only: rank 0's message is readable, the "gave up" byte after it must fail this.
+    EXPECT_THAT(mesh->Exchange({}, recvs, absl::Now() + absl::Seconds(5)),
+                StatusIs(absl::StatusCode::kUnavailable, HasSubstr("peer 0: rank 0 gave up")));
+    // Sending too: the reset alone fails it.
     EXPECT_THAT(mesh->Exchange(sends, recvs, absl::Now() + absl::Seconds(5)),
-                StatusIs(absl::StatusCode::kUnavailable, HasSubstr("rank 0 reset")));
+                StatusIs(absl::StatusCode::kUnavailable, HasSubstr("peer 0: rank 0 ")));
   }));
 }
 

@@ -48,6 +48,9 @@ struct Fault {
   bool victim_survives = false;  // stalled or disconnected: it must fail in time too
   bool corrupt_spec = false;     // the victim passes a different spec instead
   bool with_tail = false;        // a second (16 MiB) parameter follows "w" in the same operation
+  // The victim dies: the others see it go on the control mesh and fail long before the deadline,
+  // saying so, whether they were agreeing or waiting for payload.
+  bool victim_dies = false;
 };
 
 specs::ShardingSpec RowSpec(bool corrupt) {
@@ -117,6 +120,11 @@ void RunFaultCase(const Fault& fault) {
                       AnyOf(absl::StatusCode::kDeadlineExceeded, absl::StatusCode::kUnavailable));
           EXPECT_THAT(status.message(), HasSubstr("into an operation with a 2.000 s deadline"));
         }
+        if (fault.victim_dies) {
+          EXPECT_LT(elapsed, kDeadline / 2) << status;
+          EXPECT_THAT(status.message(),
+                      HasSubstr(absl::StrCat("rank ", fault.victim, " went away")));
+        }
         ExpectUnchanged(module, "w", w_data);
       },
       options));
@@ -124,16 +132,23 @@ void RunFaultCase(const Fault& fault) {
 }
 
 TEST(ShardParameterFaults, KillBeforeTransfer) {
-  RunFaultCase({.name = "kill-before", .victim = 3, .arm = [] {
-                  raise(SIGKILL);
-                  return nullptr;
-                }});
+  RunFaultCase({.name = "kill-before",
+                .victim = 3,
+                .arm =
+                    [] {
+                      raise(SIGKILL);
+                      return nullptr;
+                    },
+                .victim_dies = true});
 }
 
 TEST(ShardParameterFaults, KillSourceDuringTransfer) {
-  RunFaultCase({.name = "kill-during", .victim = kSource, .arm = [] {
-                  return std::make_unique<WriteTrigger>(kScatterBytes / 3, [] { raise(SIGKILL); });
-                }});
+  RunFaultCase(
+      {.name = "kill-during",
+       .victim = kSource,
+       .arm =
+           [] { return std::make_unique<WriteTrigger>(kScatterBytes / 3, [] { raise(SIGKILL); }); },
+       .victim_dies = true});
 }
 
 TEST(ShardParameterFaults, KillSourceAfterTransfer) {
@@ -146,7 +161,8 @@ TEST(ShardParameterFaults, KillSourceAfterTransfer) {
                       return std::make_unique<WriteTrigger>(kScatterBytes + 16 * kMiB,
                                                             [] { raise(SIGKILL); });
                     },
-                .with_tail = true});
+                .with_tail = true,
+                .victim_dies = true});
 }
 
 TEST(ShardParameterFaults, StallSourcePastDeadline) {

@@ -55,9 +55,11 @@ TEST(ControlLatency, MeshAndGloo) {
       sends[peer] = ConstBuffer(&out[peer * 128], 128);
       recvs[peer] = MutableBuffer(&in[peer * 128], 128);
     }
-    const auto all_gather = Time([&] { SHARDKIT_ASSERT_OK(comm.AllGather(ConstBuffer(digest)).status()); });
+    const auto all_gather =
+        Time([&] { SHARDKIT_ASSERT_OK(comm.AllGather(ConstBuffer(digest)).status()); });
     const auto barrier = Time([&] { SHARDKIT_ASSERT_OK(comm.Barrier()); });
-    const auto gloo = Time([&] { SHARDKIT_ASSERT_OK(internal::RawExchange(comm, sends, recvs, {})); });
+    const auto gloo =
+        Time([&] { SHARDKIT_ASSERT_OK(internal::RawExchange(comm, sends, recvs, {})); });
     Report("mesh AllGather 33 B", rank, all_gather);
     Report("mesh Barrier", rank, barrier);
     Report("gloo all-to-all 128 B", rank, gloo);

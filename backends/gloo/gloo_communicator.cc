@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "backends/gloo/peer_watch.h"
 #include "backends/gloo/store_adapter.h"
 #include "core/control_mesh.h"
 #include "core/rendezvous.h"
@@ -102,14 +103,15 @@ std::string DescribeProgress(
                       " bytes, sent ", sent, " of ", to_send, " bytes)");
 }
 
-// Gloo does not wake a receive from a peer that died; the control mesh sees it leave. Empty when
-// every peer is still connected.
-std::string DescribeLeavers(const ControlMesh& mesh) {
-  const std::vector<int> closed = mesh.ClosedPeers();
-  if (closed.empty()) return "";
-  return absl::StrCat(
-      closed.size() == 1 ? "connection closed by rank " : "connections closed by ranks ",
-      absl::StrJoin(closed, ", "), " (exited, or closed its communicator)");
+// The distinct peers of one exchange.
+template <typename SendOp, typename RecvOp>
+std::vector<int> Peers(std::span<const SendOp> sends, std::span<const RecvOp> recvs) {
+  std::vector<int> peers;
+  for (const SendOp& s : sends) peers.push_back(s.peer);
+  for (const RecvOp& r : recvs) peers.push_back(r.peer);
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  return peers;
 }
 
 void IgnoreSigpipe() {
@@ -132,7 +134,8 @@ class GlooCommunicator final : public Communicator {
       : Communicator(std::move(options)),
         endpoint_(std::move(endpoint)),
         context_(std::move(context)),
-        mesh_(std::move(mesh)) {}
+        mesh_(std::move(mesh)),
+        watch_(mesh_ != nullptr ? std::make_unique<PeerWatch>(*mesh_) : nullptr) {}
 
   // Rendezvous of `rank` of `size` through endpoint.store under endpoint.key_prefix.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(CommunicatorOptions options,
@@ -155,6 +158,7 @@ class GlooCommunicator final : public Communicator {
   const Endpoint endpoint_;
   const std::shared_ptr<::gloo::rendezvous::Context> context_;  // null for a world of one
   const std::unique_ptr<ControlMesh> mesh_;                     // null for a world of one
+  const std::unique_ptr<PeerWatch> watch_;  // of mesh_ (destroyed first); null for a world of one
 };
 
 absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(CommunicatorOptions options,
@@ -189,6 +193,7 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, std::span<const SendOp> se
   std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> in, out;
   size_t recvs_done = 0, sends_done = 0;
   std::string step;
+  absl::Status status;
   try {
     for (const RecvOp& r : recvs) {
       step = absl::StrCat("receiving ", r.size, " bytes from peer ", r.peer);
@@ -201,28 +206,38 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, std::span<const SendOp> se
       out.push_back(context_->createUnboundBuffer(const_cast<void*>(s.data), s.size));
       out.back()->send(s.peer, tag);
     }
-    for (; recvs_done < in.size(); ++recvs_done) {
+    watch_->Arm(Peers(sends, recvs), [&in, &out] {
+      for (auto& buffer : in) buffer->abortWaitRecv();
+      for (auto& buffer : out) buffer->abortWaitSend();
+    });
+    // A false wait means the watch aborted the exchange (see below).
+    for (; status.ok() && recvs_done < in.size(); ++recvs_done) {
       step = absl::StrCat("peer ", recvs[recvs_done].peer);
-      if (!in[recvs_done]->waitRecv(Remaining(deadline))) {
-        return absl::InternalError(step + ": recv aborted");
-      }
+      if (!in[recvs_done]->waitRecv(Remaining(deadline))) status = absl::AbortedError(step);
+      if (!status.ok()) break;
     }
-    for (; sends_done < out.size(); ++sends_done) {
+    for (; status.ok() && sends_done < out.size(); ++sends_done) {
       step = absl::StrCat("peer ", sends[sends_done].peer);
-      if (!out[sends_done]->waitSend(Remaining(deadline))) {
-        return absl::InternalError(step + ": send aborted");
-      }
+      if (!out[sends_done]->waitSend(Remaining(deadline))) status = absl::AbortedError(step);
+      if (!status.ok()) break;
     }
   } catch (...) {
-    absl::Status status = Annotate(FromException(std::current_exception(), step),
-                                   DescribeProgress(sends, recvs, in, out, recvs_done, sends_done));
-    if (std::string leavers = DescribeLeavers(*mesh_); !leavers.empty()) {
-      status = Annotate(status, leavers);
-    }
-    CloseConnections();
-    return status;
+    status = FromException(std::current_exception(), step);
   }
-  return absl::OkStatus();
+  const std::optional<ControlMesh::Departure> lost = watch_->Disarm();  // nothing aborts after
+  if (status.ok()) return status;
+  if (lost.has_value()) {
+    status = absl::UnavailableError(absl::StrCat(step, ": wait aborted: rank ", lost->peer,
+                                                 ControlMesh::DescribeHow(lost->how, true)));
+  }
+  status = Annotate(status, DescribeProgress(sends, recvs, in, out, recvs_done, sends_done));
+  // Gloo does not wake a receive whose peer died: say who has left, as the mesh sees it.
+  if (std::string departures = mesh_->DescribeDepartures(); !departures.empty()) {
+    status = Annotate(status, departures);
+  }
+  // Closed before the buffers go: Gloo must not write into them afterwards.
+  CloseConnections();
+  return status;
 }
 
 absl::Status GlooCommunicator::ExchangeControl(uint64_t /*tag*/, std::span<const SendOp> sends,
@@ -238,6 +253,7 @@ absl::Status GlooCommunicator::ExchangeControl(uint64_t /*tag*/, std::span<const
 }
 
 void GlooCommunicator::CloseConnections() noexcept {
+  if (watch_ != nullptr) watch_->Stop();  // it must not look at the mesh while it closes
   if (mesh_ != nullptr) mesh_->Close();
   try {
     context_->closeConnections();

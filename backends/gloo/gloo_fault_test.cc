@@ -105,9 +105,9 @@ TEST(GlooFaults, ArgumentErrorsAreReportedOnEveryRank) {
 TEST(GlooFaults, KilledRankFailsEveryOtherRankAndPoisons) {
   RankOptions options;
   options.may_die = {0};
-  // Gloo (2022 snapshot) does not always wake a receive pending on a peer that died: such ranks
-  // fail at their deadline, so keep it short and well inside the fixture's.
-  options.timeout = absl::Seconds(3);
+  // Gloo (2022 snapshot) does not always wake a receive pending on a peer that died; the control
+  // mesh sees the root go, so the others fail at once, long before this deadline.
+  options.timeout = absl::Seconds(15);
   SHARDKIT_EXPECT_OK(RunRanks(
       3, "gloo",
       [](int rank, Communicator& comm) {
@@ -126,8 +126,9 @@ TEST(GlooFaults, KilledRankFailsEveryOtherRankAndPoisons) {
         EXPECT_THAT(status.code(),
                     AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded));
         EXPECT_THAT(status.message(),
-                    AllOf(HasSubstr("Broadcast (backend=gloo, rank="), HasSubstr("peer ")));
-        EXPECT_LT(absl::Now() - start, absl::Seconds(6)) << "must fail within the 3 s deadline";
+                    AllOf(HasSubstr("Broadcast (backend=gloo, rank="), HasSubstr("peer "),
+                          HasSubstr("rank 0 went away without closing its communicator")));
+        EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "must not wait for the 15 s deadline";
         EXPECT_THAT(comm.Barrier(), StatusIs(absl::StatusCode::kFailedPrecondition,
                                              HasSubstr("must be recreated")));
       },

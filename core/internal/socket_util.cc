@@ -104,8 +104,7 @@ absl::StatusOr<int> Dial(const std::string& host, int port, absl::Time deadline)
     return absl::InvalidArgumentError(
         absl::StrCat("control mesh: bad address ", host, ":", port, ": ", ::gai_strerror(rc)));
   }
-  const int fd =
-      ::socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int fd = ::socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   absl::Status status = fd < 0 ? SocketError("control mesh: socket") : absl::OkStatus();
   const std::string what = absl::StrCat("connecting to ", host, ":", port);
   if (status.ok() && ::connect(fd, found->ai_addr, found->ai_addrlen) != 0) {
@@ -151,24 +150,13 @@ absl::StatusOr<size_t> SendSome(int fd, const void* data, size_t size, const std
   }
 }
 
-absl::Status PendingError(int fd, const std::string& peer) {
-  int error = 0;
-  socklen_t length = sizeof(error);
-  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) {
-    return SocketError(absl::StrCat("connection to ", peer));
-  }
-  if (error == 0) return absl::OkStatus();
-  errno = error;
-  return ConnectionError(peer);
-}
-
 absl::StatusOr<size_t> RecvSome(int fd, void* data, size_t size, const std::string& peer) {
   for (;;) {
     const ssize_t n = ::recv(fd, data, size, MSG_DONTWAIT);
     if (n > 0) return static_cast<size_t>(n);
     if (n == 0) {
-      return absl::UnavailableError(
-          absl::StrCat(peer, " closed its connection (it exited or closed its communicator)"));
+      return absl::UnavailableError(absl::StrCat(
+          peer, " went away (its connection ended without a goodbye: killed or crashed?)"));
     }
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
     if (errno != EINTR) return ConnectionError(peer);
@@ -190,7 +178,8 @@ absl::Status WriteAll(int fd, const void* data, size_t size, absl::Time deadline
 
 absl::Status ReadAll(int fd, void* data, size_t size, absl::Time deadline) {
   for (size_t done = 0; done < size;) {
-    absl::StatusOr<size_t> n = RecvSome(fd, static_cast<char*>(data) + done, size - done, "the peer");
+    absl::StatusOr<size_t> n =
+        RecvSome(fd, static_cast<char*>(data) + done, size - done, "the peer");
     if (!n.ok()) return n.status();
     if (*n == 0) {
       if (absl::Status s = AwaitReady(fd, POLLIN, deadline, "reading"); !s.ok()) return s;

@@ -40,9 +40,6 @@ absl::StatusOr<int> AcceptOne(int listen_fd, absl::Time deadline);
 absl::StatusOr<size_t> SendSome(int fd, const void* data, size_t size, const std::string& peer);
 absl::StatusOr<size_t> RecvSome(int fd, void* data, size_t size, const std::string& peer);
 
-// The socket's pending error (SO_ERROR) as kUnavailable naming `peer`; OK if none.
-absl::Status PendingError(int fd, const std::string& peer);
-
 // Writes / reads exactly `size` bytes on a non-blocking socket by `deadline`.
 absl::Status WriteAll(int fd, const void* data, size_t size, absl::Time deadline);
 absl::Status ReadAll(int fd, void* data, size_t size, absl::Time deadline);

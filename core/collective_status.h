@@ -19,9 +19,11 @@ namespace shardkit {
 // Collective over `comm` (every rank must call it, in the same order as other collectives).
 // Returns OK on every rank if every rank's `local` is OK.
 // Errors: if any rank's `local` is not OK, every rank returns the same Status: the code of the
-// lowest failing rank, message "<context>: rank R: <message>; rank S: <message>" (ascending ranks;
-// each message capped at 2 KiB). If the exchange itself fails, its transport error (which may
-// differ between ranks, as it does in any collective).
+// lowest failing rank, message "<context>: <ranks>: <message>; <ranks>: <message>", one entry per
+// distinct message (each capped at 2 KiB), ordered by the lowest rank that reported it, its ranks
+// ascending with runs of three or more as first-last: "writing: ranks 0-2, 5: disk full; rank 3:
+// permission denied". If the exchange itself fails, its transport error (which may differ between
+// ranks, as it does in any collective).
 [[nodiscard]] absl::Status AgreeOnStatus(Communicator& comm, const absl::Status& local,
                                          std::string_view context, const CallOptions& options = {});
 

@@ -1,9 +1,13 @@
-// ShardParameter, Gather and Reshard over real Gloo, across forked ranks (one group per world
-// size runs every case). Each case is a JSON argument so that the forked ranks can run it.
+// ShardParameter, Gather, Reshard and AgreeOnStatus over real Gloo, across forked ranks (one
+// group per world size runs every case). Each case is a JSON argument so that the forked ranks can
+// run it.
 #include "core/shard_parameter.h"
 
 #include <cstring>
+#include <map>
+#include <string>
 
+#include "core/collective_status.h"
 #include "core/reshard.h"
 #include "nlohmann/json.hpp"
 #include "specs/plan.h"
@@ -289,9 +293,41 @@ void GatherErrorCase(int rank, Communicator& comm, std::string_view arg) {
               testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rank 0: out is")));
   if (comm.world_size() == 1) return;
   Tensor out;
-  EXPECT_THAT(st->Gather(0, &out, comm),  // non-null `out` on every rank
+  // Non-null `out` on every rank: ranks 1.. fail alike and are named once.
+  const std::map<int, std::string> others = {
+      {2, "rank 1"}, {3, "ranks 1, 2"}, {4, "ranks 1-3"}, {7, "ranks 1-6"}};
+  EXPECT_THAT(st->Gather(0, &out, comm),
               testing::StatusIs(absl::StatusCode::kInvalidArgument,
-                                HasSubstr("rank 1: out must be nullptr")));
+                                HasSubstr("Gather: " + others.at(comm.world_size()) +
+                                          ": out must be nullptr on ranks other than dst 0")));
+}
+
+// AgreeOnStatus names each distinct message once with its ranks (ordered by the lowest rank that
+// reported it) and returns the same Status, with the lowest failing rank's code, on every rank.
+void AgreeOnStatusCase(int rank, Communicator& comm, std::string_view arg) {
+  const int world = comm.world_size();
+  EXPECT_THAT(AgreeOnStatus(comm, absl::OkStatus(), "ctx"), testing::IsOk());
+  const std::map<int, std::string> everyone = {
+      {1, "rank 0"}, {2, "ranks 0, 1"}, {3, "ranks 0-2"}, {4, "ranks 0-3"}, {7, "ranks 0-6"}};
+  EXPECT_THAT(AgreeOnStatus(comm, absl::DataLossError("same"), "ctx"),
+              testing::StatusIs(absl::StatusCode::kDataLoss,
+                                ::testing::StrEq("ctx: " + everyone.at(world) + ": same")));
+  // Rank 0 succeeds, rank 4 reports "bad shape", the others "disk full" (rank 1 with its own code).
+  absl::Status local = absl::OkStatus();
+  if (rank == 1) local = absl::FailedPreconditionError("disk full");
+  if (rank > 1) local = absl::InvalidArgumentError(rank == 4 ? "bad shape" : "disk full");
+  const std::map<int, std::string> mixed = {
+      {2, "ctx: rank 1: disk full"},
+      {3, "ctx: ranks 1, 2: disk full"},
+      {4, "ctx: ranks 1-3: disk full"},
+      {7, "ctx: ranks 1-3, 5, 6: disk full; rank 4: bad shape"}};
+  const absl::Status agreed = AgreeOnStatus(comm, local, "ctx");
+  if (world == 1) {
+    EXPECT_THAT(agreed, testing::IsOk());
+    return;
+  }
+  EXPECT_THAT(agreed, testing::StatusIs(absl::StatusCode::kFailedPrecondition,
+                                        ::testing::StrEq(mixed.at(world))));
 }
 
 class EngineTest : public ::testing::TestWithParam<int> {
@@ -409,6 +445,10 @@ TEST_P(EngineTest, SubgroupsReplicationInitAndGatherErrors) {
   RunCase(&ReplicatedCase, Json::object());
   RunCase(&InitFromLocalShardsCase, Json::object());
   RunCase(&GatherErrorCase, Json::object());
+}
+
+TEST_P(EngineTest, AgreeOnStatusGroupsRanksByMessage) {
+  RunCase(&AgreeOnStatusCase, Json::object());
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, EngineTest, ::testing::Values(1, 2, 3, 4, 7),

@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "integration/checkpoint/shard_dir.h"
+#include "integration/io/proc_status.h"
 #include "integration/safetensors/safetensors.h"
 #include "specs/parameter_layout.h"
 #include "specs/plan.h"
@@ -61,24 +62,6 @@ double CpuSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-// A field of /proc/self/status in bytes ("VmRSS", "VmHWM"), or -1.
-int64_t ProcStatusBytes(const std::string& field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::atoll(line.c_str() + field.size() + 1) * 1024;
-  }
-  return -1;
-}
-
-// Resets VmHWM to the current RSS (Linux >= 4.0). False where that is not allowed.
-bool ResetPeakRss() {
-  std::ofstream out("/proc/self/clear_refs");
-  out << "5";
-  out.flush();
-  return out.good();
 }
 
 absl::Status CheckSpecOrPlan(const fs::path& path) {
@@ -125,13 +108,14 @@ struct Measured {
 };
 
 Measured Measure(const fs::path& path) {
-  const bool peak_known = ResetPeakRss();
-  const int64_t rss_before = ProcStatusBytes("VmRSS");
+  const bool peak_known = io::ResetPeakRss().ok();
+  const absl::StatusOr<int64_t> rss_before = io::ProcStatusBytes("VmRSS");
   const double start = CpuSeconds();
   Measured m;
   m.status = CheckFile(path);
   m.cpu_seconds = CpuSeconds() - start;
-  if (peak_known) m.peak_growth = ProcStatusBytes("VmHWM") - rss_before;
+  const absl::StatusOr<int64_t> peak = io::ProcStatusBytes("VmHWM");
+  if (peak_known && rss_before.ok() && peak.ok()) m.peak_growth = *peak - *rss_before;
   return m;
 }
 

@@ -61,6 +61,8 @@ check_rc "store below a file" 2 $?; grep -q 'Not a directory' <<<"$err" || fail 
 "$bin" launch --nproc 2 -- 2>/dev/null; check_rc "empty command" 2 $?
 "$bin" launch --nproc 0 -- true 2>/dev/null; check_rc "nproc 0" 2 $?
 "$bin" launch --nproc 2 --world 0 -- true 2>/dev/null; check_rc "world 0" 2 $?
+err=$("$bin" launch --nproc 2 --world 1048577 -- true 2>&1)
+check_rc "world 2^20+1" 2 $?; grep -qF -- '--world: 1048577 is out of range [1, 1048576]' <<<"$err" || fail "world limit msg: $err"
 err=$("$bin" launch --nproc 2 --world 3 --rank-offset 2 --store "file://$base" -- true 2>&1)
 check_rc "rank >= world" 2 $?; grep -q 'do not fit in --world 3' <<<"$err" || fail "offset msg: $err"
 "$bin" launch --nproc 1 --store "ftp://x" -- true 2>/dev/null; check_rc "bad store URL" 2 $?

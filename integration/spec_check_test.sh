@@ -47,6 +47,14 @@ expect_invalid missing 'no such file' "$tmp/does-not-exist.json"
 expect_invalid bad_shape '--shape: expected non-negative integers' "$data/chunk_rows.json" --shape 4,x
 expect_invalid bad_flag 'unknown flag --frob' "$data/chunk_rows.json" --frob
 expect_invalid no_file 'expected exactly one FILE.json'
+# {"ranks": "all"} for a claimed world of 2^31: a clear error naming the flag and the limit, not
+# std::bad_alloc; the limit itself is accepted.
+expect_invalid world_too_big '--world: 2147483648 is out of range [1, 1048576]' \
+  "$data/chunk_shorthand.json" --world 2147483648
+expect_invalid plan_world_too_big '--world: 1048577 is out of range [1, 1048576]' \
+  "$data/plan_example.json" --world 1048577
+out=$("$bin" spec check "$data/chunk_shorthand.json" --world 1048576) || fail "world 2^20 exit $?"
+[ "$(wc -l <<<"$out")" -eq 2 ] || fail "world 2^20: line count"
 "$bin" spec check --help | grep -q '^usage: shardkit spec check' || fail "--help"
 
 [ $failures -eq 0 ] && echo "all spec check CLI tests passed"

@@ -105,10 +105,7 @@ absl::StatusOr<std::vector<ShardMetadata>> BuildMetadata(const ShardingSpec& spe
 
 absl::StatusOr<ShardingSpec> Bind(const ShardingSpec& spec, const Shape& global_shape,
                                   std::optional<int64_t> world_size) {
-  if (world_size.has_value() && (*world_size < 1 || *world_size - 1 > kMaxRank)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("world size ", *world_size, " is outside [1, ", kMaxRank + 1, "]"));
-  }
+  if (world_size.has_value()) SHARDKIT_RETURN_IF_ERROR(ValidateWorldSize(*world_size));
   SHARDKIT_RETURN_IF_ERROR(ValidateSpec(spec));
   SHARDKIT_ASSIGN_OR_RETURN(ShardingSpec bound, ExpandSpec(spec, world_size));
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<ShardMetadata> shards, BuildMetadata(bound, global_shape));

@@ -49,7 +49,8 @@ int64_t ChunkOffset(int64_t n, int64_t split, int64_t i);
 // is given, checks that every placement's rank is < world_size. Without a world size a shorthand
 // cannot be expanded (error). Bound specs compare equal exactly when their layouts are equal as
 // written: `dim: -1` and `dim: 1` bind to the same spec on a 2-d tensor.
-// Errors: kInvalidArgument as BuildMetadata; a rank outside the world; shorthand without world.
+// Errors: kInvalidArgument as BuildMetadata; a rank outside the world; shorthand without world;
+// a world size outside [1, kMaxWorldSize].
 [[nodiscard]] absl::StatusOr<ShardingSpec> Bind(const ShardingSpec& spec, const Shape& global_shape,
                                                 std::optional<int64_t> world_size);
 

@@ -156,5 +156,37 @@ TEST(BindTest, Errors) {
   EXPECT_THAT(Bind(ChunkShardingSpec{-1, Ranks(9)}, {4}, std::nullopt), IsOk());
 }
 
+// {"ranks": "all"} expands to one placement per rank: a claimed world of 2^31 must be an error,
+// not 2^31 placements (std::bad_alloc). Every entry point checks the same kMaxWorldSize.
+TEST(WorldSizeTest, ExpansionIsBoundedByKMaxWorldSize) {
+  constexpr char kTooBig[] = "world size 1048577 is outside [1, 1048576]";
+  EXPECT_EQ(kMaxWorldSize, 1 << 20);
+  EXPECT_THAT(ValidateWorldSize(kMaxWorldSize), IsOk());
+  EXPECT_THAT(ValidateWorldSize(0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("world size 0 is outside")));
+  EXPECT_THAT(ValidateWorldSize(kMaxWorldSize + 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(kTooBig)));
+
+  const Placements all = PlacementShorthand{AllRanks{}, Device::Cpu()};
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(std::vector<Placement> expanded,
+                                ExpandPlacements(all, kMaxWorldSize));
+  ASSERT_EQ(expanded.size(), static_cast<size_t>(kMaxWorldSize));
+  EXPECT_EQ(expanded.back(), Placement::ForRank(kMaxWorldSize - 1, Device::Cpu()));
+  EXPECT_THAT(ExpandPlacements(all, kMaxWorldSize + 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(kTooBig)));
+  EXPECT_THAT(ExpandPlacements(all, int64_t{1} << 31),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("world size 2147483648 is outside [1, 1048576]")));
+  const ChunkShardingSpec chunk{0, all};
+  EXPECT_THAT(ValidateRanks(chunk, kMaxWorldSize + 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(kTooBig)));
+  EXPECT_THAT(Bind(chunk, {4}, kMaxWorldSize + 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(kTooBig)));
+  // A range is bounded by the world, so by kMaxWorldSize too.
+  EXPECT_THAT(ExpandPlacements(PlacementShorthand{RankRange{0, kMaxRank}, {}}, kMaxWorldSize),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("outside the world of 1048576 ranks")));
+}
+
 }  // namespace
 }  // namespace shardkit::specs

@@ -11,10 +11,7 @@ namespace shardkit::specs {
 namespace {
 
 absl::StatusOr<ParameterLayout> Replicated(const Shape& global_shape, int64_t world_size) {
-  if (world_size < 1 || world_size - 1 > kMaxRank) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("world size ", world_size, " is outside [1, ", kMaxRank + 1, "]"));
-  }
+  SHARDKIT_RETURN_IF_ERROR(ValidateWorldSize(world_size));
   SHARDKIT_RETURN_IF_ERROR(ComputeShapeSize(global_shape, DType::kUInt8).status());
   ParameterLayout layout;
   layout.canonical_json = std::string(kReplicatedJson);

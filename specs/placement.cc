@@ -22,6 +22,14 @@ absl::Status PlacementError(std::string_view text, std::string_view why) {
 
 }  // namespace
 
+absl::Status ValidateWorldSize(int64_t world_size) {
+  if (world_size < 1 || world_size > kMaxWorldSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world size ", world_size, " is outside [1, ", kMaxWorldSize, "]"));
+  }
+  return absl::OkStatus();
+}
+
 std::optional<int64_t> ParseRankDigits(std::string_view digits) {
   if (digits.empty() || digits.size() > 10) return std::nullopt;
   if (digits.size() > 1 && digits[0] == '0') return std::nullopt;

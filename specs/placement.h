@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/device.h"
 
@@ -30,6 +31,16 @@ namespace shardkit::specs {
 
 // Ranks in placements are ranks within the communicator the spec is applied to.
 inline constexpr int64_t kMaxRank = 0x7fffffff;
+
+// The largest world size a spec, plan or shard index is bound to (2^20 ranks; also the most
+// `shardkit launch --world` accepts). {"ranks": "all"} expands to one placement per rank and a
+// replicated parameter has one shard per rank, so this bounds those lists (tens of MiB), whatever
+// number an input claims. A placement may still name a rank up to kMaxRank: binding it to a world
+// then reports it outside that world.
+inline constexpr int64_t kMaxWorldSize = int64_t{1} << 20;
+
+// Errors: kInvalidArgument if `world_size` is outside [1, kMaxWorldSize].
+[[nodiscard]] absl::Status ValidateWorldSize(int64_t world_size);
 
 class Placement {
  public:

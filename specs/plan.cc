@@ -124,7 +124,8 @@ std::optional<size_t> MatchRule(const Plan& plan, std::string_view name) {
 absl::StatusOr<std::vector<ResolvedParameter>> Resolve(const Plan& plan,
                                                        const std::vector<ParameterInfo>& parameters,
                                                        int64_t world_size) {
-  if (world_size >= 1 && plan.src_rank >= world_size) {
+  SHARDKIT_RETURN_IF_ERROR(ValidateWorldSize(world_size));
+  if (plan.src_rank >= world_size) {
     return absl::InvalidArgumentError(absl::StrCat("src_rank ", plan.src_rank,
                                                    " is outside the world of ", world_size, " rank",
                                                    world_size == 1 ? "" : "s"));

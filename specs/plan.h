@@ -76,7 +76,8 @@ struct ResolvedParameter {
 // One entry per parameter, in the given order. Checks every matched spec against the parameter's
 // shape and `world_size` (LayOutParameter) and `src_rank` < world_size.
 // Errors: kInvalidArgument naming the parameter and rule, e.g. `parameter "embed.weight" (rule 1,
-// "embed.*"): dim 2 is out of range ...`; a duplicate parameter name; src_rank outside the world.
+// "embed.*"): dim 2 is out of range ...`; a duplicate parameter name; src_rank outside the world;
+// world_size outside [1, kMaxWorldSize].
 [[nodiscard]] absl::StatusOr<std::vector<ResolvedParameter>> Resolve(
     const Plan& plan, const std::vector<ParameterInfo>& parameters, int64_t world_size);
 

@@ -2,6 +2,7 @@
 #include "specs/plan.h"
 
 #include "specs/fingerprint.h"
+#include "specs/parameter_layout.h"
 #include "specs/pattern.h"
 #include "testing/status_matchers.h"
 
@@ -169,6 +170,22 @@ TEST(ResolveTest, ErrorsNameTheParameter) {
   plan.src_rank = 4;
   EXPECT_THAT(Resolve(plan, {}, 4), StatusIs(absl::StatusCode::kInvalidArgument,
                                              HasSubstr("src_rank 4 is outside the world of 4")));
+}
+
+// A replicated parameter has one shard per rank: the world size is bounded before laying out.
+TEST(ResolveTest, WorldSizeIsBounded) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Plan plan, ParsePlan(kPlan));
+  EXPECT_THAT(Resolve(plan, {{"norm.weight", {4}}}, int64_t{1} << 31),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("world size 2147483648 is outside [1, 1048576]")));
+  EXPECT_THAT(Resolve(plan, {}, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("world size 0 is outside")));
+  EXPECT_THAT(LayOutParameter(std::nullopt, {4}, kMaxWorldSize + 1),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("world size 1048577 is outside [1, 1048576]")));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(ParameterLayout replicated,
+                                LayOutParameter(std::nullopt, {4}, kMaxWorldSize));
+  EXPECT_EQ(replicated.shards.size(), static_cast<size_t>(kMaxWorldSize));
 }
 
 }  // namespace

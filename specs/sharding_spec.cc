@@ -77,10 +77,7 @@ absl::StatusOr<std::vector<Placement>> ExpandPlacements(const Placements& placem
         "the placements shorthand {\"ranks\": ...} can only be expanded once the world size is "
         "known");
   }
-  if (*world_size < 1 || *world_size - 1 > kMaxRank) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("world size ", *world_size, " is outside [1, ", kMaxRank + 1, "]"));
-  }
+  SHARDKIT_RETURN_IF_ERROR(ValidateWorldSize(*world_size));
   if (const auto* list = std::get_if<RankList>(&shorthand.ranks)) {
     std::vector<Placement> out;
     out.reserve(list->size());
@@ -100,10 +97,7 @@ absl::StatusOr<std::vector<Placement>> ExpandPlacements(const Placements& placem
 }
 
 absl::Status ValidateRanks(const ShardingSpec& spec, int64_t world_size) {
-  if (world_size < 1 || world_size - 1 > kMaxRank) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("world size ", world_size, " is outside [1, ", kMaxRank + 1, "]"));
-  }
+  SHARDKIT_RETURN_IF_ERROR(ValidateWorldSize(world_size));
   std::vector<Placement> placements;
   if (const auto* chunk = std::get_if<ChunkShardingSpec>(&spec)) {
     SHARDKIT_ASSIGN_OR_RETURN(placements, ExpandPlacements(chunk->placements, world_size));

@@ -76,12 +76,12 @@ using ShardingSpec = std::variant<ChunkShardingSpec, EnumerableShardingSpec>;
 // The explicit placement list: `placements` itself, or the shorthand expanded in order for
 // `world_size` ranks. Does not check explicit ranks against the world size (Bind does).
 // Errors: kInvalidArgument if a shorthand is expanded without a world size or with one outside
-// [1, kMaxRank + 1], or if a rank range reaches past the world (checked before expanding).
+// [1, kMaxWorldSize], or if a rank range reaches past the world (checked before expanding).
 [[nodiscard]] absl::StatusOr<std::vector<Placement>> ExpandPlacements(
     const Placements& placements, std::optional<int64_t> world_size);
 
 // Checks that every placement (shorthand expanded) names a rank < world_size; needs no shape.
-// Errors: kInvalidArgument naming the placement or shard; world_size outside [1, kMaxRank + 1].
+// Errors: kInvalidArgument naming the placement or shard; world_size outside [1, kMaxWorldSize].
 [[nodiscard]] absl::Status ValidateRanks(const ShardingSpec& spec, int64_t world_size);
 
 }  // namespace shardkit::specs

@@ -2,17 +2,15 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "core/module.h"
 #include "core/shard_parameter.h"
 #include "core/status_macros.h"
+#include "integration/io/proc_status.h"
 #include "specs/parameter_layout.h"
 #include "specs/plan.h"
 #include "specs/spec_json.h"
@@ -24,24 +22,10 @@ constexpr int64_t kRowBytes = 4096;
 constexpr char kSpecJson[] =
     R"({"type": "chunk", "dim": 0, "placements": {"ranks": "all", "device": "cpu"}})";
 
-// A "VmRSS:   1234 kB" style field of /proc/self/status, in MiB (0 where unavailable).
+// A field of /proc/self/status ("VmRSS", "VmHWM") in MiB; 0 where unavailable.
 double StatusFieldMiB(std::string_view field) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(field, 0) != 0 || line.size() <= field.size() || line[field.size()] != ':') {
-      continue;
-    }
-    std::vector<std::string> parts =
-        absl::StrSplit(line.substr(field.size() + 1), absl::ByAnyChar(" \t"), absl::SkipEmpty());
-    double kib = 0;
-    if (!parts.empty() && absl::SimpleAtod(parts[0], &kib)) return kib / 1024;
-  }
-  return 0;
+  return static_cast<double>(io::ProcStatusBytes(field).value_or(0)) / (1 << 20);
 }
-
-// Resets VmHWM to the current RSS (Linux >= 4.0); harmless where unsupported.
-void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -213,7 +197,8 @@ absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBe
   result.world = comm.world_size();
   result.mib = o.mib;
   result.strategy = std::string(BenchStrategyName(o.strategy));
-  ResetPeakRss();
+  // Where the peak cannot be reset, peak_rss_mib is the whole process's peak.
+  io::ResetPeakRss().IgnoreError();
   result.baseline_rss_mib = StatusFieldMiB("VmRSS");
   SHARDKIT_ASSIGN_OR_RETURN(Setup setup, MakeParameters(comm, o, spec));
   RawMover raw;

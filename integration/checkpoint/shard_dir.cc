@@ -186,7 +186,7 @@ absl::StatusOr<IndexParameter> ParseParameter(const std::string& name, const Jso
   SHARDKIT_ASSIGN_OR_RETURN(const Json* shards, Required(value, path, "shards"));
   if (!shards->is_array()) return TypeError(ChildPath(path, "shards"), "array", *shards);
   // A replicated parameter has one shard per rank: checked before laying out, so that the
-  // layout's size is bounded by the file, not by its world_size (up to 2^31).
+  // layout's size is bounded by the file, not by its world_size (up to specs::kMaxWorldSize).
   if (!parameter.spec.has_value() && shards->size() != static_cast<size_t>(world_size)) {
     return PathError(ChildPath(path, "shards"),
                      absl::StrCat("a replicated parameter has one shard per rank: ", shards->size(),
@@ -243,9 +243,7 @@ absl::StatusOr<ShardIndex> ParseIndexJson(const Json& json) {
   ShardIndex index;
   SHARDKIT_ASSIGN_OR_RETURN(const Json* world, Required(json, "", "world_size"));
   SHARDKIT_ASSIGN_OR_RETURN(index.world_size, GetInt(*world, "world_size"));
-  if (index.world_size < 1 || index.world_size > specs::kMaxRank + 1) {
-    return PathError("world_size", "out of range");
-  }
+  SHARDKIT_RETURN_IF_ERROR(AtPath("world_size", specs::ValidateWorldSize(index.world_size)));
   SHARDKIT_ASSIGN_OR_RETURN(const Json* src, Required(json, "", "src_rank"));
   SHARDKIT_ASSIGN_OR_RETURN(index.src_rank, GetInt(*src, "src_rank"));
   if (index.src_rank < 0 || index.src_rank >= index.world_size) {

@@ -85,6 +85,9 @@ TEST(ShardDirTest, InconsistentIndexesNameThePath) {
                        HasSubstr(R"(parameters["twice"].shards[1]: expected file)")));
   EXPECT_THAT(replaced(R"("world_size":3)", R"("world_size":"3")"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("world_size: expected")));
+  EXPECT_THAT(replaced(R"("world_size":3)", R"("world_size":1048577)"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("world_size: world size 1048577 is outside [1, 1048576]")));
   EXPECT_THAT(replaced(R"("fingerprint":"sha256:)", R"("fingerprint":"sha256:0)"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("fingerprint: does not")));
   EXPECT_THAT(replaced(R"("version":1,"world)", R"("version":1,"extra":0,"world)"),

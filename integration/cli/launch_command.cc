@@ -9,6 +9,7 @@
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
 #include "integration/launch/launch.h"
+#include "specs/placement.h"
 
 namespace shardkit::cli {
 namespace {
@@ -31,8 +32,10 @@ absl::Status ParseLaunchFlags(const std::vector<std::string>& args, launch::Laun
                   "(default: a fresh temporary directory, removed afterwards)");
   flags.AddDouble("timeout", &timeout, "per-operation deadline in seconds (SHARDKIT_TIMEOUT)");
   flags.AddDouble("grace", &grace, "seconds the other ranks get after one fails (default 5)");
-  flags.AddInt("world", &world, "total ranks of a multi-host job (default: --nproc)", 1, 1 << 20);
-  flags.AddInt("rank-offset", &rank_offset, "global rank of this host's first rank", 0, 1 << 20);
+  flags.AddInt("world", &world, "total ranks of a multi-host job (default: --nproc)", 1,
+               specs::kMaxWorldSize);
+  flags.AddInt("rank-offset", &rank_offset, "global rank of this host's first rank", 0,
+               specs::kMaxWorldSize - 1);
   flags.AddString("run-id", &options->run_id,
                   "the job's namespace in --store (default: fresh; multi-host: agreed "
                   "through the store)");

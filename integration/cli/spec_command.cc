@@ -18,6 +18,7 @@
 #include "integration/io/files.h"
 #include "specs/fingerprint.h"
 #include "specs/layout.h"
+#include "specs/placement.h"
 #include "specs/plan.h"
 #include "specs/spec_json.h"
 
@@ -116,7 +117,7 @@ int RunCheck(const std::vector<std::string>& args) {
   flags.AddString("shape", &shape_text,
                   "global shape, comma-separated: print the bound form and shards");
   flags.AddInt("world", &world, "world size: expand {\"ranks\": \"all\"}, check ranks", 1,
-               specs::kMaxRank + 1);
+               specs::kMaxWorldSize);
   std::vector<std::string> positional;
   if (absl::Status s = flags.Parse(args, &positional); !s.ok()) return ReportError(kCommand, s);
   if (flags.help_requested()) {

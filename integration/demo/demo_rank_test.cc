@@ -8,7 +8,6 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration/demo/peak_memory.h"
 #include "integration/demo/summary.h"
 #include "integration/demo/synthetic_model.h"
 #include "testing/rank_group.h"
@@ -63,11 +62,6 @@ TEST(SyntheticModel, PlanMixesEverySpecOnEveryWorldSize) {
     EXPECT_THAT(kinds, ::testing::ElementsAre("columns", "enumerable", "replicated", "rows"))
         << "world " << world;
   }
-}
-
-TEST(PeakMemory, ReadsVmHWM) {
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(int64_t peak, PeakRssBytes());
-  EXPECT_GT(peak, 0);
 }
 
 void DemoCase(int rank, Communicator& comm, std::string_view arg) {

@@ -1,0 +1,71 @@
+#include "integration/io/proc_status.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "core/status_macros.h"
+
+namespace shardkit::io {
+namespace {
+
+constexpr char kStatusPath[] = "/proc/self/status";
+constexpr char kClearRefsPath[] = "/proc/self/clear_refs";
+
+}  // namespace
+
+absl::StatusOr<int64_t> StatusFieldBytes(std::string_view status_text,
+                                         std::string_view field_name) {
+  const absl::string_view field(field_name.data(), field_name.size());
+  for (absl::string_view line :
+       absl::StrSplit(absl::string_view(status_text.data(), status_text.size()), '\n')) {
+    if (!absl::ConsumePrefix(&line, field) || !absl::ConsumePrefix(&line, ":")) continue;
+    const absl::string_view written = absl::StripAsciiWhitespace(line);
+    absl::string_view value = written;
+    int64_t kib = 0;
+    if (!absl::ConsumeSuffix(&value, "kB") ||
+        !absl::SimpleAtoi(absl::StripTrailingAsciiWhitespace(value), &kib) || kib < 0 ||
+        kib > std::numeric_limits<int64_t>::max() / 1024) {
+      return absl::UnavailableError(
+          absl::StrCat(field, " is \"", written, "\", expected a number of kB"));
+    }
+    return kib * 1024;
+  }
+  return absl::NotFoundError(absl::StrCat("no ", field, " field"));
+}
+
+absl::StatusOr<int64_t> ProcStatusBytes(std::string_view field) {
+  std::ifstream in(kStatusPath);
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  if (in.bad() || text.empty()) {
+    return absl::UnavailableError(absl::StrCat("cannot read ", kStatusPath));
+  }
+  absl::StatusOr<int64_t> bytes = StatusFieldBytes(text, field);
+  if (!bytes.ok()) return Annotate(bytes.status(), kStatusPath);
+  return bytes;
+}
+
+absl::Status ResetPeakRss() {
+  const int fd = ::open(kClearRefsPath, O_WRONLY | O_CLOEXEC);
+  const bool written = fd >= 0 && ::write(fd, "5", 1) == 1;
+  const int error = errno;
+  if (fd >= 0) ::close(fd);
+  if (!written) {
+    return absl::UnavailableError(absl::StrCat("cannot reset the peak RSS through ", kClearRefsPath,
+                                               ": ", std::strerror(error)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardkit::io

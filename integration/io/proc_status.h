@@ -1,0 +1,36 @@
+// Memory figures of this process from Linux's /proc/self/status, for reports (`shardkit demo`'s
+// summary, `shardkit bench`'s JSON) and for tests that bound what a step allocates.
+//
+//   SHARDKIT_RETURN_IF_ERROR(ResetPeakRss());                      // VmHWM := VmRSS
+//   SHARDKIT_ASSIGN_OR_RETURN(int64_t before, ProcStatusBytes("VmRSS"));
+//   DoWork();
+//   SHARDKIT_ASSIGN_OR_RETURN(int64_t peak, ProcStatusBytes("VmHWM"));  // peak - before: growth
+#ifndef SHARDKIT_INTEGRATION_IO_PROC_STATUS_H_
+#define SHARDKIT_INTEGRATION_IO_PROC_STATUS_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace shardkit::io {
+
+// The field `field` ("VmRSS", "VmHWM", ...; the name before the colon, matched whole) of the text
+// of a /proc/<pid>/status file, whose lines read "VmRSS:\t    1234 kB", in bytes.
+// Errors: kNotFound if no line has that field; kUnavailable if its value is not "<digits> kB".
+[[nodiscard]] absl::StatusOr<int64_t> StatusFieldBytes(std::string_view status_text,
+                                                       std::string_view field);
+
+// StatusFieldBytes of this process's /proc/self/status.
+// Errors: as StatusFieldBytes; kUnavailable if the file cannot be read.
+[[nodiscard]] absl::StatusOr<int64_t> ProcStatusBytes(std::string_view field);
+
+// Resets this process's peak resident set size (VmHWM) to its current one (VmRSS) by writing "5"
+// to /proc/self/clear_refs (Linux >= 4.0).
+// Errors: kUnavailable naming the OS error where that is not allowed.
+[[nodiscard]] absl::Status ResetPeakRss();
+
+}  // namespace shardkit::io
+
+#endif  // SHARDKIT_INTEGRATION_IO_PROC_STATUS_H_

@@ -68,8 +68,7 @@ void PeerWatch::Run() {
     const uint64_t generation = generation_;
     std::vector<int> peers = peers_;
     lock.unlock();
-    std::vector<ControlMesh::Departure> departed =
-        mesh_.Departures(peers, kLookInterval, stop_fd_);
+    std::vector<ControlMesh::Departure> departed = mesh_.Departures(peers, kLookInterval, stop_fd_);
     lock.lock();
     if (stop_ || generation != generation_) continue;
     for (const ControlMesh::Departure& d : departed) {

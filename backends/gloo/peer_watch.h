@@ -44,11 +44,11 @@ class PeerWatch {
   const int stop_fd_;  // eventfd: wakes the thread out of its look when the watch is destroyed
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;                 // guarded by mu_
-  uint64_t generation_ = 0;           // guarded by mu_; changes on every Arm and Disarm
-  bool armed_ = false;                // guarded by mu_
-  std::vector<int> peers_;            // guarded by mu_
-  std::function<void()> abort_;       // guarded by mu_
+  bool stop_ = false;                           // guarded by mu_
+  uint64_t generation_ = 0;                     // guarded by mu_; changes on every Arm and Disarm
+  bool armed_ = false;                          // guarded by mu_
+  std::vector<int> peers_;                      // guarded by mu_
+  std::function<void()> abort_;                 // guarded by mu_
   std::optional<ControlMesh::Departure> lost_;  // guarded by mu_
   std::thread thread_;
 };

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/internal/rank_text.h"
 #include "core/internal/socket_util.h"
 #include "core/status_macros.h"
 
@@ -28,10 +29,6 @@ constexpr char kGaveUp = 'A';
 constexpr int kMaxUnreadLook = 64 << 10;
 
 std::string RankName(int rank) { return absl::StrCat("rank ", rank); }
-
-std::string RankList(const std::vector<int>& ranks) {
-  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ", "));
-}
 
 // What a peer's last byte before the end of its stream says, or "" if it is no last word.
 std::string LastWord(int peer, char byte) {
@@ -97,26 +94,15 @@ class ControlMesh::Transfers {
     return absl::OkStatus();
   }
 
-  // "not heard from rank 2, sends to rank 3 not confirmed (received 128 of 384 bytes, sent …)".
-  std::string Describe() const {
-    std::vector<int> silent, unsent;
-    size_t received = 0, expected = 0, sent = 0, to_send = 0;
+  // What had been moved, for errors.
+  internal::TransferProgress Progress() const {
+    internal::TransferProgress progress;
     for (size_t i = 0; i < recvs_.size(); ++i) {
-      expected += recvs_[i].size;
-      received += received_[i];
-      if (received_[i] < recvs_[i].size) silent.push_back(recvs_[i].peer);
+      progress.AddRecv(recvs_[i].peer, recvs_[i].size, received_[i]);
     }
-    for (size_t i = 0; i < sends_.size(); ++i) {
-      to_send += sends_[i].size;
-      sent += sent_[i];
-      if (sent_[i] < sends_[i].size) unsent.push_back(sends_[i].peer);
-    }
-    std::vector<std::string> parts;
-    if (!silent.empty()) parts.push_back("not heard from " + RankList(silent));
-    if (!unsent.empty()) parts.push_back("sends to " + RankList(unsent) + " not confirmed");
-    if (parts.empty()) parts.push_back("every transfer was confirmed");
-    return absl::StrCat(absl::StrJoin(parts, ", "), " (received ", received, " of ", expected,
-                        " bytes, sent ", sent, " of ", to_send, " bytes)");
+    for (size_t i = 0; i < sends_.size(); ++i)
+      progress.AddSend(sends_[i].peer, sends_[i].size, sent_[i]);
+    return progress;
   }
 
  private:
@@ -153,7 +139,7 @@ absl::Status ControlMesh::Exchange(std::span<const Send> sends, std::span<const 
   if (status.ok()) return status;
   const std::string departures = DescribeDepartures();
   return absl::Status(status.code(), absl::StrCat("peer ", current, ": ", status.message(), "; ",
-                                                  transfers.Describe(),
+                                                  transfers.Progress().ToString(),
                                                   departures.empty() ? "" : "; ", departures));
 }
 
@@ -247,7 +233,7 @@ std::string ControlMesh::DescribeDepartures() const {
   for (const Departure& d : Departures(everyone)) by_how[d.how].push_back(d.peer);
   std::vector<std::string> parts;
   for (const auto& [how, ranks] : by_how) {
-    parts.push_back(absl::StrCat(RankList(ranks), DescribeHow(how, ranks.size() == 1)));
+    parts.push_back(absl::StrCat(internal::RankList(ranks), DescribeHow(how, ranks.size() == 1)));
   }
   return absl::StrJoin(parts, "; ");
 }

@@ -16,6 +16,7 @@
 #include "backends/gloo/peer_watch.h"
 #include "backends/gloo/store_adapter.h"
 #include "core/control_mesh.h"
+#include "core/internal/rank_text.h"
 #include "core/rendezvous.h"
 #include "core/status_macros.h"
 #include "gloo/common/error.h"
@@ -74,33 +75,16 @@ std::string DescribeProgress(
     const std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>>& in,
     const std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>>& out, size_t recvs_done,
     size_t sends_done) {
-  std::vector<int> silent, unsent;
-  size_t received = 0, expected = 0, sent = 0, to_send = 0;
+  internal::TransferProgress progress;
   for (size_t i = 0; i < recvs.size(); ++i) {
-    expected += recvs[i].size;
-    if (i < recvs_done || (i < in.size() && Completed(*in[i], /*recv=*/true))) {
-      received += recvs[i].size;
-    } else {
-      silent.push_back(recvs[i].peer);
-    }
+    const bool done = i < recvs_done || (i < in.size() && Completed(*in[i], /*recv=*/true));
+    progress.AddRecv(recvs[i].peer, recvs[i].size, done ? recvs[i].size : 0);
   }
   for (size_t i = 0; i < sends.size(); ++i) {
-    to_send += sends[i].size;
-    if (i < sends_done || (i < out.size() && Completed(*out[i], /*recv=*/false))) {
-      sent += sends[i].size;
-    } else {
-      unsent.push_back(sends[i].peer);
-    }
+    const bool done = i < sends_done || (i < out.size() && Completed(*out[i], /*recv=*/false));
+    progress.AddSend(sends[i].peer, sends[i].size, done ? sends[i].size : 0);
   }
-  auto ranks = [](const std::vector<int>& list) {
-    return absl::StrCat(list.size() == 1 ? "rank " : "ranks ", absl::StrJoin(list, ", "));
-  };
-  std::vector<std::string> parts;
-  if (!silent.empty()) parts.push_back("not heard from " + ranks(silent));
-  if (!unsent.empty()) parts.push_back("sends to " + ranks(unsent) + " not confirmed");
-  if (parts.empty()) parts.push_back("every transfer was confirmed");
-  return absl::StrCat(absl::StrJoin(parts, ", "), " (received ", received, " of ", expected,
-                      " bytes, sent ", sent, " of ", to_send, " bytes)");
+  return progress.ToString();
 }
 
 // The distinct peers of one exchange.

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/internal/rank_text.h"
 #include "core/status_macros.h"
 #include "specs/fingerprint.h"
 
@@ -54,7 +55,7 @@ std::string EncodeReport(const Json& descriptor, const std::vector<std::string>&
 
 absl::Status BuildMismatchError(const std::vector<std::string>& reports, std::string_view op) {
   std::vector<Json> descriptors;
-  std::vector<std::string> problems;
+  std::vector<std::pair<int, std::string>> errors;  // (rank, local error), ranks ascending
   for (size_t r = 0; r < reports.size(); ++r) {
     Json report = Json::parse(reports[r], nullptr, /*allow_exceptions=*/false);
     if (report.is_discarded() || !report.contains("descriptor")) {
@@ -62,9 +63,15 @@ absl::Status BuildMismatchError(const std::vector<std::string>& reports, std::st
           absl::StrCat(std::string(op), ": malformed agreement report from rank ", r));
     }
     for (const auto& error : report["errors"]) {
-      problems.push_back(absl::StrCat("rank ", r, ": ", error.get<std::string>()));
+      errors.emplace_back(static_cast<int>(r), error.get<std::string>());
     }
     descriptors.push_back(std::move(report["descriptor"]));
+  }
+  std::vector<std::string> problems;
+  if (!errors.empty()) {
+    // The same error on several ranks (a bad spec everywhere) is named once, with its ranks.
+    std::vector<std::pair<int, std::string_view>> views(errors.begin(), errors.end());
+    problems.push_back(GroupByMessage(views));
   }
   // The reference is the most common descriptor (ties: the lowest rank holding one).
   std::map<std::string, int> votes;

@@ -100,8 +100,9 @@ class ControlMesh::Transfers {
     for (size_t i = 0; i < recvs_.size(); ++i) {
       progress.AddRecv(recvs_[i].peer, recvs_[i].size, received_[i]);
     }
-    for (size_t i = 0; i < sends_.size(); ++i)
+    for (size_t i = 0; i < sends_.size(); ++i) {
       progress.AddSend(sends_[i].peer, sends_[i].size, sent_[i]);
+    }
     return progress;
   }
 
@@ -132,7 +133,8 @@ absl::Status ControlMesh::Exchange(std::span<const Send> sends, std::span<const 
   absl::Status status;
   for (const Send& s : sends) {
     current = s.peer;
-    if (status.ok()) status = transfers.PumpSends(s.peer, fds_[s.peer]);
+    status = transfers.PumpSends(s.peer, fds_[s.peer]);
+    if (!status.ok()) break;
   }
   if (status.ok()) status = PollUntilDone(transfers, deadline, current);
   if (status.ok()) status = CheckNoneGaveUp(peers, current);

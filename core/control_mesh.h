@@ -53,6 +53,7 @@ class ControlMesh {
 
   ControlMesh(const ControlMesh&) = delete;
   ControlMesh& operator=(const ControlMesh&) = delete;
+  // Says goodbye to every peer (one byte after the last message) and closes the connections.
   ~ControlMesh();
 
   // Writes every send and reads every receive (messages between two ranks arrive in order and
@@ -85,8 +86,6 @@ class ControlMesh {
   // rank or several.
   static std::string DescribeHow(Departure::How how, bool one);
 
-  // The destructor says goodbye to every peer (one byte after the last message) and closes.
-
   // After a failure: resets every connection, so that peers waiting on this rank fail at once and
   // those that already read this rank's message of the failed exchange fail too (a "gave up"
   // byte follows it). Later Exchanges fail with kFailedPrecondition.
@@ -95,14 +94,13 @@ class ControlMesh {
  private:
   class Transfers;
 
-  ControlMesh(int rank, std::vector<int> fds) : rank_(rank), fds_(std::move(fds)) {}
+  explicit ControlMesh(std::vector<int> fds) : fds_(std::move(fds)) {}
   // Exchange's steps; `current` is the peer being served, for errors.
   absl::Status PollUntilDone(Transfers& transfers, absl::Time deadline, int& current) const;
   absl::Status CheckNoneGaveUp(std::span<const int> peers, int& current) const;
   // How the stream of a connection whose peer has left ended (its last unread byte).
   static Departure::How HowItEnded(int fd);
 
-  const int rank_;
   std::vector<int> fds_;  // [peer]; -1 for this rank
 };
 

@@ -109,7 +109,7 @@ absl::StatusOr<std::unique_ptr<ControlMesh>> ControlMesh::Connect(Store& store,
                                                                   const sockaddr_storage& address,
                                                                   absl::Time deadline) {
   // Owns the sockets from the start, so that every error path closes them.
-  std::unique_ptr<ControlMesh> mesh(new ControlMesh(rank, std::vector<int>(world_size, -1)));
+  std::unique_ptr<ControlMesh> mesh(new ControlMesh(std::vector<int>(world_size, -1)));
   if (world_size == 1) return mesh;
   SHARDKIT_ASSIGN_OR_RETURN(internal::Listener listener, internal::Listen(address, world_size));
   const uint64_t token = RandomToken();

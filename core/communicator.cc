@@ -160,8 +160,9 @@ absl::Status Communicator::Run(Call& call, Fn&& transfer) {
 absl::Status Communicator::Move(Call& call, int phase, std::span<const SendOp> sends,
                                 std::span<const RecvOp> recvs) {
   const uint64_t tag = Tag(call.decl.seq, phase);
-  absl::Status status = phase < kPhasePayload ? ExchangeControl(tag, sends, recvs, call.deadline)
-                                              : Exchange(tag, sends, recvs, call.deadline);
+  absl::Status status = phase < kPhasePayload
+                            ? ExchangeControl(tag, call.decl.seq, sends, recvs, call.deadline)
+                            : Exchange(tag, sends, recvs, call.deadline);
   if (!status.ok()) {
     call.transport_failed = true;
     return Annotate(

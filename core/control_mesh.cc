@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/internal/mesh_marker.h"
 #include "core/internal/rank_text.h"
 #include "core/internal/socket_util.h"
 #include "core/status_macros.h"
@@ -18,28 +19,20 @@
 namespace shardkit {
 namespace {
 
+using internal::kMeshMarkerSize;
+using internal::MeshMarker;
 using internal::PollTimeoutMs;
 using internal::SocketError;
 
-// The last byte a rank sends every peer: when it closes its mesh normally (see Departures), and
-// when it gives up after a failure (see Close).
-constexpr char kGoodbye = 'G';
-constexpr char kGaveUp = 'A';
-// Unread control data beyond this is not a departure's last word (a few messages at most are).
+// Unread control data beyond this is not looked through for a parting marker (a few messages at
+// most are ever unread).
 constexpr int kMaxUnreadLook = 64 << 10;
 
 std::string RankName(int rank) { return absl::StrCat("rank ", rank); }
 
-// What a peer's last byte before the end of its stream says, or "" if it is no last word.
-std::string LastWord(int peer, char byte) {
-  if (byte == kGoodbye) {
-    return absl::StrCat(RankName(peer),
-                        " closed its communicator (it is not taking part in this operation)");
-  }
-  if (byte == kGaveUp) {
-    return absl::StrCat(RankName(peer), " gave up on this operation (see its own error)");
-  }
-  return "";
+ControlMesh::Departure::How HowOf(const MeshMarker& marker) {
+  return marker.kind == MeshMarker::kGoodbye ? ControlMesh::Departure::How::kGoodbye
+                                             : ControlMesh::Departure::How::kGaveUp;
 }
 
 }  // namespace
@@ -47,7 +40,7 @@ std::string LastWord(int peer, char byte) {
 // The transfers of one Exchange: how far each send and receive has got.
 class ControlMesh::Transfers {
  public:
-  Transfers(std::span<const ControlMesh::Send> sends, std::span<const ControlMesh::Recv> recvs)
+  Transfers(std::span<const Send> sends, std::span<const Recv> recvs)
       : sends_(sends), recvs_(recvs), sent_(sends.size()), received_(recvs.size()) {}
 
   // The first unfinished send / receive with `peer` (messages of a pair go in order), or -1.
@@ -64,10 +57,10 @@ class ControlMesh::Transfers {
     return -1;
   }
 
-  // Writes to / reads from `fd` what it takes without blocking. Errors: kUnavailable.
+  // Writes to `fd` what it takes without blocking. Errors: kUnavailable.
   absl::Status PumpSends(int peer, int fd) {
     for (int i = PendingSend(peer); i >= 0; i = PendingSend(peer)) {
-      const ControlMesh::Send& s = sends_[i];
+      const Send& s = sends_[i];
       absl::StatusOr<size_t> n = internal::SendSome(fd, static_cast<const char*>(s.data) + sent_[i],
                                                     s.size - sent_[i], RankName(peer));
       if (!n.ok() || *n == 0) return n.status();
@@ -75,21 +68,27 @@ class ControlMesh::Transfers {
     }
     return absl::OkStatus();
   }
-  absl::Status PumpRecvs(int peer, int fd) {
+
+  // Reads from `fd` what it takes without blocking. A parting marker where a message should be
+  // is the peer's last word: it is recorded in `heard` and fails the exchange.
+  // Errors: kUnavailable.
+  absl::Status PumpRecvs(int peer, int fd, std::atomic<char>& heard) {
     for (int i = PendingRecv(peer); i >= 0; i = PendingRecv(peer)) {
-      const ControlMesh::Recv& r = recvs_[i];
+      const Recv& r = recvs_[i];
       absl::StatusOr<size_t> n = internal::RecvSome(fd, static_cast<char*>(r.data) + received_[i],
                                                     r.size - received_[i], RankName(peer));
-      if (!n.ok() && received_[i] == 1) {
-        // The stream ended right after one byte: a last word, not the start of a message.
-        const std::string last_word = LastWord(peer, *static_cast<const char*>(r.data));
-        if (!last_word.empty()) {
-          received_[i] = 0;
-          return absl::UnavailableError(last_word);
+      if (n.ok()) received_[i] += *n;
+      // Where a message starts: its first kMeshMarkerSize bytes, once all read (or all there is).
+      const bool ended = !n.ok() || received_[i] == r.size;
+      if (ended && received_[i] >= kMeshMarkerSize) {
+        const std::optional<MeshMarker> marker = internal::ParseMarker(r.data, kMeshMarkerSize);
+        if (marker.has_value() && (!n.ok() || received_[i] == kMeshMarkerSize)) {
+          received_[i] = 0;  // not a message
+          heard.store(marker->kind);
+          return absl::UnavailableError(internal::DescribeMarker(peer, *marker));
         }
       }
       if (!n.ok() || *n == 0) return n.status();
-      received_[i] += *n;
     }
     return absl::OkStatus();
   }
@@ -106,50 +105,63 @@ class ControlMesh::Transfers {
     return progress;
   }
 
+  // Marks the peers to which a message was left half written.
+  void MarkHalfWritten(std::vector<bool>& half_written) const {
+    for (size_t i = 0; i < sends_.size(); ++i) {
+      if (sent_[i] > 0 && sent_[i] < sends_[i].size) half_written[sends_[i].peer] = true;
+    }
+  }
+
  private:
-  std::span<const ControlMesh::Send> sends_;
-  std::span<const ControlMesh::Recv> recvs_;
+  std::span<const Send> sends_;
+  std::span<const Recv> recvs_;
   std::vector<size_t> sent_, received_;
 };
 
+ControlMesh::ControlMesh(std::vector<int> fds)
+    : fds_(std::move(fds)), half_written_(fds_.size()), heard_(fds_.size()) {}
+
 ControlMesh::~ControlMesh() {
+  SendMarkers(MeshMarker::kGoodbye);
   for (int fd : fds_) {
-    if (fd < 0) continue;
-    (void)::send(fd, &kGoodbye, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    ::close(fd);
+    if (fd >= 0) ::close(fd);
   }
 }
 
 absl::Status ControlMesh::Exchange(std::span<const Send> sends, std::span<const Recv> recvs,
-                                   absl::Time deadline) {
+                                   absl::Time deadline, uint64_t call) {
   std::vector<int> peers;
   for (const Send& s : sends) peers.push_back(s.peer);
   for (const Recv& r : recvs) peers.push_back(r.peer);
   for (int peer : peers) {
     if (fds_[peer] < 0) return absl::FailedPreconditionError("the control mesh is closed");
   }
+  std::vector<size_t> sizes;
+  for (const Send& s : sends) sizes.push_back(s.size);
+  for (const Recv& r : recvs) sizes.push_back(r.size);
+  for (size_t size : sizes) {
+    if (size < kMinMessage) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "control mesh: a ", size, "-byte message (the minimum is ", kMinMessage, ")"));
+    }
+  }
+  call_ = call;
   Transfers transfers(sends, recvs);
   int current = -1;  // the peer being served, for errors
-  absl::Status status;
-  for (const Send& s : sends) {
-    current = s.peer;
-    status = transfers.PumpSends(s.peer, fds_[s.peer]);
-    if (!status.ok()) break;
-  }
-  if (status.ok()) status = PollUntilDone(transfers, deadline, current);
-  if (status.ok()) status = CheckNoneGaveUp(peers, current);
+  absl::Status status = PollUntilDone(transfers, deadline, current);
+  if (status.ok()) status = CheckNoneGaveUp(peers, call, current);
   if (status.ok()) return status;
+  transfers.MarkHalfWritten(half_written_);
   const std::string departures = DescribeDepartures();
   return absl::Status(status.code(), absl::StrCat("peer ", current, ": ", status.message(), "; ",
                                                   transfers.Progress().ToString(),
                                                   departures.empty() ? "" : "; ", departures));
 }
 
-absl::Status ControlMesh::PollUntilDone(Transfers& transfers, absl::Time deadline,
-                                        int& current) const {
+absl::Status ControlMesh::PollUntilDone(Transfers& transfers, absl::Time deadline, int& current) {
   std::vector<pollfd> polled;
   std::vector<int> peers;
-  for (;;) {
+  for (bool first = true;; first = false) {
     polled.clear();
     peers.clear();
     for (int peer = 0; peer < static_cast<int>(fds_.size()); ++peer) {
@@ -161,28 +173,38 @@ absl::Status ControlMesh::PollUntilDone(Transfers& transfers, absl::Time deadlin
     }
     if (polled.empty()) return absl::OkStatus();
     current = peers.front();
-    const int ready = ::poll(polled.data(), polled.size(), PollTimeoutMs(deadline));
+    // The first round writes every send at once, without asking whether the sockets have room.
+    const int ready = first ? static_cast<int>(polled.size())
+                            : ::poll(polled.data(), polled.size(), PollTimeoutMs(deadline));
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) return SocketError("poll");
     if (ready == 0 && absl::Now() >= deadline) {
       return absl::DeadlineExceededError("timed out waiting for control messages");
     }
     for (size_t i = 0; i < polled.size(); ++i) {
-      if (polled[i].revents == 0) continue;
+      if (!first && polled[i].revents == 0) continue;
       current = peers[i];
       // Messages queued before a reset are still read; the reset shows once they are consumed.
-      SHARDKIT_RETURN_IF_ERROR(transfers.PumpRecvs(current, polled[i].fd));
       SHARDKIT_RETURN_IF_ERROR(transfers.PumpSends(current, polled[i].fd));
+      if (!first)
+        SHARDKIT_RETURN_IF_ERROR(transfers.PumpRecvs(current, polled[i].fd, heard_[current]));
     }
   }
 }
 
-absl::Status ControlMesh::CheckNoneGaveUp(std::span<const int> peers, int& current) const {
+absl::Status ControlMesh::CheckNoneGaveUp(std::span<const int> peers, uint64_t call,
+                                          int& current) const {
   for (const Departure& d : Departures(peers)) {
-    char next = 0;
-    if (::recv(fds_[d.peer], &next, 1, MSG_PEEK | MSG_DONTWAIT) == 1 && next == kGaveUp) {
+    // The marker right after the message just read: the peer gave up on this very call.
+    char next[kMeshMarkerSize];
+    if (::recv(fds_[d.peer], next, sizeof(next), MSG_PEEK | MSG_DONTWAIT) !=
+        static_cast<ssize_t>(sizeof(next))) {
+      continue;
+    }
+    const std::optional<MeshMarker> marker = internal::ParseMarker(next, sizeof(next));
+    if (marker.has_value() && marker->kind == MeshMarker::kGaveUp && marker->call == call) {
       current = d.peer;
-      return absl::UnavailableError(LastWord(d.peer, next));
+      return absl::UnavailableError(internal::DescribeMarker(d.peer, *marker));
     }
   }
   return absl::OkStatus();
@@ -207,24 +229,31 @@ std::vector<ControlMesh::Departure> ControlMesh::Departures(std::span<const int>
   } while (ready < 0 && errno == EINTR);
   if (ready <= 0) return departed;
   for (size_t i = 0; i < polled_peers.size(); ++i) {
-    if (!(polled[i].revents & (POLLRDHUP | POLLHUP | POLLERR))) continue;
-    departed.push_back({polled_peers[i], HowItEnded(polled[i].fd)});
+    if (polled[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+      departed.push_back(HowItEnded(polled_peers[i]));
+    }
   }
   return departed;
 }
 
-ControlMesh::Departure::How ControlMesh::HowItEnded(int fd) {
-  // The last word is the last unread byte: messages the peer sent before it may still be unread.
+ControlMesh::Departure ControlMesh::HowItEnded(int peer) const {
+  if (const char kind = heard_[peer].load(); kind != 0) {
+    return {peer, HowOf(MeshMarker{kind}), call_};
+  }
+  // The parting marker is the last thing a peer sends: messages before it may still be unread.
   int unread = 0;
-  if (::ioctl(fd, FIONREAD, &unread) != 0 || unread < 1 || unread > kMaxUnreadLook) {
-    return Departure::How::kVanished;
+  if (::ioctl(fds_[peer], FIONREAD, &unread) != 0 || unread < static_cast<int>(kMeshMarkerSize) ||
+      unread > kMaxUnreadLook) {
+    return {peer, Departure::How::kVanished};
   }
   std::vector<char> bytes(static_cast<size_t>(unread));
-  const ssize_t n = ::recv(fd, bytes.data(), bytes.size(), MSG_PEEK | MSG_DONTWAIT);
-  if (n != unread) return Departure::How::kVanished;
-  if (bytes.back() == kGoodbye) return Departure::How::kGoodbye;
-  if (bytes.back() == kGaveUp) return Departure::How::kGaveUp;
-  return Departure::How::kVanished;
+  if (::recv(fds_[peer], bytes.data(), bytes.size(), MSG_PEEK | MSG_DONTWAIT) != unread) {
+    return {peer, Departure::How::kVanished};
+  }
+  const std::optional<MeshMarker> marker =
+      internal::ParseMarker(bytes.data() + unread - kMeshMarkerSize, kMeshMarkerSize);
+  if (!marker.has_value()) return {peer, Departure::How::kVanished};
+  return {peer, HowOf(*marker), marker->call};
 }
 
 std::string ControlMesh::DescribeDepartures() const {
@@ -253,12 +282,19 @@ std::string ControlMesh::DescribeHow(Departure::How how, bool one) {
   return " left";
 }
 
+void ControlMesh::SendMarkers(char kind) noexcept {
+  const std::string marker = internal::EncodeMarker(MeshMarker{kind, call_});
+  for (size_t peer = 0; peer < fds_.size(); ++peer) {
+    if (fds_[peer] < 0 || half_written_[peer]) continue;
+    (void)::send(fds_[peer], marker.data(), marker.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+}
+
 void ControlMesh::Close() noexcept {
+  SendMarkers(MeshMarker::kGaveUp);
   for (int& fd : fds_) {
     if (fd < 0) continue;
-    // Tells peers that already hold this rank's message of the failed exchange not to complete
-    // with it (CheckNoneGaveUp), then resets: peers still waiting fail at once.
-    (void)::send(fd, &kGaveUp, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    // An abortive close (RST): peers still waiting on this rank fail at once.
     const linger abort_on_close{1, 0};
     (void)::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
     ::close(fd);

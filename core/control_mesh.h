@@ -18,7 +18,9 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -53,23 +55,31 @@ class ControlMesh {
 
   ControlMesh(const ControlMesh&) = delete;
   ControlMesh& operator=(const ControlMesh&) = delete;
-  // Says goodbye to every peer (one byte after the last message) and closes the connections.
+  // Says goodbye to every peer (a marker after the last message) and closes the connections.
   ~ControlMesh();
 
+  // Messages are at least this long, so that a peer's parting marker (16 bytes) can never be
+  // taken for one.
+  static constexpr size_t kMinMessage = 16;
+
   // Writes every send and reads every receive (messages between two ranks arrive in order and
-  // both sides agree on their sizes) until `deadline`.
-  // Errors (the mesh is then unusable; Close it): kDeadlineExceeded or kUnavailable, naming the
-  // first peer not done, the peers not heard from and the bytes moved each way.
+  // both sides agree on their sizes) until `deadline`. `call` identifies the caller's operation
+  // (increasing; the communicator's sequence number): a peer that gave up on this very call fails
+  // the exchange even if its message had arrived, one that gave up on a later call does not.
+  // Errors (the mesh is then unusable; Close it): kInvalidArgument for a message under
+  // kMinMessage bytes; kDeadlineExceeded or kUnavailable, naming the first peer not done, the
+  // peers not heard from, the bytes moved each way and how peers that left did.
   [[nodiscard]] absl::Status Exchange(std::span<const Send> sends, std::span<const Recv> recvs,
-                                      absl::Time deadline);
+                                      absl::Time deadline, uint64_t call = 0);
 
   // A peer whose connection has ended, and how: it closed its communicator (goodbye), it gave up
-  // after an error of its own (Close), or it vanished without a word (killed, crashed, exited
-  // without closing its communicator).
+  // after an error of its own (Close) during operation `call`, or it vanished without a word
+  // (killed, crashed, exited without closing its communicator).
   struct Departure {
     enum class How { kVanished, kGaveUp, kGoodbye };
     int peer;
     How how;
+    uint64_t call = 0;  // the last operation it started (kGaveUp, kGoodbye)
   };
   // The departures among `peers`, waiting up to `wait` for the first one, or until
   // `interrupt_fd` (if >= 0) is readable. Only looks (poll, MSG_PEEK) and never consumes a
@@ -86,22 +96,31 @@ class ControlMesh {
   // rank or several.
   static std::string DescribeHow(Departure::How how, bool one);
 
-  // After a failure: resets every connection, so that peers waiting on this rank fail at once and
-  // those that already read this rank's message of the failed exchange fail too (a "gave up"
-  // byte follows it). Later Exchanges fail with kFailedPrecondition.
+  // After a failure: sends every peer a "gave up" marker naming the last call (not where a
+  // message was left half written: that would complete it with the marker's bytes) and resets
+  // every connection, so that peers waiting on this rank fail at once, and those that have read
+  // this rank's message of that call but not yet finished it fail too. Best effort: a peer that
+  // finished the call before the marker arrived has finished it. Later Exchanges fail with
+  // kFailedPrecondition.
   void Close() noexcept;
 
  private:
   class Transfers;
 
-  explicit ControlMesh(std::vector<int> fds) : fds_(std::move(fds)) {}
+  explicit ControlMesh(std::vector<int> fds);
   // Exchange's steps; `current` is the peer being served, for errors.
-  absl::Status PollUntilDone(Transfers& transfers, absl::Time deadline, int& current) const;
-  absl::Status CheckNoneGaveUp(std::span<const int> peers, int& current) const;
-  // How the stream of a connection whose peer has left ended (its last unread byte).
-  static Departure::How HowItEnded(int fd);
+  absl::Status PollUntilDone(Transfers& transfers, absl::Time deadline, int& current);
+  absl::Status CheckNoneGaveUp(std::span<const int> peers, uint64_t call, int& current) const;
+  // How the connection to `peer`, whose stream has ended, ended: a marker consumed by an
+  // Exchange, or the one at the end of the unread bytes.
+  Departure HowItEnded(int peer) const;
+  // Sends `kind`'s marker to every peer whose stream is at a message boundary.
+  void SendMarkers(char kind) noexcept;
 
-  std::vector<int> fds_;  // [peer]; -1 for this rank
+  std::vector<int> fds_;                  // [peer]; -1 for this rank and after Close
+  std::vector<bool> half_written_;        // [peer]: a failed Exchange left a send half written
+  std::vector<std::atomic<char>> heard_;  // [peer]: kind of a marker an Exchange consumed, or 0
+  uint64_t call_ = 0;                     // the last Exchange's call
 };
 
 }  // namespace shardkit

@@ -61,11 +61,13 @@ absl::Status DialLower(Store& store, const std::string& prefix, int rank, absl::
     SHARDKIT_ASSIGN_OR_RETURN(std::string value,
                               store.Get(Key(prefix, peer), deadline - absl::Now()));
     SHARDKIT_ASSIGN_OR_RETURN(PeerAddress address, ParseAddress(value, peer));
+    const std::string what = absl::StrCat("control mesh: connecting to rank ", peer);
     absl::StatusOr<int> fd = internal::Dial(address.host, address.port, deadline);
-    if (!fd.ok()) return Annotate(fd.status(), absl::StrCat("control mesh: rank ", peer));
+    if (!fd.ok()) return Annotate(fd.status(), what);
     fds[peer] = *fd;
     const Hello hello{kHelloMagic, rank, address.token};
-    SHARDKIT_RETURN_IF_ERROR(internal::WriteAll(*fd, &hello, sizeof(hello), deadline));
+    SHARDKIT_RETURN_IF_ERROR(
+        Annotate(internal::WriteAll(*fd, &hello, sizeof(hello), deadline), what));
   }
   return absl::OkStatus();
 }
@@ -120,7 +122,10 @@ absl::StatusOr<std::unique_ptr<ControlMesh>> ControlMesh::Connect(Store& store,
     status = AcceptHigher(listener.fd, rank, world_size, token, deadline, mesh->fds_);
   }
   ::close(listener.fd);
-  if (!status.ok()) return status;
+  if (!status.ok()) {
+    mesh->Close();  // peers connected so far learn that this rank gave up, not that it left
+    return status;
+  }
   return mesh;
 }
 

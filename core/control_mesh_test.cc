@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,6 +33,7 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::Field;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 sockaddr_storage Loopback() {
   sockaddr_storage address{};
@@ -40,6 +42,10 @@ sockaddr_storage Loopback() {
   in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   return address;
 }
+
+// The smallest message the mesh carries.
+using Word = std::array<uint64_t, 2>;
+static_assert(sizeof(Word) == ControlMesh::kMinMessage);
 
 std::unique_ptr<ControlMesh> ConnectMesh(const std::string& store_url, int rank, int world) {
   absl::StatusOr<std::unique_ptr<Store>> store = OpenStore(store_url);
@@ -97,20 +103,22 @@ TEST(ControlMesh, PeerThatLeavesFailsOthersAtOnce) {
     std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 3);
     ASSERT_NE(mesh, nullptr);
     if (rank == 2) {
-      mesh.reset();  // leaves without a word, as an exiting process does: sockets closed
+      mesh.reset();  // closes its mesh: a goodbye marker, then the end of the stream
       return;
     }
     // Seen as a clean departure (goodbye) before anything reads the stream.
     EXPECT_THAT(
         mesh->Departures(std::vector<int>{2}, absl::Seconds(10)),
         ElementsAre(Field(&ControlMesh::Departure::how, ControlMesh::Departure::How::kGoodbye)));
-    uint64_t word = 0;
+    Word word{};
     std::vector<ControlMesh::Recv> recvs = {{2, &word, sizeof(word)}};
     const absl::Time start = absl::Now();
-    EXPECT_THAT(mesh->Exchange({}, recvs, absl::Now() + absl::Seconds(20)),
+    const absl::Status status = mesh->Exchange({}, recvs, absl::Now() + absl::Seconds(20));
+    EXPECT_THAT(status,
                 StatusIs(absl::StatusCode::kUnavailable,
                          AllOf(HasSubstr("peer 2: rank 2 closed its communicator"),
-                               HasSubstr("not heard from rank 2 (received 0 of 8 bytes"))));
+                               HasSubstr("not heard from rank 2 (received 0 of 16 bytes"))));
+    EXPECT_THAT(status.message(), Not(HasSubstr("went away")));
     EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "must not wait for the deadline";
   }));
 }
@@ -140,7 +148,7 @@ TEST(ControlMesh, SilentPeerTimesOutNamingIt) {
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
     std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
-    uint64_t word = 7;
+    Word word{7, 7};
     if (rank == 1) {
       usleep(800000);  // alive, connected, silent past rank 0's deadline
       return;
@@ -151,8 +159,8 @@ TEST(ControlMesh, SilentPeerTimesOutNamingIt) {
     EXPECT_THAT(mesh->Exchange(sends, recvs, start + absl::Milliseconds(300)),
                 StatusIs(absl::StatusCode::kDeadlineExceeded,
                          AllOf(HasSubstr("peer 1: timed out"),
-                               HasSubstr("not heard from rank 1 (received 0 of 8 bytes, sent 8 "
-                                         "of 8 bytes)"))));
+                               HasSubstr("not heard from rank 1 (received 0 of 16 bytes, sent 16 "
+                                         "of 16 bytes)"))));
     EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
     EXPECT_LT(absl::Now() - start, absl::Milliseconds(700));
   }));
@@ -179,11 +187,11 @@ TEST(ControlMesh, StrayConnectionIsDropped) {
     }
     std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
-    uint32_t mine = 100 + rank, theirs = 0;
+    Word mine{100u + rank, 0}, theirs{};
     std::vector<ControlMesh::Send> sends = {{1 - rank, &mine, sizeof(mine)}};
     std::vector<ControlMesh::Recv> recvs = {{1 - rank, &theirs, sizeof(theirs)}};
     SHARDKIT_ASSERT_OK(mesh->Exchange(sends, recvs, absl::Now() + absl::Seconds(10)));
-    EXPECT_EQ(theirs, 101u - rank);
+    EXPECT_EQ(theirs[0], 101u - rank);
     if (stray >= 0) close(stray);
   }));
 }
@@ -198,12 +206,13 @@ TEST(ControlMesh, CloseFailsBlockedPeersAtOnce) {
       usleep(500000);  // still alive: the peer must learn from the shutdown, not from an exit
       return;
     }
-    uint64_t word = 0;
+    Word word{};
     std::vector<ControlMesh::Recv> recvs = {{0, &word, sizeof(word)}};
     const absl::Time start = absl::Now();
     EXPECT_THAT(mesh->Exchange({}, recvs, start + absl::Seconds(20)),
                 StatusIs(absl::StatusCode::kUnavailable,
-                         HasSubstr("peer 0: rank 0 gave up on this operation")));
+                         AllOf(HasSubstr("peer 0: rank 0 gave up on operation 0"),
+                               HasSubstr("rank 0 gave up after an error of its own"))));
     EXPECT_LT(absl::Now() - start, absl::Milliseconds(450));
   }));
 }
@@ -214,24 +223,88 @@ TEST(ControlMesh, MessageFromARankThatGaveUpDoesNotCompleteAnExchange) {
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
     std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
-    uint64_t mine = 1, theirs = 0;
+    Word mine{1, 1}, theirs{};
     std::vector<ControlMesh::Send> sends = {{1 - rank, &mine, sizeof(mine)}};
     std::vector<ControlMesh::Recv> recvs = {{1 - rank, &theirs, sizeof(theirs)}};
     if (rank == 0) {
-      EXPECT_THAT(mesh->Exchange(sends, recvs, absl::Now() + absl::Milliseconds(200)),
+      EXPECT_THAT(mesh->Exchange(sends, recvs, absl::Now() + absl::Milliseconds(200), /*call=*/5),
                   StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("timed out")));
       mesh->Close();
-      EXPECT_THAT(mesh->Exchange(sends, recvs, absl::Now() + absl::Seconds(1)),
+      EXPECT_THAT(mesh->Exchange(sends, recvs, absl::Now() + absl::Seconds(1), 6),
                   StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("closed")));
       return;
     }
     usleep(600000);
-    // Receiving only: rank 0's message is readable, the "gave up" byte after it must fail this.
-    EXPECT_THAT(mesh->Exchange({}, recvs, absl::Now() + absl::Seconds(5)),
-                StatusIs(absl::StatusCode::kUnavailable, HasSubstr("peer 0: rank 0 gave up")));
+    // Receiving only: rank 0's message is readable, the marker after it must fail this call.
+    EXPECT_THAT(mesh->Exchange({}, recvs, absl::Now() + absl::Seconds(5), /*call=*/5),
+                StatusIs(absl::StatusCode::kUnavailable,
+                         HasSubstr("peer 0: rank 0 gave up on operation 5")));
     // Sending too: the reset alone fails it.
     EXPECT_THAT(mesh->Exchange(sends, recvs, absl::Now() + absl::Seconds(5)),
                 StatusIs(absl::StatusCode::kUnavailable, HasSubstr("peer 0: rank 0 ")));
+  }));
+}
+
+// Rank 0 finishes call 1 (it only sends), then gives up on call 2. Rank 1, late for call 1,
+// still completes it: the marker names call 2. Its call 2 fails.
+TEST(ControlMesh, GivingUpOnALaterCallDoesNotFailAnEarlierOne) {
+  SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
+    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
+    ASSERT_NE(mesh, nullptr);
+    Word word{42, 43};
+    std::vector<ControlMesh::Send> sends = {{1, &word, sizeof(word)}};
+    std::vector<ControlMesh::Recv> recvs = {{1 - rank, &word, sizeof(word)}};
+    if (rank == 0) {
+      SHARDKIT_EXPECT_OK(mesh->Exchange(sends, {}, absl::Now() + absl::Seconds(5), /*call=*/1));
+      EXPECT_THAT(mesh->Exchange({}, recvs, absl::Now() + absl::Milliseconds(100), /*call=*/2),
+                  StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("timed out")));
+      mesh->Close();
+      return;
+    }
+    usleep(500000);
+    word = {};
+    SHARDKIT_EXPECT_OK(mesh->Exchange({}, recvs, absl::Now() + absl::Seconds(5), /*call=*/1));
+    EXPECT_EQ(word, (Word{42, 43}));
+    EXPECT_THAT(
+        mesh->Exchange({}, recvs, absl::Now() + absl::Seconds(5), /*call=*/2),
+        StatusIs(absl::StatusCode::kUnavailable, HasSubstr("rank 0 gave up on operation 2")));
+  }));
+}
+
+// Rank 0 gives up with a message half written (rank 1 is not reading): it must not append its
+// marker (whose bytes would complete the message), only reset. Rank 1 then fails, it does not
+// complete the message with foreign bytes.
+TEST(ControlMesh, HalfWrittenMessageIsNeverCompleted) {
+  constexpr size_t kBig = 32 << 20;  // more than both socket buffers hold
+  SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
+    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
+    ASSERT_NE(mesh, nullptr);
+    std::vector<char> big(kBig, 'x');
+    if (rank == 0) {
+      std::vector<ControlMesh::Send> sends = {{1, big.data(), big.size()}};
+      EXPECT_THAT(mesh->Exchange(sends, {}, absl::Now() + absl::Milliseconds(200), /*call=*/1),
+                  StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("sends to rank 1")));
+      mesh->Close();
+      return;
+    }
+    usleep(500000);
+    std::vector<ControlMesh::Recv> recvs = {{0, big.data(), big.size()}};
+    EXPECT_THAT(
+        mesh->Exchange({}, recvs, absl::Now() + absl::Seconds(5), /*call=*/1),
+        StatusIs(absl::StatusCode::kUnavailable, AllOf(HasSubstr("rank 0 reset its connection"),
+                                                       HasSubstr("not heard from rank 0"))));
+  }));
+}
+
+TEST(ControlMesh, MessagesShorterThanAMarkerAreRefused) {
+  SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
+    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
+    ASSERT_NE(mesh, nullptr);
+    uint64_t small = 0;
+    std::vector<ControlMesh::Send> sends = {{1 - rank, &small, sizeof(small)}};
+    EXPECT_THAT(mesh->Exchange(sends, {}, absl::Now() + absl::Seconds(1)),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("a 8-byte message (the minimum is 16)")));
   }));
 }
 

@@ -68,20 +68,24 @@ bool Completed(::gloo::transport::UnboundBuffer& buffer, bool recv) noexcept {
 // What a failed exchange had completed, for its error: the peers whose data never fully arrived
 // ("not heard from"), those whose sends were not confirmed, and the bytes each way. `in`/`out`
 // are the posted buffers in the order of `recvs`/`sends`; the first `recvs_done`/`sends_done`
-// were waited for successfully.
+// were waited for successfully. The others are probed only when `probe` (after a Gloo failure,
+// which signals every pair, so probing returns at once; not after the peer watch aborted the
+// waits, when a probe would wait and its timeout would signal the whole context).
 template <typename SendOp, typename RecvOp>
 std::string DescribeProgress(
     std::span<const SendOp> sends, std::span<const RecvOp> recvs,
     const std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>>& in,
     const std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>>& out, size_t recvs_done,
-    size_t sends_done) {
+    size_t sends_done, bool probe) {
   internal::TransferProgress progress;
   for (size_t i = 0; i < recvs.size(); ++i) {
-    const bool done = i < recvs_done || (i < in.size() && Completed(*in[i], /*recv=*/true));
+    const bool done =
+        i < recvs_done || (probe && i < in.size() && Completed(*in[i], /*recv=*/true));
     progress.AddRecv(recvs[i].peer, recvs[i].size, done ? recvs[i].size : 0);
   }
   for (size_t i = 0; i < sends.size(); ++i) {
-    const bool done = i < sends_done || (i < out.size() && Completed(*out[i], /*recv=*/false));
+    const bool done =
+        i < sends_done || (probe && i < out.size() && Completed(*out[i], /*recv=*/false));
     progress.AddSend(sends[i].peer, sends[i].size, done ? sends[i].size : 0);
   }
   return progress.ToString();
@@ -129,7 +133,7 @@ class GlooCommunicator final : public Communicator {
  protected:
   absl::Status Exchange(uint64_t tag, std::span<const SendOp> sends, std::span<const RecvOp> recvs,
                         absl::Time deadline) override;
-  absl::Status ExchangeControl(uint64_t tag, std::span<const SendOp> sends,
+  absl::Status ExchangeControl(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
                                std::span<const RecvOp> recvs, absl::Time deadline) override;
   absl::StatusOr<std::unique_ptr<Communicator>> CreateSubgroup(const std::vector<int>& members,
                                                                int new_rank, uint64_t split_id,
@@ -190,7 +194,8 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, std::span<const SendOp> se
       out.push_back(context_->createUnboundBuffer(const_cast<void*>(s.data), s.size));
       out.back()->send(s.peer, tag);
     }
-    watch_->Arm(Peers(sends, recvs), [&in, &out] {
+    // Payload tags are seq << 2 | phase: the watch tells a peer that gave up on a later call.
+    watch_->Arm(Peers(sends, recvs), tag >> 2, [&in, &out] {
       for (auto& buffer : in) buffer->abortWaitRecv();
       for (auto& buffer : out) buffer->abortWaitSend();
     });
@@ -214,7 +219,8 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, std::span<const SendOp> se
     status = absl::UnavailableError(absl::StrCat(step, ": wait aborted: rank ", lost->peer,
                                                  ControlMesh::DescribeHow(lost->how, true)));
   }
-  status = Annotate(status, DescribeProgress(sends, recvs, in, out, recvs_done, sends_done));
+  status = Annotate(status, DescribeProgress(sends, recvs, in, out, recvs_done, sends_done,
+                                             /*probe=*/!lost.has_value()));
   // Gloo does not wake a receive whose peer died: say who has left, as the mesh sees it.
   if (std::string departures = mesh_->DescribeDepartures(); !departures.empty()) {
     status = Annotate(status, departures);
@@ -224,14 +230,15 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, std::span<const SendOp> se
   return status;
 }
 
-absl::Status GlooCommunicator::ExchangeControl(uint64_t /*tag*/, std::span<const SendOp> sends,
+absl::Status GlooCommunicator::ExchangeControl(uint64_t /*tag*/, uint64_t seq,
+                                               std::span<const SendOp> sends,
                                                std::span<const RecvOp> recvs, absl::Time deadline) {
   if (sends.empty() && recvs.empty()) return absl::OkStatus();
   std::vector<ControlMesh::Send> out;
   std::vector<ControlMesh::Recv> in;
   for (const SendOp& s : sends) out.push_back({s.peer, s.data, s.size});
   for (const RecvOp& r : recvs) in.push_back({r.peer, r.data, r.size});
-  absl::Status status = mesh_->Exchange(out, in, deadline);
+  absl::Status status = mesh_->Exchange(out, in, deadline, seq);
   if (!status.ok()) CloseConnections();
   return status;
 }

@@ -11,8 +11,8 @@
 namespace shardkit::gloo_backend {
 namespace {
 
-// How long one look at the connections may block; bounds how late a Disarm is noticed (the next
-// Arm wakes the thread at once).
+// How long one look at the connections may block: bounds how late a Disarm, or the next Arm's
+// peers, are noticed (destruction interrupts it at once).
 constexpr absl::Duration kLookInterval = absl::Milliseconds(50);
 
 }  // namespace
@@ -38,13 +38,14 @@ void PeerWatch::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void PeerWatch::Arm(std::vector<int> peers, std::function<void()> abort) {
+void PeerWatch::Arm(std::vector<int> peers, uint64_t call, std::function<void()> abort) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return;
     ++generation_;
     armed_ = true;
     peers_ = std::move(peers);
+    call_ = call;
     abort_ = std::move(abort);
     lost_.reset();
     if (!thread_.joinable()) thread_ = std::thread(&PeerWatch::Run, this);
@@ -72,8 +73,11 @@ void PeerWatch::Run() {
     lock.lock();
     if (stop_ || generation != generation_) continue;
     for (const ControlMesh::Departure& d : departed) {
-      if (d.how == ControlMesh::Departure::How::kGoodbye) {
-        // Not a failure; stop looking at it (its closed connection would wake every look).
+      using How = ControlMesh::Departure::How;
+      const bool finished_its_part =
+          d.how == How::kGoodbye || (d.how == How::kGaveUp && d.call > call_);
+      if (finished_its_part) {
+        // Not a failure of this call; stop looking at it (its end would wake every look).
         peers_.erase(std::remove(peers_.begin(), peers_.end(), d.peer), peers_.end());
         if (peers_.empty()) armed_ = false;
         continue;

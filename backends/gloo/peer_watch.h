@@ -3,10 +3,10 @@
 // Gloo (2022 snapshot) does not wake a receive pending on a peer whose process died, so without
 // this such a rank waits for its deadline (60 s by default). While an exchange waits, a thread
 // watches the control mesh connections of the exchange's peers (poll with POLLRDHUP: no reads, no
-// busy loop); when one of them ends without the goodbye that a normally closed communicator sends,
-// it calls the exchange's abort function (Gloo's abortWaitRecv/abortWaitSend) and records the
-// peer. A peer that said goodbye is left alone: it may have finished its part and the data it
-// sent can still be in flight.
+// busy loop); when one of them vanishes (no parting marker: killed, crashed) or gives up on this
+// call or an earlier one, it calls the exchange's abort function (Gloo's abortWaitRecv/
+// abortWaitSend) and records the departure. A peer that said goodbye, or gave up on a later call,
+// has finished its part of this one: it is left alone, the data it sent may still be in flight.
 #ifndef SHARDKIT_BACKENDS_GLOO_PEER_WATCH_H_
 #define SHARDKIT_BACKENDS_GLOO_PEER_WATCH_H_
 
@@ -29,9 +29,10 @@ class PeerWatch {
   PeerWatch& operator=(const PeerWatch&) = delete;
   ~PeerWatch();
 
-  // Watches `peers` until Disarm; `abort` runs at most once, on the watch thread, under the
-  // watch's lock (so never after Disarm has returned). Starts the thread on first use.
-  void Arm(std::vector<int> peers, std::function<void()> abort);
+  // Watches `peers` during call `call` until Disarm; `abort` runs at most once, on the watch
+  // thread, under the watch's lock (so never after Disarm has returned). Starts the thread on
+  // first use; does nothing after Stop.
+  void Arm(std::vector<int> peers, uint64_t call, std::function<void()> abort);
   // Stops watching. Returns the departure that aborted the exchange, if one did.
   std::optional<ControlMesh::Departure> Disarm();
   // Ends the thread for good (later Arms watch nothing); the mesh may then be closed.
@@ -48,6 +49,7 @@ class PeerWatch {
   uint64_t generation_ = 0;                     // guarded by mu_; changes on every Arm and Disarm
   bool armed_ = false;                          // guarded by mu_
   std::vector<int> peers_;                      // guarded by mu_
+  uint64_t call_ = 0;                           // guarded by mu_
   std::function<void()> abort_;                 // guarded by mu_
   std::optional<ControlMesh::Departure> lost_;  // guarded by mu_
   std::thread thread_;

@@ -102,10 +102,10 @@ absl::StatusOr<int> Dial(const std::string& host, int port, absl::Time deadline)
   const std::string service = absl::StrCat(port);
   if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("control mesh: bad address ", host, ":", port, ": ", ::gai_strerror(rc)));
+        absl::StrCat("bad address ", host, ":", port, ": ", ::gai_strerror(rc)));
   }
   const int fd = ::socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  absl::Status status = fd < 0 ? SocketError("control mesh: socket") : absl::OkStatus();
+  absl::Status status = fd < 0 ? SocketError("socket") : absl::OkStatus();
   const std::string what = absl::StrCat("connecting to ", host, ":", port);
   if (status.ok() && ::connect(fd, found->ai_addr, found->ai_addrlen) != 0) {
     status = errno == EINPROGRESS ? AwaitReady(fd, POLLOUT, deadline, what) : SocketError(what);

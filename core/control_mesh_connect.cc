@@ -58,9 +58,12 @@ absl::StatusOr<PeerAddress> ParseAddress(const std::string& value, int peer) {
 absl::Status DialLower(Store& store, const std::string& prefix, int rank, absl::Time deadline,
                        std::vector<int>& fds) {
   for (int peer = 0; peer < rank; ++peer) {
-    SHARDKIT_ASSIGN_OR_RETURN(std::string value,
-                              store.Get(Key(prefix, peer), deadline - absl::Now()));
-    SHARDKIT_ASSIGN_OR_RETURN(PeerAddress address, ParseAddress(value, peer));
+    absl::StatusOr<std::string> value = store.Get(Key(prefix, peer), deadline - absl::Now());
+    if (!value.ok()) {
+      return Annotate(value.status(),
+                      absl::StrCat("control mesh: rank ", peer, " did not publish its address"));
+    }
+    SHARDKIT_ASSIGN_OR_RETURN(PeerAddress address, ParseAddress(*value, peer));
     const std::string what = absl::StrCat("control mesh: connecting to rank ", peer);
     absl::StatusOr<int> fd = internal::Dial(address.host, address.port, deadline);
     if (!fd.ok()) return Annotate(fd.status(), what);

@@ -30,17 +30,43 @@ absl::Status CheckDevices(const ShardJob& job, const Communicator& comm, bool is
   return absl::OkStatus();
 }
 
+// The layout of the last (spec, shape) laid out: a plan's parameters mostly share both, and laying
+// out (binding, canonical JSON, fingerprint) is most of a parameter's local check.
+class LayoutCache {
+ public:
+  absl::StatusOr<specs::ParameterLayout> LayOut(const std::optional<specs::ShardingSpec>& spec,
+                                                const Shape& shape, int world) {
+    if (last_.has_value() && last_->spec == spec && last_->shape == shape) return last_->layout;
+    absl::StatusOr<specs::ParameterLayout> layout = specs::LayOutParameter(spec, shape, world);
+    if (layout.ok()) last_ = Entry{spec, shape, *layout};
+    return layout;
+  }
+
+ private:
+  struct Entry {
+    std::optional<specs::ShardingSpec> spec;
+    Shape shape;
+    specs::ParameterLayout layout;
+  };
+  std::optional<Entry> last_;
+};
+
 absl::Status CheckJob(ShardJob& job, const std::optional<specs::ShardingSpec>& spec,
-                      const Module& module, const Communicator& comm, const ShardOptions& options) {
+                      const Module& module, const Communicator& comm, const ShardOptions& options,
+                      LayoutCache& layouts) {
   SHARDKIT_ASSIGN_OR_RETURN(job.source, module.GetTensor(job.name));
   job.shape = job.source->shape();
   job.dtype = job.source->dtype();
   job.requires_grad = job.source->requires_grad();
-  if (spec) job.spec_json = specs::CanonicalJson(*spec);  // until it is bound below
   const int world = comm.world_size();
-  // Lay out first: the descriptor then carries the bound form even if a later check fails here.
-  SHARDKIT_ASSIGN_OR_RETURN(specs::ParameterLayout layout,
-                            specs::LayOutParameter(spec, job.shape, world));
+  // Lay out first: the descriptor then carries the bound form even if a later check fails here
+  // (the unbound form if laying out fails).
+  absl::StatusOr<specs::ParameterLayout> laid_out = layouts.LayOut(spec, job.shape, world);
+  if (!laid_out.ok()) {
+    if (spec) job.spec_json = specs::CanonicalJson(*spec);
+    return laid_out.status();
+  }
+  specs::ParameterLayout& layout = *laid_out;
   job.spec_json = std::move(layout.canonical_json);
   if (spec) {
     job.bound = *std::move(layout.spec);
@@ -81,13 +107,14 @@ std::vector<ShardJob> PrepareJobs(const Module& module,
                                   const Communicator& comm, const ShardOptions& options) {
   std::vector<ShardJob> jobs;
   absl::flat_hash_set<std::string> seen;
+  LayoutCache layouts;
   for (const ParameterSpec& parameter : parameters) {
     ShardJob& job = jobs.emplace_back();
     job.name = parameter.name;
     job.replicated = !parameter.spec.has_value();
     job.spec_json = specs::kReplicatedJson;
     absl::Status status = seen.insert(job.name).second
-                              ? CheckJob(job, parameter.spec, module, comm, options)
+                              ? CheckJob(job, parameter.spec, module, comm, options, layouts)
                               : absl::InvalidArgumentError("is listed twice");
     if (status.ok()) status = AllocateReceive(job, comm, options);
     if (!status.ok()) {

@@ -35,27 +35,44 @@ ControlMesh::Departure::How HowOf(const MeshMarker& marker) {
                                              : ControlMesh::Departure::How::kGaveUp;
 }
 
+// Per peer, the messages of one direction in order: the first unfinished one in O(1), so that an
+// exchange with every peer of a large world costs O(world) per poll round, not O(world²).
+class PeerQueues {
+ public:
+  template <typename Message>
+  PeerQueues(size_t world_size, std::span<const Message> messages)
+      : head_(world_size, -1), next_(messages.size(), -1) {
+    for (size_t i = messages.size(); i-- > 0;) {
+      next_[i] = head_[messages[i].peer];
+      head_[messages[i].peer] = static_cast<int>(i);
+    }
+  }
+  // The index of `peer`'s first unfinished message, or -1.
+  int Head(int peer) const { return head_[peer]; }
+  // Message `i`, the head of `peer`'s queue, is finished.
+  void Pop(int peer, int i) { head_[peer] = next_[i]; }
+
+ private:
+  std::vector<int> head_;  // [peer]
+  std::vector<int> next_;  // [message]: the peer's message after it, or -1
+};
+
 }  // namespace
 
 // The transfers of one Exchange: how far each send and receive has got.
 class ControlMesh::Transfers {
  public:
-  Transfers(std::span<const Send> sends, std::span<const Recv> recvs)
-      : sends_(sends), recvs_(recvs), sent_(sends.size()), received_(recvs.size()) {}
+  Transfers(size_t world_size, std::span<const Send> sends, std::span<const Recv> recvs)
+      : sends_(sends),
+        recvs_(recvs),
+        sent_(sends.size()),
+        received_(recvs.size()),
+        send_queues_(world_size, sends),
+        recv_queues_(world_size, recvs) {}
 
   // The first unfinished send / receive with `peer` (messages of a pair go in order), or -1.
-  int PendingSend(int peer) const {
-    for (size_t i = 0; i < sends_.size(); ++i) {
-      if (sends_[i].peer == peer && sent_[i] < sends_[i].size) return static_cast<int>(i);
-    }
-    return -1;
-  }
-  int PendingRecv(int peer) const {
-    for (size_t i = 0; i < recvs_.size(); ++i) {
-      if (recvs_[i].peer == peer && received_[i] < recvs_[i].size) return static_cast<int>(i);
-    }
-    return -1;
-  }
+  int PendingSend(int peer) const { return send_queues_.Head(peer); }
+  int PendingRecv(int peer) const { return recv_queues_.Head(peer); }
 
   // Writes to `fd` what it takes without blocking. Errors: kUnavailable.
   absl::Status PumpSends(int peer, int fd) {
@@ -65,6 +82,7 @@ class ControlMesh::Transfers {
                                                     s.size - sent_[i], RankName(peer));
       if (!n.ok() || *n == 0) return n.status();
       sent_[i] += *n;
+      if (sent_[i] == s.size) send_queues_.Pop(peer, i);
     }
     return absl::OkStatus();
   }
@@ -88,6 +106,7 @@ class ControlMesh::Transfers {
           return absl::UnavailableError(internal::DescribeMarker(peer, *marker));
         }
       }
+      if (received_[i] == r.size) recv_queues_.Pop(peer, i);
       if (!n.ok() || *n == 0) return n.status();
     }
     return absl::OkStatus();
@@ -116,6 +135,7 @@ class ControlMesh::Transfers {
   std::span<const Send> sends_;
   std::span<const Recv> recvs_;
   std::vector<size_t> sent_, received_;
+  PeerQueues send_queues_, recv_queues_;
 };
 
 ControlMesh::ControlMesh(std::vector<int> fds)
@@ -131,22 +151,21 @@ ControlMesh::~ControlMesh() {
 absl::Status ControlMesh::Exchange(std::span<const Send> sends, std::span<const Recv> recvs,
                                    absl::Time deadline, uint64_t call) {
   std::vector<int> peers;
-  for (const Send& s : sends) peers.push_back(s.peer);
-  for (const Recv& r : recvs) peers.push_back(r.peer);
-  for (int peer : peers) {
-    if (fds_[peer] < 0) return absl::FailedPreconditionError("the control mesh is closed");
-  }
-  std::vector<size_t> sizes;
-  for (const Send& s : sends) sizes.push_back(s.size);
-  for (const Recv& r : recvs) sizes.push_back(r.size);
-  for (size_t size : sizes) {
+  absl::Status usable;
+  auto check = [&](int peer, size_t size) {
+    peers.push_back(peer);
+    if (!usable.ok()) return;
+    if (fds_[peer] < 0) usable = absl::FailedPreconditionError("the control mesh is closed");
     if (size < kMinMessage) {
-      return absl::InvalidArgumentError(absl::StrCat(
+      usable = absl::InvalidArgumentError(absl::StrCat(
           "control mesh: a ", size, "-byte message (the minimum is ", kMinMessage, ")"));
     }
-  }
+  };
+  for (const Send& s : sends) check(s.peer, s.size);
+  for (const Recv& r : recvs) check(r.peer, r.size);
+  SHARDKIT_RETURN_IF_ERROR(usable);
   call_ = call;
-  Transfers transfers(sends, recvs);
+  Transfers transfers(fds_.size(), sends, recvs);
   int current = -1;  // the peer being served, for errors
   absl::Status status = PollUntilDone(transfers, deadline, current);
   if (status.ok()) status = CheckNoneGaveUp(peers, call, current);

@@ -7,9 +7,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/control_mesh.h"
+#include "core/internal/rank_text.h"
 #include "core/internal/socket_util.h"
 #include "core/status_macros.h"
 
@@ -86,9 +86,8 @@ absl::Status AcceptHigher(int listen_fd, int rank, int world_size, uint64_t toke
       for (int peer = rank + 1; peer < world_size; ++peer) {
         if (fds[peer] < 0) absent.push_back(peer);
       }
-      return Annotate(fd.status(),
-                      absl::StrCat("control mesh: rank", absent.size() == 1 ? " " : "s ",
-                                   absl::StrJoin(absent, ", "), " did not connect to rank ", rank));
+      return Annotate(fd.status(), absl::StrCat("control mesh: ", internal::RankList(absent),
+                                                " did not connect to rank ", rank));
     }
     Hello hello;
     const bool valid = internal::ReadAll(*fd, &hello, sizeof(hello),

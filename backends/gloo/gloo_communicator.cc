@@ -200,15 +200,19 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, std::span<const SendOp> se
       for (auto& buffer : out) buffer->abortWaitSend();
     });
     // A false wait means the watch aborted the exchange (see below).
-    for (; status.ok() && recvs_done < in.size(); ++recvs_done) {
+    for (; recvs_done < in.size(); ++recvs_done) {
       step = absl::StrCat("peer ", recvs[recvs_done].peer);
-      if (!in[recvs_done]->waitRecv(Remaining(deadline))) status = absl::AbortedError(step);
-      if (!status.ok()) break;
+      if (!in[recvs_done]->waitRecv(Remaining(deadline))) {
+        status = absl::AbortedError(step);
+        break;
+      }
     }
     for (; status.ok() && sends_done < out.size(); ++sends_done) {
       step = absl::StrCat("peer ", sends[sends_done].peer);
-      if (!out[sends_done]->waitSend(Remaining(deadline))) status = absl::AbortedError(step);
-      if (!status.ok()) break;
+      if (!out[sends_done]->waitSend(Remaining(deadline))) {
+        status = absl::AbortedError(step);
+        break;
+      }
     }
   } catch (...) {
     status = FromException(std::current_exception(), step);

@@ -1,6 +1,5 @@
 #include "core/internal/socket_util.h"
 
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>

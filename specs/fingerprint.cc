@@ -2,7 +2,7 @@
 
 #include <openssl/evp.h>
 
-#include "core/check.h"
+#include "core/base/check.h"
 
 namespace shardkit::specs {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "core/check.h"
-#include "core/dtype.h"
-#include "core/status_macros.h"
+#include "core/base/check.h"
+#include "core/base/status_macros.h"
+#include "core/tensor/dtype.h"
 
 namespace shardkit::specs {
 namespace {

@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/tensor.h"
+#include "core/tensor/shape.h"
 #include "specs/shard_metadata.h"
 #include "specs/sharding_spec.h"
 

@@ -1,8 +1,8 @@
 #include "specs/parameter_layout.h"
 
 #include "absl/strings/str_cat.h"
-#include "core/dtype.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
+#include "core/tensor/dtype.h"
 #include "specs/fingerprint.h"
 #include "specs/layout.h"
 #include "specs/spec_json.h"

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/tensor.h"
+#include "core/tensor/shape.h"
 #include "specs/shard_metadata.h"
 #include "specs/sharding_spec.h"
 

@@ -2,7 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "core/check.h"
+#include "core/base/check.h"
 
 namespace shardkit::specs {
 namespace {

@@ -25,7 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/device.h"
+#include "core/tensor/device.h"
 
 namespace shardkit::specs {
 

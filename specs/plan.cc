@@ -4,44 +4,44 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "core/status_macros.h"
-#include "specs/internal/json_reader.h"
-#include "specs/internal/spec_json.h"
+#include "core/base/status_macros.h"
+#include "core/json/json_reader.h"
+#include "specs/internal/spec_binder.h"
 #include "specs/pattern.h"
 
 namespace shardkit::specs {
 namespace {
 
-using internal::Json;
+using json::Json;
 
 absl::StatusOr<PlanRule> RuleFromJson(const Json& value, std::string_view path) {
-  SHARDKIT_RETURN_IF_ERROR(internal::CheckObject(value, path, {"match", "spec"}));
-  SHARDKIT_ASSIGN_OR_RETURN(const Json* match, internal::Required(value, path, "match"));
-  SHARDKIT_ASSIGN_OR_RETURN(const Json* spec, internal::Required(value, path, "spec"));
+  SHARDKIT_RETURN_IF_ERROR(json::CheckObject(value, path, {"match", "spec"}));
+  SHARDKIT_ASSIGN_OR_RETURN(const Json* match, json::Required(value, path, "match"));
+  SHARDKIT_ASSIGN_OR_RETURN(const Json* spec, json::Required(value, path, "spec"));
   PlanRule rule;
-  const std::string match_path = internal::ChildPath(path, "match");
-  SHARDKIT_ASSIGN_OR_RETURN(rule.match, internal::GetString(*match, match_path));
+  const std::string match_path = json::ChildPath(path, "match");
+  SHARDKIT_ASSIGN_OR_RETURN(rule.match, json::GetString(*match, match_path));
   if (absl::Status s = ValidatePattern(rule.match); !s.ok()) {
-    return internal::AtPath(match_path, s);
+    return json::AtPath(match_path, s);
   }
   SHARDKIT_ASSIGN_OR_RETURN(rule.spec,
-                            internal::SpecFromJson(*spec, internal::ChildPath(path, "spec")));
+                            internal::SpecFromJson(*spec, json::ChildPath(path, "spec")));
   return rule;
 }
 
 absl::Status ReadHeader(const Json& value, Plan& plan) {
-  SHARDKIT_RETURN_IF_ERROR(internal::CheckVersion(value, ""));
-  if (const Json* src = internal::Optional(value, "src_rank"); src != nullptr) {
-    SHARDKIT_ASSIGN_OR_RETURN(plan.src_rank, internal::GetInt(*src, "src_rank"));
+  SHARDKIT_RETURN_IF_ERROR(json::CheckVersion(value, ""));
+  if (const Json* src = json::Optional(value, "src_rank"); src != nullptr) {
+    SHARDKIT_ASSIGN_OR_RETURN(plan.src_rank, json::GetInt(*src, "src_rank"));
     if (plan.src_rank < 0 || plan.src_rank > kMaxRank) {
-      return internal::PathError(
+      return json::PathError(
           "src_rank", absl::StrCat("rank ", plan.src_rank, " is outside [0, ", kMaxRank, "]"));
     }
   }
-  if (const Json* strategy = internal::Optional(value, "strategy"); strategy != nullptr) {
-    SHARDKIT_ASSIGN_OR_RETURN(std::string name, internal::GetString(*strategy, "strategy"));
+  if (const Json* strategy = json::Optional(value, "strategy"); strategy != nullptr) {
+    SHARDKIT_ASSIGN_OR_RETURN(std::string name, json::GetString(*strategy, "strategy"));
     absl::StatusOr<Strategy> parsed = ParseStrategy(name);
-    if (!parsed.ok()) return internal::AtPath("strategy", parsed.status());
+    if (!parsed.ok()) return json::AtPath("strategy", parsed.status());
     plan.strategy = *parsed;
   }
   return absl::OkStatus();
@@ -49,15 +49,15 @@ absl::Status ReadHeader(const Json& value, Plan& plan) {
 
 absl::StatusOr<Plan> PlanFromJson(const Json& value) {
   SHARDKIT_RETURN_IF_ERROR(
-      internal::CheckObject(value, "", {"version", "src_rank", "strategy", "rules"}));
-  SHARDKIT_ASSIGN_OR_RETURN(const Json* rules, internal::Required(value, "", "rules"));
+      json::CheckObject(value, "", {"version", "src_rank", "strategy", "rules"}));
+  SHARDKIT_ASSIGN_OR_RETURN(const Json* rules, json::Required(value, "", "rules"));
   Plan plan;
   SHARDKIT_RETURN_IF_ERROR(ReadHeader(value, plan));
-  if (!rules->is_array()) return internal::TypeError("rules", "array of rules", *rules);
+  if (!rules->is_array()) return json::TypeError("rules", "array of rules", *rules);
   plan.rules.reserve(rules->size());
   for (size_t i = 0; i < rules->size(); ++i) {
     SHARDKIT_ASSIGN_OR_RETURN(PlanRule rule,
-                              RuleFromJson((*rules)[i], internal::IndexPath("rules", i)));
+                              RuleFromJson((*rules)[i], json::IndexPath("rules", i)));
     plan.rules.push_back(std::move(rule));
   }
   return plan;
@@ -65,10 +65,10 @@ absl::StatusOr<Plan> PlanFromJson(const Json& value) {
 
 absl::Status ParameterError(const Plan& plan, const std::string& name, std::optional<size_t> rule,
                             const absl::Status& status) {
-  std::string context = absl::StrCat("parameter ", internal::DescribeValue(Json(name)));
+  std::string context = absl::StrCat("parameter ", json::DescribeValue(Json(name)));
   if (rule.has_value()) {
     absl::StrAppend(&context, " (rule ", *rule, ", ",
-                    internal::DescribeValue(Json(plan.rules[*rule].match)), ")");
+                    json::DescribeValue(Json(plan.rules[*rule].match)), ")");
   }
   return Annotate(status, context);
 }
@@ -83,11 +83,11 @@ absl::StatusOr<Strategy> ParseStrategy(std::string_view name) {
   if (name == "scatter") return Strategy::kScatter;
   if (name == "broadcast") return Strategy::kBroadcast;
   return absl::InvalidArgumentError(absl::StrCat("expected \"scatter\" or \"broadcast\", got ",
-                                                 internal::DescribeValue(Json(std::string(name)))));
+                                                 json::DescribeValue(Json(std::string(name)))));
 }
 
 absl::StatusOr<Plan> ParsePlan(std::string_view json_text) {
-  SHARDKIT_ASSIGN_OR_RETURN(Json json, internal::ParseJson(json_text));
+  SHARDKIT_ASSIGN_OR_RETURN(Json json, json::ParseJson(json_text));
   return PlanFromJson(json);
 }
 
@@ -101,11 +101,11 @@ std::string CanonicalJson(const Plan& plan) {
   out["src_rank"] = plan.src_rank;
   out["strategy"] = std::string(StrategyName(plan.strategy));
   out["rules"] = std::move(rules);
-  return internal::Dump(out);
+  return json::Dump(out);
 }
 
 absl::StatusOr<SpecOrPlan> ParseSpecOrPlan(std::string_view json_text) {
-  SHARDKIT_ASSIGN_OR_RETURN(Json json, internal::ParseJson(json_text));
+  SHARDKIT_ASSIGN_OR_RETURN(Json json, json::ParseJson(json_text));
   if (json.is_object() && json.contains("rules")) {
     SHARDKIT_ASSIGN_OR_RETURN(Plan plan, PlanFromJson(json));
     return plan;

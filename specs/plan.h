@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/tensor.h"
+#include "core/tensor/shape.h"
 #include "specs/parameter_layout.h"
 #include "specs/sharding_spec.h"
 

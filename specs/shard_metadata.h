@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/tensor.h"
+#include "core/tensor/shape.h"
 #include "specs/placement.h"
 
 namespace shardkit::specs {

@@ -1,7 +1,7 @@
 #include "specs/sharding_spec.h"
 
 #include "absl/strings/str_cat.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
 
 namespace shardkit::specs {
 namespace {

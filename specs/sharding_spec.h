@@ -23,7 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/device.h"
+#include "core/tensor/device.h"
 #include "specs/placement.h"
 #include "specs/shard_metadata.h"
 

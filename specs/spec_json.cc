@@ -1,19 +1,19 @@
 #include "specs/spec_json.h"
 
-#include "core/status_macros.h"
-#include "specs/internal/json_reader.h"
-#include "specs/internal/spec_json.h"
+#include "core/base/status_macros.h"
+#include "core/json/json_reader.h"
+#include "specs/internal/spec_binder.h"
 #include "specs/layout.h"
 
 namespace shardkit::specs {
 
 absl::StatusOr<ShardingSpec> ParseSpec(std::string_view json_text) {
-  SHARDKIT_ASSIGN_OR_RETURN(internal::Json json, internal::ParseJson(json_text));
+  SHARDKIT_ASSIGN_OR_RETURN(json::Json json, json::ParseJson(json_text));
   return internal::SpecFromJson(json, "");
 }
 
 std::string CanonicalJson(const ShardingSpec& spec) {
-  return internal::Dump(internal::SpecToJson(spec));
+  return json::Dump(internal::SpecToJson(spec));
 }
 
 absl::StatusOr<std::string> BoundCanonicalJson(const ShardingSpec& spec, const Shape& global_shape,

@@ -24,7 +24,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "core/tensor.h"
+#include "core/tensor/shape.h"
 #include "specs/sharding_spec.h"
 
 namespace shardkit::specs {

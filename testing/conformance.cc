@@ -7,8 +7,8 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "core/allocator.h"
-#include "core/communicator.h"
+#include "core/comm/communicator.h"
+#include "core/tensor/allocator.h"
 #include "gmock/gmock.h"
 #include "testing/rank_group.h"
 #include "testing/status_matchers.h"

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "core/device.h"
+#include "core/tensor/device.h"
 #include "gtest/gtest.h"
 
 namespace shardkit::testing {

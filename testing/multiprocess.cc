@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/memory_store.h"
-#include "core/registry.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
+#include "core/comm/connect.h"
+#include "core/store/memory_store.h"
 #include "gtest/gtest.h"
 #include "testing/internal/child_process.h"
 
@@ -84,19 +84,25 @@ absl::Status ForkRanks(int world_size, const std::function<void(int, const std::
   return absl::InternalError(absl::StrJoin(problems, "\n"));
 }
 
+ConnectOptions RankConnectOptions(int rank, int world_size, std::string_view backend,
+                                  const RankOptions& options) {
+  ConnectOptions connect;
+  connect.rank = rank;
+  connect.local_rank = rank;  // one machine: one device per rank (NCCL)
+  connect.world_size = world_size;
+  connect.backend = std::string(backend);
+  connect.timeout = options.timeout;
+  return connect;
+}
+
 absl::Status RunRanks(int world_size, std::string_view backend,
                       const std::function<void(int, Communicator&)>& fn,
                       const RankOptions& options) {
   return ForkRanks(
       world_size,
       [&](int rank, const std::string& store_url) {
-        ConnectOptions connect;
-        connect.rank = rank;
-        connect.local_rank = rank;  // one machine: one device per rank (NCCL)
-        connect.world_size = world_size;
-        connect.backend = std::string(backend);
+        ConnectOptions connect = RankConnectOptions(rank, world_size, backend, options);
         connect.store_url = store_url;
-        connect.timeout = options.timeout;
         absl::StatusOr<std::unique_ptr<Communicator>> comm = Connect(connect);
         ASSERT_TRUE(comm.ok()) << "Connect: " << comm.status();
         fn(rank, **comm);
@@ -112,13 +118,8 @@ absl::Status RunRanksInThreads(int world_size, std::string_view backend,
   std::vector<std::thread> threads;
   for (int rank = 0; rank < world_size; ++rank) {
     threads.emplace_back([&, rank] {
-      ConnectOptions connect;
-      connect.rank = rank;
-      connect.local_rank = rank;  // one machine: one device per rank (NCCL)
-      connect.world_size = world_size;
-      connect.backend = std::string(backend);
+      ConnectOptions connect = RankConnectOptions(rank, world_size, backend, options);
       connect.store = store;
-      connect.timeout = options.timeout;
       absl::StatusOr<std::unique_ptr<Communicator>> comm = Connect(connect);
       connected[rank] = Annotate(comm.status(), absl::StrCat("rank ", rank));
       if (comm.ok()) fn(rank, **comm);

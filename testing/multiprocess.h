@@ -28,7 +28,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "core/communicator.h"
+#include "core/comm/communicator.h"
+#include "core/comm/connect_options.h"
 
 namespace shardkit::testing {
 
@@ -42,6 +43,12 @@ struct RankOptions {
   // Ranks that may end by a signal (a test that SIGKILLs them) without it being a failure.
   std::set<int> may_die;
 };
+
+// ConnectOptions for `rank` of a test world of `world_size` on this machine: one device per rank
+// (local_rank = rank, for NCCL) and the fixture's per-call timeout. The caller adds the store
+// (store_url or store).
+ConnectOptions RankConnectOptions(int rank, int world_size, std::string_view backend,
+                                  const RankOptions& options);
 
 // Forks one process per rank (except options.absent) running fn(rank, store_url), where
 // store_url names a fresh FileStore directory under $TEST_TMPDIR shared by the ranks.

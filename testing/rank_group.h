@@ -20,16 +20,20 @@
 #define SHARDKIT_TESTING_RANK_GROUP_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/communicator.h"
-#include "testing/internal/child_process.h"
+#include "core/comm/communicator.h"
 #include "testing/multiprocess.h"
 
 namespace shardkit::testing {
+namespace internal {
+class ChildGroup;
+}  // namespace internal
 
 class RankGroup {
  public:
@@ -48,19 +52,20 @@ class RankGroup {
   // Errors: kInternal naming every failed, late or dead rank (the group then stops).
   [[nodiscard]] absl::Status Run(CaseFn fn, std::string_view arg = "");
 
+  ~RankGroup();
+
   bool healthy() const { return healthy_; }
   int world_size() const { return world_size_; }
 
  private:
-  RankGroup(int world_size, RankOptions options)
-      : world_size_(world_size), options_(std::move(options)) {}
+  RankGroup(int world_size, RankOptions options);
 
   // Turns the ranks' replies into a Status; marks the group unhealthy on any problem.
   absl::Status Verdict(const std::vector<std::optional<std::string>>& replies);
 
   const int world_size_;
   const RankOptions options_;
-  internal::ChildGroup group_;
+  const std::unique_ptr<internal::ChildGroup> group_;  // the forked ranks
   bool healthy_ = true;
 };
 

@@ -46,3 +46,11 @@ def shardkit_gpu_cc_test(name, tags = [], linkopts = [], **kwargs):
         target_compatible_with = CUDA_ONLY,
         **kwargs
     )
+
+def layering_sources():
+    """This package's C++ files, for the layering check (//tools:layering_test)."""
+    native.filegroup(
+        name = "layering_sources",
+        srcs = native.glob(["**/*.h", "**/*.cc"]),
+        visibility = ["//tools:__pkg__"],
+    )

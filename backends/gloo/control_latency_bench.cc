@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "core/communicator.h"
+#include "core/comm/communicator.h"
 #include "gtest/gtest.h"
 #include "testing/multiprocess.h"
 #include "testing/status_matchers.h"

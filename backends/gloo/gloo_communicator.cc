@@ -13,12 +13,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "backends/control_mesh/control_mesh.h"
 #include "backends/gloo/peer_watch.h"
 #include "backends/gloo/store_adapter.h"
-#include "core/control_mesh.h"
-#include "core/internal/rank_text.h"
-#include "core/rendezvous.h"
-#include "core/status_macros.h"
+#include "core/base/deadline.h"
+#include "core/base/env.h"
+#include "core/base/rank_text.h"
+#include "core/base/status_macros.h"
+#include "core/comm/backend_registry.h"
+#include "core/store/rendezvous.h"
 #include "gloo/common/error.h"
 #include "gloo/common/logging.h"
 #include "gloo/rendezvous/context.h"
@@ -28,12 +31,9 @@
 namespace shardkit::gloo_backend {
 namespace {
 
-constexpr char kDefaultHostname[] = "127.0.0.1";
-
 std::chrono::milliseconds Remaining(absl::Time deadline) {
   // Gloo treats its timeout as relative; never pass <= 0 (0 means "no timeout" in places).
-  return std::chrono::milliseconds(std::max<int64_t>(
-      1, absl::ToInt64Milliseconds(absl::Ceil(deadline - absl::Now(), absl::Milliseconds(1)))));
+  return std::chrono::milliseconds(std::max(1, PollTimeoutMs(deadline)));
 }
 
 // The single place where Gloo exceptions become Status. `what` names the step or the peer.
@@ -77,7 +77,7 @@ std::string DescribeProgress(
     const std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>>& in,
     const std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>>& out, size_t recvs_done,
     size_t sends_done, bool probe) {
-  internal::TransferProgress progress;
+  TransferProgress progress;
   for (size_t i = 0; i < recvs.size(); ++i) {
     const bool done =
         i < recvs_done || (probe && i < in.size() && Completed(*in[i], /*recv=*/true));
@@ -131,8 +131,8 @@ class GlooCommunicator final : public Communicator {
                                                               absl::Time deadline);
 
  protected:
-  absl::Status Exchange(uint64_t tag, std::span<const SendOp> sends, std::span<const RecvOp> recvs,
-                        absl::Time deadline) override;
+  absl::Status Exchange(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
+                        std::span<const RecvOp> recvs, absl::Time deadline) override;
   absl::Status ExchangeControl(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
                                std::span<const RecvOp> recvs, absl::Time deadline) override;
   absl::StatusOr<std::unique_ptr<Communicator>> CreateSubgroup(const std::vector<int>& members,
@@ -175,7 +175,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(Communica
                                                             std::move(context), std::move(mesh)));
 }
 
-absl::Status GlooCommunicator::Exchange(uint64_t tag, std::span<const SendOp> sends,
+absl::Status GlooCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
                                         std::span<const RecvOp> recvs, absl::Time deadline) {
   if (sends.empty() && recvs.empty()) return absl::OkStatus();
   std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> in, out;
@@ -194,8 +194,8 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, std::span<const SendOp> se
       out.push_back(context_->createUnboundBuffer(const_cast<void*>(s.data), s.size));
       out.back()->send(s.peer, tag);
     }
-    // Payload tags are seq << 2 | phase: the watch tells a peer that gave up on a later call.
-    watch_->Arm(Peers(sends, recvs), tag >> 2, [&in, &out] {
+    // The watch tells a peer that gave up on this call from one that gave up on a later call.
+    watch_->Arm(Peers(sends, recvs), seq, [&in, &out] {
       for (auto& buffer : in) buffer->abortWaitRecv();
       for (auto& buffer : out) buffer->abortWaitSend();
     });
@@ -279,7 +279,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     if (!options.ifname.empty()) {
       attr.iface = options.ifname;
     } else {
-      attr.hostname = options.hostname.empty() ? kDefaultHostname : options.hostname;
+      attr.hostname = options.hostname.empty() ? env::kLocalHostname : options.hostname;
     }
     try {
       const ::gloo::transport::tcp::attr resolved = ::gloo::transport::tcp::CreateDeviceAttr(attr);

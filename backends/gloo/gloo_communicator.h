@@ -23,8 +23,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "core/communicator.h"
-#include "core/registry.h"
+#include "core/comm/communicator.h"
+#include "core/comm/connect_options.h"
 
 namespace shardkit::gloo_backend {
 

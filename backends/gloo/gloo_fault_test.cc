@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/communicator.h"
-#include "core/registry.h"
+#include "core/comm/communicator.h"
+#include "core/comm/connect.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/multiprocess.h"
@@ -68,11 +68,10 @@ TEST(GlooFaults, RankThatNeverJoinsIsNamed) {
   SHARDKIT_EXPECT_OK(ForkRanks(
       4,
       [](int rank, const std::string& store_url) {
-        ConnectOptions connect;
-        connect.rank = rank;
-        connect.world_size = 4;
+        RankOptions timing;
+        timing.timeout = absl::Milliseconds(800);
+        ConnectOptions connect = RankConnectOptions(rank, 4, "gloo", timing);
         connect.store_url = store_url;
-        connect.timeout = absl::Milliseconds(800);
         EXPECT_THAT(Connect(connect), StatusIs(absl::StatusCode::kDeadlineExceeded,
                                                HasSubstr("rank 2 never joined")));
       },

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/control_mesh.h"
+#include "backends/control_mesh/control_mesh.h"
 
 namespace shardkit::gloo_backend {
 

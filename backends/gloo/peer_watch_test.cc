@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "core/control_mesh.h"
-#include "core/store_url.h"
+#include "backends/control_mesh/control_mesh.h"
+#include "core/store/store_url.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/multiprocess.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "core/store.h"
+#include "core/store/store.h"
 #include "gloo/rendezvous/store.h"
 
 namespace shardkit::gloo_backend {

@@ -4,7 +4,7 @@
 #include <iostream>
 #include <memory>
 
-#include "core/registry.h"
+#include "core/comm/connect.h"
 
 int main() {
   absl::StatusOr<std::unique_ptr<shardkit::Communicator>> comm = shardkit::ConnectFromEnv();

@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/nccl/cuda_util.h"
-#include "core/allocator.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
+#include "core/tensor/allocator.h"
 
 namespace shardkit::nccl_backend {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/device.h"
+#include "core/tensor/device.h"
 
 namespace shardkit::nccl_backend {
 

@@ -14,8 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backends/nccl/cuda_util.h"
-#include "core/rendezvous.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
+#include "core/comm/backend_registry.h"
+#include "core/store/rendezvous.h"
 
 namespace shardkit::nccl_backend {
 namespace {
@@ -141,8 +142,8 @@ class NcclCommunicator final : public Communicator {
   }
 
  protected:
-  absl::Status Exchange(uint64_t tag, std::span<const SendOp> sends, std::span<const RecvOp> recvs,
-                        absl::Time deadline) override;
+  absl::Status Exchange(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
+                        std::span<const RecvOp> recvs, absl::Time deadline) override;
   absl::StatusOr<std::unique_ptr<Communicator>> CreateSubgroup(const std::vector<int>& members,
                                                                int new_rank, uint64_t split_id,
                                                                absl::Time deadline) override;
@@ -229,7 +230,8 @@ absl::Status NcclCommunicator::AwaitStream(absl::Time deadline) {
   });
 }
 
-absl::Status NcclCommunicator::Exchange(uint64_t /*tag*/, std::span<const SendOp> sends,
+absl::Status NcclCommunicator::Exchange(uint64_t /*tag*/, uint64_t /*seq*/,
+                                        std::span<const SendOp> sends,
                                         std::span<const RecvOp> recvs, absl::Time deadline) {
   // NCCL matches sends and receives per pair of ranks in issue order; ranks issue the core's
   // phases in the same order, so the core's tags are not needed.

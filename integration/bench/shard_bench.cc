@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "core/module.h"
-#include "core/shard_parameter.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
+#include "core/engine/module.h"
+#include "core/engine/shard_parameter.h"
 #include "integration/io/proc_status.h"
 #include "specs/parameter_layout.h"
 #include "specs/plan.h"

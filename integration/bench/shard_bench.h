@@ -18,8 +18,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "core/communicator.h"
-#include "core/dtype.h"
+#include "core/comm/communicator.h"
+#include "core/tensor/dtype.h"
 
 namespace shardkit::bench {
 

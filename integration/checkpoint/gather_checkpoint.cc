@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/sharded_tensor.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
+#include "core/engine/sharded_tensor.h"
 #include "integration/checkpoint/progress.h"
 #include "integration/checkpoint/shard_dir.h"
 #include "integration/safetensors/safetensors.h"

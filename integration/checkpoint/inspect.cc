@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
 #include "integration/checkpoint/shard_dir.h"
 #include "integration/safetensors/safetensors.h"
 

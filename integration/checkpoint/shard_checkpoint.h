@@ -30,7 +30,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "core/communicator.h"
+#include "core/comm/communicator.h"
 #include "specs/plan.h"
 
 namespace shardkit::checkpoint {

@@ -10,28 +10,28 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
+#include "core/json/json_reader.h"
 #include "integration/io/files.h"
-#include "specs/internal/json_reader.h"
 #include "specs/spec_json.h"
 
 namespace shardkit::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
-using specs::internal::AtPath;
-using specs::internal::CheckObject;
-using specs::internal::ChildPath;
-using specs::internal::DescribeValue;
-using specs::internal::Dump;
-using specs::internal::GetInt;
-using specs::internal::GetIntArray;
-using specs::internal::GetString;
-using specs::internal::IndexPath;
-using specs::internal::Json;
-using specs::internal::PathError;
-using specs::internal::Required;
-using specs::internal::TypeError;
+using json::AtPath;
+using json::CheckObject;
+using json::ChildPath;
+using json::DescribeValue;
+using json::Dump;
+using json::GetInt;
+using json::GetIntArray;
+using json::GetString;
+using json::IndexPath;
+using json::Json;
+using json::PathError;
+using json::Required;
+using json::TypeError;
 using OrderedJson = nlohmann::ordered_json;
 
 constexpr std::string_view kRankPrefix = "rank-";
@@ -364,7 +364,7 @@ std::string IndexToJson(const ShardIndex& index) {
 
 absl::StatusOr<ShardIndex> ParseIndex(std::string_view text, std::string_view source) {
   const std::string where(source);
-  absl::StatusOr<Json> json = specs::internal::ParseJson(text);
+  absl::StatusOr<Json> json = json::ParseJson(text);
   if (!json.ok()) return Annotate(json.status(), where);
   absl::StatusOr<ShardIndex> index = ParseIndexJson(*json);
   if (!index.ok()) return Annotate(index.status(), where);

@@ -23,7 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 #include "specs/parameter_layout.h"
 #include "specs/plan.h"
 #include "specs/shard_metadata.h"

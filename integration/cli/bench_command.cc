@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/registry.h"
+#include "core/comm/connect.h"
 #include "integration/bench/shard_bench.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"

@@ -14,8 +14,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/registry.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
+#include "core/comm/connect.h"
 #include "integration/checkpoint/shard_checkpoint.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
 #include "integration/cli/flags.h"
 #include "integration/io/files.h"
 #include "specs/fingerprint.h"

@@ -9,10 +9,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "core/module.h"
-#include "core/sharded_tensor.h"
-#include "core/status_macros.h"
-#include "core/tensor.h"
+#include "core/base/status_macros.h"
+#include "core/engine/module.h"
+#include "core/engine/sharded_tensor.h"
+#include "core/tensor/tensor.h"
 #include "integration/io/proc_status.h"
 
 namespace shardkit::demo {

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/communicator.h"
-#include "core/shard_parameter.h"
+#include "core/comm/communicator.h"
+#include "core/engine/shard_parameter.h"
 #include "integration/demo/synthetic_model.h"
 #include "specs/plan.h"
 

@@ -2,7 +2,7 @@
 # End-to-end checks of `shardkit demo` (the real binary): the summary on 3 and 1 ranks, exit codes,
 # output discipline (summary on stdout without rank prefixes, progress on stderr), bad flags
 # (exit 2), running as one rank under `shardkit launch`, no temporary files left behind.
-source "$TEST_SRCDIR/shardkit/integration/sh_test_lib.sh"
+source "$TEST_SRCDIR/shardkit/integration/tests/sh_test_lib.sh"
 has() { grep -qE -- "$2" <<<"$3" || fail "$1: no line matching '$2' in:
 $3"; }
 

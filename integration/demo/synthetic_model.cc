@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/dtype.h"
-#include "core/status_macros.h"
+#include "core/base/status_macros.h"
+#include "core/tensor/dtype.h"
 
 namespace shardkit::demo {
 namespace {

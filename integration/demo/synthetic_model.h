@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/module.h"
-#include "core/tensor.h"
+#include "core/engine/module.h"
+#include "core/tensor/tensor.h"
 #include "specs/plan.h"
 
 namespace shardkit::demo {

@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/module.h"
-#include "core/registry.h"
-#include "core/shard_parameter.h"
-#include "core/sharded_tensor.h"
-#include "core/status_macros.h"
-#include "core/tensor.h"
+#include "core/base/status_macros.h"
+#include "core/comm/connect.h"
+#include "core/engine/module.h"
+#include "core/engine/shard_parameter.h"
+#include "core/engine/sharded_tensor.h"
+#include "core/tensor/tensor.h"
 #include "specs/plan.h"
 
 namespace {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the example program on 2 local ranks under `shardkit launch` and checks each rank's shards
 # and the gathered parameter.
-source "$TEST_SRCDIR/shardkit/integration/sh_test_lib.sh"
+source "$TEST_SRCDIR/shardkit/integration/tests/sh_test_lib.sh"
 example="$TEST_SRCDIR/shardkit/integration/examples/shard_example"
 has() { grep -qxF -- "$1" <<<"$out" || fail "missing line '$1' in: $out"; }
 

@@ -9,8 +9,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/status_macros.h"
-#include "core/store_url.h"
+#include "core/base/status_macros.h"
+#include "core/store/store_url.h"
 #include "integration/launch/temp_dir.h"
 
 extern char** environ;

@@ -10,11 +10,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "core/check.h"
-#include "core/status_macros.h"
+#include "core/base/check.h"
+#include "core/base/status_macros.h"
+#include "core/json/json_reader.h"
 #include "integration/io/files.h"
 #include "nlohmann/json.hpp"
-#include "specs/internal/json_reader.h"
 
 namespace shardkit::safetensors {
 namespace {
@@ -31,7 +31,7 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 // SAX builder, linear in the input; nlohmann's callback parser rescans the parent object after
 // every child object, which is quadratic in the number of tensors).
 absl::StatusOr<Json> ParseJson(std::string_view text, std::string_view source) {
-  absl::StatusOr<Json> json = specs::internal::ParseJson(text);
+  absl::StatusOr<Json> json = json::ParseJson(text);
   if (json.ok()) return json;
   absl::string_view why = json.status().message();
   absl::ConsumePrefix(&why, "invalid JSON: ");

@@ -27,7 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/tensor.h"
+#include "core/tensor/tensor.h"
 #include "integration/io/files.h"
 
 namespace shardkit::safetensors {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "core/check.h"
+#include "core/base/check.h"
 #include "specs/parameter_layout.h"
 #include "specs/plan.h"
 #include "specs/spec_json.h"

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/check.h"
+#include "core/base/check.h"
 #include "integration/safetensors/safetensors.h"
 
 namespace shardkit::safetensors {

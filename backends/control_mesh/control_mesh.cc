@@ -1,0 +1,325 @@
+#include "backends/control_mesh/control_mesh.h"
+
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "backends/control_mesh/internal/mesh_marker.h"
+#include "backends/control_mesh/internal/socket_util.h"
+#include "core/base/deadline.h"
+#include "core/base/rank_text.h"
+#include "core/base/status_macros.h"
+
+namespace shardkit {
+namespace {
+
+using internal::kMeshMarkerSize;
+using internal::MeshMarker;
+using internal::SocketError;
+
+// Unread control data beyond this is not looked through for a parting marker (a few messages at
+// most are ever unread).
+constexpr int kMaxUnreadLook = 64 << 10;
+
+std::string RankName(int rank) { return absl::StrCat("rank ", rank); }
+
+ControlMesh::Departure::How HowOf(const MeshMarker& marker) {
+  return marker.kind == MeshMarker::kGoodbye ? ControlMesh::Departure::How::kGoodbye
+                                             : ControlMesh::Departure::How::kGaveUp;
+}
+
+// Per peer, the messages of one direction in order: the first unfinished one in O(1), so that an
+// exchange with every peer of a large world costs O(world) per poll round, not O(world²).
+class PeerQueues {
+ public:
+  template <typename Message>
+  PeerQueues(size_t world_size, std::span<const Message> messages)
+      : head_(world_size, -1), next_(messages.size(), -1) {
+    for (size_t i = messages.size(); i-- > 0;) {
+      next_[i] = head_[messages[i].peer];
+      head_[messages[i].peer] = static_cast<int>(i);
+    }
+  }
+  // The index of `peer`'s first unfinished message, or -1.
+  int Head(int peer) const { return head_[peer]; }
+  // Message `i`, the head of `peer`'s queue, is finished.
+  void Pop(int peer, int i) { head_[peer] = next_[i]; }
+
+ private:
+  std::vector<int> head_;  // [peer]
+  std::vector<int> next_;  // [message]: the peer's message after it, or -1
+};
+
+}  // namespace
+
+// The transfers of one Exchange: how far each send and receive has got.
+class ControlMesh::Transfers {
+ public:
+  Transfers(size_t world_size, std::span<const Send> sends, std::span<const Recv> recvs)
+      : sends_(sends),
+        recvs_(recvs),
+        sent_(sends.size()),
+        received_(recvs.size()),
+        send_queues_(world_size, sends),
+        recv_queues_(world_size, recvs) {}
+
+  // The first unfinished send / receive with `peer` (messages of a pair go in order), or -1.
+  int PendingSend(int peer) const { return send_queues_.Head(peer); }
+  int PendingRecv(int peer) const { return recv_queues_.Head(peer); }
+
+  // Writes to `fd` what it takes without blocking. Errors: kUnavailable.
+  absl::Status PumpSends(int peer, int fd) {
+    for (int i = PendingSend(peer); i >= 0; i = PendingSend(peer)) {
+      const Send& s = sends_[i];
+      absl::StatusOr<size_t> n = internal::SendSome(fd, static_cast<const char*>(s.data) + sent_[i],
+                                                    s.size - sent_[i], RankName(peer));
+      if (!n.ok() || *n == 0) return n.status();
+      sent_[i] += *n;
+      if (sent_[i] == s.size) send_queues_.Pop(peer, i);
+    }
+    return absl::OkStatus();
+  }
+
+  // Reads from `fd` what it takes without blocking. A parting marker where a message should be
+  // is the peer's last word: it is recorded in `heard` and fails the exchange.
+  // Errors: kUnavailable.
+  absl::Status PumpRecvs(int peer, int fd, std::atomic<char>& heard) {
+    for (int i = PendingRecv(peer); i >= 0; i = PendingRecv(peer)) {
+      const Recv& r = recvs_[i];
+      absl::StatusOr<size_t> n = internal::RecvSome(fd, static_cast<char*>(r.data) + received_[i],
+                                                    r.size - received_[i], RankName(peer));
+      if (n.ok()) received_[i] += *n;
+      // Where a message starts: its first kMeshMarkerSize bytes, once all read (or all there is).
+      const bool ended = !n.ok() || received_[i] == r.size;
+      if (ended && received_[i] >= kMeshMarkerSize) {
+        const std::optional<MeshMarker> marker = internal::ParseMarker(r.data, kMeshMarkerSize);
+        if (marker.has_value() && (!n.ok() || received_[i] == kMeshMarkerSize)) {
+          received_[i] = 0;  // not a message
+          heard.store(marker->kind);
+          return absl::UnavailableError(internal::DescribeMarker(peer, *marker));
+        }
+      }
+      if (received_[i] == r.size) recv_queues_.Pop(peer, i);
+      if (!n.ok() || *n == 0) return n.status();
+    }
+    return absl::OkStatus();
+  }
+
+  // What had been moved, for errors.
+  TransferProgress Progress() const {
+    TransferProgress progress;
+    for (size_t i = 0; i < recvs_.size(); ++i) {
+      progress.AddRecv(recvs_[i].peer, recvs_[i].size, received_[i]);
+    }
+    for (size_t i = 0; i < sends_.size(); ++i) {
+      progress.AddSend(sends_[i].peer, sends_[i].size, sent_[i]);
+    }
+    return progress;
+  }
+
+  // Marks the peers to which a message was left half written.
+  void MarkHalfWritten(std::vector<bool>& half_written) const {
+    for (size_t i = 0; i < sends_.size(); ++i) {
+      if (sent_[i] > 0 && sent_[i] < sends_[i].size) half_written[sends_[i].peer] = true;
+    }
+  }
+
+ private:
+  std::span<const Send> sends_;
+  std::span<const Recv> recvs_;
+  std::vector<size_t> sent_, received_;
+  PeerQueues send_queues_, recv_queues_;
+};
+
+ControlMesh::ControlMesh(std::vector<int> fds)
+    : fds_(std::move(fds)), half_written_(fds_.size()), heard_(fds_.size()) {}
+
+ControlMesh::~ControlMesh() {
+  SendMarkers(MeshMarker::kGoodbye);
+  for (int fd : fds_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+absl::Status ControlMesh::Exchange(std::span<const Send> sends, std::span<const Recv> recvs,
+                                   absl::Time deadline, uint64_t call) {
+  std::vector<int> peers;
+  absl::Status usable;
+  auto check = [&](int peer, size_t size) {
+    peers.push_back(peer);
+    if (!usable.ok()) return;
+    if (fds_[peer] < 0) usable = absl::FailedPreconditionError("the control mesh is closed");
+    if (size < kMinMessage) {
+      usable = absl::InvalidArgumentError(absl::StrCat(
+          "control mesh: a ", size, "-byte message (the minimum is ", kMinMessage, ")"));
+    }
+  };
+  for (const Send& s : sends) check(s.peer, s.size);
+  for (const Recv& r : recvs) check(r.peer, r.size);
+  SHARDKIT_RETURN_IF_ERROR(usable);
+  call_ = call;
+  Transfers transfers(fds_.size(), sends, recvs);
+  int current = -1;  // the peer being served, for errors
+  absl::Status status = PollUntilDone(transfers, deadline, current);
+  if (status.ok()) status = CheckNoneGaveUp(peers, call, current);
+  if (status.ok()) return status;
+  transfers.MarkHalfWritten(half_written_);
+  const std::string departures = DescribeDepartures();
+  return absl::Status(status.code(), absl::StrCat("peer ", current, ": ", status.message(), "; ",
+                                                  transfers.Progress().ToString(),
+                                                  departures.empty() ? "" : "; ", departures));
+}
+
+absl::Status ControlMesh::PollUntilDone(Transfers& transfers, absl::Time deadline, int& current) {
+  std::vector<pollfd> polled;
+  std::vector<int> peers;
+  for (bool first = true;; first = false) {
+    polled.clear();
+    peers.clear();
+    for (int peer = 0; peer < static_cast<int>(fds_.size()); ++peer) {
+      const short events = static_cast<short>((transfers.PendingRecv(peer) >= 0 ? POLLIN : 0) |
+                                              (transfers.PendingSend(peer) >= 0 ? POLLOUT : 0));
+      if (events == 0) continue;
+      polled.push_back({fds_[peer], events, 0});
+      peers.push_back(peer);
+    }
+    if (polled.empty()) return absl::OkStatus();
+    current = peers.front();
+    // The first round writes every send at once, without asking whether the sockets have room.
+    const int ready = first ? static_cast<int>(polled.size())
+                            : ::poll(polled.data(), polled.size(), PollTimeoutMs(deadline));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) return SocketError("poll");
+    if (ready == 0 && absl::Now() >= deadline) {
+      return absl::DeadlineExceededError("timed out waiting for control messages");
+    }
+    for (size_t i = 0; i < polled.size(); ++i) {
+      if (!first && polled[i].revents == 0) continue;
+      current = peers[i];
+      // Messages queued before a reset are still read; the reset shows once they are consumed.
+      SHARDKIT_RETURN_IF_ERROR(transfers.PumpSends(current, polled[i].fd));
+      if (!first)
+        SHARDKIT_RETURN_IF_ERROR(transfers.PumpRecvs(current, polled[i].fd, heard_[current]));
+    }
+  }
+}
+
+absl::Status ControlMesh::CheckNoneGaveUp(std::span<const int> peers, uint64_t call,
+                                          int& current) const {
+  for (const Departure& d : Departures(peers)) {
+    // The marker right after the message just read: the peer gave up on this very call.
+    char next[kMeshMarkerSize];
+    if (::recv(fds_[d.peer], next, sizeof(next), MSG_PEEK | MSG_DONTWAIT) !=
+        static_cast<ssize_t>(sizeof(next))) {
+      continue;
+    }
+    const std::optional<MeshMarker> marker = internal::ParseMarker(next, sizeof(next));
+    if (marker.has_value() && marker->kind == MeshMarker::kGaveUp && marker->call == call) {
+      current = d.peer;
+      return absl::UnavailableError(internal::DescribeMarker(d.peer, *marker));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<ControlMesh::Departure> ControlMesh::Departures(std::span<const int> peers,
+                                                            absl::Duration wait,
+                                                            int interrupt_fd) const {
+  std::vector<pollfd> polled;
+  std::vector<int> polled_peers;
+  for (int peer : peers) {
+    if (peer < 0 || peer >= static_cast<int>(fds_.size()) || fds_[peer] < 0) continue;
+    polled.push_back({fds_[peer], POLLRDHUP, 0});
+    polled_peers.push_back(peer);
+  }
+  if (interrupt_fd >= 0) polled.push_back({interrupt_fd, POLLIN, 0});
+  std::vector<Departure> departed;
+  const absl::Time deadline = absl::Now() + wait;
+  int ready = 0;
+  do {
+    ready = ::poll(polled.data(), polled.size(), PollTimeoutMs(deadline));
+  } while (ready < 0 && errno == EINTR);
+  if (ready <= 0) return departed;
+  for (size_t i = 0; i < polled_peers.size(); ++i) {
+    if (polled[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+      departed.push_back(HowItEnded(polled_peers[i]));
+    }
+  }
+  return departed;
+}
+
+ControlMesh::Departure ControlMesh::HowItEnded(int peer) const {
+  if (const char kind = heard_[peer].load(); kind != 0) {
+    return {peer, HowOf(MeshMarker{kind}), call_};
+  }
+  // The parting marker is the last thing a peer sends: messages before it may still be unread.
+  int unread = 0;
+  if (::ioctl(fds_[peer], FIONREAD, &unread) != 0 || unread < static_cast<int>(kMeshMarkerSize) ||
+      unread > kMaxUnreadLook) {
+    return {peer, Departure::How::kVanished};
+  }
+  std::vector<char> bytes(static_cast<size_t>(unread));
+  if (::recv(fds_[peer], bytes.data(), bytes.size(), MSG_PEEK | MSG_DONTWAIT) != unread) {
+    return {peer, Departure::How::kVanished};
+  }
+  const std::optional<MeshMarker> marker =
+      internal::ParseMarker(bytes.data() + unread - kMeshMarkerSize, kMeshMarkerSize);
+  if (!marker.has_value()) return {peer, Departure::How::kVanished};
+  return {peer, HowOf(*marker), marker->call};
+}
+
+std::string ControlMesh::DescribeDepartures() const {
+  using How = Departure::How;
+  std::vector<int> everyone(fds_.size());
+  for (size_t peer = 0; peer < fds_.size(); ++peer) everyone[peer] = static_cast<int>(peer);
+  std::map<How, std::vector<int>> by_how;  // ordered: vanished first
+  for (const Departure& d : Departures(everyone)) by_how[d.how].push_back(d.peer);
+  std::vector<std::string> parts;
+  for (const auto& [how, ranks] : by_how) {
+    parts.push_back(absl::StrCat(FormatRanks(ranks), DescribeHow(how, ranks.size() == 1)));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+std::string ControlMesh::DescribeHow(Departure::How how, bool one) {
+  switch (how) {
+    case Departure::How::kVanished:
+      return one ? " went away without closing its communicator (killed or crashed?)"
+                 : " went away without closing their communicators (killed or crashed?)";
+    case Departure::How::kGaveUp:
+      return one ? " gave up after an error of its own" : " gave up after errors of their own";
+    case Departure::How::kGoodbye:
+      return one ? " has closed its communicator" : " have closed their communicators";
+  }
+  return " left";
+}
+
+void ControlMesh::SendMarkers(char kind) noexcept {
+  const std::string marker = internal::EncodeMarker(MeshMarker{kind, call_});
+  for (size_t peer = 0; peer < fds_.size(); ++peer) {
+    if (fds_[peer] < 0 || half_written_[peer]) continue;
+    (void)::send(fds_[peer], marker.data(), marker.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+}
+
+void ControlMesh::Close() noexcept {
+  SendMarkers(MeshMarker::kGaveUp);
+  for (int& fd : fds_) {
+    if (fd < 0) continue;
+    // An abortive close (RST): peers still waiting on this rank fail at once.
+    const linger abort_on_close{1, 0};
+    (void)::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
+    ::close(fd);
+    fd = -1;
+  }
+}
+
+}  // namespace shardkit

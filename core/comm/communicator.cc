@@ -1,0 +1,216 @@
+#include "core/comm/communicator.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "core/base/status_macros.h"
+#include "core/comm/internal/call.h"
+#include "core/comm/internal/call_agreement.h"
+
+// The call life cycle: sequence numbers, deadlines, the agreement, moving one phase through the
+// backend, counters and poisoning. The op bodies are in collectives.cc.
+namespace shardkit {
+namespace {
+
+using internal::Phase;
+
+const char* PhaseName(Phase phase) {
+  if (phase == Phase::kHeader) return "agreement headers";
+  return phase == Phase::kVerdict ? "agreement verdicts" : "payload";
+}
+
+}  // namespace
+
+const char* CollectiveOpName(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kBroadcast:
+      return "Broadcast";
+    case CollectiveOp::kScatter:
+      return "Scatter";
+    case CollectiveOp::kGather:
+      return "Gather";
+    case CollectiveOp::kAllGather:
+      return "AllGather";
+    case CollectiveOp::kAllToAll:
+      return "AllToAll";
+    case CollectiveOp::kBarrier:
+      return "Barrier";
+    case CollectiveOp::kSplit:
+      return "Split";
+  }
+  return "Unknown";
+}
+
+Communicator::Communicator(CommunicatorOptions options) : options_(std::move(options)) {}
+
+Communicator::~Communicator() = default;
+
+Communicator::Call Communicator::Begin(CollectiveOp op, const CallOptions& options) {
+  Call call{std::unique_lock<std::mutex>(call_mu_)};
+  call.decl.op = op;
+  call.decl.seq = ++seq_;
+  call.start = absl::Now();
+  call.deadline = Deadline(options);
+  call.decl.send_bytes.assign(world_size(), 0);
+  call.decl.recv_bytes.assign(world_size(), 0);
+  call.decl.send_segment_digest.assign(world_size(), 0);
+  call.decl.recv_segment_digest.assign(world_size(), 0);
+  return call;
+}
+
+absl::Time Communicator::Deadline(const CallOptions& options) const {
+  if (options.deadline != absl::InfiniteFuture()) return options.deadline;
+  return absl::Now() +
+         (options.timeout == absl::InfiniteDuration() ? options_.timeout : options.timeout);
+}
+
+std::string Communicator::Context(const Call& call) const {
+  return absl::StrCat(CollectiveOpName(call.decl.op), " (backend=", backend(), ", rank=", rank(),
+                      "/", world_size(), ", seq=", call.decl.seq, ")");
+}
+
+absl::Status Communicator::Run(Call& call, absl::FunctionRef<absl::Status()> transfer) {
+  if (absl::Status p = poisoned(); !p.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        Context(call), ": communicator must be recreated after an earlier failure: ", p.message()));
+  }
+  absl::Status status = Agree(call);
+  if (status.ok()) status = transfer();
+  if (status.ok()) {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    ++counters_[static_cast<int>(call.decl.op)].calls;
+    return status;
+  }
+  status = Annotate(status, Context(call));
+  if (call.transport_failed) {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    if (poisoned_.ok()) poisoned_ = status;
+  }
+  return status;
+}
+
+absl::Status Communicator::Move(Call& call, Phase phase, std::span<const SendOp> sends,
+                                std::span<const RecvOp> recvs) {
+  const uint64_t tag = internal::Tag(call.decl.seq, phase);
+  absl::Status status = phase == Phase::kPayload
+                            ? Exchange(tag, call.decl.seq, sends, recvs, call.deadline)
+                            : ExchangeControl(tag, call.decl.seq, sends, recvs, call.deadline);
+  if (!status.ok()) {
+    call.transport_failed = true;
+    return Annotate(
+        status,
+        absl::StrFormat("%s %s after %.3f s (%.3f s were left at the call's "
+                        "start)",
+                        PhaseName(phase), absl::IsDeadlineExceeded(status) ? "timed out" : "failed",
+                        absl::ToDoubleSeconds(absl::Now() - call.start),
+                        absl::ToDoubleSeconds(call.deadline - call.start)));
+  }
+  int64_t sent = 0, received = 0;
+  for (const SendOp& s : sends) sent += s.size;
+  for (const RecvOp& r : recvs) received += r.size;
+  Count(call, phase == Phase::kPayload, sent, received);
+  return absl::OkStatus();
+}
+
+void Communicator::Count(const Call& call, bool payload, int64_t sent, int64_t received) {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  OpCounters& c = counters_[static_cast<int>(call.decl.op)];
+  (payload ? c.bytes_sent : c.control_bytes_sent) += sent;
+  (payload ? c.bytes_received : c.control_bytes_received) += received;
+}
+
+absl::Status Communicator::Agree(Call& call) {
+  const int n = world_size(), self = rank();
+  const internal::Declaration& d = call.decl;
+  std::vector<internal::ControlHeader> out(n), in(n);
+  std::vector<SendOp> sends;
+  std::vector<RecvOp> recvs;
+  for (int peer = 0; peer < n; ++peer) {
+    out[peer] = internal::MakeHeader(d, peer);
+    if (peer == self) continue;
+    sends.push_back({peer, &out[peer], sizeof(out[peer])});
+    recvs.push_back({peer, &in[peer], sizeof(in[peer])});
+  }
+  in[self] = out[self];
+  SHARDKIT_RETURN_IF_ERROR(Move(call, Phase::kHeader, sends, recvs));
+  for (const internal::ControlHeader& h : in) call.params.push_back(h.param);
+  call.headers = in;
+  SHARDKIT_RETURN_IF_ERROR(internal::CheckHeaders(d, in));
+  if (!d.pairwise || n == 1) return absl::OkStatus();
+
+  std::vector<internal::PairVerdict> verdicts(n);
+  verdicts[self] = internal::LocalPairVerdict(d, self, in);
+  sends.clear();
+  recvs.clear();
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == self) continue;
+    sends.push_back({peer, &verdicts[self], sizeof(verdicts[self])});
+    recvs.push_back({peer, &verdicts[peer], sizeof(verdicts[peer])});
+  }
+  SHARDKIT_RETURN_IF_ERROR(Move(call, Phase::kVerdict, sends, recvs));
+  return internal::CheckVerdicts(verdicts);
+}
+
+OpCounters Communicator::counters(CollectiveOp op) const {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  return counters_[static_cast<int>(op)];
+}
+
+OpCounters Communicator::total_counters() const {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  OpCounters total;
+  for (const OpCounters& c : counters_) {
+    total.calls += c.calls;
+    total.bytes_sent += c.bytes_sent;
+    total.bytes_received += c.bytes_received;
+    total.control_bytes_sent += c.control_bytes_sent;
+    total.control_bytes_received += c.control_bytes_received;
+  }
+  return total;
+}
+
+void Communicator::ResetCounters() {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  counters_ = {};
+}
+
+absl::Status Communicator::poisoned() const {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  return poisoned_;
+}
+
+namespace internal {
+
+absl::Status RawExchange(Communicator& comm, std::span<const ConstBuffer> sends,
+                         std::span<const MutableBuffer> recvs, const CallOptions& options) {
+  std::vector<Communicator::SendOp> out;
+  std::vector<Communicator::RecvOp> in;
+  for (int peer = 0; peer < comm.world_size(); ++peer) {
+    if (peer == comm.rank()) continue;
+    if (static_cast<size_t>(peer) < sends.size() && sends[peer].size > 0) {
+      out.push_back({peer, sends[peer].data, sends[peer].size});
+    }
+    if (static_cast<size_t>(peer) < recvs.size() && recvs[peer].size > 0) {
+      in.push_back({peer, recvs[peer].data, recvs[peer].size});
+    }
+  }
+  const absl::Time deadline = comm.Deadline(options);
+  std::lock_guard<std::mutex> lock(comm.call_mu_);
+  SHARDKIT_RETURN_IF_ERROR(comm.poisoned());
+  // Tagged with a sequence of its own; `seq` is the last call's, so that a peer that gave up
+  // during this exchange (after that call) is seen as giving up on it, not on a later call.
+  absl::Status status =
+      comm.Exchange(internal::Tag(++comm.raw_seq_, Phase::kRaw), comm.seq_, out, in, deadline);
+  if (!status.ok()) {
+    status = Annotate(status, absl::StrCat("RawExchange (backend=", comm.backend(),
+                                           ", rank=", comm.rank(), "/", comm.world_size(), ")"));
+    std::lock_guard<std::mutex> state_lock(comm.state_mu_);
+    if (comm.poisoned_.ok()) comm.poisoned_ = status;
+  }
+  return status;
+}
+
+}  // namespace internal
+}  // namespace shardkit

@@ -1,0 +1,113 @@
+#include "core/comm/connect.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "core/base/env.h"
+#include "core/base/status_macros.h"
+#include "core/comm/backend_registry.h"
+#include "core/store/store_url.h"
+
+namespace shardkit {
+namespace {
+
+// Connect calls per (store, key prefix, rank) in this process; see ConnectOptions::key_prefix.
+struct ConnectCounts {
+  std::mutex mu;
+  std::map<std::tuple<std::string, std::string, int>, int> counts;  // guarded by mu
+};
+
+// The store is named by its URL, or by its address when passed as an object.
+std::string NextKeyPrefix(const ConnectOptions& o) {
+  const std::string store =
+      o.store_url.empty() ? absl::StrCat(reinterpret_cast<uintptr_t>(o.store.get())) : o.store_url;
+  static ConnectCounts* connects = new ConnectCounts();
+  std::lock_guard<std::mutex> lock(connects->mu);
+  const int k = connects->counts[{store, o.key_prefix, o.rank}]++;
+  return absl::StrCat(o.key_prefix, "/comm", k);
+}
+
+absl::Status Validate(const ConnectOptions& o) {
+  if (o.world_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world size must be at least 1, got ", o.world_size));
+  }
+  if (o.rank < 0 || o.rank >= o.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", o.rank, " is outside a world of ",
+                                                   o.world_size, " ranks (0..", o.world_size - 1,
+                                                   ")"));
+  }
+  if (o.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeout must be positive, got ", absl::FormatDuration(o.timeout)));
+  }
+  if (!o.hostname.empty() && !o.ifname.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("set a hostname (", o.hostname,
+                                                   ") or an interface (", o.ifname, "), not both"));
+  }
+  return absl::OkStatus();
+}
+
+const char* GetEnv(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+absl::StatusOr<int> IntFromEnv(const char* name, int fallback) {
+  const char* text = GetEnv(name);
+  if (text == nullptr) return fallback;
+  int value = 0;
+  if (!absl::SimpleAtoi(text, &value)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, "=\"", text, "\" is not an integer"));
+  }
+  return value;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options) {
+  SHARDKIT_RETURN_IF_ERROR(Validate(options));
+  SHARDKIT_ASSIGN_OR_RETURN(BackendFactory factory, FindBackend(options.backend));
+  options.key_prefix = NextKeyPrefix(options);
+  if (options.store == nullptr && !options.store_url.empty()) {
+    SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(options.store_url));
+    options.store = std::move(store);
+  }
+  if (options.store == nullptr && options.world_size > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a world of ", options.world_size, " ranks needs a store (SHARDKIT_STORE or store_url)"));
+  }
+  return factory(options);
+}
+
+absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv() {
+  ConnectOptions o;
+  SHARDKIT_ASSIGN_OR_RETURN(o.rank, IntFromEnv(env::kRank, 0));
+  SHARDKIT_ASSIGN_OR_RETURN(o.world_size, IntFromEnv(env::kWorldSize, 1));
+  SHARDKIT_ASSIGN_OR_RETURN(o.local_rank, IntFromEnv(env::kLocalRank, o.rank));
+  if (const char* backend = GetEnv(env::kBackend)) o.backend = backend;
+  if (const char* store = GetEnv(env::kStore)) o.store_url = store;
+  if (const char* hostname = GetEnv(env::kHostname)) o.hostname = hostname;
+  if (const char* ifname = GetEnv(env::kIfname)) o.ifname = ifname;
+  if (const char* timeout = GetEnv(env::kTimeout)) {
+    double seconds = 0;
+    if (!absl::SimpleAtod(timeout, &seconds) || !(seconds > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(env::kTimeout, "=\"", timeout, "\" is not a positive number of seconds"));
+    }
+    o.timeout = absl::Seconds(seconds);
+  }
+  return o;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectFromEnv() {
+  SHARDKIT_ASSIGN_OR_RETURN(ConnectOptions options, ConnectOptionsFromEnv());
+  return Connect(std::move(options));
+}
+
+}  // namespace shardkit

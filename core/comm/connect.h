@@ -1,0 +1,43 @@
+// Connecting a rank, the program side: a rank program picks its backend by name at run time —
+// from ConnectOptions or from the environment that `shardkit launch` sets (core/base/env.h). The
+// backends themselves register by name (backend_registry.h); link //backends:all to get every
+// backend built for this configuration.
+//
+//   // Any rank program (under `shardkit launch`):
+//   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, ConnectFromEnv());
+//
+//   // Explicitly:
+//   ConnectOptions options;
+//   options.rank = 1;
+//   options.world_size = 4;
+//   options.store_url = "file:///data/run1";
+//   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, Connect(options));
+#ifndef SHARDKIT_CORE_COMM_CONNECT_H_
+#define SHARDKIT_CORE_COMM_CONNECT_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/comm/communicator.h"
+#include "core/comm/connect_options.h"
+
+namespace shardkit {
+
+// Connects this rank. Errors: kInvalidArgument for world_size < 1, a rank outside the world, a
+// non-positive timeout, a missing store, or both hostname and ifname; kNotFound for a backend that
+// is not registered (the message lists the registered ones); the backend's errors (e.g.
+// kDeadlineExceeded naming the ranks that never joined the rendezvous).
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options);
+
+// Reads SHARDKIT_RANK (default 0), SHARDKIT_WORLD_SIZE (default 1), SHARDKIT_LOCAL_RANK (default
+// the rank), SHARDKIT_BACKEND (default gloo), SHARDKIT_STORE, SHARDKIT_TIMEOUT (seconds, default
+// 60), SHARDKIT_HOSTNAME, SHARDKIT_IFNAME. Errors: kInvalidArgument naming a malformed variable.
+[[nodiscard]] absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv();
+
+// Connect(ConnectOptionsFromEnv()).
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> ConnectFromEnv();
+
+}  // namespace shardkit
+
+#endif  // SHARDKIT_CORE_COMM_CONNECT_H_

@@ -1,0 +1,47 @@
+// One collective call in flight: what Communicator's life cycle (communicator.cc) and the op
+// bodies (collectives.cc) share. Internal to //core/comm.
+#ifndef SHARDKIT_CORE_COMM_INTERNAL_CALL_H_
+#define SHARDKIT_CORE_COMM_INTERNAL_CALL_H_
+
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "core/comm/communicator.h"
+#include "core/comm/internal/call_agreement.h"
+
+namespace shardkit {
+namespace internal {
+
+// The phases of a call. Each phase of each call has its own backend tag (Tag below).
+enum class Phase : int {
+  kHeader = 0,   // agreement round 1
+  kVerdict = 1,  // agreement round 2
+  kPayload = 2,  // the data
+  kRaw = 3,      // RawExchange: its own sequence, never matched against collectives
+};
+
+// The backend tag of `phase` of call `seq`. Control phases use fixed tags (matched in order per
+// pair), so that ranks whose sequence numbers diverged still exchange headers and report the
+// divergence instead of hanging.
+inline uint64_t Tag(uint64_t seq, Phase phase) {
+  const uint64_t p = static_cast<uint64_t>(phase);
+  return phase >= Phase::kPayload ? (seq << 2) | p : p;
+}
+
+}  // namespace internal
+
+struct Communicator::Call {
+  std::unique_lock<std::mutex> lock;
+  internal::Declaration decl;
+  absl::Time start;
+  absl::Time deadline;
+  std::vector<uint64_t> params;                  // every rank's header param, after agreement
+  std::vector<internal::ControlHeader> headers;  // every rank's round-1 header to this rank
+  bool transport_failed = false;
+};
+
+}  // namespace shardkit
+
+#endif  // SHARDKIT_CORE_COMM_INTERNAL_CALL_H_

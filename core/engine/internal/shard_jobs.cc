@@ -1,0 +1,161 @@
+#include "core/engine/internal/shard_jobs.h"
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/engine/internal/shard_copy.h"
+#include "specs/parameter_layout.h"
+#include "specs/spec_json.h"
+
+namespace shardkit::internal {
+namespace {
+
+using Json = nlohmann::json;
+
+// Placements must name devices this backend moves; the source tensor too.
+absl::Status CheckDevices(const ShardJob& job, const Communicator& comm, bool is_source) {
+  if (is_source && !comm.SupportsDevice(job.source->device())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the source tensor is on ", job.source->device().ToString(),
+                     ", which backend ", comm.backend(), " cannot move"));
+  }
+  for (size_t i = 0; i < job.shards.size(); ++i) {
+    const auto& device = job.shards[i].placement.device();
+    if (device && !comm.SupportsDevice(*device)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shard ", i, " is placed on ", job.shards[i].placement.ToString(), ", but backend ",
+          comm.backend(), " cannot move ", device->ToString(), " memory"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The layout of the last (spec, shape) laid out: a plan's parameters mostly share both, and laying
+// out (binding, canonical JSON, fingerprint) is most of a parameter's local check.
+class LayoutCache {
+ public:
+  absl::StatusOr<specs::ParameterLayout> LayOut(const std::optional<specs::ShardingSpec>& spec,
+                                                const Shape& shape, int world) {
+    if (last_.has_value() && last_->spec == spec && last_->shape == shape) return last_->layout;
+    absl::StatusOr<specs::ParameterLayout> layout = specs::LayOutParameter(spec, shape, world);
+    if (layout.ok()) last_ = Entry{spec, shape, *layout};
+    return layout;
+  }
+
+ private:
+  struct Entry {
+    std::optional<specs::ShardingSpec> spec;
+    Shape shape;
+    specs::ParameterLayout layout;
+  };
+  std::optional<Entry> last_;
+};
+
+absl::Status CheckJob(ShardJob& job, const std::optional<specs::ShardingSpec>& spec,
+                      const Module& module, const Communicator& comm, const ShardOptions& options,
+                      LayoutCache& layouts) {
+  SHARDKIT_ASSIGN_OR_RETURN(job.source, module.GetTensor(job.name));
+  job.shape = job.source->shape();
+  job.dtype = job.source->dtype();
+  job.requires_grad = job.source->requires_grad();
+  const int world = comm.world_size();
+  // Lay out first: the descriptor then carries the bound form even if a later check fails here
+  // (the unbound form if laying out fails).
+  absl::StatusOr<specs::ParameterLayout> laid_out = layouts.LayOut(spec, job.shape, world);
+  if (!laid_out.ok()) {
+    if (spec) job.spec_json = specs::CanonicalJson(*spec);
+    return laid_out.status();
+  }
+  specs::ParameterLayout& layout = *laid_out;
+  job.spec_json = std::move(layout.canonical_json);
+  if (spec) {
+    job.bound = *std::move(layout.spec);
+    job.shards = std::move(layout.shards);
+  }
+  if (options.src_rank < 0 || options.src_rank >= world) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("src_rank ", options.src_rank, " is outside the group of ", world, " ranks"));
+  }
+  const bool is_source = comm.rank() == options.src_rank;
+  if (is_source && job.source->is_meta()) {
+    return absl::InvalidArgumentError("the source rank holds a meta tensor (no data to send)");
+  }
+  if (is_source && !job.source->IsContiguous()) {
+    return absl::InvalidArgumentError("is not a contiguous Tensor on the source rank");
+  }
+  return CheckDevices(job, comm, is_source);
+}
+
+// Scatter delivers a non-source rank's shards straight into one block allocated up front, so an
+// allocation failure is a local error that every rank learns in the agreement.
+absl::Status AllocateReceive(ShardJob& job, const Communicator& comm, const ShardOptions& options) {
+  if (job.replicated || options.strategy != Strategy::kScatter || comm.rank() == options.src_rank) {
+    return absl::OkStatus();
+  }
+  const auto by_rank = ShardIndicesByRank(job.shards, comm.world_size());
+  const int64_t bytes =
+      PackedBytes(job.shards, by_rank[static_cast<size_t>(comm.rank())], job.dtype);
+  SHARDKIT_ASSIGN_OR_RETURN(job.recv_storage,
+                            Storage::Allocate(Device::Cpu(), static_cast<size_t>(bytes)));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<ShardJob> PrepareJobs(const Module& module,
+                                  const std::vector<ParameterSpec>& parameters,
+                                  const Communicator& comm, const ShardOptions& options) {
+  std::vector<ShardJob> jobs;
+  absl::flat_hash_set<std::string> seen;
+  LayoutCache layouts;
+  for (const ParameterSpec& parameter : parameters) {
+    ShardJob& job = jobs.emplace_back();
+    job.name = parameter.name;
+    job.replicated = !parameter.spec.has_value();
+    job.spec_json = specs::kReplicatedJson;
+    absl::Status status = seen.insert(job.name).second
+                              ? CheckJob(job, parameter.spec, module, comm, options, layouts)
+                              : absl::InvalidArgumentError("is listed twice");
+    if (status.ok()) status = AllocateReceive(job, comm, options);
+    if (!status.ok()) {
+      job.error = absl::StrCat("parameter \"", job.name, "\": ", status.message());
+      job.recv_storage.reset();
+    }
+  }
+  return jobs;
+}
+
+Json Describe(const std::vector<ShardJob>& jobs, const ShardOptions& options, int world_size) {
+  Json order = Json::array();
+  Json parameters = Json::object();
+  for (const ShardJob& job : jobs) {
+    order.push_back(job.name);
+    parameters[job.name] = {{"spec", job.spec_json},
+                            {"shape", job.shape},
+                            {"dtype", DTypeName(job.dtype)},
+                            {"requires_grad", job.requires_grad}};
+  }
+  return {{"src_rank", options.src_rank},
+          {"strategy", specs::StrategyName(options.strategy)},
+          {"world_size", world_size},
+          {"order", order},
+          {"parameters", parameters}};
+}
+
+std::vector<std::string> LocalErrors(const std::vector<ShardJob>& jobs) {
+  std::vector<std::string> errors;
+  for (const ShardJob& job : jobs) {
+    if (!job.error.empty()) errors.push_back(job.error);
+  }
+  return errors;
+}
+
+std::byte* PackBuffer::Reserve(size_t bytes) {
+  if (bytes > capacity_) {
+    data_.reset(new std::byte[bytes]);  // uninitialised: packing writes every byte it sends
+    capacity_ = bytes;
+  }
+  return data_.get();
+}
+
+}  // namespace shardkit::internal

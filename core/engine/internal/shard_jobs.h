@@ -1,0 +1,67 @@
+// Internal: one parameter's work in ShardParameters — local checks (step 1), its descriptor for
+// the agreement (step 2), and its transfer (step 3). See core/shard_parameter.h.
+#ifndef SHARDKIT_CORE_ENGINE_INTERNAL_SHARD_JOBS_H_
+#define SHARDKIT_CORE_ENGINE_INTERNAL_SHARD_JOBS_H_
+
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/comm/communicator.h"
+#include "core/engine/module.h"
+#include "core/engine/shard_parameter.h"
+#include "nlohmann/json.hpp"
+#include "specs/shard_metadata.h"
+
+namespace shardkit::internal {
+
+struct ShardJob {
+  std::string name;
+  bool replicated = false;
+  const Tensor* source = nullptr;  // the slot's tensor; set when the slot holds one
+  Shape shape;
+  DType dtype = DType::kFloat32;
+  bool requires_grad = false;
+  specs::ShardingSpec bound;                 // sharded: the spec bound to shape and world
+  std::vector<specs::ShardMetadata> shards;  // sharded: the layout, in spec order
+  std::string spec_json;                     // bound canonical JSON, or specs::kReplicatedJson
+  std::string error;                         // this rank's local problem, or empty
+  std::shared_ptr<Storage> recv_storage;     // scatter, non-source: this rank's shard bytes
+};
+
+// Step 1 for every parameter: local checks and receive storage. Never fails as a whole: problems
+// are recorded in ShardJob::error (naming the parameter).
+std::vector<ShardJob> PrepareJobs(const Module& module,
+                                  const std::vector<ParameterSpec>& parameters,
+                                  const Communicator& comm, const ShardOptions& options);
+
+// What every rank must agree on, and this rank's local problems.
+nlohmann::json Describe(const std::vector<ShardJob>& jobs, const ShardOptions& options,
+                        int world_size);
+std::vector<std::string> LocalErrors(const std::vector<ShardJob>& jobs);
+
+// Reused packing memory of the source rank, across parameters.
+class PackBuffer {
+ public:
+  std::byte* Reserve(size_t bytes);
+
+ private:
+  std::unique_ptr<std::byte[]> data_;
+  size_t capacity_ = 0;
+};
+
+using ShardResult = std::variant<Tensor, ShardedTensor>;
+
+// Step 3 for every agreed parameter, in an order every rank shares: with kScatter all sharded
+// parameters in one ScatterSegments call, then each remaining one (replicated parameters, or all
+// under kBroadcast) in job order. Errors: transport errors, naming the parameter(s);
+// allocation failures.
+[[nodiscard]] absl::StatusOr<std::vector<ShardResult>> TransferJobs(
+    const std::vector<ShardJob>& jobs, Communicator& comm, const ShardOptions& options,
+    PackBuffer& pack);
+
+}  // namespace shardkit::internal
+
+#endif  // SHARDKIT_CORE_ENGINE_INTERNAL_SHARD_JOBS_H_

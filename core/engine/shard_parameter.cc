@@ -1,0 +1,113 @@
+#include "core/engine/shard_parameter.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "core/base/status_macros.h"
+#include "core/comm/collective_status.h"
+#include "core/engine/internal/descriptor_agreement.h"
+#include "core/engine/internal/shard_jobs.h"
+
+namespace shardkit {
+namespace {
+
+// Measures the steps of one call into ShardStats, when requested.
+class StepTimer {
+ public:
+  explicit StepTimer(ShardStats* stats) : stats_(stats), start_(absl::Now()) {
+    if (stats_ != nullptr) *stats_ = ShardStats();
+  }
+  void Lap(double ShardStats::*field) {
+    const absl::Time now = absl::Now();
+    if (stats_ != nullptr) stats_->*field = absl::ToDoubleSeconds(now - start_);
+    start_ = now;
+  }
+
+ private:
+  ShardStats* stats_;
+  absl::Time start_;
+};
+
+// Where a failed operation was in time, for its transport errors: "<step>, 1.204 s into an
+// operation with a 1.200 s deadline". kInvalidArgument (disagreement or bad input, the same
+// verdict on every rank) is left as it is.
+class OperationClock {
+ public:
+  explicit OperationClock(absl::Time deadline) : start_(absl::Now()), deadline_(deadline) {}
+
+  absl::Status Annotate(const absl::Status& status, std::string_view step) const {
+    if (status.ok() || absl::IsInvalidArgument(status)) return status;
+    return shardkit::Annotate(
+        status, absl::StrFormat("%s, %.3f s into an operation with a %.3f s deadline", step,
+                                absl::ToDoubleSeconds(absl::Now() - start_),
+                                absl::ToDoubleSeconds(deadline_ - start_)));
+  }
+
+ private:
+  const absl::Time start_;
+  const absl::Time deadline_;
+};
+
+}  // namespace
+
+absl::Status ShardParameter(Module& module, std::string_view name, const specs::ShardingSpec& spec,
+                            Communicator& comm, const ShardOptions& options) {
+  return ShardParameters(module, {ParameterSpec{std::string(name), spec}}, comm, options);
+}
+
+absl::Status ShardParameters(Module& module, const std::vector<ParameterSpec>& parameters,
+                             Communicator& comm, const ShardOptions& requested) {
+  StepTimer timer(requested.stats);
+  // One deadline for the whole operation: agreement, transfers and commit share it.
+  ShardOptions options = requested;
+  options.call.deadline = comm.Deadline(requested.call);
+  const OperationClock clock(options.call.deadline);
+  std::vector<internal::ShardJob> jobs = internal::PrepareJobs(module, parameters, comm, options);
+  timer.Lap(&ShardStats::check_seconds);
+  SHARDKIT_RETURN_IF_ERROR(clock.Annotate(
+      internal::AgreeOnDescriptor(comm, internal::Describe(jobs, options, comm.world_size()),
+                                  internal::LocalErrors(jobs), "ShardParameter", options.call),
+      "ShardParameter agreement"));
+  timer.Lap(&ShardStats::agree_seconds);
+  internal::PackBuffer pack;
+  absl::StatusOr<std::vector<internal::ShardResult>> transferred =
+      internal::TransferJobs(jobs, comm, options, pack);
+  if (!transferred.ok()) {
+    absl::Status failure = clock.Annotate(transferred.status(), "transfer");
+    // A poisoned communicator cannot carry the news; otherwise peers learn it promptly (their
+    // next collective no longer matches this rank's) instead of at their deadline.
+    if (!comm.poisoned().ok()) return failure;
+    return AgreeOnStatus(comm, failure, "ShardParameter commit", options.call);
+  }
+  std::vector<internal::ShardResult>& results = *transferred;
+  timer.Lap(&ShardStats::transfer_seconds);
+  SHARDKIT_RETURN_IF_ERROR(
+      clock.Annotate(AgreeOnStatus(comm, absl::OkStatus(), "ShardParameter commit", options.call),
+                     "ShardParameter commit"));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (auto* sharded = std::get_if<ShardedTensor>(&results[i])) {
+      SHARDKIT_RETURN_IF_ERROR(module.SetSharded(jobs[i].name, std::move(*sharded)));
+    } else {
+      SHARDKIT_RETURN_IF_ERROR(module.SetTensor(jobs[i].name, std::get<Tensor>(results[i])));
+    }
+  }
+  timer.Lap(&ShardStats::commit_seconds);
+  return absl::OkStatus();
+}
+
+absl::Status ShardModule(Module& module, const specs::Plan& plan, Communicator& comm,
+                         const PlanOverrides& overrides, const ShardOptions& options) {
+  std::vector<ParameterSpec> parameters;
+  for (const std::string& name : module.names()) {
+    std::optional<size_t> rule = specs::MatchRule(plan, name);
+    parameters.push_back({name, rule ? std::optional(plan.rules[*rule].spec) : std::nullopt});
+  }
+  ShardOptions resolved = options;
+  resolved.src_rank = overrides.src_rank.value_or(static_cast<int>(plan.src_rank));
+  resolved.strategy = overrides.strategy.value_or(plan.strategy);
+  return ShardParameters(module, parameters, comm, resolved);
+}
+
+}  // namespace shardkit

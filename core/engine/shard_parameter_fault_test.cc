@@ -1,0 +1,196 @@
+// Faults during ShardParameter of a 64 MiB parameter on 4 forked ranks over real Gloo: a rank
+// SIGKILLed before, during and after the transfer, a rank stalled (SIGSTOP) past the deadline, a
+// rank whose TCP connections are shut down, a rank with a corrupt spec. Every rank that lives
+// returns an error within the operation's deadline + 2 s, the module is unchanged on every rank,
+// and no process is left behind. Each rank prints its time to error (see the test log).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "core/engine/shard_parameter.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "specs/spec_json.h"
+#include "testing/faults.h"
+#include "testing/multiprocess.h"
+#include "testing/status_matchers.h"
+
+namespace shardkit {
+namespace {
+
+using ::shardkit::testing::ChildProcesses;
+using ::shardkit::testing::RankOptions;
+using ::shardkit::testing::RunRanks;
+using ::shardkit::testing::StallFor;
+using ::shardkit::testing::WriteTrigger;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr int kWorld = 4;
+constexpr int kSource = 0;
+constexpr int64_t kRows = 4096, kCols = 4096;  // float32: 64 MiB
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kScatterBytes = 48 * kMiB;  // what the source sends: 3 of 4 row blocks
+constexpr absl::Duration kDeadline = absl::Seconds(2);
+constexpr absl::Duration kSlack = absl::Seconds(2);
+
+// What a case does to its victim rank; `arm` runs on the victim just before the operation and
+// returns a trigger (or nullptr) that lives as long as the operation.
+struct Fault {
+  const char* name;
+  int victim;
+  std::function<std::unique_ptr<WriteTrigger>()> arm;
+  bool victim_survives = false;  // stalled or disconnected: it must fail in time too
+  bool corrupt_spec = false;     // the victim passes a different spec instead
+  bool with_tail = false;        // a second (16 MiB) parameter follows "w" in the same operation
+  // The victim dies: the others see it go on the control mesh and fail long before the deadline,
+  // saying so, whether they were agreeing or waiting for payload.
+  bool victim_dies = false;
+};
+
+specs::ShardingSpec RowSpec(bool corrupt) {
+  // The corrupt spec lists the same ranks in another order: valid alone, but not what the others
+  // agreed to.
+  return *specs::ParseSpec(
+      corrupt ? R"({"type":"chunk","dim":0,"placements":["rank:3","rank:2","rank:1","rank:0"]})"
+              : R"({"type":"chunk","dim":0,"placements":{"ranks":"all"}})");
+}
+
+// The source holds real data, the others meta tensors: a failed operation must leave both alike.
+Module MakeModule(int rank, bool with_tail) {
+  Module module;
+  auto add = [&](const char* name, Shape shape) {
+    Tensor tensor = rank == kSource ? *Tensor::Empty(shape, DType::kFloat32)
+                                    : *Tensor::Meta(shape, DType::kFloat32);
+    if (rank == kSource) std::memset(tensor.data(), rank + 1, tensor.nbytes());
+    EXPECT_TRUE(module.AddParameter(name, std::move(tensor)).ok());
+  };
+  add("w", {kRows, kCols});
+  if (with_tail) add("tail", {kRows / 4, kCols});
+  return module;
+}
+
+void ExpectUnchanged(const Module& module, const char* name, const std::byte* data) {
+  ASSERT_FALSE(*module.IsSharded(name)) << name << " was replaced";
+  const Tensor* tensor = *module.GetTensor(name);
+  EXPECT_EQ(tensor->data(), data) << name << " holds another tensor";
+}
+
+void RunFaultCase(const Fault& fault) {
+  RankOptions options;
+  options.timeout = absl::Seconds(10);  // rendezvous and default per call; the operation's is 2 s
+  options.deadline = absl::Seconds(30);
+  options.may_die = {fault.victim};
+  SHARDKIT_EXPECT_OK(RunRanks(
+      kWorld, "gloo",
+      [&fault](int rank, Communicator& comm) {
+        // Every rank is connected before any fault (a rank killed during the rendezvous would
+        // fail a peer's Connect instead, which gloo_fault_test covers).
+        SHARDKIT_ASSERT_OK(comm.Barrier());
+        Module module = MakeModule(rank, fault.with_tail);
+        const std::byte* w_data = (*module.GetTensor("w"))->data();
+        const bool is_victim = rank == fault.victim;
+        std::vector<ParameterSpec> parameters = {{"w", RowSpec(is_victim && fault.corrupt_spec)}};
+        if (fault.with_tail) parameters.push_back({"tail", std::nullopt});
+        ShardOptions options;
+        options.call.timeout = kDeadline;
+        const absl::Time start = absl::Now();
+        absl::Status status;
+        {
+          std::unique_ptr<WriteTrigger> trigger = is_victim && fault.arm ? fault.arm() : nullptr;
+          status = ShardParameters(module, parameters, comm, options);
+        }
+        const absl::Duration elapsed = absl::Now() - start;
+        std::fprintf(stderr, "[%s] rank %d: error after %.3f s: %s\n", fault.name, rank,
+                     absl::ToDoubleSeconds(elapsed), status.ToString().c_str());
+        ASSERT_TRUE(!is_victim || fault.victim_survives || fault.corrupt_spec)
+            << "the victim outlived its fault";
+        EXPECT_FALSE(status.ok());
+        EXPECT_LT(elapsed, kDeadline + kSlack) << status;
+        if (fault.corrupt_spec) {
+          EXPECT_THAT(status, ::shardkit::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                                            HasSubstr("rank 3 differs")));
+        } else {
+          EXPECT_THAT(status.code(),
+                      AnyOf(absl::StatusCode::kDeadlineExceeded, absl::StatusCode::kUnavailable));
+          EXPECT_THAT(status.message(), HasSubstr("into an operation with a 2.000 s deadline"));
+        }
+        if (fault.victim_dies) {
+          EXPECT_LT(elapsed, kDeadline / 2) << status;
+          EXPECT_THAT(status.message(),
+                      HasSubstr(absl::StrCat("rank ", fault.victim, " went away")));
+        }
+        ExpectUnchanged(module, "w", w_data);
+      },
+      options));
+  EXPECT_THAT(ChildProcesses(getpid()), IsEmpty()) << "processes left behind";
+}
+
+TEST(ShardParameterFaults, KillBeforeTransfer) {
+  RunFaultCase({.name = "kill-before",
+                .victim = 3,
+                .arm =
+                    [] {
+                      raise(SIGKILL);
+                      return nullptr;
+                    },
+                .victim_dies = true});
+}
+
+TEST(ShardParameterFaults, KillSourceDuringTransfer) {
+  RunFaultCase(
+      {.name = "kill-during",
+       .victim = kSource,
+       .arm =
+           [] { return std::make_unique<WriteTrigger>(kScatterBytes / 3, [] { raise(SIGKILL); }); },
+       .victim_dies = true});
+}
+
+TEST(ShardParameterFaults, KillSourceAfterTransfer) {
+  // "w" has fully left the source when it dies, a third into the replicated tail's broadcast
+  // (3 x 16 MiB): every rank holds its part of "w", yet nothing was committed.
+  RunFaultCase({.name = "kill-after",
+                .victim = kSource,
+                .arm =
+                    [] {
+                      return std::make_unique<WriteTrigger>(kScatterBytes + 16 * kMiB,
+                                                            [] { raise(SIGKILL); });
+                    },
+                .with_tail = true,
+                .victim_dies = true});
+}
+
+TEST(ShardParameterFaults, StallSourcePastDeadline) {
+  RunFaultCase({.name = "stall",
+                .victim = kSource,
+                .arm =
+                    [] {
+                      return std::make_unique<WriteTrigger>(
+                          kScatterBytes / 3, [] { StallFor(kDeadline + absl::Seconds(1)); });
+                    },
+                .victim_survives = true});
+}
+
+TEST(ShardParameterFaults, SourceConnectionsClosed) {
+  RunFaultCase({.name = "close-sockets",
+                .victim = kSource,
+                .arm =
+                    [] {
+                      return std::make_unique<WriteTrigger>(kScatterBytes / 3, [] {
+                        EXPECT_GT(::shardkit::testing::ShutdownTcpConnections(), 0);
+                      });
+                    },
+                .victim_survives = true});
+}
+
+TEST(ShardParameterFaults, CorruptSpecOnOneRank) {
+  RunFaultCase({.name = "corrupt-spec", .victim = 3, .corrupt_spec = true});
+}
+
+}  // namespace
+}  // namespace shardkit

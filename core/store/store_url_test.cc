@@ -1,0 +1,77 @@
+#include "core/store/store_url.h"
+
+#include <cstdlib>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "testing/status_matchers.h"
+
+namespace shardkit {
+namespace {
+
+using ::absl::StatusCode;
+using ::shardkit::testing::IsOk;
+using ::shardkit::testing::IsOkAndHolds;
+using ::shardkit::testing::StatusIs;
+using ::testing::HasSubstr;
+
+TEST(StoreUrlTest, ParsesFileAndRedis) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(StoreUrl file, ParseStoreUrl("file:///data/run1/"));
+  EXPECT_EQ(file.kind, StoreUrl::Kind::kFile);
+  EXPECT_EQ(file.path, "/data/run1");
+  EXPECT_EQ(file.ToString(), "file:///data/run1");
+
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(StoreUrl redis, ParseStoreUrl("redis://10.0.0.5:7000/jobs/a/"));
+  EXPECT_EQ(redis.kind, StoreUrl::Kind::kRedis);
+  EXPECT_EQ(redis.host, "10.0.0.5");
+  EXPECT_EQ(redis.port, 7000);
+  EXPECT_EQ(redis.prefix, "jobs/a");
+  EXPECT_EQ(redis.ToString(), "redis://10.0.0.5:7000/jobs/a");
+
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(StoreUrl plain, ParseStoreUrl("redis://localhost"));
+  EXPECT_EQ(plain.port, 6379);
+  EXPECT_EQ(plain.prefix, "");
+}
+
+TEST(StoreUrlTest, RejectsBadUrls) {
+  EXPECT_THAT(ParseStoreUrl("/data/run1"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("unknown scheme")));
+  EXPECT_THAT(ParseStoreUrl("file://"), StatusIs(StatusCode::kInvalidArgument, HasSubstr("empty")));
+  EXPECT_THAT(ParseStoreUrl("file://host/dir"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("absolute path")));
+  EXPECT_THAT(ParseStoreUrl("redis://:6379"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("missing host")));
+  EXPECT_THAT(ParseStoreUrl("redis://h:0"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("bad port \"0\"")));
+  EXPECT_THAT(ParseStoreUrl("redis://h:http/x"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("bad port \"http\"")));
+}
+
+TEST(StoreUrlTest, SubPrefix) {
+  EXPECT_THAT(StoreUrlWithSubPrefix("file:///data", "run-1"), IsOkAndHolds("file:///data/run-1"));
+  EXPECT_THAT(StoreUrlWithSubPrefix("file:///", "run-1"), IsOkAndHolds("file:///run-1"));
+  EXPECT_THAT(StoreUrlWithSubPrefix("redis://h:1/jobs", "run-1"),
+              IsOkAndHolds("redis://h:1/jobs/run-1"));
+  EXPECT_THAT(StoreUrlWithSubPrefix("redis://h:1", "run-1"), IsOkAndHolds("redis://h:1/run-1"));
+  EXPECT_THAT(StoreUrlWithSubPrefix("file:///data", "a/b"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("no '/'")));
+}
+
+TEST(StoreUrlTest, OpensFileStore) {
+  const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/url_store");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> a, OpenStore("file://" + dir));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> b, OpenStore("file://" + dir + "/"));
+  ASSERT_THAT(a->Set("k", "v"), IsOk());
+  EXPECT_THAT(b->Get("k", absl::Seconds(1)), IsOkAndHolds("v"));
+}
+
+TEST(StoreUrlTest, FileStoreBelowRegularFileFails) {
+  const std::string file = absl::StrCat(std::getenv("TEST_TMPDIR"), "/plain_file");
+  std::ofstream(file) << "x";
+  EXPECT_THAT(OpenStore("file://" + file + "/store"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("Not a directory")));
+}
+
+}  // namespace
+}  // namespace shardkit

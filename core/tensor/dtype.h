@@ -1,0 +1,62 @@
+// DType: the element types shardkit moves, with their sizes and safetensors names.
+//
+//   absl::StatusOr<DType> d = ParseDType("bfloat16");      // or "BF16"
+//   size_t n = ElementSize(*d);                            // 2
+//   std::string_view st = SafetensorsName(*d);             // "BF16"
+#ifndef SHARDKIT_CORE_TENSOR_DTYPE_H_
+#define SHARDKIT_CORE_TENSOR_DTYPE_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace shardkit {
+
+enum class DType : uint8_t {
+  kFloat32,
+  kFloat64,
+  kFloat16,
+  kBFloat16,
+  kInt8,
+  kUInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kBool,
+};
+
+inline constexpr std::array<DType, 10> kAllDTypes = {
+    DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt8,
+    DType::kUInt8,   DType::kInt16,   DType::kInt32,   DType::kInt64,    DType::kBool};
+
+// Bytes per element (bool is one byte).
+size_t ElementSize(DType dtype);
+
+// "float32", "bfloat16", "int64", "bool", ...
+std::string_view DTypeName(DType dtype);
+
+// "F32", "BF16", "I64", "BOOL", ...
+std::string_view SafetensorsName(DType dtype);
+
+bool IsFloatingPoint(DType dtype);
+
+// Accepts either spelling: "float32" or "F32".
+// Errors: kInvalidArgument naming the string if it is neither.
+[[nodiscard]] absl::StatusOr<DType> ParseDType(std::string_view name);
+
+// Safetensors dtype names only. Known-but-unsupported ones (U16, U32, U64, F8_*) get their own
+// message. Errors: kInvalidArgument naming the dtype.
+[[nodiscard]] absl::StatusOr<DType> DTypeFromSafetensors(std::string_view name);
+
+// IEEE 754 binary16 and bfloat16 bit patterns, round-to-nearest-even (NaN stays NaN).
+uint16_t FloatToHalfBits(float value);
+float HalfBitsToFloat(uint16_t bits);
+uint16_t FloatToBFloat16Bits(float value);
+float BFloat16BitsToFloat(uint16_t bits);
+
+}  // namespace shardkit
+
+#endif  // SHARDKIT_CORE_TENSOR_DTYPE_H_

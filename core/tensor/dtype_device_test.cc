@@ -1,0 +1,86 @@
+#include <cmath>
+
+#include "core/tensor/device.h"
+#include "core/tensor/dtype.h"
+#include "testing/status_matchers.h"
+
+namespace shardkit {
+namespace {
+
+using ::shardkit::testing::IsOkAndHolds;
+using ::shardkit::testing::StatusIs;
+using ::testing::HasSubstr;
+
+TEST(DTypeTest, SizesAndNamesRoundTrip) {
+  const std::pair<DType, size_t> sizes[] = {
+      {DType::kFloat32, 4}, {DType::kFloat64, 8}, {DType::kFloat16, 2}, {DType::kBFloat16, 2},
+      {DType::kInt8, 1},    {DType::kUInt8, 1},   {DType::kInt16, 2},   {DType::kInt32, 4},
+      {DType::kInt64, 8},   {DType::kBool, 1}};
+  for (auto [dtype, size] : sizes) {
+    EXPECT_EQ(ElementSize(dtype), size) << DTypeName(dtype);
+    EXPECT_THAT(ParseDType(DTypeName(dtype)), IsOkAndHolds(dtype));
+    EXPECT_THAT(ParseDType(SafetensorsName(dtype)), IsOkAndHolds(dtype));
+    EXPECT_THAT(DTypeFromSafetensors(SafetensorsName(dtype)), IsOkAndHolds(dtype));
+  }
+  EXPECT_EQ(SafetensorsName(DType::kBFloat16), "BF16");
+  EXPECT_EQ(SafetensorsName(DType::kBool), "BOOL");
+  EXPECT_EQ(DTypeName(DType::kUInt8), "uint8");
+  EXPECT_TRUE(IsFloatingPoint(DType::kBFloat16));
+  EXPECT_FALSE(IsFloatingPoint(DType::kInt64));
+}
+
+TEST(DTypeTest, RejectsUnknownNames) {
+  EXPECT_THAT(ParseDType("float"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown dtype \"float\"")));
+  EXPECT_THAT(ParseDType(""), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"\"")));
+  EXPECT_THAT(DTypeFromSafetensors("float32"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"float32\"")));
+  for (const char* unsupported : {"U16", "U32", "U64", "F8_E4M3", "F8_E5M2"}) {
+    EXPECT_THAT(DTypeFromSafetensors(unsupported),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr(std::string(unsupported) + " is not supported")));
+  }
+}
+
+TEST(DTypeTest, HalfAndBFloat16Conversions) {
+  EXPECT_EQ(FloatToHalfBits(1.0f), 0x3c00);
+  EXPECT_EQ(FloatToHalfBits(-2.0f), 0xc000);
+  EXPECT_EQ(FloatToHalfBits(65504.0f), 0x7bff);
+  EXPECT_EQ(FloatToHalfBits(65520.0f), 0x7c00);               // rounds to infinity
+  EXPECT_EQ(FloatToHalfBits(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
+  EXPECT_EQ(FloatToHalfBits(std::ldexp(1.0f, -25)), 0x0000);  // tie rounds to even (0)
+  EXPECT_EQ(FloatToHalfBits(2049.0f), 0x6800);                // 2048: tie to even
+  EXPECT_EQ(FloatToHalfBits(2051.0f), 0x6802);                // 2052: tie to even
+  EXPECT_TRUE(std::isnan(HalfBitsToFloat(FloatToHalfBits(NAN))));
+  for (uint32_t bits = 0; bits < 0x7c00; ++bits) {  // every finite positive half round-trips
+    ASSERT_EQ(FloatToHalfBits(HalfBitsToFloat(static_cast<uint16_t>(bits))), bits) << bits;
+  }
+  EXPECT_EQ(FloatToBFloat16Bits(1.0f), 0x3f80);
+  EXPECT_EQ(FloatToBFloat16Bits(257.0f), 0x4380);  // 256 (tie to even)
+  EXPECT_EQ(FloatToBFloat16Bits(259.0f), 0x4382);  // 260 (tie to even)
+  EXPECT_EQ(BFloat16BitsToFloat(0xc000), -2.0f);
+  EXPECT_TRUE(std::isnan(BFloat16BitsToFloat(FloatToBFloat16Bits(NAN))));
+}
+
+TEST(DeviceTest, ParsesAndPrints) {
+  for (const char* text : {"cpu", "cuda", "cuda:0", "cuda:7", "cuda:2147483647"}) {
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(Device d, Device::Parse(text));
+    EXPECT_EQ(d.ToString(), text);
+  }
+  EXPECT_THAT(Device::Parse("cuda:3"), IsOkAndHolds(Device::Cuda(3)));
+  EXPECT_TRUE(Device::Parse("cpu")->is_cpu());
+  EXPECT_EQ(Device::Parse("cuda")->index(), -1);
+  EXPECT_NE(Device::Cuda(), Device::Cuda(0));
+}
+
+TEST(DeviceTest, RejectsEverythingElse) {
+  for (const char* text : {"", "CPU", "cpu:0", "cuda:", "cuda:01", "cuda:-1", "cuda:x", "meta",
+                           "cuda:2147483648", " cpu", "cuda:1 ", "gpu"}) {
+    EXPECT_THAT(Device::Parse(text),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("invalid device \"" + std::string(text) + "\"")));
+  }
+}
+
+}  // namespace
+}  // namespace shardkit

@@ -1,0 +1,43 @@
+#include "core/tensor/shape.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace shardkit {
+
+absl::StatusOr<ShapeSize> ComputeShapeSize(const Shape& shape, DType dtype) {
+  int64_t numel = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid shape ", ShapeToString(shape), ": dimension ", i, " is negative"));
+    }
+    if (__builtin_mul_overflow(numel, shape[i], &numel)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid shape ", ShapeToString(shape), ": element count overflows"));
+    }
+  }
+  int64_t nbytes = 0;
+  if (__builtin_mul_overflow(numel, static_cast<int64_t>(ElementSize(dtype)), &nbytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid shape ", ShapeToString(shape),
+                                                   ": byte size overflows for ",
+                                                   std::string(DTypeName(dtype))));
+  }
+  return ShapeSize{numel, nbytes};
+}
+
+std::string ShapeToString(const Shape& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+Shape ContiguousStrides(const Shape& shape) {
+  Shape strides(shape.size(), 1);
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i] > 0 ? shape[i] : 1;
+  }
+  return strides;
+}
+
+}  // namespace shardkit

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Checks that the folders' #include lines follow shardkit's layering (docs/architecture.md).
+
+  tools/check_layering.py FILE...        # the files to check (paths relative to the repo root)
+  tools/check_layering.py --root DIR     # every .h/.cc file below DIR
+
+Test files (`*_test.cc`, `*_test.h`, `*_bench.cc`, anything under `testdata/` or `fuzz/`) may
+include what they need: a backend's engine tests need the engine. For every other file, the
+folder it lives in limits what it may include from the repository's own folders:
+
+  core/base     core/base
+  core/tensor   core/base, core/tensor
+  core/json     core/base, core/json
+  core/store    core/base, core/store
+  core/comm     core/base, core/tensor, core/store, core/comm
+  core/engine   core/base, core/tensor, core/comm, core/engine, specs
+  specs         core/base, core/json, core/tensor/{shape,dtype,device}.h, specs
+  backends      anything but core/engine, integration and testing
+  testing       anything but backends and integration
+  integration   anything but backends/ (programs reach backends through //backends:all)
+
+Prints one line per violation (`file:line: includes "x": reason`) and exits 1 if there are any.
+"""
+
+import os
+import re
+import sys
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+OWN_FOLDERS = ("core/", "specs/", "backends/", "integration/", "testing/")
+
+# (folder, allowed include prefixes, why). The first folder that prefixes a file's path applies.
+RULES = [
+    ("core/base/", ["core/base/"], "core/base includes nothing else of shardkit"),
+    ("core/tensor/", ["core/base/", "core/tensor/"], "core/tensor builds on core/base only"),
+    ("core/json/", ["core/base/", "core/json/"], "core/json builds on core/base only"),
+    ("core/store/", ["core/base/", "core/store/"], "core/store builds on core/base only"),
+    ("core/comm/", ["core/base/", "core/tensor/", "core/store/", "core/comm/"],
+     "core/comm builds on core/base, core/tensor and core/store only"),
+    ("core/engine/", ["core/base/", "core/tensor/", "core/comm/", "core/engine/", "specs/"],
+     "the engine talks to ranks through core/comm only"),
+    ("core/", [], "every folder of core/ has its own rule"),
+    ("specs/", ["core/base/", "core/json/", "core/tensor/shape.h", "core/tensor/dtype.h",
+                "core/tensor/device.h", "specs/"],
+     "specs may include core/base, core/json and core/tensor/{shape,dtype,device}.h only"),
+]
+FORBIDDEN = [
+    ("backends/", ["core/engine/", "integration/", "testing/"],
+     "backends must not include the engine, the CLI or test helpers"),
+    ("testing/", ["backends/", "integration/"], "test helpers must not include backends or the CLI"),
+    ("integration/", ["backends/"], "programs reach backends through //backends:all only"),
+]
+
+
+def is_test_file(path):
+    name = os.path.basename(path)
+    parts = path.split("/")
+    return (name.endswith(("_test.cc", "_test.h", "_bench.cc")) or "testdata" in parts or
+            "fuzz" in parts)
+
+
+def violation(path, included):
+    """Why `path` may not include `included`, or None."""
+    if not included.startswith(OWN_FOLDERS):
+        return None  # system and third-party headers
+    for folder, allowed, why in RULES:
+        if path.startswith(folder):
+            return None if included.startswith(tuple(allowed)) else why
+    for folder, banned, why in FORBIDDEN:
+        if path.startswith(folder):
+            return why if included.startswith(tuple(banned)) else None
+    return None
+
+
+def check(paths, read):
+    problems = []
+    for path in sorted(paths):
+        if not path.endswith((".h", ".cc")) or is_test_file(path):
+            continue
+        for number, line in enumerate(read(path).splitlines(), 1):
+            match = INCLUDE.match(line)
+            why = match and violation(path, match.group(1))
+            if why:
+                problems.append(f'{path}:{number}: includes "{match.group(1)}": {why}')
+    return problems
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--root":
+        root = argv[2]
+        paths = [os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root)
+                 for f in files]
+    elif len(argv) > 1 and not argv[1].startswith("-"):
+        root, paths = ".", argv[1:]
+    else:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+
+    def read(path):
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    problems = check(paths, read)
+    for problem in problems:
+        print(problem)
+    checked = sum(1 for p in paths if p.endswith((".h", ".cc")))
+    print(f"check_layering: {checked} files, {len(problems)} violations", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The layering check (tools/check_layering.py): passes on the repository's own sources, and fails
+# on a tree with deliberately bad includes, naming each one; test files may include anything.
+set -euo pipefail
+ws="$TEST_SRCDIR/shardkit"
+check="$ws/tools/check_layering.py"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# 1. The real tree (every package's :layering_sources).
+cd "$ws"
+mapfile -t files < <(find -L core specs backends integration testing -name '*.h' -o -name '*.cc' | sort)
+[ "${#files[@]}" -ge 150 ] || fail "only ${#files[@]} source files in the runfiles"
+for folder in core/base core/tensor core/json core/store core/comm core/engine specs \
+              backends/control_mesh backends/gloo integration/cli testing; do
+  [[ " ${files[*]} " == *" $folder/"* ]] || fail "no files of $folder were checked"
+done
+python3 "$check" "${files[@]}" || fail "the repository's own sources break the layering"
+
+# 2. A tree with one bad include per rule, and test files that may break them.
+tree="$TEST_TMPDIR/tree"
+write() { mkdir -p "$(dirname "$tree/$1")"; printf '#include "%s"\n' "$2" > "$tree/$1"; }
+write specs/bad_engine.h core/engine/module.h
+write specs/bad_tensor.cc core/tensor/tensor.h
+write specs/good.cc core/tensor/shape.h
+write core/comm/bad_backend.cc backends/gloo/gloo_communicator.h
+write core/tensor/bad_integration.h integration/io/files.h
+write core/store/bad_comm.cc core/comm/communicator.h
+write backends/gloo/bad_engine.cc core/engine/shard_parameter.h
+write backends/gloo/engine_test.cc core/engine/shard_parameter.h
+write integration/cli/bad_backend.cc backends/gloo/gloo_communicator.h
+write specs/plan_test.cc core/engine/module.h
+write core/engine/good.cc specs/plan.h
+set +e
+out=$(python3 "$check" --root "$tree" 2>/dev/null)
+rc=$?
+set -e
+[ $rc -eq 1 ] || fail "exit $rc on the bad tree, expected 1"
+expected='backends/gloo/bad_engine.cc:1: includes "core/engine/shard_parameter.h": backends must not include the engine, the CLI or test helpers
+core/comm/bad_backend.cc:1: includes "backends/gloo/gloo_communicator.h": core/comm builds on core/base, core/tensor and core/store only
+core/store/bad_comm.cc:1: includes "core/comm/communicator.h": core/store builds on core/base only
+core/tensor/bad_integration.h:1: includes "integration/io/files.h": core/tensor builds on core/base only
+integration/cli/bad_backend.cc:1: includes "backends/gloo/gloo_communicator.h": programs reach backends through //backends:all only
+specs/bad_engine.h:1: includes "core/engine/module.h": specs may include core/base, core/json and core/tensor/{shape,dtype,device}.h only
+specs/bad_tensor.cc:1: includes "core/tensor/tensor.h": specs may include core/base, core/json and core/tensor/{shape,dtype,device}.h only'
+[ "$out" = "$expected" ] || fail "unexpected report:
+$out"
+echo "layering_test: ${#files[@]} files clean; the bad tree gave the 7 expected violations"

@@ -1,10 +1,8 @@
 // `shardkit bench --nproc N --mib M [--strategy scatter|broadcast|raw] [--repeats K] [--dtype D]
-// [--params P] [--backend B] [--timeout S]`: launches N local ranks of this binary (as
-// `shardkit launch` does, hidden flag --rank-worker) that each run integration/bench's
-// RunShardBench and print exactly one JSON line; the launcher passes those lines through
-// unprefixed, so stdout holds nothing else. Ranks' errors go to stderr, prefixed "[rank R] ".
-#include <unistd.h>
-
+// [--params P] [--backend B] [--timeout S]`: launches N local ranks of this binary (LaunchSelf,
+// with the hidden flag --rank-worker) that each run integration/bench's RunShardBench and print
+// exactly one JSON line; the launcher passes those lines through unprefixed, so stdout holds
+// nothing else. Ranks' errors go to stderr, prefixed "[rank R] ".
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,6 +12,7 @@
 #include "integration/bench/shard_bench.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
+#include "integration/cli/relaunch.h"
 #include "integration/launch/launch.h"
 
 namespace shardkit::cli {
@@ -83,16 +82,6 @@ int RunWorker(const bench::ShardBenchOptions& options) {
   return 0;
 }
 
-absl::StatusOr<std::string> SelfExecutable() {
-  std::string path(4096, '\0');
-  const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size());
-  if (n <= 0 || static_cast<size_t>(n) >= path.size()) {
-    return absl::UnavailableError("cannot find this executable (/proc/self/exe)");
-  }
-  path.resize(static_cast<size_t>(n));
-  return path;
-}
-
 }  // namespace
 
 int RunBench(const std::vector<std::string>& args) {
@@ -101,13 +90,11 @@ int RunBench(const std::vector<std::string>& args) {
   if (flags.help && parsed.ok()) return 0;
   if (!parsed.ok()) return ReportError(kCommand, parsed);
   if (flags.worker) return RunWorker(flags.bench);
-  absl::StatusOr<std::string> self = SelfExecutable();
-  if (!self.ok()) return ReportError(kCommand, self.status());
   flags.launch.prefix_stdout = false;
-  flags.launch.command = {*self, "bench"};
-  flags.launch.command.insert(flags.launch.command.end(), args.begin(), args.end());
-  flags.launch.command.push_back(absl::StrCat("--", kWorkerFlag));
-  absl::StatusOr<int> exit_code = launch::Launch(flags.launch);
+  std::vector<std::string> rank_args = {"bench"};
+  rank_args.insert(rank_args.end(), args.begin(), args.end());
+  rank_args.push_back(absl::StrCat("--", kWorkerFlag));
+  absl::StatusOr<int> exit_code = LaunchSelf(flags.launch, rank_args);
   if (!exit_code.ok()) return ReportError(kCommand, exit_code.status());
   return *exit_code;
 }

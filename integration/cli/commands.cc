@@ -8,7 +8,7 @@
 namespace shardkit::cli {
 namespace {
 
-// One entry per subcommand; later features fill in `run`.
+// One entry per subcommand, in the order --help lists them.
 constexpr Command kCommands[] = {
     {"launch", "run N local ranks of a command with the SHARDKIT_* environment", &RunLaunch},
     {"shard", "shard a safetensors checkpoint across ranks with a JSON plan", &RunShard},
@@ -25,8 +25,7 @@ std::string Usage() {
       "shardkit shards model parameters across the ranks of a distributed job.\n\n"
       "commands:\n";
   for (const Command& command : kCommands) {
-    absl::StrAppendFormat(&out, "  %-9s %s%s\n", command.name, command.summary,
-                          command.run == nullptr ? " (not yet implemented)" : "");
+    absl::StrAppendFormat(&out, "  %-9s %s\n", command.name, command.summary);
   }
   out +=
       "\nRun 'shardkit COMMAND --help' for a command's flags.\n"
@@ -47,12 +46,9 @@ int RunShardkit(const std::vector<std::string>& args) {
     return 0;
   }
   for (const Command& command : kCommands) {
-    if (name != command.name) continue;
-    if (command.run == nullptr) {
-      std::cerr << "shardkit " << name << ": not yet implemented" << std::endl;
-      return 1;
+    if (name == command.name) {
+      return command.run(std::vector<std::string>(args.begin() + 1, args.end()));
     }
-    return command.run(std::vector<std::string>(args.begin() + 1, args.end()));
   }
   std::cerr << "shardkit: unknown command \"" << name << "\"\n" << Usage();
   return 2;

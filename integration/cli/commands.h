@@ -1,4 +1,5 @@
-// The `shardkit` subcommands. Each lives in its own file and is listed once in main.cc's table.
+// The `shardkit` subcommands. Each lives in its own file and is listed once in commands.cc's
+// table (kCommands), which RunShardkit dispatches on and --help prints.
 // A command receives the arguments after its name and returns the process exit status
 // (0 success, 2 invalid request, 1 anything else; see ARCHITECTURE.md).
 #ifndef SHARDKIT_INTEGRATION_CLI_COMMANDS_H_
@@ -14,7 +15,7 @@ using CommandFn = int (*)(const std::vector<std::string>& args);
 struct Command {
   const char* name;
   const char* summary;
-  CommandFn run;  // nullptr: not implemented yet
+  CommandFn run;
 };
 
 // The subcommands (one file each: launch_command.cc, ...).

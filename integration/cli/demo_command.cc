@@ -41,8 +41,7 @@ struct DemoFlags {
   bool nproc_set = false, backend_set = false, timeout_set = false;
 };
 
-// Parses the flags; sets *help and prints the help text on --help.
-absl::Status ParseDemoFlags(const std::vector<std::string>& args, DemoFlags* out, bool* help) {
+FlagParser DemoFlagParser(DemoFlags* out) {
   FlagParser flags(kCommand, "[--nproc N] [--backend B] [--timeout S]");
   flags.AddInt("nproc", &out->nproc, "number of local ranks to start (default 4)", 1, 64);
   flags.AddString("backend", &out->backend, "communication backend (default gloo)");
@@ -50,23 +49,22 @@ absl::Status ParseDemoFlags(const std::vector<std::string>& args, DemoFlags* out
   flags.AddString("summary", &out->summary,
                   "rank 0 writes the summary to this file instead of stdout (how --nproc "
                   "prints it without rank prefixes)");
-  std::vector<std::string> positional;
-  absl::Status parsed = flags.Parse(args, &positional);
-  *help = flags.help_requested();
-  if (*help) {
-    std::cout << flags.Help();
-    return absl::OkStatus();
-  }
-  SHARDKIT_RETURN_IF_ERROR(parsed);
-  if (!positional.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", positional[0], "\""));
-  }
-  if (flags.WasSet("timeout") && !(out->timeout > 0)) {
+  return flags;
+}
+
+// Records which flags were given. Errors: kInvalidArgument for a --timeout that is not positive,
+// or --nproc under a launcher.
+absl::Status CheckDemoFlags(const FlagParser& parser, DemoFlags* flags) {
+  if (parser.WasSet("timeout") && !(flags->timeout > 0)) {
     return absl::InvalidArgumentError("--timeout: expected a positive number of seconds");
   }
-  out->nproc_set = flags.WasSet("nproc");
-  out->backend_set = flags.WasSet("backend");
-  out->timeout_set = flags.WasSet("timeout");
+  flags->nproc_set = parser.WasSet("nproc");
+  flags->backend_set = parser.WasSet("backend");
+  flags->timeout_set = parser.WasSet("timeout");
+  if (UnderLauncher() && flags->nproc_set) {
+    return absl::InvalidArgumentError(
+        "--nproc cannot be used under a launcher (SHARDKIT_RANK is set): each process is one rank");
+  }
   return absl::OkStatus();
 }
 
@@ -126,14 +124,10 @@ int LaunchDemo(const DemoFlags& flags) {
 
 int RunDemo(const std::vector<std::string>& args) {
   DemoFlags flags;
-  bool help = false;
-  absl::Status parsed = ParseDemoFlags(args, &flags, &help);
-  if (help && parsed.ok()) return 0;
-  if (parsed.ok() && UnderLauncher() && flags.nproc_set) {
-    parsed = absl::InvalidArgumentError(
-        "--nproc cannot be used under a launcher (SHARDKIT_RANK is set): each process is one rank");
-  }
-  if (!parsed.ok()) return ReportError(kCommand, parsed);
+  FlagParser parser = DemoFlagParser(&flags);
+  const ParseResult parsed = ParseCommand(parser, args, Positionals::None());
+  if (parsed.done()) return parsed.exit_code();
+  if (absl::Status s = CheckDemoFlags(parser, &flags); !s.ok()) return ReportError(kCommand, s);
   return UnderLauncher() ? RunDemoRankCommand(flags) : LaunchDemo(flags);
 }
 

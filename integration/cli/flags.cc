@@ -151,9 +151,56 @@ int ExitCodeFor(const absl::Status& status) {
   }
 }
 
-int ReportError(const std::string& command, const absl::Status& status) {
-  std::cerr << command << ": " << status.message() << std::endl;
+int ReportError(const std::string& command, const absl::Status& status, std::ostream& err) {
+  err << command << ": " << status.message() << std::endl;
   return ExitCodeFor(status);
+}
+
+Positionals Positionals::None(std::string hint) { return Positionals(0, std::move(hint)); }
+
+Positionals Positionals::ExactlyOne(const std::string& name) {
+  return Positionals(1, absl::StrCat("expected exactly one ", name, kSeeHelp));
+}
+
+absl::Status Positionals::Check(const std::vector<std::string>& args) const {
+  if (args.size() == count_) return absl::OkStatus();
+  if (count_ == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument \"", args[0], "\"", error_));
+  }
+  return absl::InvalidArgumentError(error_);
+}
+
+ParseResult ParseCommand(FlagParser& flags, const std::vector<std::string>& args,
+                         const Positionals& positionals, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> positional;
+  absl::Status status = flags.Parse(args, &positional);
+  if (flags.help_requested()) {
+    out << flags.Help();
+    return ParseResult(ParseResult::Outcome::kHelp, absl::OkStatus(), {});
+  }
+  if (status.ok()) status = positionals.Check(positional);
+  if (!status.ok()) {
+    ReportError(flags.command(), status, err);
+    return ParseResult(ParseResult::Outcome::kError, std::move(status), {});
+  }
+  return ParseResult(ParseResult::Outcome::kParsed, absl::OkStatus(), std::move(positional));
+}
+
+absl::Status Require(const FlagParser& flags, std::initializer_list<std::string> names,
+                     const std::string& suffix) {
+  bool missing = false;
+  std::string list;
+  size_t i = 0;
+  for (const std::string& name : names) {
+    missing = missing || !flags.WasSet(name);
+    const char* separator = i == 0 ? "" : (i + 1 == names.size() ? " and " : ", ");
+    absl::StrAppend(&list, separator, "--", name);
+    ++i;
+  }
+  if (!missing) return absl::OkStatus();
+  const char* verb = names.size() == 1 ? " is required" : " are required";
+  return absl::InvalidArgumentError(absl::StrCat(list, verb, suffix));
 }
 
 }  // namespace shardkit::cli

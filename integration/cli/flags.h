@@ -3,12 +3,13 @@
 // absl's flag parser is not used: it exits 1 on a bad flag (the CLI contract says 2) and its flags
 // are global. Each subcommand declares its own flags:
 //
-//   FlagParser flags("shardkit spec check", "FILE.json [--shape 12,4] [--world N]");
-//   std::string shape;
-//   flags.AddString("shape", &shape, "global shape, comma-separated");
-//   std::vector<std::string> positional;
-//   if (absl::Status s = flags.Parse(args, &positional); !s.ok()) return ReportError(s);
-//   if (flags.help_requested()) { std::cout << flags.Help(); return 0; }
+//   FlagParser flags("shardkit gather", "--in DIR --out OUT.safetensors");
+//   std::string in;
+//   flags.AddString("in", &in, "shard directory");
+//   const ParseResult parsed = ParseCommand(flags, args, Positionals::None());
+//   if (parsed.done()) return parsed.exit_code();  // help printed, or the error reported
+//   absl::Status s = Require(flags, {"in"}, kSeeHelp);  // "--in is required (see --help)"
+//   if (!s.ok()) return ReportError("shardkit gather", s);
 //
 // Accepted forms: `--name value`, `--name=value`, boolean `--name`; `--` ends the flags (the rest
 // is positional); `-h`/`--help` request help.
@@ -16,6 +17,8 @@
 #define SHARDKIT_INTEGRATION_CLI_FLAGS_H_
 
 #include <cstdint>
+#include <initializer_list>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,7 @@ class FlagParser {
   [[nodiscard]] absl::Status Parse(const std::vector<std::string>& args,
                                    std::vector<std::string>* positional);
 
+  const std::string& command() const { return command_; }
   bool help_requested() const { return help_requested_; }
   // True if the flag appeared on the command line (for flag > plan > default precedence).
   bool WasSet(const std::string& name) const { return set_.contains(name); }
@@ -71,8 +75,72 @@ class FlagParser {
 // kOutOfRange, kPermissionDenied), 1 otherwise.
 int ExitCodeFor(const absl::Status& status);
 
-// Prints "shardkit <command>: <message>" as the first line on stderr; returns ExitCodeFor(status).
-int ReportError(const std::string& command, const absl::Status& status);
+// Prints "shardkit <command>: <message>" as the first line on `err` (stderr); returns
+// ExitCodeFor(status).
+int ReportError(const std::string& command, const absl::Status& status,
+                std::ostream& err = std::cerr);
+
+// The positional arguments a command takes besides its flags, and the words for a mismatch.
+class Positionals {
+ public:
+  // None: the first one is the error `unexpected argument "ARG"`, followed by `hint`.
+  static Positionals None(std::string hint = "");
+  // Exactly one, called `name` (e.g. "PATH"): else `expected exactly one PATH (see --help)`.
+  static Positionals ExactlyOne(const std::string& name);
+
+  // Errors: kInvalidArgument, worded as above, if `args` is not what the command takes.
+  [[nodiscard]] absl::Status Check(const std::vector<std::string>& args) const;
+
+ private:
+  Positionals(size_t count, std::string error) : count_(count), error_(std::move(error)) {}
+
+  size_t count_;
+  std::string error_;  // None: the hint; ExactlyOne: the whole message
+};
+
+// What ParseCommand did; `done()` means the command ends here with `exit_code()`.
+class ParseResult {
+ public:
+  enum class Outcome {
+    kParsed,  // the flags are assigned and positional() fits: go on
+    kHelp,    // -h/--help: the help went to stdout; exit 0
+    kError,   // an invalid request: "COMMAND: MESSAGE" went to stderr; exit 2
+  };
+
+  ParseResult(Outcome outcome, absl::Status status, std::vector<std::string> positional)
+      : outcome_(outcome), status_(std::move(status)), positional_(std::move(positional)) {}
+
+  Outcome outcome() const { return outcome_; }
+  bool done() const { return outcome_ != Outcome::kParsed; }
+  // 0 for kParsed and kHelp, ExitCodeFor(status()) (2) for kError.
+  int exit_code() const { return ExitCodeFor(status_); }
+  // The error for kError; OK otherwise.
+  const absl::Status& status() const { return status_; }
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  Outcome outcome_;
+  absl::Status status_;
+  std::vector<std::string> positional_;
+};
+
+// The head every subcommand shares: parses `args` (everything after the subcommand's name) with
+// `flags` and checks the positional arguments against `positionals`. Help requested before any
+// bad flag wins: flags.Help() goes to `out`. An error goes to `err` as ReportError writes it.
+[[nodiscard]] ParseResult ParseCommand(FlagParser& flags, const std::vector<std::string>& args,
+                                       const Positionals& positionals,
+                                       std::ostream& out = std::cout,
+                                       std::ostream& err = std::cerr);
+
+// What Require's messages (and others pointing at the help) end with.
+inline constexpr char kSeeHelp[] = " (see --help)";
+
+// Checks that every flag in `names` (written without "--") appeared on the command line.
+// Errors: kInvalidArgument "--a is required", or for several names, when any of them is missing,
+// "--a and --b are required" ("--a, --b and --c ..."); followed by `suffix`.
+[[nodiscard]] absl::Status Require(const FlagParser& flags,
+                                   std::initializer_list<std::string> names,
+                                   const std::string& suffix = "");
 
 }  // namespace shardkit::cli
 

@@ -1,5 +1,7 @@
 #include "integration/cli/flags.h"
 
+#include <sstream>
+
 #include "testing/status_matchers.h"
 
 namespace shardkit::cli {
@@ -9,6 +11,8 @@ using ::shardkit::testing::IsOk;
 using ::shardkit::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using Outcome = ParseResult::Outcome;
 
 struct Parsed {
   std::string plan = "default";
@@ -17,14 +21,18 @@ struct Parsed {
   bool verbose = false;
 };
 
+FlagParser TestParser(Parsed* v) {
+  FlagParser parser("shardkit test", "[flags] ARGS");
+  parser.AddString("plan", &v->plan, "a plan");
+  parser.AddInt("nproc", &v->nproc, "ranks", 1, 1024);
+  parser.AddDouble("timeout", &v->timeout, "seconds");
+  parser.AddBool("verbose", &v->verbose, "chatty");
+  return parser;
+}
+
 class FlagParserTest : public ::testing::Test {
  protected:
-  FlagParserTest() : parser_("shardkit test", "[flags] ARGS") {
-    parser_.AddString("plan", &v_.plan, "a plan");
-    parser_.AddInt("nproc", &v_.nproc, "ranks", 1, 1024);
-    parser_.AddDouble("timeout", &v_.timeout, "seconds");
-    parser_.AddBool("verbose", &v_.verbose, "chatty");
-  }
+  FlagParserTest() : parser_(TestParser(&v_)) {}
   absl::Status Parse(std::vector<std::string> args) { return parser_.Parse(args, &positional_); }
 
   Parsed v_;
@@ -73,6 +81,116 @@ TEST_F(FlagParserTest, HelpListsFlags) {
   EXPECT_TRUE(parser_.help_requested());
   EXPECT_THAT(parser_.Help(), HasSubstr("usage: shardkit test [flags] ARGS"));
   EXPECT_THAT(parser_.Help(), HasSubstr("--nproc VALUE"));
+}
+
+// ParseCommand over a fresh TestParser per call, stdout and stderr captured across calls.
+class ParseCommandTest : public ::testing::Test {
+ protected:
+  ParseResult Run(std::vector<std::string> args, const Positionals& positionals) {
+    FlagParser parser = TestParser(&v_);
+    return ParseCommand(parser, args, positionals, out_, err_);
+  }
+
+  Parsed v_;
+  std::ostringstream out_, err_;
+};
+
+TEST_F(ParseCommandTest, ParsedAssignsFlagsAndPrintsNothing) {
+  const ParseResult r = Run({"--nproc", "4", "p"}, Positionals::ExactlyOne("PATH"));
+  EXPECT_EQ(r.outcome(), Outcome::kParsed);
+  EXPECT_FALSE(r.done());
+  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_THAT(r.status(), IsOk());
+  EXPECT_THAT(r.positional(), ElementsAre("p"));
+  EXPECT_EQ(v_.nproc, 4);
+  EXPECT_THAT(out_.str(), IsEmpty());
+  EXPECT_THAT(err_.str(), IsEmpty());
+}
+
+TEST_F(ParseCommandTest, HelpGoesToStdoutAndExitsZero) {
+  const ParseResult r = Run({"--help"}, Positionals::None());
+  EXPECT_EQ(r.outcome(), Outcome::kHelp);
+  EXPECT_TRUE(r.done());
+  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_EQ(out_.str(), TestParser(&v_).Help());
+  EXPECT_THAT(err_.str(), IsEmpty());
+}
+
+TEST_F(ParseCommandTest, HelpBeatsLaterErrorsAndPositionals) {
+  EXPECT_EQ(Run({"-h", "--bogus"}, Positionals::None()).outcome(), Outcome::kHelp);
+  EXPECT_EQ(Run({"--help", "--nproc"}, Positionals::None()).outcome(), Outcome::kHelp);
+  EXPECT_EQ(Run({"stray", "--help"}, Positionals::None()).outcome(), Outcome::kHelp);
+  EXPECT_EQ(Run({"--help"}, Positionals::ExactlyOne("PATH")).outcome(), Outcome::kHelp);
+  EXPECT_THAT(err_.str(), IsEmpty());
+  const std::string help = TestParser(&v_).Help();
+  EXPECT_EQ(out_.str(), help + help + help + help);
+}
+
+TEST_F(ParseCommandTest, BadFlagBeforeHelpIsTheError) {
+  const ParseResult r = Run({"--bogus", "--help"}, Positionals::None());
+  EXPECT_EQ(r.outcome(), Outcome::kError);
+  EXPECT_TRUE(r.done());
+  EXPECT_EQ(r.exit_code(), 2);
+  EXPECT_THAT(r.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                   "unknown flag --bogus (see 'shardkit test --help')"));
+  EXPECT_EQ(err_.str(), "shardkit test: unknown flag --bogus (see 'shardkit test --help')\n");
+  EXPECT_THAT(out_.str(), IsEmpty());
+}
+
+TEST_F(ParseCommandTest, BadValueIsTheError) {
+  const ParseResult r = Run({"--nproc", "0"}, Positionals::None());
+  EXPECT_EQ(r.exit_code(), 2);
+  EXPECT_EQ(err_.str(), "shardkit test: --nproc: 0 is out of range [1, 1024]\n");
+}
+
+TEST_F(ParseCommandTest, NoPositionals) {
+  const ParseResult r = Run({"--verbose", "stray", "more"}, Positionals::None());
+  EXPECT_EQ(r.outcome(), Outcome::kError);
+  EXPECT_EQ(r.exit_code(), 2);
+  EXPECT_THAT(r.positional(), IsEmpty());
+  EXPECT_EQ(err_.str(), "shardkit test: unexpected argument \"stray\"\n");
+}
+
+TEST_F(ParseCommandTest, NoPositionalsWithHint) {
+  const ParseResult r = Run({"--", "cmd"}, Positionals::None(" (put the command after '--')"));
+  EXPECT_EQ(r.exit_code(), 2);
+  EXPECT_EQ(err_.str(),
+            "shardkit test: unexpected argument \"cmd\" (put the command after '--')\n");
+}
+
+TEST_F(ParseCommandTest, ExactlyOnePositional) {
+  EXPECT_EQ(Run({}, Positionals::ExactlyOne("PATH")).exit_code(), 2);
+  EXPECT_EQ(Run({"a", "b"}, Positionals::ExactlyOne("PATH")).exit_code(), 2);
+  EXPECT_EQ(err_.str(),
+            "shardkit test: expected exactly one PATH (see --help)\n"
+            "shardkit test: expected exactly one PATH (see --help)\n");
+}
+
+TEST_F(FlagParserTest, RequireOneFlag) {
+  ASSERT_THAT(Parse({"--plan", "p.json"}), IsOk());
+  EXPECT_THAT(Require(parser_, {"plan"}), IsOk());
+  EXPECT_THAT(Require(parser_, {"nproc"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--nproc is required"));
+  EXPECT_THAT(Require(parser_, {"nproc"}, kSeeHelp),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--nproc is required (see --help)"));
+}
+
+TEST_F(FlagParserTest, RequireSeveralNamesAllWhenAnyIsMissing) {
+  ASSERT_THAT(Parse({"--plan", "p.json", "--verbose"}), IsOk());
+  EXPECT_THAT(Require(parser_, {"plan", "verbose"}), IsOk());
+  EXPECT_THAT(
+      Require(parser_, {"plan", "nproc"}, kSeeHelp),
+      StatusIs(absl::StatusCode::kInvalidArgument, "--plan and --nproc are required (see --help)"));
+  EXPECT_THAT(
+      Require(parser_, {"timeout", "plan", "nproc"}),
+      StatusIs(absl::StatusCode::kInvalidArgument, "--timeout, --plan and --nproc are required"));
+}
+
+TEST(ReportErrorTest, WritesOneLineAndReturnsTheExitCode) {
+  std::ostringstream err;
+  EXPECT_EQ(ReportError("shardkit x", absl::NotFoundError("no such file"), err), 2);
+  EXPECT_EQ(ReportError("shardkit x", absl::UnavailableError("peer died"), err), 1);
+  EXPECT_EQ(err.str(), "shardkit x: no such file\nshardkit x: peer died\n");
 }
 
 TEST(ExitCodeTest, InvalidRequestsExitTwo) {

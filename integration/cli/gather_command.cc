@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "integration/checkpoint/gather_checkpoint.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
@@ -23,20 +22,11 @@ int RunGather(const std::vector<std::string>& args) {
   std::string in_dir, out_path;
   flags.AddString("in", &in_dir, "shard directory written by 'shardkit shard'");
   flags.AddString("out", &out_path, "the safetensors file to write");
-  std::vector<std::string> positional;
-  absl::Status parsed = flags.Parse(args, &positional);
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return 0;
+  const ParseResult parsed = ParseCommand(flags, args, Positionals::None());
+  if (parsed.done()) return parsed.exit_code();
+  if (absl::Status s = Require(flags, {"in", "out"}, kSeeHelp); !s.ok()) {
+    return ReportError(kCommand, s);
   }
-  if (parsed.ok() && !positional.empty()) {
-    parsed =
-        absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", positional[0], "\""));
-  }
-  if (parsed.ok() && (!flags.WasSet("in") || !flags.WasSet("out"))) {
-    parsed = absl::InvalidArgumentError("--in and --out are required (see --help)");
-  }
-  if (!parsed.ok()) return ReportError(kCommand, parsed);
   absl::Status status =
       checkpoint::GatherCheckpoint(in_dir, out_path, std::cerr, ::isatty(STDERR_FILENO));
   if (!status.ok()) return ReportError(kCommand, status);

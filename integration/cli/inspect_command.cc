@@ -14,17 +14,9 @@ namespace shardkit::cli {
 int RunInspect(const std::vector<std::string>& args) {
   constexpr char kCommand[] = "shardkit inspect";
   FlagParser flags(kCommand, "PATH (a .safetensors file or a shard directory)");
-  std::vector<std::string> positional;
-  absl::Status parsed = flags.Parse(args, &positional);
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return 0;
-  }
-  if (parsed.ok() && positional.size() != 1) {
-    parsed = absl::InvalidArgumentError("expected exactly one PATH (see --help)");
-  }
-  if (!parsed.ok()) return ReportError(kCommand, parsed);
-  absl::StatusOr<std::string> table = checkpoint::InspectPath(positional[0]);
+  const ParseResult parsed = ParseCommand(flags, args, Positionals::ExactlyOne("PATH"));
+  if (parsed.done()) return parsed.exit_code();
+  absl::StatusOr<std::string> table = checkpoint::InspectPath(parsed.positional()[0]);
   if (!table.ok()) return ReportError(kCommand, table.status());
   std::cout << *table << std::flush;
   return 0;

@@ -5,11 +5,12 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/env.h"
 #include "core/base/status_macros.h"
 
 namespace shardkit::cli {
 
-bool UnderLauncher() { return std::getenv("SHARDKIT_RANK") != nullptr; }
+bool UnderLauncher() { return std::getenv(env::kRank) != nullptr; }
 
 absl::StatusOr<std::string> SelfExecutable() {
   std::error_code error;

@@ -1,6 +1,7 @@
-// Commands that run on several local ranks (`shardkit demo`, `shardkit shard --nproc N`) start
-// their ranks by re-executing this very binary under the launcher (integration/launch/launch.h),
-// so `--nproc N` means exactly `shardkit launch --nproc N -- shardkit <the other arguments>`.
+// Commands that run on several local ranks (`shardkit demo`, `shardkit shard --nproc N`,
+// `shardkit bench`) start their ranks by re-executing this very binary under the launcher
+// (integration/launch/launch.h), so `--nproc N` means exactly
+// `shardkit launch --nproc N -- shardkit <the other arguments>`.
 //
 //   if (UnderLauncher()) return RunOneRank(...);             // SHARDKIT_RANK is set
 //   launch::LaunchOptions options;

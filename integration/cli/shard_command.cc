@@ -8,12 +8,12 @@
 
 #include <cstdlib>
 #include <iostream>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/env.h"
 #include "core/base/status_macros.h"
 #include "core/comm/connect.h"
 #include "integration/checkpoint/shard_checkpoint.h"
@@ -28,63 +28,53 @@ namespace {
 
 constexpr char kCommand[] = "shardkit shard";
 
+// The flags as given; CheckShardFlags moves --src-rank and --strategy into `options` and records
+// which of --nproc, --backend and --timeout were given.
 struct ShardFlags {
   checkpoint::ShardCheckpointOptions options;
-  std::optional<int64_t> nproc;
-  std::optional<std::string> backend;
-  std::optional<double> timeout_s;
+  int64_t src_rank = 0, nproc = 0;
+  std::string strategy, backend;
+  double timeout_s = 0;
+  bool nproc_set = false, backend_set = false, timeout_set = false;
 };
 
-absl::Status Require(const FlagParser& flags, const char* name) {
-  if (flags.WasSet(name)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("--", name, " is required (see --help)"));
-}
-
-// Parses the flags; returns nullopt after printing --help.
-absl::StatusOr<std::optional<ShardFlags>> ParseShardFlags(const std::vector<std::string>& args) {
+FlagParser ShardFlagParser(ShardFlags* out) {
   FlagParser flags(kCommand,
                    "--plan PLAN.json --checkpoint IN.safetensors --out DIR [--src-rank R] "
                    "[--strategy scatter|broadcast] [--nproc N] [--backend B] [--timeout S]");
-  ShardFlags out;
-  int64_t src_rank = 0, nproc = 0;
-  std::string strategy, backend;
-  double timeout = 0;
-  flags.AddString("plan", &out.options.plan_path, "JSON plan: which spec each parameter gets");
-  flags.AddString("checkpoint", &out.options.checkpoint_path,
+  flags.AddString("plan", &out->options.plan_path, "JSON plan: which spec each parameter gets");
+  flags.AddString("checkpoint", &out->options.checkpoint_path,
                   "safetensors checkpoint (read by the source rank only)");
-  flags.AddString("out", &out.options.out_dir,
+  flags.AddString("out", &out->options.out_dir,
                   "output directory: rank-RRRRR.safetensors per rank and index.json");
-  flags.AddInt("src-rank", &src_rank, "the rank that reads the checkpoint (beats the plan)", 0,
+  flags.AddInt("src-rank", &out->src_rank, "the rank that reads the checkpoint (beats the plan)", 0,
                specs::kMaxRank);
-  flags.AddString("strategy", &strategy, "scatter or broadcast (beats the plan)");
-  flags.AddInt("nproc", &nproc, "run N local ranks (as `shardkit launch --nproc N`)", 1, 1 << 16);
-  flags.AddString("backend", &backend, "communication backend (beats SHARDKIT_BACKEND)");
-  flags.AddDouble("timeout", &timeout,
+  flags.AddString("strategy", &out->strategy, "scatter or broadcast (beats the plan)");
+  flags.AddInt("nproc", &out->nproc, "run N local ranks (as `shardkit launch --nproc N`)", 1,
+               1 << 16);
+  flags.AddString("backend", &out->backend, "communication backend (beats SHARDKIT_BACKEND)");
+  flags.AddDouble("timeout", &out->timeout_s,
                   "deadline of the whole run in seconds (beats SHARDKIT_TIMEOUT)");
-  std::vector<std::string> positional;
-  absl::Status parsed = flags.Parse(args, &positional);
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return std::optional<ShardFlags>();
-  }
-  SHARDKIT_RETURN_IF_ERROR(parsed);
-  if (!positional.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", positional[0], "\""));
-  }
+  return flags;
+}
+
+// Errors: kInvalidArgument for a missing --plan, --checkpoint or --out, a bad --strategy, or a
+// --timeout that is not positive.
+absl::Status CheckShardFlags(const FlagParser& parser, ShardFlags* flags) {
   for (const char* name : {"plan", "checkpoint", "out"}) {
-    SHARDKIT_RETURN_IF_ERROR(Require(flags, name));
+    SHARDKIT_RETURN_IF_ERROR(Require(parser, {name}, kSeeHelp));
   }
-  if (flags.WasSet("src-rank")) out.options.src_rank = src_rank;
-  if (flags.WasSet("strategy")) {
-    SHARDKIT_ASSIGN_OR_RETURN(out.options.strategy, specs::ParseStrategy(strategy));
+  if (parser.WasSet("src-rank")) flags->options.src_rank = flags->src_rank;
+  if (parser.WasSet("strategy")) {
+    SHARDKIT_ASSIGN_OR_RETURN(flags->options.strategy, specs::ParseStrategy(flags->strategy));
   }
-  if (flags.WasSet("nproc")) out.nproc = nproc;
-  if (flags.WasSet("backend")) out.backend = backend;
-  if (flags.WasSet("timeout")) {
-    if (!(timeout > 0)) return absl::InvalidArgumentError("--timeout must be > 0 seconds");
-    out.timeout_s = timeout;
+  flags->nproc_set = parser.WasSet("nproc");
+  flags->backend_set = parser.WasSet("backend");
+  flags->timeout_set = parser.WasSet("timeout");
+  if (flags->timeout_set && !(flags->timeout_s > 0)) {
+    return absl::InvalidArgumentError("--timeout must be > 0 seconds");
   }
-  return std::optional<ShardFlags>(std::move(out));
+  return absl::OkStatus();
 }
 
 // `args` without --nproc and its value.
@@ -116,20 +106,20 @@ absl::StatusOr<int> LaunchRanks(const std::vector<std::string>& args, int64_t np
   std::vector<std::string> rank_args = {"shard"};
   for (std::string& arg : WithoutNproc(args)) rank_args.push_back(std::move(arg));
   // The ranks' stderr is a pipe to the launcher: pass on whether a person is watching.
-  if (::isatty(STDERR_FILENO)) ::setenv("SHARDKIT_PROGRESS", "1", /*overwrite=*/0);
+  if (::isatty(STDERR_FILENO)) ::setenv(env::kProgress, "1", /*overwrite=*/0);
   return LaunchSelf(options, rank_args);
 }
 
 absl::Status RunRank(const ShardFlags& flags) {
   SHARDKIT_ASSIGN_OR_RETURN(ConnectOptions connect, ConnectOptionsFromEnv());
-  if (flags.backend) connect.backend = *flags.backend;
-  if (flags.timeout_s) connect.timeout = absl::Seconds(*flags.timeout_s);
+  if (flags.backend_set) connect.backend = flags.backend;
+  if (flags.timeout_set) connect.timeout = absl::Seconds(flags.timeout_s);
   // One deadline for the whole run: rendezvous, every collective step and the commit share it.
   const absl::Time deadline = absl::Now() + connect.timeout;
   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, Connect(connect));
   checkpoint::ShardCheckpointOptions options = flags.options;
   options.call.deadline = deadline;
-  const char* progress = std::getenv("SHARDKIT_PROGRESS");
+  const char* progress = std::getenv(env::kProgress);
   options.progress = progress != nullptr ? std::string(progress) == "1" : ::isatty(STDERR_FILENO);
   return checkpoint::ShardCheckpoint(options, *comm, std::cerr);
 }
@@ -137,15 +127,17 @@ absl::Status RunRank(const ShardFlags& flags) {
 }  // namespace
 
 int RunShard(const std::vector<std::string>& args) {
-  absl::StatusOr<std::optional<ShardFlags>> flags = ParseShardFlags(args);
-  if (!flags.ok()) return ReportError(kCommand, flags.status());
-  if (!flags->has_value()) return 0;  // --help
-  if ((*flags)->nproc) {
-    absl::StatusOr<int> exit_code = LaunchRanks(args, *(*flags)->nproc);
+  ShardFlags flags;
+  FlagParser parser = ShardFlagParser(&flags);
+  const ParseResult parsed = ParseCommand(parser, args, Positionals::None());
+  if (parsed.done()) return parsed.exit_code();
+  if (absl::Status s = CheckShardFlags(parser, &flags); !s.ok()) return ReportError(kCommand, s);
+  if (flags.nproc_set) {
+    absl::StatusOr<int> exit_code = LaunchRanks(args, flags.nproc);
     if (!exit_code.ok()) return ReportError(kCommand, exit_code.status());
     return *exit_code;
   }
-  absl::Status status = RunRank(**flags);
+  absl::Status status = RunRank(flags);
   if (!status.ok()) return ReportError(kCommand, status);
   return 0;
 }

@@ -26,6 +26,7 @@ namespace shardkit::cli {
 namespace {
 
 constexpr char kCommand[] = "shardkit spec check";
+constexpr char kUsage[] = "FILE.json [--shape 12,4] [--world N]";
 
 struct CheckOptions {
   std::string path;
@@ -111,24 +112,16 @@ absl::StatusOr<std::string> Check(const CheckOptions& options) {
 }
 
 int RunCheck(const std::vector<std::string>& args) {
-  FlagParser flags(kCommand, "FILE.json [--shape 12,4] [--world N]");
+  FlagParser flags(kCommand, kUsage);
   std::string shape_text;
   int64_t world = 0;
   flags.AddString("shape", &shape_text,
                   "global shape, comma-separated: print the bound form and shards");
   flags.AddInt("world", &world, "world size: expand {\"ranks\": \"all\"}, check ranks", 1,
                specs::kMaxWorldSize);
-  std::vector<std::string> positional;
-  if (absl::Status s = flags.Parse(args, &positional); !s.ok()) return ReportError(kCommand, s);
-  if (flags.help_requested()) {
-    std::cout << flags.Help();
-    return 0;
-  }
-  if (positional.size() != 1) {
-    return ReportError(kCommand,
-                       absl::InvalidArgumentError("expected exactly one FILE.json (see --help)"));
-  }
-  CheckOptions options{positional[0], std::nullopt, std::nullopt};
+  const ParseResult parsed = ParseCommand(flags, args, Positionals::ExactlyOne("FILE.json"));
+  if (parsed.done()) return parsed.exit_code();
+  CheckOptions options{parsed.positional()[0], std::nullopt, std::nullopt};
   if (flags.WasSet("world")) options.world = world;
   if (flags.WasSet("shape")) {
     absl::StatusOr<Shape> shape = ParseShape(shape_text);
@@ -145,8 +138,7 @@ int RunCheck(const std::vector<std::string>& args) {
 
 int RunSpec(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    (args.empty() ? std::cerr : std::cout)
-        << "usage: shardkit spec check FILE.json [--shape 12,4] [--world N]\n";
+    (args.empty() ? std::cerr : std::cout) << "usage: " << kCommand << " " << kUsage << "\n";
     return args.empty() ? 2 : 0;
   }
   if (args[0] != "check") {

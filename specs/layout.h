@@ -1,8 +1,8 @@
 // Layout arithmetic: from a spec and a global shape to the list of shards, and binding a spec to
 // a shape and world size.
 //
-// Chunk specs follow PyTorch's ChunkShardingSpec.build_metadata (REFERENCE_SEMANTICS.md §2.3) with
-// shardkit's empty-shard semantics: over k placements of a dim of size n,
+// Chunk specs follow PyTorch's ChunkShardingSpec.build_metadata (docs/architecture.md, "JSON
+// formats") with shardkit's empty-shard semantics: over k placements of a dim of size n,
 //   split      = ceil(n / k)
 //   size(i)    = max(min(n, split*(i+1)) - split*i, 0)
 //   offset(i)  = min(split*i, n)          (clamped: a zero-size chunk never starts past the end)

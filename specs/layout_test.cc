@@ -1,4 +1,4 @@
-// Layout arithmetic: every row of REFERENCE_SEMANTICS.md §2.3's worked-examples table with
+// Layout arithmetic: worked examples of PyTorch's chunk split (ChunkShardingSpec) with
 // shardkit's empty-shard semantics (zero-size chunks kept, offsets clamped to the dim size), dim
 // resolution, and Bind.
 #include "specs/layout.h"

@@ -1,5 +1,5 @@
-// Every placement string of REFERENCE_SEMANTICS.md §3.4 with shardkit's verdict under
-// ARCHITECTURE.md's grammar (stricter than PyTorch's `_remote_device`).
+// The placement strings PyTorch's `_remote_device` accepts or rejects, each with shardkit's
+// verdict under its own stricter grammar (docs/architecture.md, "JSON formats").
 #include "specs/placement.h"
 
 #include "testing/status_matchers.h"

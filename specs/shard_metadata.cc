@@ -200,15 +200,20 @@ std::optional<std::pair<size_t, size_t>> FindOverlap(const std::vector<ShardMeta
   return OverlapSweep(shards).Run();
 }
 
-absl::Status ValidateTiling(const std::vector<ShardMetadata>& shards, const Shape& global_shape) {
-  if (shards.empty()) return absl::InvalidArgumentError("there are no shards");
-  if (absl::Status s = CheckShape(shards, global_shape); !s.ok()) return s;
-  if (absl::Status s = CheckInRange(shards, global_shape); !s.ok()) return s;
+absl::Status CheckNoOverlap(const std::vector<ShardMetadata>& shards) {
   if (std::optional<std::pair<size_t, size_t>> pair = FindOverlap(shards); pair.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat("shards ", Describe(shards, pair->first),
                                                    " and ", Describe(shards, pair->second),
                                                    " overlap"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTiling(const std::vector<ShardMetadata>& shards, const Shape& global_shape) {
+  if (shards.empty()) return absl::InvalidArgumentError("there are no shards");
+  if (absl::Status s = CheckShape(shards, global_shape); !s.ok()) return s;
+  if (absl::Status s = CheckInRange(shards, global_shape); !s.ok()) return s;
+  if (absl::Status s = CheckNoOverlap(shards); !s.ok()) return s;
   return CheckCoverage(shards, global_shape);
 }
 

@@ -1,7 +1,7 @@
 // ShardMetadata: one shard of a tensor (offsets, sizes, placement), and the checks that a list of
 // shards tiles a tensor exactly.
 //
-// Unlike PyTorch (REFERENCE_SEMANTICS.md §3.2), offsets and sizes are integers by type, zero sizes
+// Unlike PyTorch's ShardMetadata, offsets and sizes are integers by type, zero sizes
 // are allowed everywhere (empty shards are first-class), and only a **positive-volume**
 // intersection counts as overlap: a zero-size shard never overlaps anything, even strictly inside
 // another shard.
@@ -49,6 +49,10 @@ bool Overlaps(const ShardMetadata& a, const ShardMetadata& b);
 // 1-D and 2-D shards, O(n log n + n·a) otherwise, a being the largest number of positive-volume
 // shards that one plane across dim 0 cuts.
 std::optional<std::pair<size_t, size_t>> FindOverlap(const std::vector<ShardMetadata>& shards);
+
+// FindOverlap as a check. Same preconditions. Errors: kInvalidArgument naming the first pair
+// found: "shards 0 (offsets [0, 0], sizes [3, 3], rank:0/cpu) and 1 (...) overlap".
+[[nodiscard]] absl::Status CheckNoOverlap(const std::vector<ShardMetadata>& shards);
 
 // Checks that `shards` tile `global_shape` exactly, in this order (the first failure is reported):
 //   1. at least one shard;

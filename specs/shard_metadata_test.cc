@@ -1,5 +1,6 @@
-// ShardMetadata validation, overlap and coverage (REFERENCE_SEMANTICS.md §3.2) with shardkit's
-// rules: integer offsets/sizes, zero sizes allowed, only positive-volume intersections overlap.
+// ShardMetadata validation, overlap and coverage (PyTorch's rules for enumerable specs) with
+// shardkit's rules: integer offsets/sizes, zero sizes allowed, only positive-volume intersections
+// overlap.
 #include "specs/shard_metadata.h"
 
 #include <random>

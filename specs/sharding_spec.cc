@@ -50,7 +50,8 @@ absl::Status ValidateEnumerable(const EnumerableShardingSpec& spec) {
                                                      " dims but shards[0] has ", ndim));
     }
   }
-  return absl::OkStatus();
+  // Overlap needs no shape: two shards that share a region overlap in every tensor.
+  return CheckNoOverlap(spec.shards);
 }
 
 std::vector<Placement> ForRanks(int64_t first, int64_t last, const std::optional<Device>& device) {

@@ -69,7 +69,8 @@ using ShardingSpec = std::variant<ChunkShardingSpec, EnumerableShardingSpec>;
 
 // Checks what can be checked without a shape or world size: chunk placements (list or shorthand
 // rank list) non-empty, ranks within [0, kMaxRank], a range's first <= last; enumerable shards
-// non-empty, each valid (ValidateShardMetadata), all with the same number of dims.
+// non-empty, each valid (ValidateShardMetadata), all with the same number of dims, no two
+// overlapping (CheckNoOverlap).
 // Errors: kInvalidArgument naming the placement or shard by index.
 [[nodiscard]] absl::Status ValidateSpec(const ShardingSpec& spec);
 

@@ -1,6 +1,6 @@
 // Specs as JSON: strict parsing, canonical form and bound canonical form.
 //
-// Input format (ARCHITECTURE.md, "JSON formats"; summary in specs/README.md):
+// Input format (docs/architecture.md, "JSON formats"; summary in specs/README.md):
 //   {"type": "chunk", "dim": 0, "placements": ["rank:0/cpu", "rank:1/cpu"]}
 //   {"type": "chunk", "dim": -1, "placements": {"ranks": "all", "device": "cpu"}}
 //   {"type": "enumerable", "shards": [{"offsets": [0], "sizes": [4], "placement": "rank:0"}]}

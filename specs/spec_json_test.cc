@@ -103,6 +103,19 @@ TEST(ParseSpecTest, ShorthandErrors) {
 }
 
 TEST(ParseSpecTest, EnumerableErrors) {
+  // Overlap needs no shape: it is rejected at parse time, naming both shards.
+  ExpectError(
+      R"({"type": "enumerable", "shards": [
+          {"offsets": [0, 0], "sizes": [3, 3], "placement": "rank:0/cpu"},
+          {"offsets": [2, 0], "sizes": [3, 3], "placement": "rank:1/cpu"}]})",
+      "shards 0 (offsets [0, 0], sizes [3, 3], rank:0/cpu) and 1 (offsets [2, 0], sizes [3, 3], "
+      "rank:1/cpu) overlap");
+  // Touching shards and a zero-size shard inside another do not overlap.
+  SHARDKIT_EXPECT_OK(ParseSpec(R"({"type": "enumerable", "shards": [
+      {"offsets": [0, 0], "sizes": [2, 3], "placement": "rank:0"},
+      {"offsets": [2, 0], "sizes": [3, 3], "placement": "rank:1"},
+      {"offsets": [1, 1], "sizes": [0, 1], "placement": "rank:1"}]})")
+                         .status());
   ExpectError(R"({"type": "enumerable", "shards": []})", "shards: must not be empty");
   ExpectError(R"({"type": "enumerable", "shards": {}})",
               "shards: expected array of shards, got object");

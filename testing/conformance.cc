@@ -230,7 +230,7 @@ void BarrierCase(int rank, Communicator& comm, std::string_view arg) {
   SHARDKIT_ASSERT_OK(comm.Barrier());
   const OpCounters c = comm.counters(CollectiveOp::kBarrier);
   EXPECT_EQ(c.bytes_sent + c.bytes_received, 0);
-  // One 128-byte header per peer (core/internal/agreement.h).
+  // One 128-byte header per peer (core/comm/internal/call_agreement.h).
   EXPECT_EQ(c.control_bytes_sent, comm.world_size() > 1 ? 128 * (comm.world_size() - 1) : 0);
 }
 

@@ -5,7 +5,7 @@
 //   SHARDKIT_RETURN_IF_ERROR(ShardParameter(module, "embed.weight", spec, *comm, options));
 //   // module's "embed.weight" slot now holds a ShardedTensor with this rank's shards.
 //
-// The data flow (ARCHITECTURE.md, "ShardParameter — the data flow"):
+// The data flow (docs/architecture.md, "ShardParameter and ShardModule: the data flow"):
 //  1. Local checks, no I/O: the slot exists and holds a tensor (a meta tensor is fine on ranks
 //     other than the source), the source's tensor has data and is contiguous, the spec binds to
 //     the shape and the world, devices suit the backend; receive storage is allocated. A local

@@ -1,4 +1,4 @@
-// The rank side of `shardkit bench` (ARCHITECTURE.md, "The shardkit CLI"): times ShardParameter
+// The rank side of `shardkit bench` (docs/cli.md): times ShardParameter
 // (or ShardModule over many parameters) of a source rank's parameter against `raw`, the same bytes
 // per rank moved with bare backend send/recv. integration/cli/bench_command.cc launches the ranks.
 //

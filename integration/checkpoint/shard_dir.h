@@ -1,5 +1,5 @@
 // The shard directory written by `shardkit shard` and read by `gather` and `inspect`
-// (ARCHITECTURE.md, "The shardkit CLI"):
+// (docs/architecture.md, "The shard directory"):
 //
 //   DIR/rank-00000.safetensors ... one file per rank, even when empty (header {})
 //   DIR/index.json             written last, by the source rank, after the commit

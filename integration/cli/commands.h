@@ -1,7 +1,7 @@
 // The `shardkit` subcommands. Each lives in its own file and is listed once in commands.cc's
 // table (kCommands), which RunShardkit dispatches on and --help prints.
 // A command receives the arguments after its name and returns the process exit status
-// (0 success, 2 invalid request, 1 anything else; see ARCHITECTURE.md).
+// (0 success, 2 invalid request, 1 anything else; see docs/cli.md).
 #ifndef SHARDKIT_INTEGRATION_CLI_COMMANDS_H_
 #define SHARDKIT_INTEGRATION_CLI_COMMANDS_H_
 

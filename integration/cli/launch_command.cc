@@ -1,5 +1,5 @@
 // `shardkit launch`: runs N local ranks of a command with the SHARDKIT_* environment.
-// See ARCHITECTURE.md ("The shardkit CLI") and integration/launch/launch.h.
+// See docs/cli.md and integration/launch/launch.h.
 #include <algorithm>
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-// The `shardkit` command-line tool. See ARCHITECTURE.md ("The shardkit CLI") for the contract.
+// The `shardkit` command-line tool. docs/cli.md describes the contract.
 #include <csignal>
 #include <string>
 #include <vector>

@@ -42,6 +42,9 @@ expect_invalid truncated 'invalid JSON: parse error at line 1, column 18' "$data
 expect_invalid plan_bad_dim 'rules[1].spec.dim: expected integer' "$data/invalid/plan_bad_dim.json"
 expect_invalid zero_d 'a 0-d tensor cannot be chunked' "$data/chunk_rows.json" --shape ''
 expect_invalid world 'outside the world of 2 ranks' "$data/enumerable_grid.json" --shape 10,10 --world 2
+# Overlapping enumerable shards need no --shape to be rejected.
+expect_invalid overlap 'shards 0 (offsets [0, 0], sizes [3, 3], rank:0/cpu) and 1 (offsets [2, 0], sizes [3, 3], rank:1/cpu) overlap' \
+  "$data/invalid/enumerable_overlap.json"
 expect_invalid shorthand 'once the world size is known' "$data/chunk_shorthand.json" --shape 4,4
 expect_invalid missing 'no such file' "$tmp/does-not-exist.json"
 expect_invalid bad_shape '--shape: expected non-negative integers' "$data/chunk_rows.json" --shape 4,x

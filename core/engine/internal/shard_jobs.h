@@ -1,5 +1,5 @@
 // Internal: one parameter's work in ShardParameters — local checks (step 1), its descriptor for
-// the agreement (step 2), and its transfer (step 3). See core/shard_parameter.h.
+// the agreement (step 2), and its transfer (step 3). See core/engine/shard_parameter.h.
 #ifndef SHARDKIT_CORE_ENGINE_INTERNAL_SHARD_JOBS_H_
 #define SHARDKIT_CORE_ENGINE_INTERNAL_SHARD_JOBS_H_
 

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/base/env.h"
 #include "core/base/status_macros.h"
 #include "core/store/store_url.h"
 #include "integration/launch/temp_dir.h"
@@ -94,24 +95,27 @@ std::vector<RankProcessSpec> RankSpecs(const LaunchOptions& options,
                                        const std::vector<std::string>& base,
                                        const std::string& store_url, const std::string& run_id) {
   const int world = options.world == 0 ? options.nproc : options.world;
-  const std::string backend = options.backend.value_or(EnvOr(base, "SHARDKIT_BACKEND", "gloo"));
-  const std::string timeout = options.timeout_s.has_value() ? absl::StrCat(*options.timeout_s)
-                                                            : EnvOr(base, "SHARDKIT_TIMEOUT", "60");
-  const bool default_hostname = world == options.nproc && !HasVar(base, "SHARDKIT_HOSTNAME") &&
-                                !HasVar(base, "SHARDKIT_IFNAME");
+  const std::string backend =
+      options.backend.value_or(EnvOr(base, env::kBackend, env::kDefaultBackend));
+  const std::string timeout =
+      options.timeout_s.has_value()
+          ? absl::StrCat(*options.timeout_s)
+          : EnvOr(base, env::kTimeout, absl::StrCat(absl::ToInt64Seconds(env::kDefaultTimeout)));
+  const bool default_hostname =
+      world == options.nproc && !HasVar(base, env::kHostname) && !HasVar(base, env::kIfname);
   std::vector<RankProcessSpec> specs;
   for (int local = 0; local < options.nproc; ++local) {
     RankProcessSpec spec;
     spec.rank = options.rank_offset + local;
     const std::vector<std::pair<std::string, std::string>> vars = {
-        {"SHARDKIT_RANK", absl::StrCat(spec.rank)},
-        {"SHARDKIT_LOCAL_RANK", absl::StrCat(local)},
-        {"SHARDKIT_WORLD_SIZE", absl::StrCat(world)},
-        {"SHARDKIT_LOCAL_WORLD_SIZE", absl::StrCat(options.nproc)},
-        {"SHARDKIT_BACKEND", backend},
-        {"SHARDKIT_STORE", store_url},
-        {"SHARDKIT_RUN_ID", run_id},
-        {"SHARDKIT_TIMEOUT", timeout},
+        {env::kRank, absl::StrCat(spec.rank)},
+        {env::kLocalRank, absl::StrCat(local)},
+        {env::kWorldSize, absl::StrCat(world)},
+        {env::kLocalWorldSize, absl::StrCat(options.nproc)},
+        {env::kBackend, backend},
+        {env::kStore, store_url},
+        {env::kRunId, run_id},
+        {env::kTimeout, timeout},
     };
     for (const std::string& entry : base) {
       bool overridden = false;
@@ -119,7 +123,8 @@ std::vector<RankProcessSpec> RankSpecs(const LaunchOptions& options,
       if (!overridden) spec.env.push_back(entry);
     }
     for (const auto& [name, value] : vars) spec.env.push_back(absl::StrCat(name, "=", value));
-    if (default_hostname) spec.env.push_back("SHARDKIT_HOSTNAME=127.0.0.1");
+    if (default_hostname)
+      spec.env.push_back(absl::StrCat(env::kHostname, "=", env::kLocalHostname));
     specs.push_back(std::move(spec));
   }
   return specs;

@@ -3,8 +3,10 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -185,6 +187,15 @@ TEST(RunRankProcessesTest, TermIgnoringRankIsKilled) {
   EXPECT_EQ(LaunchExitCode(run.outcome), 128 + 9);
   EXPECT_THAT(run.err, HasSubstr("shardkit launch: rank 1 killed by signal 9\n"));
   EXPECT_LT(run.took, absl::Seconds(5));
+}
+
+TEST(RunRankProcessesTest, NoRankOrWatcherOutlivesTheRun) {
+  Captured run = RunScript(3, "exit 0", absl::Seconds(1));
+  EXPECT_EQ(LaunchExitCode(run.outcome), 0);
+  // Every child, the ranks' watchers included, has been reaped: not even a zombie is left.
+  errno = 0;
+  EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
 }
 
 TEST(RunRankProcessesTest, BackgroundChildrenDoNotOutliveTheirRank) {

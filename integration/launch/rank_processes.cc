@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "integration/launch/line_prefixer.h"
+#include "integration/launch/rank_watcher.h"
 
 namespace shardkit::launch {
 namespace {
@@ -80,6 +81,7 @@ struct Rank {
   RankOutcome outcome;
   pid_t pid = -1;  // also the process group id; -1 once reaped
   Stream streams[2];
+  RankWatcher watcher;  // kills the group if the launcher dies first; stopped before reaping
 };
 
 class Supervisor {
@@ -109,6 +111,8 @@ class Supervisor {
 };
 
 absl::Status Supervisor::Spawn(const RankProcessSpec& spec, Rank& rank) {
+  // Before the rank exists, so that no moment passes with the rank running unwatched.
+  if (absl::Status started = rank.watcher.Start(); !started.ok()) return started;
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return absl::UnavailableError("pipe failed");
   if (::pipe2(err, O_CLOEXEC) != 0) {
@@ -127,6 +131,7 @@ absl::Status Supervisor::Spawn(const RankProcessSpec& spec, Rank& rank) {
   const int fork_errno = errno;
   if (pid == 0) {
     ::setpgid(0, 0);
+    rank.watcher.Announce();
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
     for (int signal : {SIGPIPE, SIGCHLD, SIGINT, SIGTERM, SIGHUP}) ::signal(signal, SIG_DFL);
@@ -180,6 +185,7 @@ void Supervisor::ReapExited() {
     if (::waitid(P_PID, rank.pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0) continue;
     if (info.si_pid != rank.pid) continue;
     ::kill(-rank.pid, SIGKILL);
+    rank.watcher.Stop();  // while the zombie rank still holds its group id: no reuse yet
     int status = 0;
     while (::waitpid(rank.pid, &status, 0) < 0 && errno == EINTR) {
     }
@@ -287,6 +293,7 @@ absl::StatusOr<RunOutcome> Supervisor::Run(const std::vector<RankProcessSpec>& s
     if (!spawned.ok()) {
       SignalRunning(SIGKILL, /*mark_stopped=*/true);
       for (Rank& rank : ranks_) {
+        rank.watcher.Stop();  // also that of the rank that failed to start
         if (rank.pid >= 0) ::waitpid(rank.pid, nullptr, 0);
         for (Stream& stream : rank.streams) CloseStream(stream);
       }

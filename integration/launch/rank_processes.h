@@ -13,7 +13,9 @@
 // others get `grace` to finish; then their process groups get SIGTERM and, `term_to_kill` later,
 // SIGKILL. SIGINT/SIGTERM/SIGHUP sent to the launcher are forwarded to every running rank's
 // group (with the same SIGKILL escalation). When a rank's main process ends, what is left of its
-// process group is killed, so no rank leaves orphans behind; every child is reaped.
+// process group is killed, so no rank leaves orphans behind. Should the launcher die first, even
+// by SIGKILL, each rank's watcher process (rank_watcher.h) SIGKILLs the rank's process group.
+// Every child, watchers included, is reaped before the call returns.
 // Thread-safety: call from one thread; installs signal handlers for the duration of the call.
 #ifndef SHARDKIT_INTEGRATION_LAUNCH_RANK_PROCESSES_H_
 #define SHARDKIT_INTEGRATION_LAUNCH_RANK_PROCESSES_H_

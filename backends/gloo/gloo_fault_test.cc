@@ -1,5 +1,6 @@
 // Bad input and faults on the Gloo backend: registry errors, argument errors reported on every
-// rank, a rank that never joins, a rank SIGKILLed mid-broadcast, refusal after a failure.
+// rank, a rank that never joins, a rank SIGKILLed mid-broadcast, refusal after a failure, and
+// RawExchange's deadline and failures.
 #include <signal.h>
 #include <unistd.h>
 
@@ -167,6 +168,59 @@ TEST(GlooFaults, CallsShareAnAbsoluteDeadline) {
                 StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("not heard from rank 1")));
     EXPECT_LT(absl::Now() - start, absl::Milliseconds(1000)) << "the deadline was not shared";
   }));
+}
+
+// RawExchange (the benchmarks' floor) resolves its deadline like every call: an absolute
+// CallOptions::deadline wins over the communicator's default timeout.
+TEST(GlooFaults, RawExchangeHonoursTheCallDeadline) {
+  SHARDKIT_EXPECT_OK(RunRanks(2, "gloo", [](int rank, Communicator& comm) {
+    if (rank == 1) {
+      usleep(1500000);  // sends nothing; rank 0's deadline passes meanwhile
+      return;
+    }
+    std::vector<uint8_t> data(1 << 20);
+    std::vector<MutableBuffer> recvs(2);
+    recvs[1] = MutableBuffer(data);
+    const absl::Time start = absl::Now();
+    CallOptions soon;
+    soon.deadline = start + absl::Milliseconds(300);
+    EXPECT_THAT(internal::RawExchange(comm, {}, recvs, soon),
+                StatusIs(absl::StatusCode::kDeadlineExceeded,
+                         HasSubstr("RawExchange (backend=gloo, rank=0/2)")));
+    EXPECT_LT(absl::Now() - start, absl::Milliseconds(1200))
+        << "the call's deadline was ignored (the default timeout is 10 s)";
+  }));
+}
+
+// A RawExchange after some calls belongs to the last of them: a peer that gives up during it
+// ("gave up" on that call) fails this rank's side at once. (core/comm/communicator_test.cc checks
+// the sequence number the backend is given.)
+TEST(GlooFaults, PeerThatGivesUpDuringRawExchangeFailsItAtOnce) {
+  RankOptions options;
+  options.timeout = absl::Seconds(15);
+  SHARDKIT_EXPECT_OK(RunRanks(
+      2, "gloo",
+      [](int rank, Communicator& comm) {
+        for (int i = 0; i < 3; ++i) SHARDKIT_ASSERT_OK(comm.Barrier());
+        std::vector<uint8_t> data(1 << 20);
+        std::vector<MutableBuffer> recvs(2);
+        recvs[1 - rank] = MutableBuffer(data);  // both wait; neither sends
+        CallOptions call;
+        if (rank == 1) call.timeout = absl::Milliseconds(200);  // gives up, and tells rank 0
+        const absl::Time start = absl::Now();
+        const absl::Status status = internal::RawExchange(comm, {}, recvs, call);
+        if (rank == 1) {
+          EXPECT_THAT(status,
+                      StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("RawExchange")));
+          return;
+        }
+        // The peer watch sees the "gave up" marker, or Gloo sees the connections close first.
+        EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnavailable,
+                                     AnyOf(HasSubstr("rank 1 gave up after an error of its own"),
+                                           HasSubstr("Connection closed by peer"))));
+        EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "must not wait for the 15 s deadline";
+      },
+      options));
 }
 
 }  // namespace

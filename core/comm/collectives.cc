@@ -1,3 +1,6 @@
+// The bodies of the collectives: what each op declares for the agreement (roots, sizes, local
+// argument errors) and which sends and receives its payload phase posts. The call life cycle
+// they run inside is in communicator.cc.
 #include <algorithm>
 #include <cstring>
 
@@ -7,9 +10,6 @@
 #include "core/comm/internal/call_agreement.h"
 #include "core/tensor/allocator.h"
 
-// The bodies of the collectives: what each op declares for the agreement (roots, sizes, local
-// argument errors) and which sends and receives its payload phase posts. The call life cycle
-// they run inside is in communicator.cc.
 namespace shardkit {
 namespace {
 

@@ -1,3 +1,5 @@
+// The call life cycle: sequence numbers, deadlines, the agreement, moving one phase through the
+// backend, counters and poisoning. The op bodies are in collectives.cc.
 #include "core/comm/communicator.h"
 
 #include <utility>
@@ -9,8 +11,6 @@
 #include "core/comm/internal/call.h"
 #include "core/comm/internal/call_agreement.h"
 
-// The call life cycle: sequence numbers, deadlines, the agreement, moving one phase through the
-// backend, counters and poisoning. The op bodies are in collectives.cc.
 namespace shardkit {
 namespace {
 

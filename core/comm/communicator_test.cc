@@ -1,0 +1,108 @@
+// What the core hands to a backend, seen through a one-process stand-in (not a backend: the Gloo
+// and NCCL conformance suites prove those). Every call's exchanges carry its sequence number,
+// RawExchange carries the last call's, and each gets the deadline its CallOptions resolve to.
+#include "core/comm/communicator.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+
+namespace shardkit {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::FieldsAre;
+
+// Rank 0 of a world of two whose peer is a mirror: every message sent to rank 1 comes back as
+// rank 1's message of the same size, so the agreement passes and payloads "arrive".
+class MirrorCommunicator : public Communicator {
+ public:
+  struct Seen {
+    bool control;
+    uint64_t tag;
+    uint64_t seq;
+    absl::Time deadline;
+  };
+
+  MirrorCommunicator() : Communicator({.rank = 0, .world_size = 2, .backend = "mirror"}) {}
+
+  bool SupportsDevice(const Device& device) const override { return device.is_cpu(); }
+  const std::vector<Seen>& seen() const { return seen_; }
+
+ protected:
+  absl::Status Exchange(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
+                        std::span<const RecvOp> recvs, absl::Time deadline) override {
+    seen_.push_back({false, tag, seq, deadline});
+    return Mirror(sends, recvs);
+  }
+  absl::Status ExchangeControl(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
+                               std::span<const RecvOp> recvs, absl::Time deadline) override {
+    seen_.push_back({true, tag, seq, deadline});
+    return Mirror(sends, recvs);
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> CreateSubgroup(const std::vector<int>&, int,
+                                                               uint64_t, absl::Time) override {
+    return absl::UnimplementedError("mirror");
+  }
+
+ private:
+  static absl::Status Mirror(std::span<const SendOp> sends, std::span<const RecvOp> recvs) {
+    for (size_t i = 0; i < recvs.size(); ++i) {
+      if (i >= sends.size() || sends[i].size != recvs[i].size) {
+        return absl::InternalError("the mirror needs a send for every receive");
+      }
+      std::memcpy(recvs[i].data, sends[i].data, recvs[i].size);
+    }
+    return absl::OkStatus();
+  }
+
+  std::vector<Seen> seen_;
+};
+
+TEST(Communicator, BackendsGetTheCallsSequenceNumberWithOpaqueTags) {
+  MirrorCommunicator comm;
+  std::vector<uint8_t> data(64, 7);
+  SHARDKIT_ASSERT_OK(comm.Barrier());                          // seq 1: agreement only
+  SHARDKIT_ASSERT_OK(comm.Broadcast(MutableBuffer(data), 0));  // seq 2: agreement, payload
+  SHARDKIT_ASSERT_OK(comm.Barrier());                          // seq 3
+  std::vector<ConstBuffer> sends = {ConstBuffer(), ConstBuffer(data)};
+  SHARDKIT_ASSERT_OK(internal::RawExchange(comm, sends, {}, {}));  // after call 3
+  const std::vector<MirrorCommunicator::Seen>& seen = comm.seen();
+  ASSERT_EQ(seen.size(), 5u);
+  std::vector<std::pair<bool, uint64_t>> calls;
+  for (const auto& s : seen) calls.push_back({s.control, s.seq});
+  EXPECT_THAT(calls, ElementsAre(FieldsAre(true, 1), FieldsAre(true, 2), FieldsAre(false, 2),
+                                 FieldsAre(true, 3), FieldsAre(false, 3)));
+  // Payload tags differ from each other and from the agreement's fixed tags.
+  EXPECT_NE(seen[2].tag, seen[4].tag);
+  EXPECT_NE(seen[2].tag, seen[1].tag);
+  EXPECT_NE(seen[4].tag, seen[3].tag);
+}
+
+TEST(Communicator, RawExchangeResolvesItsDeadlineLikeEveryCall) {
+  MirrorCommunicator comm;
+  std::vector<uint8_t> data(64, 7);
+  std::vector<ConstBuffer> sends = {ConstBuffer(), ConstBuffer(data)};
+  CallOptions shared;
+  shared.deadline = absl::Now() + absl::Milliseconds(1234);
+  SHARDKIT_ASSERT_OK(internal::RawExchange(comm, sends, {}, shared));
+  SHARDKIT_ASSERT_OK(comm.Barrier(shared));
+  CallOptions quick;
+  quick.timeout = absl::Seconds(2);
+  const absl::Time before = absl::Now();
+  SHARDKIT_ASSERT_OK(internal::RawExchange(comm, sends, {}, quick));
+  const absl::Time after = absl::Now();
+  const std::vector<MirrorCommunicator::Seen>& seen = comm.seen();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].deadline, shared.deadline);  // the absolute deadline wins
+  EXPECT_EQ(seen[1].deadline, shared.deadline);
+  EXPECT_GE(seen[2].deadline, before + absl::Seconds(2));
+  EXPECT_LE(seen[2].deadline, after + absl::Seconds(2));
+}
+
+}  // namespace
+}  // namespace shardkit

@@ -6,7 +6,8 @@
 //   if (comm->rank() == 0) std::cout << FormatSummary(report);  // summary.h
 //   return report.verified() ? 0 : 1;
 //
-// The steps, in the same order on every rank (docs/architecture.md, "ShardParameter and ShardModule: the data flow"):
+// The steps, in the same order on every rank (docs/architecture.md, "ShardParameter and
+// ShardModule: the data flow"):
 //  1. Rank 0 (the source) materialises the model (synthetic_model.h); the others build meta
 //     tensors of the same shapes and never hold a whole sharded parameter.
 //  2. ShardModule with DemoPlanJson: one agreement for the whole plan, the transfers, one commit.

@@ -1,7 +1,7 @@
 // Placement: which rank (and optionally which device) holds one shard.
 //
 // The grammar is shardkit's own and stricter than PyTorch's `_remote_device` (see
-// docs/architecture.md, "Placement grammar"):
+// docs/architecture.md, "JSON formats", placements):
 //
 //   placement := "rank:" R | "rank:" R "/" device
 //   R         := ASCII digits, no leading zeros ("0" itself is fine), < 2^31

@@ -196,8 +196,8 @@ absl::Status RawExchange(Communicator& comm, std::span<const ConstBuffer> sends,
       in.push_back({peer, recvs[peer].data, recvs[peer].size});
     }
   }
-  const absl::Time deadline = comm.Deadline(options);
   std::lock_guard<std::mutex> lock(comm.call_mu_);
+  const absl::Time deadline = comm.Deadline(options);  // as Begin: after the lock
   SHARDKIT_RETURN_IF_ERROR(comm.poisoned());
   // Tagged with a sequence of its own; `seq` is the last call's, so that a peer that gave up
   // during this exchange (after that call) is seen as giving up on it, not on a later call.

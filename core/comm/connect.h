@@ -32,7 +32,8 @@ namespace shardkit {
 
 // Reads SHARDKIT_RANK (default 0), SHARDKIT_WORLD_SIZE (default 1), SHARDKIT_LOCAL_RANK (default
 // the rank), SHARDKIT_BACKEND (default gloo), SHARDKIT_STORE, SHARDKIT_TIMEOUT (seconds, default
-// 60), SHARDKIT_HOSTNAME, SHARDKIT_IFNAME. Errors: kInvalidArgument naming a malformed variable.
+// env::kDefaultTimeout), SHARDKIT_HOSTNAME, SHARDKIT_IFNAME. Errors: kInvalidArgument naming a
+// malformed variable.
 [[nodiscard]] absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv();
 
 // Connect(ConnectOptionsFromEnv()).

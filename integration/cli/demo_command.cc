@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/base/env.h"
 #include "core/base/status_macros.h"
 #include "core/comm/connect.h"
 #include "integration/cli/commands.h"
@@ -45,7 +46,9 @@ FlagParser DemoFlagParser(DemoFlags* out) {
   FlagParser flags(kCommand, "[--nproc N] [--backend B] [--timeout S]");
   flags.AddInt("nproc", &out->nproc, "number of local ranks to start (default 4)", 1, 64);
   flags.AddString("backend", &out->backend, "communication backend (default gloo)");
-  flags.AddDouble("timeout", &out->timeout, "per-operation deadline in seconds (default 60)");
+  flags.AddDouble("timeout", &out->timeout,
+                  absl::StrCat("per-operation deadline in seconds (default ",
+                               absl::ToInt64Seconds(env::kDefaultTimeout), ")"));
   flags.AddString("summary", &out->summary,
                   "rank 0 writes the summary to this file instead of stdout (how --nproc "
                   "prints it without rank prefixes)");

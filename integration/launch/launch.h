@@ -34,7 +34,7 @@ struct LaunchOptions {
   std::optional<std::string> backend;  // default: $SHARDKIT_BACKEND, else "gloo"
   std::string store_url;               // empty: a fresh temporary FileStore directory
   std::string run_id;                  // empty: generated (see ChooseRunId)
-  std::optional<double> timeout_s;     // default: $SHARDKIT_TIMEOUT, else 60
+  std::optional<double> timeout_s;     // default: $SHARDKIT_TIMEOUT, else env::kDefaultTimeout
   absl::Duration grace = absl::Seconds(5);
   bool prefix_stdout = true;  // false: ranks' stdout lines unprefixed (RunOptions::prefix_stdout)
   std::vector<std::string> command;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the hostile input corpus that //integration:hostile_input_test feeds to the parsers.
+"""Writes the hostile input corpus that //integration/tests:hostile_input_test feeds to the parsers.
 
   testing/corpus/generate.py --small testing/corpus   # the small files, checked in
   testing/corpus/generate.py --large OUT_DIR          # the big ones, generated at build time

@@ -1,7 +1,8 @@
 // The parting marker of a control mesh connection (backends/control_mesh/control_mesh.h): the last
-// 16 bytes a rank sends a peer, saying why it leaves ("goodbye": its communicator was closed; "gave
-// up": it failed) and during which call. Its magic never begins an agreement message (headers begin
-// with "SHK1", verdicts with "SHKV"), and mesh messages are at least as long as a marker.
+// kMeshMarkerSize bytes a rank sends a peer, saying why it leaves ("goodbye": its communicator was
+// closed; "gave up": it failed) and during which call. Its magic never begins an agreement message
+// (headers begin with "SHK1", verdicts with "SHKV"), and mesh messages are at least as long as a
+// marker.
 #ifndef SHARDKIT_BACKENDS_CONTROL_MESH_INTERNAL_MESH_MARKER_H_
 #define SHARDKIT_BACKENDS_CONTROL_MESH_INTERNAL_MESH_MARKER_H_
 

@@ -14,9 +14,43 @@
 namespace shardkit::io {
 namespace {
 
+constexpr size_t kMaxChunk = size_t{1} << 30;  // per write call: Linux caps one call near 2 GiB
+
 std::string ErrnoText(int err) { return std::strerror(err); }
 
+// fsync, retried when a signal interrupts it. Returns 0, or -1 with errno set.
+int SyncFd(int fd) {
+  int rc;
+  do {
+    rc = ::fsync(fd);
+  } while (rc != 0 && errno == EINTR);
+  return rc;
+}
+
+// The directory holding `path` ("." for a bare name).
+std::string ParentDir(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
 }  // namespace
+
+absl::Status SyncDirectory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat(dir, ": cannot open to sync: ", ErrnoText(errno)));
+  }
+  // EINVAL: this file system does not sync directories; its entries are as durable as it allows.
+  const int rc = SyncFd(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0 && err != EINVAL) {
+    return absl::UnavailableError(absl::StrCat(dir, ": cannot sync: ", ErrnoText(err)));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -81,7 +115,7 @@ absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& path) {
 absl::Status AtomicFile::Write(const void* data, size_t size) {
   const auto* in = static_cast<const char*>(data);
   while (size > 0) {
-    const size_t chunk = std::min<size_t>(size, size_t{1} << 30);
+    const size_t chunk = std::min(size, kMaxChunk);
     ssize_t n = ::write(fd_, in, chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
@@ -93,17 +127,53 @@ absl::Status AtomicFile::Write(const void* data, size_t size) {
   return absl::OkStatus();
 }
 
+absl::Status AtomicFile::WriteAt(uint64_t offset, const void* data, size_t size) {
+  const auto* in = static_cast<const char*>(data);
+  while (size > 0) {
+    const size_t chunk = std::min(size, kMaxChunk);
+    ssize_t n = ::pwrite(fd_, in, chunk, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::UnavailableError(absl::StrCat(temp_, ": write at offset ", offset, " failed: ",
+                                                 n < 0 ? ErrnoText(errno) : "no bytes written"));
+    }
+    in += n;
+    offset += static_cast<uint64_t>(n);
+    size -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AtomicFile::Resize(uint64_t size) {
+  int rc;
+  do {
+    rc = ::ftruncate(fd_, static_cast<off_t>(size));
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    return absl::UnavailableError(
+        absl::StrCat(temp_, ": cannot resize to ", size, " bytes: ", ErrnoText(errno)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status AtomicFile::Commit() {
   const int fd = std::exchange(fd_, -1);
   absl::Status status;
-  if (::close(fd) != 0) {
+  if (SyncFd(fd) != 0) {
+    status = absl::UnavailableError(absl::StrCat(temp_, ": fsync failed: ", ErrnoText(errno)));
+  }
+  if (::close(fd) != 0 && status.ok()) {
     status = absl::UnavailableError(absl::StrCat(temp_, ": close failed: ", ErrnoText(errno)));
-  } else if (::rename(temp_.c_str(), path_.c_str()) != 0) {
+  }
+  if (status.ok() && ::rename(temp_.c_str(), path_.c_str()) != 0) {
     status = absl::InvalidArgumentError(
         absl::StrCat(path_, ": cannot rename into place: ", ErrnoText(errno)));
   }
-  if (!status.ok()) ::unlink(temp_.c_str());
-  return status;
+  if (!status.ok()) {
+    ::unlink(temp_.c_str());
+    return status;
+  }
+  return SyncDirectory(ParentDir(path_));
 }
 
 absl::Status WriteFileAtomically(const std::string& path, std::string_view contents) {

@@ -1,6 +1,7 @@
 // Small file helpers shared by the CLI commands and the checkpoint formats: reading a whole
-// (small) file, and writing a file atomically — under a temporary name in the same directory,
-// renamed into place only when complete, so that readers never see a partial file.
+// (small) file, and writing a file atomically and durably — under a temporary name in the same
+// directory, synced to disk and renamed into place only when complete, so that readers never see a
+// partial file, not even after a crash or power loss.
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(std::string plan_text, ReadWholeFile("plan.json"));
 //   SHARDKIT_RETURN_IF_ERROR(WriteFileAtomically("out/index.json", text));
@@ -8,10 +9,14 @@
 //   SHARDKIT_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create("out/big.bin"));
 //   SHARDKIT_RETURN_IF_ERROR(file.Write(data, size));  // as many times as needed
 //   SHARDKIT_RETURN_IF_ERROR(file.Commit());            // without it, nothing appears
+//
+//   SHARDKIT_RETURN_IF_ERROR(file.Resize(total));        // or fill ranges in any order:
+//   SHARDKIT_RETURN_IF_ERROR(file.WriteAt(offset, data, size));
 #ifndef SHARDKIT_INTEGRATION_IO_FILES_H_
 #define SHARDKIT_INTEGRATION_IO_FILES_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -25,9 +30,15 @@ namespace shardkit::io {
 // and the OS error, e.g. a directory).
 [[nodiscard]] absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 
+// Makes the entries of directory `dir` (created, renamed, removed files) durable: fsync on the
+// directory. A file system that cannot sync directories (EINVAL) counts as success.
+// Errors: kUnavailable naming `dir` and the OS error (e.g. it does not exist).
+[[nodiscard]] absl::Status SyncDirectory(const std::string& dir);
+
 // A file being written under the temporary name "<path>.tmp.<pid>". Commit() renames it to
-// `path`; destroying an uncommitted AtomicFile removes the temporary file. Movable, not copyable;
-// not thread-safe.
+// `path`; destroying an uncommitted AtomicFile removes the temporary file. Movable, not copyable.
+// Not thread-safe: make one call at a time. WriteAt calls need not come in offset order, so one
+// writer thread may fill the file's ranges as their bytes arrive.
 class AtomicFile {
  public:
   // Errors: kInvalidArgument naming the path and the OS error if it cannot be created (a missing
@@ -42,11 +53,23 @@ class AtomicFile {
 
   const std::string& path() const { return path_; }
 
-  // Appends `size` bytes. Errors: kUnavailable on I/O errors (disk full, ...).
+  // Appends `size` bytes at the file position. Errors: kUnavailable on I/O errors (disk full, ...).
   [[nodiscard]] absl::Status Write(const void* data, size_t size);
 
-  // Closes the file and renames it into place. Errors: kUnavailable if closing fails;
-  // kInvalidArgument if the rename fails. Either way the temporary file is gone afterwards.
+  // Writes `size` bytes at byte `offset`, extending the file if needed (a gap reads as zeros). Does
+  // not move the position Write appends at. Errors: kUnavailable naming the temporary file and the
+  // OS error (disk full, an offset the file system cannot hold, ...).
+  [[nodiscard]] absl::Status WriteAt(uint64_t offset, const void* data, size_t size);
+
+  // Sets the file's size to `size` bytes: truncates, or extends with zeros. Call it with the final
+  // size, before or after WriteAt. Errors: kUnavailable naming the temporary file and the OS error.
+  [[nodiscard]] absl::Status Resize(uint64_t size);
+
+  // Makes the file durable and puts it in place: fsync, close, rename to path(), then fsync of the
+  // parent directory (SyncDirectory) so that the new name survives a crash too.
+  // Errors: kUnavailable if fsync or close fails; kInvalidArgument if the rename fails — in both
+  // cases the temporary file is removed and nothing is at path(). kUnavailable if only the
+  // directory sync fails: the file is then in place, but may not survive a crash.
   [[nodiscard]] absl::Status Commit();
 
  private:
@@ -58,7 +81,7 @@ class AtomicFile {
   int fd_ = -1;
 };
 
-// Creates or replaces `path` with `contents` atomically. Errors: as AtomicFile.
+// Creates or replaces `path` with `contents` atomically and durably. Errors: as AtomicFile.
 [[nodiscard]] absl::Status WriteFileAtomically(const std::string& path, std::string_view contents);
 
 }  // namespace shardkit::io

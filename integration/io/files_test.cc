@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <string>
 
 #include "testing/status_matchers.h"
 
@@ -42,6 +44,68 @@ TEST(FilesTest, UncommittedFileLeavesNothing) {
   }
   EXPECT_FALSE(Exists(path));
   EXPECT_FALSE(Exists(path + ".tmp." + std::to_string(::getpid())));
+}
+
+// No "<name>.tmp.*" is left in `path`'s directory.
+bool NoTemporaryLeft(const std::string& path) {
+  const std::filesystem::path target(path);
+  for (const auto& entry : std::filesystem::directory_iterator(target.parent_path())) {
+    if (entry.path().filename().string().rfind(target.filename().string() + ".tmp.", 0) == 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST(FilesTest, CommitLeavesNoTemporaryFile) {
+  const std::string path = TempPath("committed.bin");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(AtomicFile file, AtomicFile::Create(path));
+  ASSERT_THAT(file.Write("abc", 3), IsOk());
+  EXPECT_FALSE(NoTemporaryLeft(path));  // the check sees the temporary while it exists
+  ASSERT_THAT(file.Commit(), IsOk());
+  EXPECT_TRUE(NoTemporaryLeft(path));
+  EXPECT_THAT(ReadWholeFile(path), IsOkAndHolds("abc"));
+}
+
+TEST(FilesTest, WriteAtInAnyOrderAndResizeGiveTheExactBytes) {
+  const std::string path = TempPath("ranges.bin");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(AtomicFile file, AtomicFile::Create(path));
+  ASSERT_THAT(file.Resize(12), IsOk());  // sized first: the last two bytes stay zero
+  ASSERT_THAT(file.WriteAt(6, "ghij", 4), IsOk());
+  ASSERT_THAT(file.WriteAt(0, "abc", 3), IsOk());
+  ASSERT_THAT(file.WriteAt(3, "def", 3), IsOk());
+  ASSERT_THAT(file.WriteAt(5, "", 0), IsOk());
+  ASSERT_THAT(file.Commit(), IsOk());
+  EXPECT_THAT(ReadWholeFile(path), IsOkAndHolds(std::string("abcdefghij\0\0", 12)));
+  EXPECT_TRUE(NoTemporaryLeft(path));
+
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(AtomicFile again, AtomicFile::Create(path));
+  ASSERT_THAT(again.WriteAt(4, "wxyz--", 6), IsOk());  // a gap before: zeros
+  ASSERT_THAT(again.Resize(8), IsOk());                // resized last: truncates
+  ASSERT_THAT(again.Commit(), IsOk());
+  EXPECT_THAT(ReadWholeFile(path), IsOkAndHolds(std::string("\0\0\0\0wxyz", 8)));
+}
+
+TEST(FilesTest, WriteAtAndResizeErrorsNameTheTemporaryFile) {
+  const std::string path = TempPath("bad-offset.bin");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(AtomicFile file, AtomicFile::Create(path));
+  const uint64_t too_far = ~uint64_t{0} - 1;  // beyond any file: the OS rejects it
+  EXPECT_THAT(file.WriteAt(too_far, "x", 1),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("bad-offset.bin.tmp." + std::to_string(::getpid()))));
+  EXPECT_THAT(file.Resize(too_far),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr(": cannot resize to ")));
+}
+
+TEST(FilesTest, SyncDirectory) {
+  EXPECT_THAT(SyncDirectory(TempPath("")), IsOk());
+  EXPECT_THAT(SyncDirectory(TempPath("no-such-dir")),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("no-such-dir: cannot open to sync: No such file")));
+  const std::string regular = TempPath("not-a-dir");
+  ASSERT_THAT(WriteFileAtomically(regular, "x"), IsOk());
+  EXPECT_THAT(SyncDirectory(regular),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("Not a directory")));
 }
 
 TEST(FilesTest, ErrorsNameThePath) {

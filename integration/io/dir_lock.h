@@ -1,0 +1,48 @@
+// One writer per output directory: an exclusive flock(2) on DIR/.shardkit.lock, held for as long
+// as the DirectoryLock lives. A second run into the same directory (another process, or another
+// Acquire in this one) fails at once instead of interleaving its files with the first run's. The
+// kernel releases the lock when the file is closed — also when the holder dies, even by SIGKILL —
+// so a crashed run never leaves the directory locked. The lock file itself stays in place.
+//
+//   SHARDKIT_ASSIGN_OR_RETURN(DirectoryLock lock, DirectoryLock::Acquire("out"));
+//   ...  // write into out/; the lock is released when `lock` is destroyed
+#ifndef SHARDKIT_INTEGRATION_IO_DIR_LOCK_H_
+#define SHARDKIT_INTEGRATION_IO_DIR_LOCK_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace shardkit::io {
+
+inline constexpr char kLockFileName[] = ".shardkit.lock";
+
+// Holds the lock on a directory. Movable, not copyable; the destructor releases the lock.
+class DirectoryLock {
+ public:
+  // Creates DIR/.shardkit.lock if missing (mode 0644) and locks it without waiting. `dir` must
+  // exist. Errors: kInvalidArgument if another holder has the lock ("another shardkit run is
+  // writing this directory"), or naming the lock file and the OS error if it cannot be opened or
+  // locked (a missing directory, no permission).
+  [[nodiscard]] static absl::StatusOr<DirectoryLock> Acquire(const std::string& dir);
+
+  DirectoryLock(DirectoryLock&& other) noexcept;
+  DirectoryLock& operator=(DirectoryLock&& other) noexcept;
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+  ~DirectoryLock();
+
+  // DIR/.shardkit.lock.
+  const std::string& path() const { return path_; }
+
+ private:
+  DirectoryLock(std::string path, int fd);
+  void Release();
+
+  std::string path_;
+  int fd_ = -1;
+};
+
+}  // namespace shardkit::io
+
+#endif  // SHARDKIT_INTEGRATION_IO_DIR_LOCK_H_

@@ -1,0 +1,123 @@
+// DirectoryLock between real processes: a forked child holds the lock, the parent's Acquire fails;
+// once the child is SIGKILLed the kernel has released it and the parent's Acquire succeeds.
+#include "integration/io/dir_lock.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <utility>
+
+#include "testing/status_matchers.h"
+
+namespace shardkit::io {
+namespace {
+
+using ::shardkit::testing::IsOk;
+using ::shardkit::testing::StatusIs;
+using ::testing::HasSubstr;
+
+std::string TempDir(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir ? dir : ".") + "/" + name;
+  std::filesystem::create_directories(path);
+  return path;
+}
+
+// A forked child that acquires the lock on `dir`, reports whether it got it, and then holds it
+// until it is killed or this process closes the pipe it waits on (also when this process dies).
+class LockHolder {
+ public:
+  explicit LockHolder(const std::string& dir) {
+    int ready[2], hold[2];
+    if (::pipe(ready) != 0 || ::pipe(hold) != 0) return;
+    pid_ = ::fork();
+    if (pid_ < 0) {
+      for (int fd : {ready[0], ready[1], hold[0], hold[1]}) ::close(fd);
+      return;
+    }
+    if (pid_ == 0) {
+      ::close(ready[0]);
+      ::close(hold[1]);
+      absl::StatusOr<DirectoryLock> lock = DirectoryLock::Acquire(dir);
+      const char got = lock.ok() ? 'y' : 'n';
+      if (::write(ready[1], &got, 1) != 1) ::_exit(1);
+      char byte;
+      while (::read(hold[0], &byte, 1) < 0 && errno == EINTR) {
+      }
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    ::close(hold[0]);
+    hold_ = hold[1];
+    char got = 'n';
+    while (::read(ready[0], &got, 1) < 0 && errno == EINTR) {
+    }
+    ::close(ready[0]);
+    locked_ = got == 'y';
+  }
+  ~LockHolder() {
+    Kill();
+    if (hold_ >= 0) ::close(hold_);
+  }
+
+  bool locked() const { return locked_; }
+
+  // SIGKILL, then reap: the child never releases the lock itself.
+  void Kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int hold_ = -1;
+  bool locked_ = false;
+};
+
+TEST(DirectoryLockTest, AnotherProcessHoldsItUntilItIsKilled) {
+  const std::string dir = TempDir("held");
+  LockHolder holder(dir);
+  ASSERT_TRUE(holder.locked());
+  const std::string held_by_other = dir +
+                                    ": another shardkit run is writing this directory (it holds " +
+                                    dir + "/.shardkit.lock)";
+  EXPECT_THAT(DirectoryLock::Acquire(dir),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(held_by_other)));
+  holder.Kill();
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(DirectoryLock lock, DirectoryLock::Acquire(dir));
+  EXPECT_EQ(lock.path(), dir + "/" + kLockFileName);
+  // And now this process holds it: a new child does not get it.
+  LockHolder second(dir);
+  EXPECT_FALSE(second.locked());
+}
+
+TEST(DirectoryLockTest, TwoAcquiresInOneProcessConflict) {
+  const std::string dir = TempDir("twice");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(DirectoryLock first, DirectoryLock::Acquire(dir));
+  // flock locks belong to the open file description: a second open of the file conflicts.
+  EXPECT_THAT(DirectoryLock::Acquire(dir),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(".shardkit.lock")));
+  DirectoryLock moved = std::move(first);  // moving keeps it held
+  EXPECT_THAT(DirectoryLock::Acquire(dir),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("another shardkit run")));
+  { DirectoryLock gone = std::move(moved); }  // released with its last owner
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(DirectoryLock again, DirectoryLock::Acquire(dir));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/" + kLockFileName));
+}
+
+TEST(DirectoryLockTest, MissingDirectoryNamesTheLockFile) {
+  EXPECT_THAT(DirectoryLock::Acquire(TempDir("parent") + "/missing"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("missing/.shardkit.lock: cannot open the lock file: No such")));
+}
+
+}  // namespace
+}  // namespace shardkit::io

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "core/base/status_macros.h"
 #include "core/json/json_reader.h"
+#include "integration/io/dir_lock.h"
 #include "integration/io/files.h"
 #include "specs/spec_json.h"
 
@@ -76,6 +77,7 @@ std::optional<std::string_view> TempBase(std::string_view name) {
 }
 
 bool IsOutputName(std::string_view name) {
+  if (name == io::kLockFileName) return true;
   if (std::optional<std::string_view> base = TempBase(name)) name = *base;
   return name == kIndexFileName || RankOfFileName(name) >= 0;
 }
@@ -316,6 +318,7 @@ absl::Status RemoveEarlierOutput(const std::string& dir, int world_size) {
   std::vector<fs::path> stale;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
+    if (name == io::kLockFileName) continue;  // this run's source holds it
     if (name == kIndexFileName || TempBase(name) || RankOfFileName(name) >= world_size) {
       stale.push_back(it->path());
     }
@@ -325,7 +328,8 @@ absl::Status RemoveEarlierOutput(const std::string& dir, int world_size) {
   for (const fs::path& path : stale) {
     if (!fs::remove(path, ec) && ec) return FsError(path.string(), "cannot remove", ec);
   }
-  return absl::OkStatus();
+  if (stale.empty()) return absl::OkStatus();
+  return io::SyncDirectory(dir);
 }
 
 IndexParameter MakeIndexParameter(std::string name, DType dtype, Shape shape,

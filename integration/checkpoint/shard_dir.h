@@ -3,6 +3,7 @@
 //
 //   DIR/rank-00000.safetensors ... one file per rank, even when empty (header {})
 //   DIR/index.json             written last, by the source rank, after the commit
+//   DIR/.shardkit.lock         locked by the source for the whole run (io::DirectoryLock); kept
 //
 // A rank's file holds every shard placed on it, zero-size shards included, named after the
 // parameter — or NAME#K (K = the shard's index in the parameter's shard list) when the rank holds
@@ -46,13 +47,15 @@ std::string ShardTensorName(std::string_view name, const std::vector<specs::Shar
 
 // Makes `dir` ready for a new output: creates it (with parents) if missing. An existing `dir` must
 // be a directory holding nothing but an earlier shardkit output (index.json, rank-NNNNN.safetensors
-// and their temporary names). Errors: kInvalidArgument naming the path and the OS error, or the
-// first foreign entry.
+// and their temporary names, .shardkit.lock). Errors: kInvalidArgument naming the path and the OS
+// error, or the first foreign entry.
 [[nodiscard]] absl::Status PrepareOutputDir(const std::string& dir);
 
 // Removes what an earlier output left that this run will not overwrite: index.json, temporary
-// files, and rank files of ranks >= world_size. Call on one rank, after PrepareOutputDir succeeded
-// everywhere and before any rank writes. Errors: kInvalidArgument naming the path and OS error.
+// files, and rank files of ranks >= world_size — never .shardkit.lock. Then syncs `dir`, so that
+// the removals (index.json's above all) are durable before any new rank file appears. Call on one
+// rank, after PrepareOutputDir succeeded everywhere and before any rank writes.
+// Errors: kInvalidArgument naming the path and OS error; kUnavailable if `dir` cannot be synced.
 [[nodiscard]] absl::Status RemoveEarlierOutput(const std::string& dir, int world_size);
 
 struct IndexShard {

@@ -104,13 +104,23 @@ TEST(ShardDirTest, OutputDirectoryRules) {
   Touch(fresh + "/rank-00000.safetensors");
   Touch(fresh + "/rank-00004.safetensors");
   Touch(fresh + "/rank-00001.safetensors.tmp.77");
+  Touch(fresh + "/.shardkit.lock");  // an earlier run's lock file is shardkit output
   EXPECT_THAT(PrepareOutputDir(fresh), IsOk());
   ASSERT_THAT(RemoveEarlierOutput(fresh, 2), IsOk());
   EXPECT_FALSE(fs::exists(fresh + "/index.json"));
   EXPECT_FALSE(fs::exists(fresh + "/rank-00004.safetensors"));
   EXPECT_FALSE(fs::exists(fresh + "/rank-00001.safetensors.tmp.77"));
   EXPECT_TRUE(fs::exists(fresh + "/rank-00000.safetensors"));
+  EXPECT_TRUE(fs::exists(fresh + "/.shardkit.lock"));  // never removed: the source holds it
+  Touch(fresh + "/rank-00001.safetensors");
+  ASSERT_THAT(RemoveEarlierOutput(fresh, 1), IsOk());
+  EXPECT_FALSE(fs::exists(fresh + "/rank-00001.safetensors"));
+  EXPECT_TRUE(fs::exists(fresh + "/.shardkit.lock"));
 
+  Touch(fresh + "/.shardkit.lock.old");  // only the exact name counts
+  EXPECT_THAT(PrepareOutputDir(fresh),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\".shardkit.lock.old\"")));
+  fs::remove(fresh + "/.shardkit.lock.old");
   Touch(fresh + "/notes.txt");
   EXPECT_THAT(PrepareOutputDir(fresh), StatusIs(absl::StatusCode::kInvalidArgument,
                                                 HasSubstr("\"notes.txt\", which is not shardkit")));

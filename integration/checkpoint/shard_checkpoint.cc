@@ -15,6 +15,7 @@
 #include "core/engine/shard_parameter.h"
 #include "integration/checkpoint/progress.h"
 #include "integration/checkpoint/shard_dir.h"
+#include "integration/io/dir_lock.h"
 #include "integration/io/files.h"
 #include "integration/safetensors/safetensors.h"
 
@@ -28,6 +29,7 @@ struct Run {
   std::ostream& log;
   specs::Plan plan;                                // flags applied
   std::optional<safetensors::Reader> reader;       // the source only
+  std::optional<io::DirectoryLock> lock;           // the source: held for the whole run
   safetensors::Header header;                      // the source's, on every rank
   std::vector<specs::ResolvedParameter> resolved;  // header order
   Module module;
@@ -62,6 +64,7 @@ absl::Status LoadInputs(Run& run) {
   SHARDKIT_RETURN_IF_ERROR(LoadPlan(run));
   SHARDKIT_RETURN_IF_ERROR(PrepareOutputDir(run.options.out_dir));
   if (!run.is_source()) return absl::OkStatus();
+  SHARDKIT_ASSIGN_OR_RETURN(run.lock, io::DirectoryLock::Acquire(run.options.out_dir));
   SHARDKIT_ASSIGN_OR_RETURN(run.reader, safetensors::Reader::Open(run.options.checkpoint_path));
   return absl::OkStatus();
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Bad input for `shardkit shard/gather/inspect` (the real binary): exit 2 with the error as the
-first stderr line; ranks that disagree or lose a peer all fail; a failed run leaves no index.json."""
+first stderr line; ranks that disagree or lose a peer all fail; a failed run leaves no index.json;
+an output directory another run holds (its .shardkit.lock locked) is refused."""
 
+import fcntl
 import json
 import os
 import signal
@@ -108,6 +110,37 @@ def bad_output_dirs(plan):
     check(not os.path.exists(path("hash-out/index.json")), "'#' run left index.json")
 
 
+def locked_output_dir(plan):
+    out = path("locked-out")
+    lock_path = os.path.join(out, ".shardkit.lock")
+    args = shard_args(plan, out=out) + ["--nproc", "3"]
+    os.makedirs(out)
+    with open(lock_path, "w") as lock:  # this process is the other run: a real flock(2)
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        r = run(args)
+        firsts = first_lines_per_rank(r.stderr, 3)
+        check(r.returncode == 2, f"locked dir: exit {r.returncode}: {r.stderr}")
+        check(len(firsts) == 3 and all(".shardkit.lock" in line and
+                                       "another shardkit run is writing this directory" in line
+                                       for line in firsts.values()),
+              f"locked dir: not every rank names the lock: {r.stderr}")
+        check(os.listdir(out) == [".shardkit.lock"], f"locked dir was written: {os.listdir(out)}")
+    r = run(args)  # released when the file was closed
+    check(r.returncode == 0, f"after the lock was released: exit {r.returncode}: {r.stderr}")
+    check(os.path.exists(lock_path), "the lock file was removed")
+    gathered = path("locked-gathered.safetensors")
+    r = run(["gather", "--in", out, "--out", gathered])
+    check(r.returncode == 0, f"gather of the once-locked dir: {r.stderr}")
+    if r.returncode == 0:
+        with open(CK, "rb") as a, open(gathered, "rb") as b:
+            check(a.read() == b.read(), "gather of the once-locked dir differs from the original")
+    r = run(args)  # the lock file is there, nobody holds it
+    check(r.returncode == 0, f"second run into a finished dir: exit {r.returncode}: {r.stderr}")
+    check(sorted(os.listdir(out)) == [".shardkit.lock", "index.json"] +
+          [f"rank-0000{rank}.safetensors" for rank in range(3)],
+          f"second run left {sorted(os.listdir(out))}")
+
+
 def launch_wrapper(rank1_plan, plan, out, extra=""):
     script = (f'if [ "$SHARDKIT_RANK" = 1 ]; then p="{rank1_plan}"; {extra} else p="{plan}"; fi; '
               f'exec "{BIN}" shard --plan "$p" --checkpoint "{CK}" --out "{out}"')
@@ -185,6 +218,7 @@ def main():
     bad_checkpoints(plan)
     bad_plans_and_flags(plan)
     bad_output_dirs(plan)
+    locked_output_dir(plan)
     disagreeing_plans(plan)
     killed_rank(plan)
     bad_gather_and_inspect(plan)

@@ -162,7 +162,7 @@ def round_trips(ck, original):
             check(r.stdout == "", f"{label}: shard wrote to stdout: {r.stdout!r}")
             check("matches no parameter" in r.stderr and "shardkit shard: 11 parameters" in r.stderr,
                   f"{label}: warning/summary missing: {r.stderr}")
-            want = {"index.json"} | {f"rank-{k:05d}.safetensors" for k in range(world)}
+            want = {".shardkit.lock", "index.json"} | {f"rank-{k:05d}.safetensors" for k in range(world)}
             check(set(os.listdir(out)) == want, f"{label}: files {sorted(os.listdir(out))}")
             index = check_index(out, original, world, strategy, label)
             check_rank_files(out, index, original, world, label)
@@ -189,7 +189,8 @@ def empty_rank_and_replaced_output():
     r = shard(ck, plan, out, 2, "scatter")  # replaces the 4-rank output
     check(r.returncode == 0, f"solo 2 ranks over 4: exit {r.returncode}: {r.stderr}")
     files = sorted(os.listdir(out))
-    check(files == ["index.json", "rank-00000.safetensors", "rank-00001.safetensors"], f"replaced: {files}")
+    check(files == [".shardkit.lock", "index.json", "rank-00000.safetensors", "rank-00001.safetensors"],
+          f"replaced: {files}")
 
 
 def file_order_and_no_metadata(original):

@@ -9,6 +9,7 @@
 #include "core/comm/collective_status.h"
 #include "core/engine/internal/descriptor_agreement.h"
 #include "core/engine/internal/shard_jobs.h"
+#include "specs/parameter_layout.h"
 
 namespace shardkit {
 namespace {
@@ -97,17 +98,74 @@ absl::Status ShardParameters(Module& module, const std::vector<ParameterSpec>& p
   return absl::OkStatus();
 }
 
-absl::Status ShardModule(Module& module, const specs::Plan& plan, Communicator& comm,
-                         const PlanOverrides& overrides, const ShardOptions& options) {
+namespace {
+
+// The parameters of `module` with the spec of the first rule of `plan` that matches (or none:
+// replicated), and `options` with the plan's src_rank and strategy unless `overrides` set them.
+std::vector<ParameterSpec> ApplyPlan(const Module& module, const specs::Plan& plan) {
   std::vector<ParameterSpec> parameters;
   for (const std::string& name : module.names()) {
     std::optional<size_t> rule = specs::MatchRule(plan, name);
     parameters.push_back({name, rule ? std::optional(plan.rules[*rule].spec) : std::nullopt});
   }
+  return parameters;
+}
+
+ShardOptions ResolveOptions(const specs::Plan& plan, const PlanOverrides& overrides,
+                            const ShardOptions& options) {
   ShardOptions resolved = options;
   resolved.src_rank = overrides.src_rank.value_or(static_cast<int>(plan.src_rank));
   resolved.strategy = overrides.strategy.value_or(plan.strategy);
-  return ShardParameters(module, parameters, comm, resolved);
+  return resolved;
+}
+
+}  // namespace
+
+absl::Status ShardModule(Module& module, const specs::Plan& plan, Communicator& comm,
+                         const PlanOverrides& overrides, const ShardOptions& options) {
+  return ShardParameters(module, ApplyPlan(module, plan), comm,
+                         ResolveOptions(plan, overrides, options));
+}
+
+absl::StatusOr<std::vector<AgreedParameter>> AgreeOnParameters(
+    const Module& module, const std::vector<ParameterSpec>& parameters, Communicator& comm,
+    const ShardOptions& requested) {
+  ShardOptions options = requested;
+  options.call.deadline = comm.Deadline(requested.call);
+  const OperationClock clock(options.call.deadline);
+  std::vector<internal::ShardJob> jobs =
+      internal::PrepareJobs(module, parameters, comm, options, /*layout_only=*/true);
+  SHARDKIT_RETURN_IF_ERROR(clock.Annotate(
+      internal::AgreeOnDescriptor(comm, internal::Describe(jobs, options, comm.world_size()),
+                                  internal::LocalErrors(jobs), "ShardParameter", options.call),
+      "ShardParameter agreement"));
+  std::vector<AgreedParameter> agreed;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    internal::ShardJob& job = jobs[i];
+    AgreedParameter& out = agreed.emplace_back();
+    out.name = job.name;
+    out.shape = job.shape;
+    out.dtype = job.dtype;
+    out.spec_json = job.spec_json;
+    if (!job.replicated) {
+      out.spec = std::move(job.bound);
+      out.shards = std::move(job.shards);
+      continue;
+    }
+    SHARDKIT_ASSIGN_OR_RETURN(specs::ParameterLayout layout,
+                              specs::LayOutParameter(std::nullopt, job.shape, comm.world_size()));
+    out.shards = std::move(layout.shards);
+  }
+  return agreed;
+}
+
+absl::StatusOr<std::vector<AgreedParameter>> AgreeOnPlan(const Module& module,
+                                                         const specs::Plan& plan,
+                                                         Communicator& comm,
+                                                         const PlanOverrides& overrides,
+                                                         const ShardOptions& options) {
+  return AgreeOnParameters(module, ApplyPlan(module, plan), comm,
+                           ResolveOptions(plan, overrides, options));
 }
 
 }  // namespace shardkit

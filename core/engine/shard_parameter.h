@@ -97,6 +97,32 @@ struct PlanOverrides {
                                        const PlanOverrides& overrides = {},
                                        const ShardOptions& options = {});
 
+// One parameter of an agreed plan (AgreeOnParameters): what a caller that moves the data itself
+// (the streaming checkpoint path) needs to know about it.
+struct AgreedParameter {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::kFloat32;
+  // The layout: sharded, the bound spec's shards in spec order; replicated, one whole-tensor
+  // shard per rank (specs::LayOutParameter).
+  std::optional<specs::ShardingSpec> spec;  // bound; nullopt: replicated
+  std::vector<specs::ShardMetadata> shards;
+  std::string spec_json;  // bound canonical JSON, or specs::kReplicatedJson
+};
+
+// Collective: steps 1 and 2 of ShardParameters — every local check and the agreement, with the
+// same errors, identical on every rank — and nothing else: no data moves and the module is not
+// changed. Every slot may hold a meta tensor (on the source too): the caller moves the data.
+// Returns the parameters in `parameters` order. Errors: as ShardParameters' agreement.
+[[nodiscard]] absl::StatusOr<std::vector<AgreedParameter>> AgreeOnParameters(
+    const Module& module, const std::vector<ParameterSpec>& parameters, Communicator& comm,
+    const ShardOptions& options = {});
+
+// AgreeOnParameters for a plan applied to every parameter of `module`, as ShardModule applies it.
+[[nodiscard]] absl::StatusOr<std::vector<AgreedParameter>> AgreeOnPlan(
+    const Module& module, const specs::Plan& plan, Communicator& comm,
+    const PlanOverrides& overrides = {}, const ShardOptions& options = {});
+
 }  // namespace shardkit
 
 #endif  // SHARDKIT_CORE_ENGINE_SHARD_PARAMETER_H_

@@ -210,6 +210,40 @@ void ReplicatedCase(int rank, Communicator& comm, std::string_view arg) {
 
 // ShardModule with a plan: rows, columns, enumerable (by "**") and replicated parameters; the
 // command-line strategy overrides the plan's; a plan that fails on one parameter changes nothing.
+// AgreeOnPlan with meta tensors on every rank (the source's too): layouts out, nothing moved or
+// changed; a rank with another shape makes every rank fail the same way.
+void AgreeOnPlanCase(int rank, Communicator& comm, std::string_view arg) {
+  const int world = comm.world_size();
+  const bool disagree = Json::parse(arg).value("disagree", false);
+  Module module;
+  const Shape w_shape = disagree && rank == world - 1 ? Shape{11, 4} : Shape{10, 4};
+  ASSERT_THAT(module.AddParameter("w", *Tensor::Meta(w_shape, DType::kBFloat16)), testing::IsOk());
+  ASSERT_THAT(module.AddParameter("b", *Tensor::Meta({3}, DType::kFloat32)), testing::IsOk());
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(specs::Plan plan, specs::ParsePlan(R"({"rules": [{"match": "w",
+      "spec": {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}}]})"));
+  comm.ResetCounters();
+  absl::StatusOr<std::vector<AgreedParameter>> agreed = AgreeOnPlan(module, plan, comm);
+  if (disagree) {
+    EXPECT_THAT(agreed, testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("parameters.w.shape")));
+    return;
+  }
+  ASSERT_THAT(agreed, testing::IsOk());
+  ASSERT_EQ(agreed->size(), 2u);
+  EXPECT_EQ((*agreed)[0].name, "w");
+  EXPECT_TRUE((*agreed)[0].spec.has_value());
+  EXPECT_EQ((*agreed)[0].shards.size(), static_cast<size_t>(world));
+  EXPECT_EQ((*agreed)[0].dtype, DType::kBFloat16);
+  EXPECT_FALSE((*agreed)[1].spec.has_value()) << "b is replicated";
+  EXPECT_EQ((*agreed)[1].spec_json, specs::kReplicatedJson);
+  ASSERT_EQ((*agreed)[1].shards.size(), static_cast<size_t>(world));
+  EXPECT_EQ((*agreed)[1].shards[0].sizes, Shape{3});
+  for (CollectiveOp op : {CollectiveOp::kScatter, CollectiveOp::kBroadcast}) {
+    EXPECT_EQ(comm.counters(op).calls, 0) << "no tensor data moves: " << CollectiveOpName(op);
+  }
+  EXPECT_FALSE(*module.IsSharded("w"));
+}
+
 void PlanCase(int rank, Communicator& comm, std::string_view arg) {
   const int world = comm.world_size();
   const std::vector<std::pair<std::string, Shape>> params = {{"layers.0.attn.qkv.weight", {9, 4}},
@@ -442,6 +476,8 @@ TEST_P(EngineTest, DisagreementsFailTheSameWayOnEveryRank) {
 TEST_P(EngineTest, SubgroupsReplicationInitAndGatherErrors) {
   RunCase(&SubgroupCase, Json::object());
   RunCase(&PlanCase, Json::object());
+  RunCase(&AgreeOnPlanCase, Json::object());
+  if (GetParam() > 1) RunCase(&AgreeOnPlanCase, Json{{"disagree", true}});
   RunCase(&ReplicatedCase, Json::object());
   RunCase(&InitFromLocalShardsCase, Json::object());
   RunCase(&GatherErrorCase, Json::object());

@@ -53,7 +53,7 @@ class LayoutCache {
 
 absl::Status CheckJob(ShardJob& job, const std::optional<specs::ShardingSpec>& spec,
                       const Module& module, const Communicator& comm, const ShardOptions& options,
-                      LayoutCache& layouts) {
+                      bool layout_only, LayoutCache& layouts) {
   SHARDKIT_ASSIGN_OR_RETURN(job.source, module.GetTensor(job.name));
   job.shape = job.source->shape();
   job.dtype = job.source->dtype();
@@ -76,7 +76,8 @@ absl::Status CheckJob(ShardJob& job, const std::optional<specs::ShardingSpec>& s
     return absl::InvalidArgumentError(
         absl::StrCat("src_rank ", options.src_rank, " is outside the group of ", world, " ranks"));
   }
-  const bool is_source = comm.rank() == options.src_rank;
+  // With layout_only no tensor data moves through the engine: the source's tensor is not read.
+  const bool is_source = comm.rank() == options.src_rank && !layout_only;
   if (is_source && job.source->is_meta()) {
     return absl::InvalidArgumentError("the source rank holds a meta tensor (no data to send)");
   }
@@ -104,7 +105,8 @@ absl::Status AllocateReceive(ShardJob& job, const Communicator& comm, const Shar
 
 std::vector<ShardJob> PrepareJobs(const Module& module,
                                   const std::vector<ParameterSpec>& parameters,
-                                  const Communicator& comm, const ShardOptions& options) {
+                                  const Communicator& comm, const ShardOptions& options,
+                                  bool layout_only) {
   std::vector<ShardJob> jobs;
   absl::flat_hash_set<std::string> seen;
   LayoutCache layouts;
@@ -114,9 +116,10 @@ std::vector<ShardJob> PrepareJobs(const Module& module,
     job.replicated = !parameter.spec.has_value();
     job.spec_json = specs::kReplicatedJson;
     absl::Status status = seen.insert(job.name).second
-                              ? CheckJob(job, parameter.spec, module, comm, options, layouts)
+                              ? CheckJob(job, parameter.spec, module, comm, options, layout_only,
+                                         layouts)
                               : absl::InvalidArgumentError("is listed twice");
-    if (status.ok()) status = AllocateReceive(job, comm, options);
+    if (status.ok() && !layout_only) status = AllocateReceive(job, comm, options);
     if (!status.ok()) {
       job.error = absl::StrCat("parameter \"", job.name, "\": ", status.message());
       job.recv_storage.reset();

@@ -32,10 +32,13 @@ struct ShardJob {
 };
 
 // Step 1 for every parameter: local checks and receive storage. Never fails as a whole: problems
-// are recorded in ShardJob::error (naming the parameter).
+// are recorded in ShardJob::error (naming the parameter). With `layout_only` (AgreeOnParameters:
+// the caller moves the data itself) every slot may hold a meta tensor, the source's included, and
+// nothing is allocated.
 std::vector<ShardJob> PrepareJobs(const Module& module,
                                   const std::vector<ParameterSpec>& parameters,
-                                  const Communicator& comm, const ShardOptions& options);
+                                  const Communicator& comm, const ShardOptions& options,
+                                  bool layout_only = false);
 
 // What every rank must agree on, and this rank's local problems.
 nlohmann::json Describe(const std::vector<ShardJob>& jobs, const ShardOptions& options,

@@ -156,6 +156,16 @@ absl::Status AtomicFile::Resize(uint64_t size) {
   return absl::OkStatus();
 }
 
+void AtomicFile::StartWriteback(uint64_t offset, uint64_t size) {
+#ifdef SYNC_FILE_RANGE_WRITE
+  (void)::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(size),
+                          SYNC_FILE_RANGE_WRITE);
+#else
+  (void)offset;
+  (void)size;
+#endif
+}
+
 absl::Status AtomicFile::Commit() {
   const int fd = std::exchange(fd_, -1);
   absl::Status status;

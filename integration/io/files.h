@@ -65,6 +65,12 @@ class AtomicFile {
   // size, before or after WriteAt. Errors: kUnavailable naming the temporary file and the OS error.
   [[nodiscard]] absl::Status Resize(uint64_t size);
 
+  // Asks the kernel to start writing bytes [offset, offset + size) to disk now, without waiting
+  // (sync_file_range SYNC_FILE_RANGE_WRITE), so that a long write's Commit has less left to
+  // flush: the disk works while the data is still arriving. Advice only: never fails, and
+  // Commit's fsync is what makes the file durable.
+  void StartWriteback(uint64_t offset, uint64_t size);
+
   // Makes the file durable and puts it in place: fsync, close, rename to path(), then fsync of the
   // parent directory (SyncDirectory) so that the new name survives a crash too.
   // Errors: kUnavailable if fsync or close fails; kInvalidArgument if the rename fails — in both

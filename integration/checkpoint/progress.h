@@ -3,8 +3,8 @@
 //   Progress progress(std::cerr, enabled, "shardkit shard: reading", n, total_bytes);
 //   for (...) { ...; progress.Step(k + 1, bytes_so_far); }
 //
-// A line ("shardkit shard: reading 3/12 parameters, 1.5 GiB/4.0 GiB, 820.0 MiB/s") is printed at
-// most once a second and never during the first second, so short runs stay quiet. Not
+// A line ("shardkit shard: reading 3/12 parameters, 1.5 GiB/4.0 GiB, 820.0 MiB/s, ETA 3 s") is
+// printed at most once a second and never during the first second, so short runs stay quiet. Not
 // thread-safe.
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_PROGRESS_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_PROGRESS_H_
@@ -23,10 +23,14 @@ std::string FormatBytes(int64_t bytes);
 // "820.0 MiB/s" (bytes over seconds; "-" when no time passed).
 std::string FormatRate(int64_t bytes, double seconds);
 
+// "ETA 12 s": the time left at the rate so far ("ETA -" before any progress).
+std::string FormatEta(int64_t done, int64_t total, double seconds);
+
 class Progress {
  public:
+  // `unit` names the items ("parameters", "rounds").
   Progress(std::ostream& out, bool enabled, std::string what, int64_t total_items,
-           int64_t total_bytes);
+           int64_t total_bytes, std::string unit = "parameters");
 
   // `items` and `bytes` done so far.
   void Step(int64_t items, int64_t bytes);
@@ -38,6 +42,7 @@ class Progress {
   std::ostream& out_;
   bool enabled_;
   std::string what_;
+  std::string unit_;
   int64_t total_items_;
   int64_t total_bytes_;
   absl::Time start_;

@@ -18,6 +18,8 @@ TEST(ProgressTest, FormatsBytesAndRates) {
   EXPECT_EQ(FormatBytes(int64_t{3} << 30), "3.0 GiB");
   EXPECT_EQ(FormatRate(2 << 20, 2.0), "1.0 MiB/s");
   EXPECT_EQ(FormatRate(5, 0), "-");
+  EXPECT_EQ(FormatEta(0, 100, 1.0), "ETA -");
+  EXPECT_EQ(FormatEta(25, 100, 2.0), "ETA 6 s");
 }
 
 TEST(ProgressTest, PrintsAtMostOncePerSecondAndOnlyWhenEnabled) {
@@ -32,6 +34,7 @@ TEST(ProgressTest, PrintsAtMostOncePerSecondAndOnlyWhenEnabled) {
   on.Step(3, 3072);  // throttled
   EXPECT_EQ(quiet.str(), "");
   EXPECT_THAT(loud.str(), HasSubstr("reading 2/4 parameters, 2.0 KiB/4.0 KiB, "));
+  EXPECT_THAT(loud.str(), HasSubstr("/s, ETA "));
   EXPECT_EQ(loud.str().find("3/4"), std::string::npos);
 }
 

@@ -296,8 +296,8 @@ std::vector<TensorInfo> LayOut(std::vector<TensorInfo> tensors) {
 Writer::Writer(io::AtomicFile file, std::vector<TensorInfo> tensors)
     : file_(std::move(file)), tensors_(std::move(tensors)) {}
 
-absl::StatusOr<Writer> Writer::Create(const std::string& path, std::vector<TensorInfo> tensors,
-                                      const std::map<std::string, std::string>& metadata) {
+absl::StatusOr<FileLayout> PlanFile(const std::string& path, std::vector<TensorInfo> tensors,
+                                    const std::map<std::string, std::string>& metadata) {
   for (const TensorInfo& info : tensors) {
     SHARDKIT_RETURN_IF_ERROR(Annotate(ComputeShapeSize(info.shape, info.dtype).status(), path));
   }
@@ -310,15 +310,22 @@ absl::StatusOr<Writer> Writer::Create(const std::string& path, std::vector<Tenso
       return Invalid(path, absl::StrCat("duplicate tensor name \"", tensors[i].name, "\""));
     }
   }
+  FileLayout layout;
   const std::string header = SerializeHeader(tensors, metadata);
+  layout.prefix.resize(8);
+  for (int i = 0; i < 8; ++i) layout.prefix[i] = static_cast<char>(header.size() >> (8 * i));
+  layout.prefix += header;
+  for (const TensorInfo& info : tensors) layout.data_size = std::max(layout.data_size, info.end);
+  layout.tensors = std::move(tensors);
+  return layout;
+}
+
+absl::StatusOr<Writer> Writer::Create(const std::string& path, std::vector<TensorInfo> tensors,
+                                      const std::map<std::string, std::string>& metadata) {
+  SHARDKIT_ASSIGN_OR_RETURN(FileLayout layout, PlanFile(path, std::move(tensors), metadata));
   SHARDKIT_ASSIGN_OR_RETURN(io::AtomicFile file, io::AtomicFile::Create(path));
-  unsigned char length_bytes[8];
-  for (int i = 0; i < 8; ++i) {
-    length_bytes[i] = static_cast<unsigned char>(header.size() >> (8 * i));
-  }
-  SHARDKIT_RETURN_IF_ERROR(file.Write(length_bytes, 8));
-  SHARDKIT_RETURN_IF_ERROR(file.Write(header.data(), header.size()));
-  return Writer(std::move(file), std::move(tensors));
+  SHARDKIT_RETURN_IF_ERROR(file.Write(layout.prefix.data(), layout.prefix.size()));
+  return Writer(std::move(file), std::move(layout.tensors));
 }
 
 absl::Status Writer::Append(const Tensor& tensor) {

@@ -59,6 +59,22 @@ struct Header {
 std::string SerializeHeader(const std::vector<TensorInfo>& tensors,
                             const std::map<std::string, std::string>& metadata);
 
+// The layout of a file about to be written: its tensors in name order with their offsets, and
+// the bytes before the data region (the 8-byte header length and the header). Writers that place
+// bytes at their final offsets (the streaming checkpoint paths) write `prefix`, then each tensor's
+// bytes at prefix.size() + begin.
+struct FileLayout {
+  std::vector<TensorInfo> tensors;
+  std::string prefix;
+  uint64_t data_size = 0;
+};
+
+// Lays out `tensors` (only name, dtype and shape are used). `path` names the file in messages.
+// Errors: kInvalidArgument for duplicate or reserved names or a shape too large.
+[[nodiscard]] absl::StatusOr<FileLayout> PlanFile(
+    const std::string& path, std::vector<TensorInfo> tensors,
+    const std::map<std::string, std::string>& metadata = {});
+
 // Reads a file's header once; tensor data is read on demand with pread into exactly the bytes of
 // the requested tensor (the file is never loaded whole). Movable, not copyable.
 class Reader {

@@ -1,0 +1,260 @@
+#include "integration/checkpoint/stream_shard.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/comm/collective_status.h"
+#include "integration/checkpoint/slot_pipe.h"
+#include "integration/checkpoint/stream_buffer.h"
+#include "integration/checkpoint/tensor_bytes_reader.h"
+
+namespace shardkit::checkpoint {
+namespace {
+
+constexpr size_t kSlots = 2;  // double buffering: one slot in use, the next one being filled
+
+// The window ranges rank `rank` receives in `round`, adjacent blocks merged: its blocks (scatter)
+// or the whole window (broadcast). Sender and receiver cut the transfer the same way.
+std::vector<std::pair<int64_t, int64_t>> Segments(const Round& round, int rank, bool broadcast) {
+  std::vector<std::pair<int64_t, int64_t>> segments;
+  if (broadcast) {
+    const auto total = static_cast<int64_t>(round.end - round.begin);
+    if (total > 0) segments.emplace_back(0, total);
+    return segments;
+  }
+  for (size_t b : round.for_rank[static_cast<size_t>(rank)]) {
+    const Block& block = round.blocks[b];
+    if (!segments.empty() && segments.back().first + segments.back().second == block.window_offset) {
+      segments.back().second += block.bytes;
+    } else {
+      segments.emplace_back(block.window_offset, block.bytes);
+    }
+  }
+  return segments;
+}
+
+// Fills the window with one tensor's blocks in `round`, reading the tensor's part of the round
+// once: in staging-sized steps, every shard's pieces of a step together.
+absl::Status FillTensor(const StreamTensor& t, const Round& round,
+                        std::span<const Block* const> blocks, TensorBytesReader& reader,
+                        int64_t step, std::byte* window) {
+  const auto from = static_cast<int64_t>(std::max(round.begin, t.begin) - t.begin);
+  const auto to = static_cast<int64_t>(std::min(round.end, t.end) - t.begin);
+  if (t.replicated) return reader.Copy(from, to - from, window + blocks[0]->window_offset);
+  absl::Status status;
+  for (int64_t at = from; at < to && status.ok(); at += step) {
+    for (const Block* block : blocks) {
+      const int64_t shift = block->window_offset - block->first;  // window position of byte 0
+      ForEachPiece(t.runs[static_cast<size_t>(block->shard)], at, std::min(to, at + step),
+                   [&](int64_t tensor_at, int64_t shard_at, int64_t bytes) {
+                     if (status.ok()) {
+                       status = reader.Copy(tensor_at, bytes, window + (shift + shard_at));
+                     }
+                   });
+    }
+  }
+  return status;
+}
+
+// The source: fills `window` with the blocks of `round`, tensor by tensor in file order.
+absl::Status FillWindow(const StreamSchedule& schedule, const Round& round,
+                        const safetensors::Reader& source, TensorBytesReader& reader,
+                        int64_t step, std::byte* window) {
+  std::vector<const Block*> blocks;  // grouped by tensor (the window is rank-major)
+  for (const Block& block : round.blocks) blocks.push_back(&block);
+  std::stable_sort(blocks.begin(), blocks.end(),
+                   [](const Block* a, const Block* b) { return a->tensor < b->tensor; });
+  for (size_t first = 0, last = 0; first < blocks.size(); first = last) {
+    while (last < blocks.size() && blocks[last]->tensor == blocks[first]->tensor) ++last;
+    const StreamTensor& t = schedule.tensors()[blocks[first]->tensor];
+    SHARDKIT_ASSIGN_OR_RETURN(const safetensors::TensorInfo* info, source.Find(t.name));
+    reader.Reset(source, *info);
+    SHARDKIT_RETURN_IF_ERROR(FillTensor(
+        t, round, std::span<const Block* const>(blocks).subspan(first, last - first), reader,
+        step, window));
+  }
+  return absl::OkStatus();
+}
+
+// Writes this rank's blocks of `round` from `data`: block i of its list at positions[i].
+absl::Status WriteBlocks(const Round& round, int rank, bool broadcast, const std::byte* data,
+                         const StreamOutput& output, int64_t& written) {
+  int64_t position = 0;
+  for (size_t b : round.for_rank[static_cast<size_t>(rank)]) {
+    const Block& block = round.blocks[b];
+    const int64_t at = broadcast ? block.window_offset : position;
+    position += block.bytes;
+    const int64_t dest =
+        output.data_start +
+        output.dest[block.tensor][static_cast<size_t>(std::max<int64_t>(block.shard, 0))] +
+        block.first;
+    SHARDKIT_RETURN_IF_ERROR(output.file->WriteAt(static_cast<uint64_t>(dest), data + at,
+                                                  static_cast<size_t>(block.bytes)));
+    output.file->StartWriteback(static_cast<uint64_t>(dest), static_cast<uint64_t>(block.bytes));
+    written += block.bytes;
+  }
+  return absl::OkStatus();
+}
+
+constexpr char kStreaming[] = "streaming shards";
+
+std::string RoundContext(int64_t k, int64_t rounds) {
+  return absl::StrCat("streaming shards (round ", k + 1, " of ", rounds, ")");
+}
+
+}  // namespace
+
+namespace {
+
+// The source's side: a filler thread reads the windows ahead; this thread agrees, sends and
+// writes the source's own blocks. A read or write error is reported in the next status round.
+absl::StatusOr<StreamStats> StreamFromSource(const StreamSchedule& schedule,
+                                             const safetensors::Reader& source,
+                                             const StreamOutput& output, Communicator& comm,
+                                             const StreamOptions& options) {
+  const int64_t rounds = schedule.rounds();
+  const int64_t window_bytes = std::min(schedule.window(), schedule.total_bytes());
+  StreamStats stats;
+  std::vector<StreamBuffer> windows;
+  for (size_t i = 0; i < std::min<size_t>(kSlots, static_cast<size_t>(rounds)); ++i) {
+    windows.emplace_back(window_bytes);
+  }
+  StreamBuffer staging(options.staging_bytes);
+  stats.buffer_bytes = window_bytes * static_cast<int64_t>(windows.size()) + options.staging_bytes;
+  SlotPipe pipe(std::max<size_t>(windows.size(), 1));
+  TensorBytesReader reader(
+      std::span<std::byte>(staging.data(), static_cast<size_t>(options.staging_bytes)));
+  std::thread filler([&] {
+    for (int64_t k = 0; k < rounds; ++k) {
+      std::optional<size_t> slot = pipe.AcquireFree();
+      if (!slot) return;
+      pipe.Publish(*slot, FillWindow(schedule, schedule.MakeRound(k), source, reader,
+                                     options.staging_bytes, windows[*slot].data()));
+    }
+  });
+  absl::Status local, status;
+  for (int64_t k = 0; k <= rounds; ++k) {  // one status round more: it covers the last writes
+    std::optional<SlotPipe::Filled> filled;
+    if (k < rounds) filled = pipe.WaitFilled();
+    if (filled && local.ok()) local = filled->status;
+    status = AgreeOnStatus(comm, local, kStreaming, options.call);
+    if (!status.ok() || k == rounds) break;
+    const Round round = schedule.MakeRound(k);
+    const std::byte* window = windows[filled->slot].data();
+    std::vector<std::vector<ConstBuffer>> sends(static_cast<size_t>(comm.world_size()));
+    for (int r = 0; r < comm.world_size(); ++r) {
+      if (r == comm.rank()) continue;
+      for (const auto& [at, bytes] : Segments(round, r, options.broadcast)) {
+        sends[static_cast<size_t>(r)].emplace_back(window + at, static_cast<size_t>(bytes));
+      }
+    }
+    status = Annotate(comm.ScatterSegments(sends, {}, comm.rank(), options.call),
+                      RoundContext(k, rounds));
+    if (!status.ok()) break;
+    // The source's own blocks are in the window at their window offsets (as under broadcast).
+    local = WriteBlocks(round, comm.rank(), /*broadcast=*/true, window, output,
+                        stats.bytes_written);
+    pipe.Release(filled->slot);
+    if (options.on_round) options.on_round(static_cast<int64_t>(round.end));
+  }
+  pipe.Close();
+  filler.join();
+  stats.bytes_read = reader.bytes_read();
+  if (!status.ok()) return status;
+  return stats;
+}
+
+// A receiver's side: this thread agrees and receives into one buffer while a writer thread
+// writes the other one's blocks. A write error is reported in the next status round.
+absl::StatusOr<StreamStats> StreamToReceiver(const StreamSchedule& schedule,
+                                             const StreamOutput& output, Communicator& comm,
+                                             const StreamOptions& options) {
+  const int rank = comm.rank();
+  const int64_t rounds = schedule.rounds();
+  const int64_t buffer_bytes = options.broadcast
+                                   ? std::min(schedule.window(), schedule.total_bytes())
+                                   : schedule.MaxRankBytes(rank);
+  StreamStats stats;
+  std::vector<StreamBuffer> buffers;
+  for (size_t i = 0; i < std::min<size_t>(kSlots, static_cast<size_t>(rounds)); ++i) {
+    buffers.emplace_back(buffer_bytes);
+  }
+  stats.buffer_bytes = buffer_bytes * static_cast<int64_t>(buffers.size());
+  SlotPipe pipe(std::max<size_t>(buffers.size(), 1));
+  std::mutex mu;
+  absl::Status write_status;  // the writer's first error
+  std::thread writer([&] {
+    for (int64_t k = 0; k < rounds; ++k) {
+      std::optional<SlotPipe::Filled> filled = pipe.WaitFilled();
+      if (!filled) return;
+      absl::Status status = WriteBlocks(schedule.MakeRound(k), rank, options.broadcast,
+                                        buffers[filled->slot].data(), output, stats.bytes_written);
+      pipe.Release(filled->slot);
+      if (!status.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        write_status = std::move(status);
+        pipe.Close();  // wakes the receiving thread, which reports it
+        return;
+      }
+    }
+  });
+  absl::Status status;
+  for (int64_t k = 0; k <= rounds; ++k) {  // one status round more: it covers the last writes
+    std::optional<size_t> slot;
+    if (k < rounds) slot = pipe.AcquireFree();
+    if (k == rounds) writer.join();
+    absl::Status local;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      local = write_status;
+    }
+    if (k < rounds && !slot && local.ok()) local = absl::InternalError("the writer stopped");
+    status = AgreeOnStatus(comm, local, kStreaming, options.call);
+    if (!status.ok() || k == rounds) break;
+    const Round round = schedule.MakeRound(k);
+    std::vector<MutableBuffer> recvs;
+    int64_t position = 0;
+    for (const auto& [at, bytes] : Segments(round, rank, options.broadcast)) {
+      recvs.emplace_back(buffers[*slot].data() + position, static_cast<size_t>(bytes));
+      position += bytes;
+    }
+    status = Annotate(comm.ScatterSegments({}, recvs, options.src_rank, options.call),
+                      RoundContext(k, rounds));
+    if (!status.ok()) break;
+    pipe.Publish(*slot, absl::OkStatus());
+  }
+  pipe.Close();
+  if (writer.joinable()) writer.join();
+  if (!status.ok()) return status;
+  return stats;
+}
+
+}  // namespace
+
+Budget SplitBudget(int64_t budget_bytes) {
+  Budget budget;
+  budget.staging = std::clamp<int64_t>(budget_bytes / 16, 64 << 10, 4 << 20);
+  budget.staging = std::min(budget.staging, std::max<int64_t>(budget_bytes / 4, 1));
+  budget.window = std::max<int64_t>((budget_bytes - budget.staging) / 2, 1);
+  return budget;
+}
+
+absl::StatusOr<StreamStats> StreamShards(const StreamSchedule& schedule,
+                                         const safetensors::Reader* source,
+                                         const StreamOutput& output, Communicator& comm,
+                                         const StreamOptions& options) {
+  if (comm.rank() == options.src_rank) {
+    return StreamFromSource(schedule, *source, output, comm, options);
+  }
+  return StreamToReceiver(schedule, output, comm, options);
+}
+
+}  // namespace shardkit::checkpoint

@@ -1,0 +1,52 @@
+// TensorBytesReader: copies byte ranges of one tensor's data in a safetensors file into memory —
+// long ranges with one pread straight into place, short ones (a shard's rows of a few KiB)
+// through a small reused staging buffer that one pread fills for many of them. The streaming
+// paths (shard's source, gather) read every byte they need this way, once, and never map a file.
+//
+//   TensorBytesReader reader(staging);           // staging: caller-owned, reused
+//   reader.Reset(file, info);                     // the tensor to read from
+//   SHARDKIT_RETURN_IF_ERROR(reader.Copy(offset, bytes, dst));  // in increasing offset order
+//
+// Copies in increasing offset order make the most of the staging buffer; any order is correct.
+// Not thread-safe; `file` and `staging` must outlive the reader's use of them.
+#ifndef SHARDKIT_INTEGRATION_CHECKPOINT_TENSOR_BYTES_READER_H_
+#define SHARDKIT_INTEGRATION_CHECKPOINT_TENSOR_BYTES_READER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "absl/status/status.h"
+#include "integration/safetensors/safetensors.h"
+
+namespace shardkit::checkpoint {
+
+// Ranges of at least this many bytes are read straight into place.
+inline constexpr int64_t kDirectReadBytes = 64 << 10;
+
+class TensorBytesReader {
+ public:
+  explicit TensorBytesReader(std::span<std::byte> staging) : staging_(staging) {}
+
+  // Reads from `tensor` of `file` from now on (what was staged is forgotten).
+  void Reset(const safetensors::Reader& file, const safetensors::TensorInfo& tensor);
+
+  // Copies bytes [offset, offset + size) of the tensor's data to `dst`.
+  // Errors: kUnavailable (naming the file) on I/O errors or a truncated file.
+  [[nodiscard]] absl::Status Copy(int64_t offset, int64_t size, std::byte* dst);
+
+  // Bytes read from the file so far (staged reads count what they read).
+  int64_t bytes_read() const { return bytes_read_; }
+
+ private:
+  std::span<std::byte> staging_;
+  const safetensors::Reader* file_ = nullptr;
+  const safetensors::TensorInfo* tensor_ = nullptr;
+  int64_t staged_begin_ = 0;  // tensor bytes [staged_begin_, staged_end_) are in staging_
+  int64_t staged_end_ = 0;
+  int64_t bytes_read_ = 0;
+};
+
+}  // namespace shardkit::checkpoint
+
+#endif  // SHARDKIT_INTEGRATION_CHECKPOINT_TENSOR_BYTES_READER_H_

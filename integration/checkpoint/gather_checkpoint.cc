@@ -1,6 +1,10 @@
 #include "integration/checkpoint/gather_checkpoint.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
+#include <span>
+#include <thread>
 #include <set>
 #include <utility>
 #include <vector>
@@ -8,9 +12,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/status_macros.h"
-#include "core/engine/sharded_tensor.h"
+#include "integration/checkpoint/byte_runs.h"
 #include "integration/checkpoint/progress.h"
 #include "integration/checkpoint/shard_dir.h"
+#include "integration/checkpoint/slot_pipe.h"
+#include "integration/checkpoint/stream_buffer.h"
+#include "integration/checkpoint/stream_schedule.h"
+#include "integration/checkpoint/stream_shard.h"
+#include "integration/checkpoint/tensor_bytes_reader.h"
+#include "integration/io/files.h"
+#include "integration/io/proc_status.h"
 #include "integration/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {
@@ -66,59 +77,132 @@ absl::Status VerifyShards(const std::vector<Reader>& readers, const ShardIndex& 
   return absl::OkStatus();
 }
 
-absl::StatusOr<Tensor> Assemble(const std::vector<Reader>& readers, const ShardIndex& index,
-                                const IndexParameter& parameter) {
-  if (!parameter.spec) {  // replicated: the source's copy
-    for (size_t i = 0; i < parameter.shards.size(); ++i) {
-      const IndexShard& shard = parameter.shards[i];
-      if (shard.metadata.placement.rank() != index.src_rank) continue;
-      return readers[static_cast<size_t>(index.src_rank)].ReadTensor(shard.tensor);
+// The output's tensors (name order, as index.json lists them) with their layouts and offsets.
+std::vector<StreamTensor> OutputTensors(const ShardIndex& index,
+                                        const std::vector<TensorInfo>& placed) {
+  std::vector<StreamTensor> tensors;
+  for (size_t i = 0; i < index.parameters.size(); ++i) {
+    const IndexParameter& parameter = index.parameters[i];
+    std::vector<specs::ShardMetadata> shards;
+    for (const IndexShard& shard : parameter.shards) shards.push_back(shard.metadata);
+    tensors.push_back(MakeStreamTensor(parameter.name, parameter.dtype, parameter.shape,
+                                       placed[i].begin, placed[i].end, !parameter.spec.has_value(),
+                                       std::move(shards)));
+  }
+  return tensors;
+}
+
+// Fills `window` with output bytes [begin, end): every tensor's part of it, from its shards
+// (replicated tensors: the source rank's copy).
+absl::Status FillOutput(const std::vector<Reader>& readers, const ShardIndex& index,
+                        const std::vector<StreamTensor>& tensors, uint64_t begin, uint64_t end,
+                        TensorBytesReader& bytes, std::byte* window) {
+  auto first = std::partition_point(tensors.begin(), tensors.end(),
+                                    [&](const StreamTensor& t) { return t.end <= begin; });
+  for (auto t = first; t != tensors.end() && t->begin < end; ++t) {
+    const IndexParameter& parameter = index.parameters[static_cast<size_t>(t - tensors.begin())];
+    const auto from = static_cast<int64_t>(std::max(begin, t->begin) - t->begin);
+    const auto to = static_cast<int64_t>(std::min(end, t->end) - t->begin);
+    // Window position of the tensor's byte x: shift + x (the tensor may start before the window).
+    const int64_t shift = static_cast<int64_t>(t->begin) - static_cast<int64_t>(begin);
+    for (size_t s = 0; s < parameter.shards.size(); ++s) {
+      const IndexShard& shard = parameter.shards[s];
+      const auto rank = shard.metadata.placement.rank();
+      if (t->replicated && rank != index.src_rank) continue;
+      SHARDKIT_ASSIGN_OR_RETURN(const TensorInfo* info, FindShard(readers, parameter, s));
+      bytes.Reset(readers[static_cast<size_t>(rank)], *info);
+      if (t->replicated) {
+        SHARDKIT_RETURN_IF_ERROR(bytes.Copy(from, to - from, window + (shift + from)));
+        continue;
+      }
+      absl::Status status;
+      ForEachPiece(t->runs[s], from, to, [&](int64_t tensor_at, int64_t shard_at, int64_t n) {
+        if (status.ok()) status = bytes.Copy(shard_at, n, window + (shift + tensor_at));
+      });
+      SHARDKIT_RETURN_IF_ERROR(status);
     }
   }
-  SHARDKIT_ASSIGN_OR_RETURN(Tensor full, Tensor::Empty(parameter.shape, parameter.dtype));
-  for (size_t i = 0; i < parameter.shards.size(); ++i) {
-    const IndexShard& shard = parameter.shards[i];
-    const Reader& reader = readers[static_cast<size_t>(shard.metadata.placement.rank())];
-    SHARDKIT_ASSIGN_OR_RETURN(const TensorInfo* info, FindShard(readers, parameter, i));
-    SHARDKIT_ASSIGN_OR_RETURN(Tensor view, NarrowToShard(full, shard.metadata));
-    if (view.IsContiguous()) {
-      SHARDKIT_RETURN_IF_ERROR(reader.ReadBytes(*info, 0, info->end - info->begin, view.data()));
-      continue;
+  return absl::OkStatus();
+}
+
+// The output's data region, window by window: this thread fills one window while a writer thread
+// writes the other at its offset.
+absl::Status WriteOutput(const std::vector<Reader>& readers, const ShardIndex& index,
+                          const std::vector<StreamTensor>& tensors, int64_t total,
+                          int64_t data_start, io::AtomicFile& file, int64_t memory_bytes,
+                          Progress& meter) {
+  const Budget budget = SplitBudget(memory_bytes);
+  const int64_t window = std::max<int64_t>(std::min(budget.window, total), 1);
+  const int64_t rounds = (total + window - 1) / window;
+  std::vector<StreamBuffer> windows;
+  for (int64_t i = 0; i < std::min<int64_t>(2, rounds); ++i) windows.emplace_back(window);
+  StreamBuffer staging(budget.staging);
+  TensorBytesReader bytes(std::span<std::byte>(staging.data(), staging.size()));
+  SlotPipe pipe(std::max<size_t>(windows.size(), 1));
+  absl::Status write_status;
+  std::thread writer([&] {
+    for (int64_t k = 0; k < rounds; ++k) {
+      std::optional<SlotPipe::Filled> filled = pipe.WaitFilled();
+      if (!filled) return;
+      const int64_t begin = k * window, size = std::min(window, total - begin);
+      write_status = file.WriteAt(static_cast<uint64_t>(data_start + begin),
+                                  windows[filled->slot].data(), static_cast<size_t>(size));
+      file.StartWriteback(static_cast<uint64_t>(data_start + begin), static_cast<uint64_t>(size));
+      pipe.Release(filled->slot);
+      if (!write_status.ok()) {
+        pipe.Close();  // wakes the filling thread, which stops
+        return;
+      }
     }
-    SHARDKIT_ASSIGN_OR_RETURN(Tensor piece, reader.ReadTensor(shard.tensor));
-    SHARDKIT_RETURN_IF_ERROR(view.CopyFrom(piece));
+  });
+  absl::Status status;
+  for (int64_t k = 0; k < rounds && status.ok(); ++k) {
+    std::optional<size_t> slot = pipe.AcquireFree();
+    if (!slot) break;  // the writer failed
+    const auto begin = static_cast<uint64_t>(k * window);
+    const auto end = static_cast<uint64_t>(std::min(total, (k + 1) * window));
+    status = FillOutput(readers, index, tensors, begin, end, bytes, windows[*slot].data());
+    pipe.Publish(*slot, absl::OkStatus());
+    meter.Step(k + 1, static_cast<int64_t>(end));
   }
-  return full;
+  if (!status.ok()) pipe.Close();
+  writer.join();
+  return status.ok() ? write_status : status;
 }
 
 }  // namespace
 
 absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_path,
-                              std::ostream& log, bool progress) {
+                              std::ostream& log, const GatherOptions& options) {
   SHARDKIT_ASSIGN_OR_RETURN(ShardIndex index, ReadIndex(in_dir));
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<Reader> readers, OpenRankFiles(in_dir, index));
   SHARDKIT_RETURN_IF_ERROR(VerifyShards(readers, index));
   std::vector<TensorInfo> infos;
-  int64_t total_bytes = 0;
   for (const IndexParameter& parameter : index.parameters) {
     infos.push_back({parameter.name, parameter.dtype, parameter.shape, 0, 0});
-    total_bytes += ComputeShapeSize(parameter.shape, parameter.dtype)->nbytes;
   }
-  SHARDKIT_ASSIGN_OR_RETURN(
-      safetensors::Writer writer,
-      safetensors::Writer::Create(out_path, std::move(infos), index.metadata));
-  Progress meter(log, progress, "shardkit gather: writing",
-                 static_cast<int64_t>(index.parameters.size()), total_bytes);
-  // index.parameters and writer.tensors() are both in name order.
-  for (size_t i = 0; i < index.parameters.size(); ++i) {
-    SHARDKIT_ASSIGN_OR_RETURN(Tensor tensor, Assemble(readers, index, index.parameters[i]));
-    SHARDKIT_RETURN_IF_ERROR(writer.Append(tensor));
-    meter.Step(static_cast<int64_t>(i + 1), static_cast<int64_t>(writer.tensors()[i].end));
-  }
-  SHARDKIT_RETURN_IF_ERROR(writer.Commit());
-  log << absl::StrFormat("shardkit gather: %d parameters (%s) from %d rank files to %s in %.3f s\n",
-                         index.parameters.size(), FormatBytes(total_bytes), index.world_size,
-                         out_path, meter.Elapsed())
+  SHARDKIT_ASSIGN_OR_RETURN(safetensors::FileLayout layout,
+                            safetensors::PlanFile(out_path, std::move(infos), index.metadata));
+  // index.parameters and layout.tensors are both in name order.
+  const std::vector<StreamTensor> tensors = OutputTensors(index, layout.tensors);
+  const auto total = static_cast<int64_t>(layout.data_size);
+  SHARDKIT_ASSIGN_OR_RETURN(io::AtomicFile file, io::AtomicFile::Create(out_path));
+  SHARDKIT_RETURN_IF_ERROR(file.Write(layout.prefix.data(), layout.prefix.size()));
+  SHARDKIT_RETURN_IF_ERROR(file.Resize(layout.prefix.size() + layout.data_size));
+  const int64_t window = std::max<int64_t>(SplitBudget(options.memory_bytes).window, 1);
+  Progress meter(log, options.progress, "shardkit gather: writing", (total + window - 1) / window,
+                 total, "windows");
+  SHARDKIT_RETURN_IF_ERROR(WriteOutput(readers, index, tensors, total,
+                                        static_cast<int64_t>(layout.prefix.size()), file,
+                                        options.memory_bytes, meter));
+  SHARDKIT_RETURN_IF_ERROR(file.Commit());
+  absl::StatusOr<int64_t> peak = io::ProcStatusBytes("VmHWM");
+  log << absl::StrFormat(
+             "shardkit gather: %d parameters (%s) from %d rank files to %s in %.3f s (%s), "
+             "peak RSS %.1f MiB\n",
+             index.parameters.size(), FormatBytes(total), index.world_size, out_path,
+             meter.Elapsed(), FormatRate(total, meter.Elapsed()),
+             peak.ok() ? static_cast<double>(*peak) / (1 << 20) : 0.0)
       << std::flush;
   return absl::OkStatus();
 }

@@ -6,13 +6,13 @@
 // index.json is validated first (ReadIndex: schema, specs, tiling, naming); then every shard it
 // lists must be in its rank file with the parameter's dtype and the shard's sizes, and no rank
 // file may hold a tensor the index does not list. Sharded parameters are rebuilt from their
-// shards (contiguous shards are read straight into place); replicated ones are the source rank's
-// copy. The output is streamed parameter by parameter (one parameter in memory at a time) and
-// written atomically: header keys sorted, __metadata__ restored, the same names, dtypes, shapes
-// and bytes as the checkpoint that was sharded.
+// shards; replicated ones are the source rank's copy. The output has its header keys sorted,
+// __metadata__ restored, and the same names, dtypes, shapes and bytes as the checkpoint that was
+// sharded.
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_GATHER_CHECKPOINT_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_GATHER_CHECKPOINT_H_
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 
@@ -20,12 +20,20 @@
 
 namespace shardkit::checkpoint {
 
-// Writes `out_path`; a summary line (and progress lines when `progress`) go to `log`.
+struct GatherOptions {
+  bool progress = false;                     // progress lines on `log`
+  int64_t memory_bytes = int64_t{512} << 20;  // at most this much tensor data in memory at once
+};
+
+// Writes `out_path` durably (fsync, rename, directory fsync), window by window: every byte is
+// read once with pread into one of two reused windows (short pieces through a small staging
+// buffer) and written at its final offset, so memory stays within `options.memory_bytes`
+// whatever the checkpoint's size. A summary line (and progress lines when enabled) go to `log`.
 // Errors: kNotFound if index.json or a rank file is missing; kInvalidArgument for an invalid
 // index, a malformed rank file, a shard that is missing or has the wrong dtype or shape, an
 // unlisted tensor, or an output path that cannot be written; kUnavailable for I/O errors.
 [[nodiscard]] absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_path,
-                                            std::ostream& log, bool progress = false);
+                                            std::ostream& log, const GatherOptions& options = {});
 
 }  // namespace shardkit::checkpoint
 

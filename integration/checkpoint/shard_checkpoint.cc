@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -15,12 +16,22 @@
 #include "core/engine/shard_parameter.h"
 #include "integration/checkpoint/progress.h"
 #include "integration/checkpoint/shard_dir.h"
+#include "integration/checkpoint/stream_schedule.h"
+#include "integration/checkpoint/stream_shard.h"
 #include "integration/io/dir_lock.h"
 #include "integration/io/files.h"
+#include "integration/io/proc_status.h"
 #include "integration/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {
 namespace {
+
+// What every rank reports at the end, for the source's summary.
+struct RankReport {
+  int64_t bytes_written = 0;
+  int64_t peak_rss = 0;    // VmHWM at the end
+  int64_t rss_growth = 0;  // VmHWM at the end minus VmHWM (reset) just before data moved
+};
 
 // Everything one rank knows about the run, filled in step by step.
 struct Run {
@@ -32,10 +43,15 @@ struct Run {
   std::optional<io::DirectoryLock> lock;           // the source: held for the whole run
   safetensors::Header header;                      // the source's, on every rank
   std::vector<specs::ResolvedParameter> resolved;  // header order
-  Module module;
+  Module module;                                   // meta tensors, header order
   std::vector<std::string> warnings;
-  double read_seconds = 0;
-  double shard_seconds = 0;
+  std::vector<AgreedParameter> agreed;  // header order
+  std::optional<StreamSchedule> schedule;
+  std::optional<io::AtomicFile> file;  // this rank's output, until committed
+  StreamOutput output;
+  StreamStats stream;
+  double stream_seconds = 0;
+  std::vector<RankReport> reports;  // the source: every rank's
 
   bool is_source() const { return comm.rank() == plan.src_rank; }
   std::string RankPath(int rank) const {
@@ -122,40 +138,105 @@ absl::Status ResolveParameters(Run& run, std::string_view header_bytes) {
   return absl::OkStatus();
 }
 
-// Step 3 (the source): clears an earlier index.json, then reads every tensor once.
-absl::Status ReadTensors(Run& run) {
-  if (!run.is_source()) return absl::OkStatus();
-  SHARDKIT_RETURN_IF_ERROR(RemoveEarlierOutput(run.options.out_dir, run.comm.world_size()));
-  const std::vector<safetensors::TensorInfo>& tensors = run.header.tensors;
-  Progress progress(run.log, run.options.progress, "shardkit shard: reading",
-                    static_cast<int64_t>(tensors.size()),
-                    tensors.empty() ? 0 : static_cast<int64_t>(tensors.back().end));
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    SHARDKIT_ASSIGN_OR_RETURN(Tensor tensor, run.reader->ReadTensor(tensors[i].name));
-    SHARDKIT_RETURN_IF_ERROR(run.module.SetTensor(tensors[i].name, std::move(tensor)));
-    progress.Step(static_cast<int64_t>(i + 1), static_cast<int64_t>(tensors[i].end));
+// Step 3: every rank agrees on the whole plan (the engine's agreement: names, bound specs,
+// shapes, dtypes, src_rank, strategy), before any data moves.
+absl::Status AgreeOnLayouts(Run& run, const CallOptions& call) {
+  ShardOptions options{.src_rank = static_cast<int>(run.plan.src_rank),
+                       .strategy = run.plan.strategy,
+                       .call = call};
+  SHARDKIT_ASSIGN_OR_RETURN(run.agreed, AgreeOnPlan(run.module, run.plan, run.comm, {}, options));
+  std::vector<StreamTensor> tensors;
+  for (size_t i = 0; i < run.agreed.size(); ++i) {
+    AgreedParameter& parameter = run.agreed[i];
+    const safetensors::TensorInfo& info = run.header.tensors[i];
+    tensors.push_back(MakeStreamTensor(info.name, info.dtype, info.shape, info.begin, info.end,
+                                       !parameter.spec.has_value(), parameter.shards));
   }
-  run.read_seconds = progress.Elapsed();
-  run.reader.reset();
+  const Budget budget = SplitBudget(run.options.memory_bytes);
+  run.schedule.emplace(std::move(tensors), run.comm.world_size(), budget.window);
   return absl::OkStatus();
 }
 
-// Step 5 (local): this rank's shards (NAME or NAME#K) and replicated tensors, written atomically.
-absl::Status WriteRankFile(const Run& run) {
-  std::vector<std::pair<std::string, const Tensor*>> tensors;
-  for (const std::string& name : run.module.names()) {
-    SHARDKIT_ASSIGN_OR_RETURN(bool sharded, run.module.IsSharded(name));
-    if (!sharded) {
-      SHARDKIT_ASSIGN_OR_RETURN(const Tensor* whole, run.module.GetTensor(name));
-      tensors.emplace_back(name, whole);
+// Step 4 (local): this rank's file under its temporary name, header written, sized; where each of
+// its tensors' bytes go. Schedule tensors are in file order, as the header's.
+absl::Status CreateRankFile(Run& run) {
+  const int rank = run.comm.rank();
+  std::vector<safetensors::TensorInfo> infos;
+  std::map<std::string, std::pair<size_t, size_t>> slot_of;  // tensor name -> (tensor, shard)
+  const std::vector<StreamTensor>& tensors = run.schedule->tensors();
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const StreamTensor& tensor = tensors[t];
+    if (tensor.replicated) {
+      infos.push_back({tensor.name, tensor.dtype, tensor.shape, 0, 0});
+      slot_of[tensor.name] = {t, 0};
       continue;
     }
-    SHARDKIT_ASSIGN_OR_RETURN(const ShardedTensor* st, run.module.GetSharded(name));
-    for (const LocalShard& shard : st->local_shards()) {
-      tensors.emplace_back(ShardTensorName(name, st->shards(), shard.index), &shard.tensor);
+    for (size_t s = 0; s < tensor.shards.size(); ++s) {
+      if (tensor.shards[s].placement.rank() != rank) continue;
+      std::string name = ShardTensorName(tensor.name, tensor.shards, s);
+      infos.push_back({name, tensor.dtype, tensor.shards[s].sizes, 0, 0});
+      slot_of[name] = {t, s};
     }
   }
-  return safetensors::WriteFile(run.RankPath(run.comm.rank()), tensors);
+  const std::string path = run.RankPath(rank);
+  SHARDKIT_ASSIGN_OR_RETURN(safetensors::FileLayout layout,
+                            safetensors::PlanFile(path, std::move(infos)));
+  run.output.dest.assign(tensors.size(), {});
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    run.output.dest[t].assign(std::max<size_t>(tensors[t].shards.size(), 1), -1);
+  }
+  for (const safetensors::TensorInfo& info : layout.tensors) {
+    const auto [t, s] = slot_of[info.name];
+    run.output.dest[t][s] = static_cast<int64_t>(info.begin);
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(run.file, io::AtomicFile::Create(path));
+  SHARDKIT_RETURN_IF_ERROR(run.file->Write(layout.prefix.data(), layout.prefix.size()));
+  SHARDKIT_RETURN_IF_ERROR(run.file->Resize(layout.prefix.size() + layout.data_size));
+  run.output.file = &*run.file;
+  run.output.data_start = static_cast<int64_t>(layout.prefix.size());
+  return absl::OkStatus();
+}
+
+// Step 5: the rounds (stream_shard.h), with progress on the source. The peak RSS is reset first,
+// so that the report's growth is what moving the data took.
+absl::Status Stream(Run& run, const CallOptions& call) {
+  const Budget budget = SplitBudget(run.options.memory_bytes);
+  Progress progress(run.log, run.options.progress && run.is_source(), "shardkit shard: streaming",
+                    run.schedule->rounds(), run.schedule->total_bytes(), "rounds");
+  int64_t rounds_done = 0;
+  StreamOptions options{.src_rank = static_cast<int>(run.plan.src_rank),
+                        .broadcast = run.plan.strategy == specs::Strategy::kBroadcast,
+                        .staging_bytes = budget.staging,
+                        .call = call,
+                        .on_round = [&](int64_t bytes) { progress.Step(++rounds_done, bytes); }};
+  SHARDKIT_ASSIGN_OR_RETURN(run.stream,
+                            StreamShards(*run.schedule, run.reader ? &*run.reader : nullptr,
+                                         run.output, run.comm, options));
+  run.stream_seconds = progress.Elapsed();
+  return absl::OkStatus();
+}
+
+// Step 6 (local): this rank's file made durable under its final name.
+absl::Status CommitRankFile(Run& run) {
+  absl::Status status = run.file->Commit();
+  run.file.reset();
+  return status;
+}
+
+// Step 7: every rank's report reaches the source (collective; errors as AllGather).
+absl::Status GatherReports(Run& run, int64_t hwm_before, const CallOptions& call) {
+  absl::StatusOr<int64_t> peak = io::ProcStatusBytes("VmHWM");
+  const int64_t hwm = peak.ok() ? *peak : 0;
+  const std::string mine = absl::StrCat(run.stream.bytes_written, " ", hwm, " ",
+                                        std::max<int64_t>(0, hwm - hwm_before));
+  SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                            run.comm.AllGather(ConstBuffer(mine), call));
+  for (const std::string& text : all) {
+    RankReport& report = run.reports.emplace_back();
+    std::istringstream in(text);
+    in >> report.bytes_written >> report.peak_rss >> report.rss_growth;
+  }
+  return absl::OkStatus();
 }
 
 ShardIndex BuildIndex(const Run& run) {
@@ -171,32 +252,34 @@ ShardIndex BuildIndex(const Run& run) {
   return index;
 }
 
-// The summary the source prints: totals, then per rank its file, tensors and bytes.
+// The summary the source prints: totals, then per rank its file, tensors, bytes written and
+// memory (peak RSS, and its growth while the data moved).
 std::string Summary(const Run& run, const ShardIndex& index, double total_seconds) {
   const int world = run.comm.world_size();
-  std::vector<int64_t> tensors(static_cast<size_t>(world)), bytes(static_cast<size_t>(world));
+  std::vector<int64_t> tensors(static_cast<size_t>(world));
   int64_t replicated = 0;
   for (const IndexParameter& parameter : index.parameters) {
     if (!parameter.spec) ++replicated;
     for (const IndexShard& shard : parameter.shards) {
-      const auto rank = static_cast<size_t>(shard.metadata.placement.rank());
-      ++tensors[rank];
-      bytes[rank] += ComputeShapeSize(shard.metadata.sizes, parameter.dtype)->nbytes;
+      ++tensors[static_cast<size_t>(shard.metadata.placement.rank())];
     }
   }
-  const int64_t read_bytes =
-      run.header.tensors.empty() ? 0 : static_cast<int64_t>(run.header.tensors.back().end);
+  const int64_t read_bytes = run.schedule->total_bytes();
   std::string out = absl::StrFormat(
       "shardkit shard: %d parameters (%d sharded, %d replicated) on %d ranks, %s from rank %d\n"
-      "  read %s in %.3f s (%s), sharded in %.3f s, total %.3f s\n"
-      "  %-4s  %-22s  %7s  %12s\n",
+      "  streamed %s in %d rounds in %.3f s (%s), memory budget %d MiB per rank, total %.3f s\n"
+      "  %-4s  %-22s  %7s  %12s  %13s  %15s\n",
       index.parameters.size(), static_cast<int64_t>(index.parameters.size()) - replicated,
       replicated, world, specs::StrategyName(index.strategy), index.src_rank,
-      FormatBytes(read_bytes), run.read_seconds, FormatRate(read_bytes, run.read_seconds),
-      run.shard_seconds, total_seconds, "rank", "file", "tensors", "bytes");
+      FormatBytes(read_bytes), run.schedule->rounds(), run.stream_seconds,
+      FormatRate(read_bytes, run.stream_seconds), run.options.memory_bytes >> 20, total_seconds,
+      "rank", "file", "tensors", "bytes", "peak_rss_mib", "rss_growth_mib");
   for (int rank = 0; rank < world; ++rank) {
-    absl::StrAppendFormat(&out, "  %-4d  %-22s  %7d  %12d\n", rank, RankFileName(rank),
-                          tensors[static_cast<size_t>(rank)], bytes[static_cast<size_t>(rank)]);
+    const RankReport& report = run.reports[static_cast<size_t>(rank)];
+    absl::StrAppendFormat(&out, "  %-4d  %-22s  %7d  %12d  %13.1f  %15.1f\n", rank,
+                          RankFileName(rank), tensors[static_cast<size_t>(rank)],
+                          report.bytes_written, static_cast<double>(report.peak_rss) / (1 << 20),
+                          static_cast<double>(report.rss_growth) / (1 << 20));
   }
   return out;
 }
@@ -214,11 +297,19 @@ absl::Status ShardCheckpoint(const ShardCheckpointOptions& options, Communicator
   SHARDKIT_ASSIGN_OR_RETURN(std::string header_bytes, ShareHeader(run, call));
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ResolveParameters(run, header_bytes),
                                          "applying the plan to the checkpoint", call));
-  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ReadTensors(run), "reading the checkpoint", call));
-  const absl::Time shard_start = absl::Now();
-  SHARDKIT_RETURN_IF_ERROR(ShardModule(run.module, run.plan, comm, {}, ShardOptions{.call = call}));
-  run.shard_seconds = absl::ToDoubleSeconds(absl::Now() - shard_start);
-  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, WriteRankFile(run), "writing shard files", call));
+  SHARDKIT_RETURN_IF_ERROR(AgreeOnLayouts(run, call));
+  // An earlier output's index.json is gone (durably) before any rank writes a file.
+  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(
+      comm,
+      run.is_source() ? RemoveEarlierOutput(options.out_dir, comm.world_size()) : absl::OkStatus(),
+      "clearing the output directory", call));
+  SHARDKIT_RETURN_IF_ERROR(
+      AgreeOnStatus(comm, CreateRankFile(run), "creating shard files", call));
+  (void)io::ResetPeakRss();  // best effort: the growth below is then what streaming took
+  absl::StatusOr<int64_t> hwm_before = io::ProcStatusBytes("VmHWM");
+  SHARDKIT_RETURN_IF_ERROR(Stream(run, call));
+  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, CommitRankFile(run), "writing shard files", call));
+  SHARDKIT_RETURN_IF_ERROR(GatherReports(run, hwm_before.ok() ? *hwm_before : 0, call));
   if (!run.is_source()) return absl::OkStatus();
   const ShardIndex index = BuildIndex(run);
   SHARDKIT_RETURN_IF_ERROR(WriteIndex(options.out_dir, index));

@@ -9,18 +9,22 @@
 // Steps (each local failure is shared with every rank by a collective status round, so all ranks
 // fail together with the same message):
 //  1. Every rank parses its plan (flags override src_rank and strategy) and prepares the output
-//     directory (shard_dir.h); the source opens the checkpoint and validates its header.
+//     directory (shard_dir.h); the source opens the checkpoint, validates its header and takes
+//     the directory's lock (DIR/.shardkit.lock, held until it returns: one writer at a time).
 //  2. The source sends the header (names, dtypes, shapes, __metadata__) to every rank; no other
-//     rank ever opens the checkpoint. Every rank resolves the plan against it and builds a Module
-//     of meta tensors.
-//  3. The source removes an earlier output's index.json and reads the tensors with pread, exactly
-//     once (the checkpoint is never in its memory twice).
-//  4. ShardModule: agreement on the whole plan, transfers, one commit.
-//  5. Every rank writes DIR/rank-RRRRR.safetensors atomically; after one more status round the
-//     source writes DIR/index.json. A failed run therefore never leaves an index.json. (If writing
-//     index.json itself fails, only the source reports it: the other ranks are done by then.)
+//     rank ever opens the checkpoint. Every rank resolves the plan against it.
+//  3. The engine's agreement on the whole plan (AgreeOnPlan), before any data moves.
+//  4. The source removes an earlier output's index.json (durably); then every rank creates its
+//     file DIR/rank-RRRRR.safetensors under a temporary name, header written, at its final size.
+//  5. The data moves in rounds under the memory budget (stream_shard.h): the source reads each
+//     byte of the checkpoint once, every rank writes its bytes at their final offsets.
+//  6. Every rank fsyncs and renames its file, then fsyncs the directory; after one more status
+//     round the source writes DIR/index.json the same way. A failed or killed run therefore
+//     never leaves an index.json. (If writing index.json itself fails, only the source reports
+//     it: the other ranks are done by then.)
 // Output on `log` (the source rank only): warnings for plan rules that match no parameter,
-// progress lines when enabled, and a summary table at the end.
+// progress lines when enabled, and a summary table at the end (per rank: bytes written, peak RSS
+// and its growth while the data moved).
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_CHECKPOINT_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_CHECKPOINT_H_
 
@@ -41,7 +45,9 @@ struct ShardCheckpointOptions {
   std::string out_dir;
   std::optional<int64_t> src_rank;  // flag > plan > default
   std::optional<specs::Strategy> strategy;
-  bool progress = false;  // progress lines on `log` during long reads
+  bool progress = false;  // progress lines on `log` (the source) while the data moves
+  // No rank holds more than this much tensor data at once (stream_shard.h, SplitBudget).
+  int64_t memory_bytes = int64_t{512} << 20;
   CallOptions call;       // deadline of the whole run: every collective step shares it
 };
 

@@ -1,10 +1,15 @@
 #include "integration/cli/flags.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <iostream>
+#include <string_view>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/base/env.h"
 
 namespace shardkit::cli {
 
@@ -154,6 +159,19 @@ int ExitCodeFor(const absl::Status& status) {
 int ReportError(const std::string& command, const absl::Status& status, std::ostream& err) {
   err << command << ": " << status.message() << std::endl;
   return ExitCodeFor(status);
+}
+
+void AddMemoryFlag(FlagParser& flags, int64_t* mib) {
+  flags.AddInt("memory-mib", mib,
+               absl::StrCat("at most M MiB of tensor data in memory on any rank at once (default ",
+                            kDefaultMemoryMib, ")"),
+               1, int64_t{1} << 30);
+}
+
+bool ProgressWanted() {
+  const char* progress = std::getenv(env::kProgress);
+  if (progress != nullptr) return std::string_view(progress) == "1";
+  return ::isatty(STDERR_FILENO) != 0;
 }
 
 Positionals Positionals::None(std::string hint) { return Positionals(0, std::move(hint)); }

@@ -142,6 +142,15 @@ inline constexpr char kSeeHelp[] = " (see --help)";
                                    std::initializer_list<std::string> names,
                                    const std::string& suffix = "");
 
+// --memory-mib M of the commands that stream checkpoints (shard, gather): at most M MiB of tensor
+// data in memory on any rank at once; at least 1.
+inline constexpr int64_t kDefaultMemoryMib = 512;
+void AddMemoryFlag(FlagParser& flags, int64_t* mib);
+
+// Whether long phases print progress lines on stderr: SHARDKIT_PROGRESS=1 (or 0) decides, else
+// whether stderr is a terminal.
+bool ProgressWanted();
+
 }  // namespace shardkit::cli
 
 #endif  // SHARDKIT_INTEGRATION_CLI_FLAGS_H_

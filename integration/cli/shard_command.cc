@@ -32,7 +32,7 @@ constexpr char kCommand[] = "shardkit shard";
 // which of --nproc, --backend and --timeout were given.
 struct ShardFlags {
   checkpoint::ShardCheckpointOptions options;
-  int64_t src_rank = 0, nproc = 0;
+  int64_t src_rank = 0, nproc = 0, memory_mib = kDefaultMemoryMib;
   std::string strategy, backend;
   double timeout_s = 0;
   bool nproc_set = false, backend_set = false, timeout_set = false;
@@ -41,7 +41,8 @@ struct ShardFlags {
 FlagParser ShardFlagParser(ShardFlags* out) {
   FlagParser flags(kCommand,
                    "--plan PLAN.json --checkpoint IN.safetensors --out DIR [--src-rank R] "
-                   "[--strategy scatter|broadcast] [--nproc N] [--backend B] [--timeout S]");
+                   "[--strategy scatter|broadcast] [--memory-mib M] [--nproc N] [--backend B] "
+                   "[--timeout S]");
   flags.AddString("plan", &out->options.plan_path, "JSON plan: which spec each parameter gets");
   flags.AddString("checkpoint", &out->options.checkpoint_path,
                   "safetensors checkpoint (read by the source rank only)");
@@ -50,6 +51,7 @@ FlagParser ShardFlagParser(ShardFlags* out) {
   flags.AddInt("src-rank", &out->src_rank, "the rank that reads the checkpoint (beats the plan)", 0,
                specs::kMaxRank);
   flags.AddString("strategy", &out->strategy, "scatter or broadcast (beats the plan)");
+  AddMemoryFlag(flags, &out->memory_mib);
   flags.AddInt("nproc", &out->nproc, "run N local ranks (as `shardkit launch --nproc N`)", 1,
                1 << 16);
   flags.AddString("backend", &out->backend, "communication backend (beats SHARDKIT_BACKEND)");
@@ -65,6 +67,7 @@ absl::Status CheckShardFlags(const FlagParser& parser, ShardFlags* flags) {
     SHARDKIT_RETURN_IF_ERROR(Require(parser, {name}, kSeeHelp));
   }
   if (parser.WasSet("src-rank")) flags->options.src_rank = flags->src_rank;
+  flags->options.memory_bytes = flags->memory_mib << 20;
   if (parser.WasSet("strategy")) {
     SHARDKIT_ASSIGN_OR_RETURN(flags->options.strategy, specs::ParseStrategy(flags->strategy));
   }
@@ -105,8 +108,6 @@ absl::StatusOr<int> LaunchRanks(const std::vector<std::string>& args, int64_t np
   options.nproc = static_cast<int>(nproc);
   std::vector<std::string> rank_args = {"shard"};
   for (std::string& arg : WithoutNproc(args)) rank_args.push_back(std::move(arg));
-  // The ranks' stderr is a pipe to the launcher: pass on whether a person is watching.
-  if (::isatty(STDERR_FILENO)) ::setenv(env::kProgress, "1", /*overwrite=*/0);
   return LaunchSelf(options, rank_args);
 }
 
@@ -119,8 +120,7 @@ absl::Status RunRank(const ShardFlags& flags) {
   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, Connect(connect));
   checkpoint::ShardCheckpointOptions options = flags.options;
   options.call.deadline = deadline;
-  const char* progress = std::getenv(env::kProgress);
-  options.progress = progress != nullptr ? std::string(progress) == "1" : ::isatty(STDERR_FILENO);
+  options.progress = ProgressWanted();
   return checkpoint::ShardCheckpoint(options, *comm, std::cerr);
 }
 

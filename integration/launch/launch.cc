@@ -103,6 +103,7 @@ std::vector<RankProcessSpec> RankSpecs(const LaunchOptions& options,
           : EnvOr(base, env::kTimeout, absl::StrCat(absl::ToInt64Seconds(env::kDefaultTimeout)));
   const bool default_hostname =
       world == options.nproc && !HasVar(base, env::kHostname) && !HasVar(base, env::kIfname);
+  const bool progress = !HasVar(base, env::kProgress) && ::isatty(STDERR_FILENO) != 0;
   std::vector<RankProcessSpec> specs;
   for (int local = 0; local < options.nproc; ++local) {
     RankProcessSpec spec;
@@ -125,6 +126,8 @@ std::vector<RankProcessSpec> RankSpecs(const LaunchOptions& options,
     for (const auto& [name, value] : vars) spec.env.push_back(absl::StrCat(name, "=", value));
     if (default_hostname)
       spec.env.push_back(absl::StrCat(env::kHostname, "=", env::kLocalHostname));
+    // The ranks' stderr is a pipe to this launcher: pass on whether a person is watching.
+    if (progress) spec.env.push_back(absl::StrCat(env::kProgress, "=1"));
     specs.push_back(std::move(spec));
   }
   return specs;

@@ -310,6 +310,11 @@ absl::Status ShardCheckpoint(const ShardCheckpointOptions& options, Communicator
   SHARDKIT_RETURN_IF_ERROR(Stream(run, call));
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, CommitRankFile(run), "writing shard files", call));
   SHARDKIT_RETURN_IF_ERROR(GatherReports(run, hwm_before.ok() ? *hwm_before : 0, call));
+  if (options.stats != nullptr) {
+    const RankReport& mine = run.reports[static_cast<size_t>(comm.rank())];
+    *options.stats = {mine.bytes_written, run.stream.buffer_bytes, run.schedule->rounds(),
+                      mine.peak_rss, mine.rss_growth};
+  }
   if (!run.is_source()) return absl::OkStatus();
   const ShardIndex index = BuildIndex(run);
   SHARDKIT_RETURN_IF_ERROR(WriteIndex(options.out_dir, index));

@@ -39,6 +39,15 @@
 
 namespace shardkit::checkpoint {
 
+// What one rank did, for callers and tests that check the memory bound.
+struct ShardCheckpointStats {
+  int64_t bytes_written = 0;  // tensor bytes this rank wrote into its file
+  int64_t buffer_bytes = 0;   // this rank's streaming windows and buffers (within memory_bytes)
+  int64_t rounds = 0;
+  int64_t peak_rss = 0;    // VmHWM at the end
+  int64_t rss_growth = 0;  // VmHWM at the end minus VmHWM (reset) just before data moved
+};
+
 struct ShardCheckpointOptions {
   std::string plan_path;
   std::string checkpoint_path;  // opened by the source rank only
@@ -49,6 +58,7 @@ struct ShardCheckpointOptions {
   // No rank holds more than this much tensor data at once (stream_shard.h, SplitBudget).
   int64_t memory_bytes = int64_t{512} << 20;
   CallOptions call;       // deadline of the whole run: every collective step shares it
+  ShardCheckpointStats* stats = nullptr;  // filled in for this rank on success, when set
 };
 
 // Collective over `comm` (ranks of `comm` are the ranks of the plan and of the output).

@@ -2,8 +2,10 @@
 """`shardkit shard` of a 64 MiB checkpoint on 3 ranks with one rank SIGKILLed before, during and
 after the transfer. The kill is placed by bytes, not by timing: the source dies once it has read
 32 MiB of the checkpoint (before), or sent 8 MiB of shards (during); rank 1 dies once it has
-created its shard file and is writing it (after); a kill that lands too late on a loaded machine (the victim
-already done) is tried again. Every other rank exits 1 within the run's deadline + 2 s, no
+created its shard file and is writing it (after). Under an 8 MiB budget (streaming in rounds) the
+source dies after sending 24 MiB, and rank 1 after writing 6 MiB into its file, over an earlier
+complete output. A kill that lands too late on a loaded machine (the victim already done) is tried
+again. Every other rank exits 1 within the run's deadline + 2 s, no
 index.json is left, and no rank process outlives the launcher."""
 
 import os
@@ -75,13 +77,32 @@ def writing_file(pid, out):
         else False
 
 
-def run_case(label, victim, reached, attempt=1):
+def mid_write(threshold):
+    """A kill condition: the victim's shard file exists and it has written `threshold` bytes into
+    it (a receiver writes nothing else: its wchar is its file's pwrites)."""
+    grew = io_grew("wchar", threshold)
+
+    def reached(pid, out):
+        return writing_file(pid, out) and grew(pid, out)
+    return reached
+
+
+def earlier_output(out):
+    """A complete earlier output in `out`, as a previous run leaves it."""
+    done = subprocess.run([BIN, "shard", "--nproc", str(WORLD), "--plan", PLAN, "--checkpoint",
+                           CK, "--out", out], capture_output=True, text=True)
+    check(done.returncode == 0, f"earlier output: {done.stderr}")
+
+
+def run_case(label, victim, reached, attempt=1, extra="", earlier=False):
     """Returns False if the kill landed too late to test anything (the victim had finished)."""
     out = os.path.join(TMP, f"{label}-{attempt}")
     pids = os.path.join(TMP, f"{label}-{attempt}.pids")
     os.makedirs(pids)
+    if earlier:
+        earlier_output(out)
     script = (f'echo $$ > "{pids}/$SHARDKIT_RANK"; '
-              f'exec "{BIN}" shard --plan "{PLAN}" --checkpoint "{CK}" --out "{out}"')
+              f'exec "{BIN}" shard --plan "{PLAN}" --checkpoint "{CK}" --out "{out}" {extra}')
     start = time.time()
     launcher = subprocess.Popen(
         [BIN, "launch", "--nproc", str(WORLD), "--timeout", str(TIMEOUT), "--grace", "30", "--",
@@ -95,7 +116,7 @@ def run_case(label, victim, reached, attempt=1):
             break
         time.sleep(0.0005)
     _, stderr = launcher.communicate(timeout=60)
-    if killed_at is not None and os.path.exists(
+    if killed_at is not None and not earlier and os.path.exists(
             os.path.join(out, f"rank-{victim:05d}.safetensors")):
         print(f"{label}: the kill landed after rank {victim} had written its file (a slow "
               "machine); trying again", flush=True)
@@ -120,10 +141,10 @@ def run_case(label, victim, reached, attempt=1):
     return True
 
 
-def run_case_landed(label, victim, reached):
+def run_case_landed(label, victim, reached, **kwargs):
     """run_case, again (3 tries at most) while the kill lands too late on a loaded machine."""
     for attempt in range(1, 4):
-        if run_case(label, victim, reached, attempt):
+        if run_case(label, victim, reached, attempt, **kwargs):
             return
     check(False, f"{label}: the kill never landed in time in 3 tries")
 
@@ -139,6 +160,12 @@ def main():
     run_case_landed("kill-before", 0, io_grew("rchar", 32 * MIB))
     run_case_landed("kill-during", 0, io_grew("wchar", 8 * MIB))
     run_case_landed("kill-after", 1, writing_file)
+    # Streaming in rounds (8 MiB budget: about 18 rounds): the source in the middle of the rounds;
+    # rank 1 in the middle of writing its file, over an earlier complete output (whose index.json
+    # must be gone, not left beside a half-written run).
+    stream = "--memory-mib 8"
+    run_case_landed("stream-kill-source", 0, io_grew("wchar", 24 * MIB), extra=stream)
+    run_case_landed("stream-kill-writer", 1, mid_write(6 * MIB), extra=stream, earlier=True)
     finish("shard fault")
 
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <span>
 #include <thread>
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -128,9 +128,9 @@ absl::Status FillOutput(const std::vector<Reader>& readers, const ShardIndex& in
 // The output's data region, window by window: this thread fills one window while a writer thread
 // writes the other at its offset.
 absl::Status WriteOutput(const std::vector<Reader>& readers, const ShardIndex& index,
-                          const std::vector<StreamTensor>& tensors, int64_t total,
-                          int64_t data_start, io::AtomicFile& file, int64_t memory_bytes,
-                          Progress& meter) {
+                         const std::vector<StreamTensor>& tensors, int64_t total,
+                         int64_t data_start, io::AtomicFile& file, int64_t memory_bytes,
+                         Progress& meter) {
   const Budget budget = SplitBudget(memory_bytes);
   const int64_t window = std::max<int64_t>(std::min(budget.window, total), 1);
   const int64_t rounds = (total + window - 1) / window;
@@ -193,8 +193,8 @@ absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_
   Progress meter(log, options.progress, "shardkit gather: writing", (total + window - 1) / window,
                  total, "windows");
   SHARDKIT_RETURN_IF_ERROR(WriteOutput(readers, index, tensors, total,
-                                        static_cast<int64_t>(layout.prefix.size()), file,
-                                        options.memory_bytes, meter));
+                                       static_cast<int64_t>(layout.prefix.size()), file,
+                                       options.memory_bytes, meter));
   SHARDKIT_RETURN_IF_ERROR(file.Commit());
   absl::StatusOr<int64_t> peak = io::ProcStatusBytes("VmHWM");
   log << absl::StrFormat(

@@ -21,7 +21,7 @@
 namespace shardkit::checkpoint {
 
 struct GatherOptions {
-  bool progress = false;                     // progress lines on `log`
+  bool progress = false;                      // progress lines on `log`
   int64_t memory_bytes = int64_t{512} << 20;  // at most this much tensor data in memory at once
 };
 

@@ -47,8 +47,8 @@ void Progress::Step(int64_t items, int64_t bytes) {
   last_print_ = now;
   const double elapsed = Elapsed();
   out_ << absl::StrFormat("%s %d/%d %s, %s/%s, %s, %s\n", what_, items, total_items_, unit_,
-                          FormatBytes(bytes), FormatBytes(total_bytes_),
-                          FormatRate(bytes, elapsed), FormatEta(bytes, total_bytes_, elapsed))
+                          FormatBytes(bytes), FormatBytes(total_bytes_), FormatRate(bytes, elapsed),
+                          FormatEta(bytes, total_bytes_, elapsed))
        << std::flush;
 }
 

@@ -141,9 +141,8 @@ absl::Status ResolveParameters(Run& run, std::string_view header_bytes) {
 // Step 3: every rank agrees on the whole plan (the engine's agreement: names, bound specs,
 // shapes, dtypes, src_rank, strategy), before any data moves.
 absl::Status AgreeOnLayouts(Run& run, const CallOptions& call) {
-  ShardOptions options{.src_rank = static_cast<int>(run.plan.src_rank),
-                       .strategy = run.plan.strategy,
-                       .call = call};
+  ShardOptions options{
+      .src_rank = static_cast<int>(run.plan.src_rank), .strategy = run.plan.strategy, .call = call};
   SHARDKIT_ASSIGN_OR_RETURN(run.agreed, AgreeOnPlan(run.module, run.plan, run.comm, {}, options));
   std::vector<StreamTensor> tensors;
   for (size_t i = 0; i < run.agreed.size(); ++i) {
@@ -209,9 +208,9 @@ absl::Status Stream(Run& run, const CallOptions& call) {
                         .staging_bytes = budget.staging,
                         .call = call,
                         .on_round = [&](int64_t bytes) { progress.Step(++rounds_done, bytes); }};
-  SHARDKIT_ASSIGN_OR_RETURN(run.stream,
-                            StreamShards(*run.schedule, run.reader ? &*run.reader : nullptr,
-                                         run.output, run.comm, options));
+  SHARDKIT_ASSIGN_OR_RETURN(
+      run.stream, StreamShards(*run.schedule, run.reader ? &*run.reader : nullptr, run.output,
+                               run.comm, options));
   run.stream_seconds = progress.Elapsed();
   return absl::OkStatus();
 }
@@ -227,8 +226,8 @@ absl::Status CommitRankFile(Run& run) {
 absl::Status GatherReports(Run& run, int64_t hwm_before, const CallOptions& call) {
   absl::StatusOr<int64_t> peak = io::ProcStatusBytes("VmHWM");
   const int64_t hwm = peak.ok() ? *peak : 0;
-  const std::string mine = absl::StrCat(run.stream.bytes_written, " ", hwm, " ",
-                                        std::max<int64_t>(0, hwm - hwm_before));
+  const std::string mine =
+      absl::StrCat(run.stream.bytes_written, " ", hwm, " ", std::max<int64_t>(0, hwm - hwm_before));
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
                             run.comm.AllGather(ConstBuffer(mine), call));
   for (const std::string& text : all) {
@@ -303,8 +302,7 @@ absl::Status ShardCheckpoint(const ShardCheckpointOptions& options, Communicator
       comm,
       run.is_source() ? RemoveEarlierOutput(options.out_dir, comm.world_size()) : absl::OkStatus(),
       "clearing the output directory", call));
-  SHARDKIT_RETURN_IF_ERROR(
-      AgreeOnStatus(comm, CreateRankFile(run), "creating shard files", call));
+  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, CreateRankFile(run), "creating shard files", call));
   (void)io::ResetPeakRss();  // best effort: the growth below is then what streaming took
   absl::StatusOr<int64_t> hwm_before = io::ProcStatusBytes("VmHWM");
   SHARDKIT_RETURN_IF_ERROR(Stream(run, call));

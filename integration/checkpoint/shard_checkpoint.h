@@ -57,7 +57,7 @@ struct ShardCheckpointOptions {
   bool progress = false;  // progress lines on `log` (the source) while the data moves
   // No rank holds more than this much tensor data at once (stream_shard.h, SplitBudget).
   int64_t memory_bytes = int64_t{512} << 20;
-  CallOptions call;       // deadline of the whole run: every collective step shares it
+  CallOptions call;  // deadline of the whole run: every collective step shares it
   ShardCheckpointStats* stats = nullptr;  // filled in for this rank on success, when set
 };
 

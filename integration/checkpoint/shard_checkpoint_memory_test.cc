@@ -60,8 +60,8 @@ bool SameFiles(const std::string& a, const std::string& b) {
   bool same = fa >= 0 && fb >= 0;
   while (same) {
     const ssize_t na = ::read(fa, x.data(), x.size()), nb = ::read(fb, y.data(), y.size());
-    same = na == nb && na >= 0 && std::equal(x.begin(), x.begin() + std::max<ssize_t>(na, 0),
-                                             y.begin());
+    same = na == nb && na >= 0 &&
+           std::equal(x.begin(), x.begin() + std::max<ssize_t>(na, 0), y.begin());
     if (na <= 0) break;
   }
   if (fa >= 0) ::close(fa);
@@ -75,8 +75,11 @@ void ShardUnderBudgetCase(int rank, Communicator& comm, std::string_view arg) {
   const int64_t budget = c["mib"].get<int64_t>() * kMiB;
   ShardCheckpointStats stats;
   std::ostringstream log;
-  ShardCheckpointOptions options{.plan_path = c["plan"], .checkpoint_path = c["checkpoint"],
-                                 .out_dir = c["out"], .memory_bytes = budget, .stats = &stats};
+  ShardCheckpointOptions options{.plan_path = c["plan"],
+                                 .checkpoint_path = c["checkpoint"],
+                                 .out_dir = c["out"],
+                                 .memory_bytes = budget,
+                                 .stats = &stats};
   ASSERT_THAT(ShardCheckpoint(options, comm, log), testing::IsOk()) << log.str();
   EXPECT_GT(stats.rounds, c["min_rounds"].get<int64_t>()) << "the budget cuts the data in rounds";
   EXPECT_LE(stats.buffer_bytes, budget) << "rank " << rank;
@@ -117,9 +120,12 @@ TEST(ShardCheckpointMemory, MixedCheckpointUnderEightMiB) {
       {"match": "d.weight", "spec": {"type": "chunk", "dim": 1,
                                      "placements": ["rank:2", "rank:0", "rank:1"]}}]})");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(testing::RankGroup * group, testing::RankGroup::Shared(3, "gloo"));
-  const Json c = {{"plan", plan},         {"checkpoint", ck},
-                  {"out", TempPath("mixed-out")}, {"gathered", TempPath("mixed-back.safetensors")},
-                  {"mib", 8},             {"min_rounds", 20}};
+  const Json c = {{"plan", plan},
+                  {"checkpoint", ck},
+                  {"out", TempPath("mixed-out")},
+                  {"gathered", TempPath("mixed-back.safetensors")},
+                  {"mib", 8},
+                  {"min_rounds", 20}};
   EXPECT_THAT(group->Run(&ShardUnderBudgetCase, c.dump()), testing::IsOk());
 }
 
@@ -129,9 +135,12 @@ TEST(ShardCheckpointMemory, OneTensorLargerThanTheBudget) {
   const std::string plan = WritePlan("one.json", R"({"rules": [
       {"match": "big", "spec": {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}}]})");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(testing::RankGroup * group, testing::RankGroup::Shared(3, "gloo"));
-  const Json c = {{"plan", plan},         {"checkpoint", ck},
-                  {"out", TempPath("one-out")}, {"gathered", TempPath("one-back.safetensors")},
-                  {"mib", 16},            {"min_rounds", 30}};
+  const Json c = {{"plan", plan},
+                  {"checkpoint", ck},
+                  {"out", TempPath("one-out")},
+                  {"gathered", TempPath("one-back.safetensors")},
+                  {"mib", 16},
+                  {"min_rounds", 30}};
   EXPECT_THAT(group->Run(&ShardUnderBudgetCase, c.dump()), testing::IsOk());
 }
 

@@ -33,9 +33,8 @@ Round StreamSchedule::MakeRound(int64_t k) const {
   round.end = static_cast<uint64_t>(std::min(total_, (k + 1) * window_));
   std::vector<Block> shared;
   std::vector<std::vector<Block>> own(static_cast<size_t>(world_));
-  auto first = std::partition_point(tensors_.begin(), tensors_.end(), [&](const StreamTensor& t) {
-    return t.end <= round.begin;
-  });
+  auto first = std::partition_point(tensors_.begin(), tensors_.end(),
+                                    [&](const StreamTensor& t) { return t.end <= round.begin; });
   for (auto it = first; it != tensors_.end() && it->begin < round.end; ++it) {
     const auto index = static_cast<size_t>(it - tensors_.begin());
     const auto from = static_cast<int64_t>(std::max(round.begin, it->begin) - it->begin);

@@ -59,9 +59,9 @@ struct Block {
 struct Round {
   uint64_t begin = 0;  // source data-region bytes [begin, end)
   uint64_t end = 0;
-  std::vector<Block> blocks;                 // in window order, back to back
+  std::vector<Block> blocks;                  // in window order, back to back
   std::vector<std::vector<size_t>> for_rank;  // per rank: its blocks (indices), in window order
-  std::vector<int64_t> rank_bytes;           // per rank: the bytes of its blocks
+  std::vector<int64_t> rank_bytes;            // per rank: the bytes of its blocks
 };
 
 class StreamSchedule {

@@ -32,7 +32,8 @@ std::vector<std::pair<int64_t, int64_t>> Segments(const Round& round, int rank, 
   }
   for (size_t b : round.for_rank[static_cast<size_t>(rank)]) {
     const Block& block = round.blocks[b];
-    if (!segments.empty() && segments.back().first + segments.back().second == block.window_offset) {
+    if (!segments.empty() &&
+        segments.back().first + segments.back().second == block.window_offset) {
       segments.back().second += block.bytes;
     } else {
       segments.emplace_back(block.window_offset, block.bytes);
@@ -66,8 +67,8 @@ absl::Status FillTensor(const StreamTensor& t, const Round& round,
 
 // The source: fills `window` with the blocks of `round`, tensor by tensor in file order.
 absl::Status FillWindow(const StreamSchedule& schedule, const Round& round,
-                        const safetensors::Reader& source, TensorBytesReader& reader,
-                        int64_t step, std::byte* window) {
+                        const safetensors::Reader& source, TensorBytesReader& reader, int64_t step,
+                        std::byte* window) {
   std::vector<const Block*> blocks;  // grouped by tensor (the window is rank-major)
   for (const Block& block : round.blocks) blocks.push_back(&block);
   std::stable_sort(blocks.begin(), blocks.end(),
@@ -77,9 +78,9 @@ absl::Status FillWindow(const StreamSchedule& schedule, const Round& round,
     const StreamTensor& t = schedule.tensors()[blocks[first]->tensor];
     SHARDKIT_ASSIGN_OR_RETURN(const safetensors::TensorInfo* info, source.Find(t.name));
     reader.Reset(source, *info);
-    SHARDKIT_RETURN_IF_ERROR(FillTensor(
-        t, round, std::span<const Block* const>(blocks).subspan(first, last - first), reader,
-        step, window));
+    SHARDKIT_RETURN_IF_ERROR(
+        FillTensor(t, round, std::span<const Block* const>(blocks).subspan(first, last - first),
+                   reader, step, window));
   }
   return absl::OkStatus();
 }
@@ -160,8 +161,8 @@ absl::StatusOr<StreamStats> StreamFromSource(const StreamSchedule& schedule,
                       RoundContext(k, rounds));
     if (!status.ok()) break;
     // The source's own blocks are in the window at their window offsets (as under broadcast).
-    local = WriteBlocks(round, comm.rank(), /*broadcast=*/true, window, output,
-                        stats.bytes_written);
+    local =
+        WriteBlocks(round, comm.rank(), /*broadcast=*/true, window, output, stats.bytes_written);
     pipe.Release(filled->slot);
     if (options.on_round) options.on_round(static_cast<int64_t>(round.end));
   }

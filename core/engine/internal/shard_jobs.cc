@@ -115,10 +115,10 @@ std::vector<ShardJob> PrepareJobs(const Module& module,
     job.name = parameter.name;
     job.replicated = !parameter.spec.has_value();
     job.spec_json = specs::kReplicatedJson;
-    absl::Status status = seen.insert(job.name).second
-                              ? CheckJob(job, parameter.spec, module, comm, options, layout_only,
-                                         layouts)
-                              : absl::InvalidArgumentError("is listed twice");
+    absl::Status status =
+        seen.insert(job.name).second
+            ? CheckJob(job, parameter.spec, module, comm, options, layout_only, layouts)
+            : absl::InvalidArgumentError("is listed twice");
     if (status.ok() && !layout_only) status = AllocateReceive(job, comm, options);
     if (!status.ok()) {
       job.error = absl::StrCat("parameter \"", job.name, "\": ", status.message());

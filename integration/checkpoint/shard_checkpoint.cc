@@ -9,7 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "core/base/rank_text.h"
 #include "core/base/status_macros.h"
 #include "core/comm/collective_status.h"
 #include "core/engine/module.h"
@@ -104,16 +106,38 @@ absl::StatusOr<safetensors::Header> DecodeHeader(std::string_view bytes, int64_t
                                   absl::StrCat("checkpoint header from rank ", src_rank));
 }
 
-// Step 2: the source's header reaches every rank (collective; errors as AllGather).
-absl::StatusOr<std::string> ShareHeader(Run& run, const CallOptions& call) {
-  const std::string mine = run.reader ? EncodeHeader(run.reader->header()) : std::string();
-  SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                            run.comm.AllGather(ConstBuffer(mine), call));
-  return std::move(all[static_cast<size_t>(run.plan.src_rank)]);
+// Step 2: every rank's memory budget (8 bytes, little-endian), then the source's header, reach
+// every rank (collective; errors as AllGather).
+absl::StatusOr<std::vector<std::string>> ShareHeader(Run& run, const CallOptions& call) {
+  std::string mine(8, '\0');
+  for (int i = 0; i < 8; ++i) mine[i] = static_cast<char>(run.options.memory_bytes >> (8 * i));
+  if (run.reader) mine += EncodeHeader(run.reader->header());
+  return run.comm.AllGather(ConstBuffer(mine), call);
+}
+
+// The budget sets the rounds every rank follows: all ranks must be given the same one. The same
+// verdict on every rank (it is computed from the same bytes).
+absl::Status CheckSameBudget(const std::vector<std::string>& shared) {
+  std::map<int64_t, std::vector<int>> ranks_of;
+  for (size_t rank = 0; rank < shared.size(); ++rank) {
+    int64_t bytes = 0;
+    for (int i = 7; i >= 0; --i) bytes = bytes << 8 | static_cast<unsigned char>(shared[rank][i]);
+    ranks_of[bytes].push_back(static_cast<int>(rank));
+  }
+  if (ranks_of.size() == 1) return absl::OkStatus();
+  std::vector<std::string> parts;
+  for (const auto& [bytes, ranks] : ranks_of) {
+    parts.push_back(absl::StrCat(FormatRanks(ranks), ": ", bytes >> 20, " MiB"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the ranks were given different memory budgets (--memory-mib): ", absl::StrJoin(parts, "; ")));
 }
 
 // Step 2 (local): parameters from the header, plan resolved, a Module of meta tensors.
-absl::Status ResolveParameters(Run& run, std::string_view header_bytes) {
+absl::Status ResolveParameters(Run& run, const std::vector<std::string>& shared) {
+  SHARDKIT_RETURN_IF_ERROR(CheckSameBudget(shared));
+  const std::string_view header_bytes =
+      std::string_view(shared[static_cast<size_t>(run.plan.src_rank)]).substr(8);
   SHARDKIT_ASSIGN_OR_RETURN(run.header, DecodeHeader(header_bytes, run.plan.src_rank));
   std::vector<specs::ParameterInfo> infos;
   for (const safetensors::TensorInfo& info : run.header.tensors) {
@@ -293,8 +317,8 @@ absl::Status ShardCheckpoint(const ShardCheckpointOptions& options, Communicator
   CallOptions call = options.call;
   call.deadline = comm.Deadline(options.call);
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, LoadInputs(run), "checking inputs", call));
-  SHARDKIT_ASSIGN_OR_RETURN(std::string header_bytes, ShareHeader(run, call));
-  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ResolveParameters(run, header_bytes),
+  SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> shared, ShareHeader(run, call));
+  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ResolveParameters(run, shared),
                                          "applying the plan to the checkpoint", call));
   SHARDKIT_RETURN_IF_ERROR(AgreeOnLayouts(run, call));
   // An earlier output's index.json is gone (durably) before any rank writes a file.

@@ -141,9 +141,10 @@ def locked_output_dir(plan):
           f"second run left {sorted(os.listdir(out))}")
 
 
-def launch_wrapper(rank1_plan, plan, out, extra=""):
-    script = (f'if [ "$SHARDKIT_RANK" = 1 ]; then p="{rank1_plan}"; {extra} else p="{plan}"; fi; '
-              f'exec "{BIN}" shard --plan "$p" --checkpoint "{CK}" --out "{out}"')
+def launch_wrapper(rank1_plan, plan, out, extra="", rank1_flags=""):
+    script = (f'f=""; if [ "$SHARDKIT_RANK" = 1 ]; then p="{rank1_plan}"; f="{rank1_flags}"; {extra} '
+              f'else p="{plan}"; fi; '
+              f'exec "{BIN}" shard --plan "$p" --checkpoint "{CK}" --out "{out}" $f')
     return ["launch", "--nproc", "3", "--timeout", "5", "--grace", "30", "--", "sh", "-c", script]
 
 
@@ -151,10 +152,13 @@ def disagreeing_plans(plan):
     other = write_json("other.json", {"rules": [{"match": "w", "spec": {
         "type": "chunk", "dim": 0, "placements": ["rank:2", "rank:1", "rank:0"]}}]})
     invalid = write_json("invalid.json", "{\"rules\": [")
-    for label, rank1_plan, text in (("disagreeing plans", other, "rank 1"),
-                                    ("invalid plan on one rank", invalid, "invalid JSON")):
+    budgets = "different memory budgets (--memory-mib): rank 1: 8 MiB; ranks 0, 2: 512 MiB"
+    for label, rank1_plan, flags, text in (
+            ("disagreeing plans", other, "", "rank 1"),
+            ("invalid plan on one rank", invalid, "", "invalid JSON"),
+            ("disagreeing memory budgets", plan, "--memory-mib 8", budgets)):
         out = path(label.replace(" ", "-"))
-        r = run(launch_wrapper(rank1_plan, plan, out))
+        r = run(launch_wrapper(rank1_plan, plan, out, rank1_flags=flags))
         firsts = first_lines_per_rank(r.stderr, 3)
         check(r.returncode == 2, f"{label}: launcher exit {r.returncode}: {r.stderr}")
         check(len(firsts) == 3 and len(set(firsts.values())) == 1 and text in firsts[0],

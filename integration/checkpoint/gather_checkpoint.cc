@@ -134,11 +134,13 @@ absl::Status WriteOutput(const std::vector<Reader>& readers, const ShardIndex& i
   const Budget budget = SplitBudget(memory_bytes);
   const int64_t window = std::max<int64_t>(std::min(budget.window, total), 1);
   const int64_t rounds = (total + window - 1) / window;
-  std::vector<StreamBuffer> windows;
-  for (int64_t i = 0; i < std::min<int64_t>(2, rounds); ++i) windows.emplace_back(window);
-  StreamBuffer staging(budget.staging);
-  TensorBytesReader bytes(std::span<std::byte>(staging.data(), staging.size()));
-  SlotPipe pipe(std::max<size_t>(windows.size(), 1));
+  const auto slots = static_cast<size_t>(std::min<int64_t>(2, rounds));
+  SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Storage>> windows,
+                            AllocateBuffers(slots, window));
+  SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Storage>> staging,
+                            AllocateBuffers(1, budget.staging));
+  TensorBytesReader bytes(std::span<std::byte>(staging[0]->data(), staging[0]->nbytes()));
+  SlotPipe pipe(std::max<size_t>(slots, 1));
   absl::Status write_status;
   std::thread writer([&] {
     for (int64_t k = 0; k < rounds; ++k) {
@@ -146,7 +148,7 @@ absl::Status WriteOutput(const std::vector<Reader>& readers, const ShardIndex& i
       if (!filled) return;
       const int64_t begin = k * window, size = std::min(window, total - begin);
       write_status = file.WriteAt(static_cast<uint64_t>(data_start + begin),
-                                  windows[filled->slot].data(), static_cast<size_t>(size));
+                                  windows[filled->slot]->data(), static_cast<size_t>(size));
       file.StartWriteback(static_cast<uint64_t>(data_start + begin), static_cast<uint64_t>(size));
       pipe.Release(filled->slot);
       if (!write_status.ok()) {
@@ -161,7 +163,7 @@ absl::Status WriteOutput(const std::vector<Reader>& readers, const ShardIndex& i
     if (!slot) break;  // the writer failed
     const auto begin = static_cast<uint64_t>(k * window);
     const auto end = static_cast<uint64_t>(std::min(total, (k + 1) * window));
-    status = FillOutput(readers, index, tensors, begin, end, bytes, windows[*slot].data());
+    status = FillOutput(readers, index, tensors, begin, end, bytes, windows[*slot]->data());
     pipe.Publish(*slot, absl::OkStatus());
     meter.Step(k + 1, static_cast<int64_t>(end));
   }

@@ -1,33 +1,34 @@
-// StreamBuffer: uninitialised memory a streaming path allocates once and reuses for every round,
-// so that only what a round uses is ever touched (first touch of fresh memory is the dominant cost
-// on these machines: docs/performance.md). Asks for transparent huge pages: fewer faults.
+// The buffers a streaming path allocates once and reuses for every round, so that only what a
+// round uses is ever touched (first touch of fresh memory is the dominant cost on these machines:
+// docs/performance.md). They come from the tensor allocator (core/tensor/allocator.h): large
+// blocks huge-page aligned, freed blocks kept for reuse.
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_STREAM_BUFFER_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_STREAM_BUFFER_H_
-
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/base/status_macros.h"
+#include "core/tensor/allocator.h"
 
 namespace shardkit::checkpoint {
 
-class StreamBuffer {
- public:
-  explicit StreamBuffer(int64_t bytes)
-      : bytes_(static_cast<size_t>(std::max<int64_t>(bytes, 1))), data_(new std::byte[bytes_]) {
-#ifdef MADV_HUGEPAGE
-    ::madvise(data_.get(), bytes_, MADV_HUGEPAGE);  // advice only: failure changes nothing
-#endif
+// `count` CPU buffers of `bytes` each (at least 1 byte). Errors: kResourceExhausted as the
+// allocator's.
+[[nodiscard]] inline absl::StatusOr<std::vector<std::shared_ptr<Storage>>> AllocateBuffers(
+    size_t count, int64_t bytes) {
+  std::vector<std::shared_ptr<Storage>> buffers;
+  for (size_t i = 0; i < count; ++i) {
+    SHARDKIT_ASSIGN_OR_RETURN(
+        buffers.emplace_back(),
+        Storage::Allocate(Device::Cpu(), static_cast<size_t>(std::max<int64_t>(bytes, 1))));
   }
-  std::byte* data() const { return data_.get(); }
-  size_t size() const { return bytes_; }
-
- private:
-  size_t bytes_;
-  std::unique_ptr<std::byte[]> data_;
-};
+  return buffers;
+}
 
 }  // namespace shardkit::checkpoint
 

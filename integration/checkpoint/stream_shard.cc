@@ -111,6 +111,13 @@ std::string RoundContext(int64_t k, int64_t rounds) {
   return absl::StrCat("streaming shards (round ", k + 1, " of ", rounds, ")");
 }
 
+// A rank that cannot take part (its buffers could not be allocated) joins the first status round
+// with its error, so that every rank stops there with the same message.
+absl::Status ReportOnly(Communicator& comm, const absl::Status& local,
+                        const StreamOptions& options) {
+  return AgreeOnStatus(comm, local, kStreaming, options.call);
+}
+
 }  // namespace
 
 namespace {
@@ -124,21 +131,23 @@ absl::StatusOr<StreamStats> StreamFromSource(const StreamSchedule& schedule,
   const int64_t rounds = schedule.rounds();
   const int64_t window_bytes = std::min(schedule.window(), schedule.total_bytes());
   StreamStats stats;
-  std::vector<StreamBuffer> windows;
-  for (size_t i = 0; i < std::min<size_t>(kSlots, static_cast<size_t>(rounds)); ++i) {
-    windows.emplace_back(window_bytes);
+  const size_t slots = std::min<size_t>(kSlots, static_cast<size_t>(rounds));
+  absl::StatusOr<std::vector<std::shared_ptr<Storage>>> windows =
+      AllocateBuffers(slots, window_bytes);
+  absl::StatusOr<std::vector<std::shared_ptr<Storage>>> staging =
+      AllocateBuffers(1, options.staging_bytes);
+  if (!windows.ok() || !staging.ok()) {  // every rank learns it in the first status round
+    return ReportOnly(comm, windows.ok() ? staging.status() : windows.status(), options);
   }
-  StreamBuffer staging(options.staging_bytes);
-  stats.buffer_bytes = window_bytes * static_cast<int64_t>(windows.size()) + options.staging_bytes;
-  SlotPipe pipe(std::max<size_t>(windows.size(), 1));
-  TensorBytesReader reader(
-      std::span<std::byte>(staging.data(), static_cast<size_t>(options.staging_bytes)));
+  stats.buffer_bytes = window_bytes * static_cast<int64_t>(slots) + options.staging_bytes;
+  SlotPipe pipe(std::max<size_t>(slots, 1));
+  TensorBytesReader reader(std::span<std::byte>((*staging)[0]->data(), (*staging)[0]->nbytes()));
   std::thread filler([&] {
     for (int64_t k = 0; k < rounds; ++k) {
       std::optional<size_t> slot = pipe.AcquireFree();
       if (!slot) return;
       pipe.Publish(*slot, FillWindow(schedule, schedule.MakeRound(k), source, reader,
-                                     options.staging_bytes, windows[*slot].data()));
+                                     options.staging_bytes, (*windows)[*slot]->data()));
     }
   });
   absl::Status local, status;
@@ -149,7 +158,7 @@ absl::StatusOr<StreamStats> StreamFromSource(const StreamSchedule& schedule,
     status = AgreeOnStatus(comm, local, kStreaming, options.call);
     if (!status.ok() || k == rounds) break;
     const Round round = schedule.MakeRound(k);
-    const std::byte* window = windows[filled->slot].data();
+    const std::byte* window = (*windows)[filled->slot]->data();
     std::vector<std::vector<ConstBuffer>> sends(static_cast<size_t>(comm.world_size()));
     for (int r = 0; r < comm.world_size(); ++r) {
       if (r == comm.rank()) continue;
@@ -184,12 +193,13 @@ absl::StatusOr<StreamStats> StreamToReceiver(const StreamSchedule& schedule,
                                    ? std::min(schedule.window(), schedule.total_bytes())
                                    : schedule.MaxRankBytes(rank);
   StreamStats stats;
-  std::vector<StreamBuffer> buffers;
-  for (size_t i = 0; i < std::min<size_t>(kSlots, static_cast<size_t>(rounds)); ++i) {
-    buffers.emplace_back(buffer_bytes);
-  }
-  stats.buffer_bytes = buffer_bytes * static_cast<int64_t>(buffers.size());
-  SlotPipe pipe(std::max<size_t>(buffers.size(), 1));
+  const size_t slots = std::min<size_t>(kSlots, static_cast<size_t>(rounds));
+  absl::StatusOr<std::vector<std::shared_ptr<Storage>>> allocated =
+      AllocateBuffers(slots, buffer_bytes);
+  if (!allocated.ok()) return ReportOnly(comm, allocated.status(), options);
+  const std::vector<std::shared_ptr<Storage>>& buffers = *allocated;
+  stats.buffer_bytes = buffer_bytes * static_cast<int64_t>(slots);
+  SlotPipe pipe(std::max<size_t>(slots, 1));
   std::mutex mu;
   absl::Status write_status;  // the writer's first error
   std::thread writer([&] {
@@ -197,7 +207,7 @@ absl::StatusOr<StreamStats> StreamToReceiver(const StreamSchedule& schedule,
       std::optional<SlotPipe::Filled> filled = pipe.WaitFilled();
       if (!filled) return;
       absl::Status status = WriteBlocks(schedule.MakeRound(k), rank, options.broadcast,
-                                        buffers[filled->slot].data(), output, stats.bytes_written);
+                                        buffers[filled->slot]->data(), output, stats.bytes_written);
       pipe.Release(filled->slot);
       if (!status.ok()) {
         std::lock_guard<std::mutex> lock(mu);
@@ -224,7 +234,7 @@ absl::StatusOr<StreamStats> StreamToReceiver(const StreamSchedule& schedule,
     std::vector<MutableBuffer> recvs;
     int64_t position = 0;
     for (const auto& [at, bytes] : Segments(round, rank, options.broadcast)) {
-      recvs.emplace_back(buffers[*slot].data() + position, static_cast<size_t>(bytes));
+      recvs.emplace_back(buffers[*slot]->data() + position, static_cast<size_t>(bytes));
       position += bytes;
     }
     status = Annotate(comm.ScatterSegments({}, recvs, options.src_rank, options.call),

@@ -129,8 +129,9 @@ absl::Status CheckSameBudget(const std::vector<std::string>& shared) {
   for (const auto& [bytes, ranks] : ranks_of) {
     parts.push_back(absl::StrCat(FormatRanks(ranks), ": ", bytes >> 20, " MiB"));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "the ranks were given different memory budgets (--memory-mib): ", absl::StrJoin(parts, "; ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("the ranks were given different memory budgets (--memory-mib): ",
+                   absl::StrJoin(parts, "; ")));
 }
 
 // Step 2 (local): parameters from the header, plan resolved, a Module of meta tensors.

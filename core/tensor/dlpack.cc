@@ -37,7 +37,18 @@ DLDataType ToDLDataType(DType dtype) {
       return {kDLInt, bits, 1};
     case DType::kUInt8:
     case DType::kBool:  // DLPack 0.6 has no bool; see dlpack.h
+    case DType::kUInt16:
+    case DType::kUInt32:
+    case DType::kUInt64:
       return {kDLUInt, bits, 1};
+    case DType::kComplex64:
+      return {kDLComplex, bits, 1};
+    case DType::kFloat8E4M3:  // DLPack 0.6 has no float8 types
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E8M0:
+    case DType::kFloat8E4M3Fnuz:
+    case DType::kFloat8E5M2Fnuz:
+      break;
   }
   return {kDLOpaqueHandle, 0, 0};
 }
@@ -66,6 +77,12 @@ absl::StatusOr<DType> FromDLDataType(DLDataType t, bool uint8_as_bool) {
       break;
     case kDLUInt:
       if (t.bits == 8) return uint8_as_bool ? DType::kBool : DType::kUInt8;
+      if (t.bits == 16) return DType::kUInt16;
+      if (t.bits == 32) return DType::kUInt32;
+      if (t.bits == 64) return DType::kUInt64;
+      break;
+    case kDLComplex:
+      if (t.bits == 64) return DType::kComplex64;
       break;
     default:
       break;
@@ -116,6 +133,11 @@ absl::StatusOr<DLManagedTensor*> ToDLPack(const Tensor& tensor) {
   if (tensor.is_meta()) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot export ", tensor.DebugString(), " to DLPack: it has no storage"));
+  }
+  if (ToDLDataType(tensor.dtype()).code == kDLOpaqueHandle) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot export ", tensor.DebugString(), " to DLPack: DLPack 0.6 has no ",
+                     std::string(DTypeName(tensor.dtype())), " type"));
   }
   auto context = std::make_unique<ExportContext>();
   context->tensor = tensor;

@@ -6,7 +6,8 @@
 //
 // bool: DLPack 0.6 has no bool type (kDLBool arrived in 0.8). shardkit exports bool tensors as
 // {kDLUInt, 8 bits}, which is how PyTorch exported bool before DLPack 0.8, and imports
-// {kDLUInt, 8} as uint8 unless FromDLPackOptions::uint8_as_bool is set.
+// {kDLUInt, 8} as uint8 unless FromDLPackOptions::uint8_as_bool is set. complex64 is
+// {kDLComplex, 64}. DLPack 0.6 has no float8 types: exporting one is an error naming it.
 #ifndef SHARDKIT_CORE_TENSOR_DLPACK_H_
 #define SHARDKIT_CORE_TENSOR_DLPACK_H_
 
@@ -18,7 +19,8 @@ namespace shardkit {
 
 // Exports `tensor` without copying. The result shares the tensor's storage and keeps it alive
 // until its deleter is called (exactly once, by the consumer). Strides are in elements.
-// Errors: kFailedPrecondition for a meta tensor.
+// Errors: kFailedPrecondition for a meta tensor; kInvalidArgument for a dtype DLPack 0.6 cannot
+// describe (the float8 types), naming it.
 [[nodiscard]] absl::StatusOr<DLManagedTensor*> ToDLPack(const Tensor& tensor);
 
 struct FromDLPackOptions {
@@ -28,8 +30,8 @@ struct FromDLPackOptions {
 
 // Imports `managed` without copying and takes ownership of it: its deleter runs when the last
 // Tensor sharing the memory is destroyed, or before returning if the import fails.
-// Errors: kInvalidArgument for an unsupported device, dtype (lanes != 1, complex, other bit
-// widths), negative strides or shape.
+// Errors: kInvalidArgument for an unsupported device, dtype (lanes != 1, complex other than 64
+// bits, other bit widths), negative strides or shape.
 [[nodiscard]] absl::StatusOr<Tensor> FromDLPack(DLManagedTensor* managed,
                                                 const FromDLPackOptions& options = {});
 

@@ -1,6 +1,8 @@
 #include "core/tensor/dtype.h"
 
 #include <cstring>
+#include <iterator>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -19,12 +21,27 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kInfo[] = {
-    {DType::kFloat32, 4, "float32", "F32", true}, {DType::kFloat64, 8, "float64", "F64", true},
-    {DType::kFloat16, 2, "float16", "F16", true}, {DType::kBFloat16, 2, "bfloat16", "BF16", true},
-    {DType::kInt8, 1, "int8", "I8", false},       {DType::kUInt8, 1, "uint8", "U8", false},
-    {DType::kInt16, 2, "int16", "I16", false},    {DType::kInt32, 4, "int32", "I32", false},
-    {DType::kInt64, 8, "int64", "I64", false},    {DType::kBool, 1, "bool", "BOOL", false},
+    {DType::kFloat32, 4, "float32", "F32", true},
+    {DType::kFloat64, 8, "float64", "F64", true},
+    {DType::kFloat16, 2, "float16", "F16", true},
+    {DType::kBFloat16, 2, "bfloat16", "BF16", true},
+    {DType::kInt8, 1, "int8", "I8", false},
+    {DType::kUInt8, 1, "uint8", "U8", false},
+    {DType::kInt16, 2, "int16", "I16", false},
+    {DType::kInt32, 4, "int32", "I32", false},
+    {DType::kInt64, 8, "int64", "I64", false},
+    {DType::kBool, 1, "bool", "BOOL", false},
+    {DType::kUInt16, 2, "uint16", "U16", false},
+    {DType::kUInt32, 4, "uint32", "U32", false},
+    {DType::kUInt64, 8, "uint64", "U64", false},
+    {DType::kComplex64, 8, "complex64", "C64", false},
+    {DType::kFloat8E4M3, 1, "float8_e4m3fn", "F8_E4M3", true},
+    {DType::kFloat8E5M2, 1, "float8_e5m2", "F8_E5M2", true},
+    {DType::kFloat8E8M0, 1, "float8_e8m0fnu", "F8_E8M0", true},
+    {DType::kFloat8E4M3Fnuz, 1, "float8_e4m3fnuz", "F8_E4M3FNUZ", true},
+    {DType::kFloat8E5M2Fnuz, 1, "float8_e5m2fnuz", "F8_E5M2FNUZ", true},
 };
+static_assert(std::size(kInfo) == kAllDTypes.size());
 
 const DTypeInfo& Info(DType dtype) { return kInfo[static_cast<size_t>(dtype)]; }
 
@@ -41,10 +58,14 @@ absl::StatusOr<DType> ParseDType(std::string_view name) {
   for (const DTypeInfo& info : kInfo) {
     if (name == info.name || name == info.safetensors) return info.dtype;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown dtype \"", AbslView(name),
-                   "\"; expected one of float32, float64, float16, bfloat16, int8, uint8, int16, "
-                   "int32, int64, bool (or F32, F64, F16, BF16, I8, U8, I16, I32, I64, BOOL)"));
+  std::string names, safetensors;
+  for (const DTypeInfo& info : kInfo) {
+    absl::StrAppend(&names, names.empty() ? "" : ", ", AbslView(info.name));
+    absl::StrAppend(&safetensors, safetensors.empty() ? "" : ", ", AbslView(info.safetensors));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown dtype \"", AbslView(name),
+                                                 "\"; expected one of ", names, " (or ",
+                                                 safetensors, ")"));
 }
 
 absl::StatusOr<DType> DTypeFromSafetensors(std::string_view name) {
@@ -52,9 +73,9 @@ absl::StatusOr<DType> DTypeFromSafetensors(std::string_view name) {
     if (name == info.safetensors) return info.dtype;
   }
   absl::string_view n = AbslView(name);
-  if (n == "U16" || n == "U32" || n == "U64" || absl::StartsWith(n, "F8_")) {
+  if (n == "F4" || n == "F6_E2M3" || n == "F6_E3M2") {
     return absl::InvalidArgumentError(
-        absl::StrCat("safetensors dtype ", n, " is not supported by shardkit"));
+        absl::StrCat("safetensors dtype ", n, " is not supported by shardkit (sub-byte elements)"));
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown safetensors dtype \"", n, "\""));
 }

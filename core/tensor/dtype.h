@@ -26,19 +26,31 @@ enum class DType : uint8_t {
   kInt32,
   kInt64,
   kBool,
+  kUInt16,
+  kUInt32,
+  kUInt64,
+  kComplex64,   // two float32: real, imaginary
+  kFloat8E4M3,  // the float8 types are moved as bytes: no arithmetic on them here
+  kFloat8E5M2,
+  kFloat8E8M0,
+  kFloat8E4M3Fnuz,
+  kFloat8E5M2Fnuz,
 };
 
-inline constexpr std::array<DType, 10> kAllDTypes = {
-    DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt8,
-    DType::kUInt8,   DType::kInt16,   DType::kInt32,   DType::kInt64,    DType::kBool};
+inline constexpr std::array<DType, 19> kAllDTypes = {
+    DType::kFloat32,    DType::kFloat64,        DType::kFloat16,       DType::kBFloat16,
+    DType::kInt8,       DType::kUInt8,          DType::kInt16,         DType::kInt32,
+    DType::kInt64,      DType::kBool,           DType::kUInt16,        DType::kUInt32,
+    DType::kUInt64,     DType::kComplex64,      DType::kFloat8E4M3,    DType::kFloat8E5M2,
+    DType::kFloat8E8M0, DType::kFloat8E4M3Fnuz, DType::kFloat8E5M2Fnuz};
 
 // Bytes per element (bool is one byte).
 size_t ElementSize(DType dtype);
 
-// "float32", "bfloat16", "int64", "bool", ...
+// "float32", "bfloat16", "int64", "bool", "float8_e4m3fn", ... (PyTorch's names)
 std::string_view DTypeName(DType dtype);
 
-// "F32", "BF16", "I64", "BOOL", ...
+// "F32", "BF16", "I64", "BOOL", "F8_E4M3", ...
 std::string_view SafetensorsName(DType dtype);
 
 bool IsFloatingPoint(DType dtype);
@@ -47,8 +59,8 @@ bool IsFloatingPoint(DType dtype);
 // Errors: kInvalidArgument naming the string if it is neither.
 [[nodiscard]] absl::StatusOr<DType> ParseDType(std::string_view name);
 
-// Safetensors dtype names only. Known-but-unsupported ones (U16, U32, U64, F8_*) get their own
-// message. Errors: kInvalidArgument naming the dtype.
+// Safetensors dtype names only. Known-but-unsupported ones (the sub-byte F4, F6_E2M3, F6_E3M2)
+// get their own message. Errors: kInvalidArgument naming the dtype.
 [[nodiscard]] absl::StatusOr<DType> DTypeFromSafetensors(std::string_view name);
 
 // IEEE 754 binary16 and bfloat16 bit patterns, round-to-nearest-even (NaN stays NaN).

@@ -34,6 +34,22 @@ void StoreElement(DType dtype, int64_t value, std::byte* out) {
       return put(value);
     case DType::kBool:
       return put(static_cast<uint8_t>(value % 2 != 0));
+    case DType::kUInt16:
+      return put(static_cast<uint16_t>(value));
+    case DType::kUInt32:
+      return put(static_cast<uint32_t>(value));
+    case DType::kUInt64:
+      return put(static_cast<uint64_t>(value));
+    case DType::kComplex64: {
+      const float parts[2] = {static_cast<float>(value), 0.0f};
+      return put(parts);
+    }
+    case DType::kFloat8E4M3:  // no float8 arithmetic here: the value's low byte is the pattern
+    case DType::kFloat8E5M2:
+    case DType::kFloat8E8M0:
+    case DType::kFloat8E4M3Fnuz:
+    case DType::kFloat8E5M2Fnuz:
+      return put(static_cast<uint8_t>(value));
   }
 }
 

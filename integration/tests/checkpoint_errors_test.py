@@ -60,8 +60,10 @@ def bad_checkpoints(plan):
         with open(path("bad.safetensors"), "wb") as f:
             f.write(blob)
         expect(label, run(shard_args(plan, path("bad.safetensors"))), 2, text)
-    write_safetensors(path("u16.safetensors"), {"w": ("U16", [2], b"\0" * 4)})
-    expect("U16", run(shard_args(plan, path("u16.safetensors"))), 2, "U16")
+    with open(path("f4.safetensors"), "wb") as f:  # sub-byte dtypes are not supported yet
+        header = b'{"w":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}}'
+        f.write(len(header).to_bytes(8, "little") + header + b"\0")
+    expect("F4", run(shard_args(plan, path("f4.safetensors"))), 2, "F4")
     expect("missing checkpoint", run(shard_args(plan, path("nope.safetensors"))), 2, "no such file")
     # Only the source reads the checkpoint; the other ranks fail with the same message.
     with open(path("bad.safetensors"), "wb") as f:

@@ -11,7 +11,8 @@ import sys
 BIN = os.path.join(os.environ.get("TEST_SRCDIR", "."), "shardkit/integration/shardkit")
 TMP = os.environ.get("TEST_TMPDIR", ".")
 ITEM_SIZE = {"F32": 4, "F64": 8, "F16": 2, "BF16": 2, "I8": 1, "U8": 1, "I16": 2, "I32": 4,
-             "I64": 8, "BOOL": 1}
+             "I64": 8, "BOOL": 1, "U16": 2, "U32": 4, "U64": 8, "C64": 8, "F8_E4M3": 1,
+             "F8_E5M2": 1, "F8_E8M0": 1, "F8_E4M3FNUZ": 1, "F8_E5M2FNUZ": 1}
 
 failures = []
 

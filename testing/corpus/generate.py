@@ -202,9 +202,9 @@ SAFETENSORS = {
     "missing_offsets": st_one('{"dtype": "F32", "shape": [2]}'),
     "missing_dtype": st_one('{"shape": [2], "data_offsets": [0, 8]}'),
     "entry_not_object": st_one('"F32"'),
-    "dtype_f8": st_one(entry(dtype='"F8_E4M3"', shape="[8]")),
-    "dtype_u16": st_one(entry(dtype='"U16"', shape="[4]")),
-    "dtype_u64": st_one(entry(dtype='"U64"', shape="[1]")),
+    "dtype_f8_unknown": st_one(entry(dtype='"F8_E3M4"', shape="[8]")),
+    "dtype_f4": st_one(entry(dtype='"F4"', shape="[16]")),
+    "dtype_u128": st_one(entry(dtype='"U128"', shape="[1]")),
     "dtype_lowercase": st_one(entry(dtype='"f32"')),
     "dtype_number": st_one(entry(dtype="7")),
     "dtype_empty": st_one(entry(dtype='""')),
@@ -321,7 +321,7 @@ INDEX = {
     "parameters_array": index_with(lambda i: i.update(parameters=[])),
     "parameter_hash_name": index_with(lambda i: rename(i, "w#1")),
     "parameter_unknown_key": index_with(lambda i: w(i).update(grad=True)),
-    "dtype_u32": index_with(lambda i: w(i).update(dtype="U32")),
+    "dtype_u128": index_with(lambda i: w(i).update(dtype="U128")),
     "shape_negative": index_with(lambda i: w(i).update(shape=[-4, 2])),
     "shape_overflow": index_with(lambda i: w(i).update(shape=[2**32, 2**32])),
     "shape_mismatch": index_with(lambda i: w(i).update(shape=[5, 2])),
@@ -389,7 +389,7 @@ def large_files():
         params["p%d" % i] = p
     index = index_base()
     index["parameters"] = params
-    index["parameters"]["z"] = dict(params["p0"], dtype="U16")
+    index["parameters"]["z"] = dict(params["p0"], dtype="U128")
     big["index/parameters_3e4.json"] = json.dumps(index)
     return big
 

@@ -92,11 +92,30 @@ std::vector<StreamTensor> OutputTensors(const ShardIndex& index,
   return tensors;
 }
 
+// Where each shard of each parameter is: infos[p][s] in readers[its rank] (nullptr for the copies
+// of a replicated parameter other than the source rank's, which are not read).
+using ShardInfos = std::vector<std::vector<const TensorInfo*>>;
+
+absl::StatusOr<ShardInfos> FindShards(const std::vector<Reader>& readers, const ShardIndex& index) {
+  ShardInfos infos;
+  for (const IndexParameter& parameter : index.parameters) {
+    std::vector<const TensorInfo*>& mine = infos.emplace_back();
+    for (size_t s = 0; s < parameter.shards.size(); ++s) {
+      if (!parameter.spec && parameter.shards[s].metadata.placement.rank() != index.src_rank) {
+        mine.push_back(nullptr);
+        continue;
+      }
+      SHARDKIT_ASSIGN_OR_RETURN(mine.emplace_back(), FindShard(readers, parameter, s));
+    }
+  }
+  return infos;
+}
+
 // Fills `window` with output bytes [begin, end): every tensor's part of it, from its shards
-// (replicated tensors: the source rank's copy).
+// (replicated tensors: the source rank's copy), each shard's needed bytes read in one pass.
 absl::Status FillOutput(const std::vector<Reader>& readers, const ShardIndex& index,
-                        const std::vector<StreamTensor>& tensors, uint64_t begin, uint64_t end,
-                        TensorBytesReader& bytes, std::byte* window) {
+                        const ShardInfos& infos, const std::vector<StreamTensor>& tensors,
+                        uint64_t begin, uint64_t end, TensorBytesReader& bytes, std::byte* window) {
   auto first = std::partition_point(tensors.begin(), tensors.end(),
                                     [&](const StreamTensor& t) { return t.end <= begin; });
   for (auto t = first; t != tensors.end() && t->begin < end; ++t) {
@@ -106,15 +125,17 @@ absl::Status FillOutput(const std::vector<Reader>& readers, const ShardIndex& in
     // Window position of the tensor's byte x: shift + x (the tensor may start before the window).
     const int64_t shift = static_cast<int64_t>(t->begin) - static_cast<int64_t>(begin);
     for (size_t s = 0; s < parameter.shards.size(); ++s) {
-      const IndexShard& shard = parameter.shards[s];
-      const auto rank = shard.metadata.placement.rank();
-      if (t->replicated && rank != index.src_rank) continue;
-      SHARDKIT_ASSIGN_OR_RETURN(const TensorInfo* info, FindShard(readers, parameter, s));
-      bytes.Reset(readers[static_cast<size_t>(rank)], *info);
+      const TensorInfo* info = infos[static_cast<size_t>(t - tensors.begin())][s];
+      if (info == nullptr) continue;
+      const Reader& file =
+          readers[static_cast<size_t>(parameter.shards[s].metadata.placement.rank())];
       if (t->replicated) {
+        bytes.Reset(file, *info, to);
         SHARDKIT_RETURN_IF_ERROR(bytes.Copy(from, to - from, window + (shift + from)));
         continue;
       }
+      const auto [first, count] = ShardSpan(t->runs[s], from, to);
+      bytes.Reset(file, *info, first + count);  // staged reads stop where this window's end
       absl::Status status;
       ForEachPiece(t->runs[s], from, to, [&](int64_t tensor_at, int64_t shard_at, int64_t n) {
         if (status.ok()) status = bytes.Copy(shard_at, n, window + (shift + tensor_at));
@@ -128,9 +149,9 @@ absl::Status FillOutput(const std::vector<Reader>& readers, const ShardIndex& in
 // The output's data region, window by window: this thread fills one window while a writer thread
 // writes the other at its offset.
 absl::Status WriteOutput(const std::vector<Reader>& readers, const ShardIndex& index,
-                         const std::vector<StreamTensor>& tensors, int64_t total,
-                         int64_t data_start, io::AtomicFile& file, int64_t memory_bytes,
-                         Progress& meter) {
+                         const ShardInfos& infos, const std::vector<StreamTensor>& tensors,
+                         int64_t total, int64_t data_start, io::AtomicFile& file,
+                         int64_t memory_bytes, Progress& meter) {
   const Budget budget = SplitBudget(memory_bytes);
   const int64_t window = std::max<int64_t>(std::min(budget.window, total), 1);
   const int64_t rounds = (total + window - 1) / window;
@@ -163,7 +184,8 @@ absl::Status WriteOutput(const std::vector<Reader>& readers, const ShardIndex& i
     if (!slot) break;  // the writer failed
     const auto begin = static_cast<uint64_t>(k * window);
     const auto end = static_cast<uint64_t>(std::min(total, (k + 1) * window));
-    status = FillOutput(readers, index, tensors, begin, end, bytes, windows[*slot]->data());
+    status = FillOutput(readers, index, infos, tensors, begin, end, bytes, windows[*slot]->data());
+    if (!status.ok()) break;  // nothing half-filled is written
     pipe.Publish(*slot, absl::OkStatus());
     meter.Step(k + 1, static_cast<int64_t>(end));
   }
@@ -194,7 +216,8 @@ absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_
   const int64_t window = std::max<int64_t>(SplitBudget(options.memory_bytes).window, 1);
   Progress meter(log, options.progress, "shardkit gather: writing", (total + window - 1) / window,
                  total, "windows");
-  SHARDKIT_RETURN_IF_ERROR(WriteOutput(readers, index, tensors, total,
+  SHARDKIT_ASSIGN_OR_RETURN(const ShardInfos shard_infos, FindShards(readers, index));
+  SHARDKIT_RETURN_IF_ERROR(WriteOutput(readers, index, shard_infos, tensors, total,
                                        static_cast<int64_t>(layout.prefix.size()), file,
                                        options.memory_bytes, meter));
   SHARDKIT_RETURN_IF_ERROR(file.Commit());

@@ -82,7 +82,6 @@ absl::Status LoadInputs(Run& run) {
   SHARDKIT_RETURN_IF_ERROR(LoadPlan(run));
   SHARDKIT_RETURN_IF_ERROR(PrepareOutputDir(run.options.out_dir));
   if (!run.is_source()) return absl::OkStatus();
-  SHARDKIT_ASSIGN_OR_RETURN(run.lock, io::DirectoryLock::Acquire(run.options.out_dir));
   SHARDKIT_ASSIGN_OR_RETURN(run.reader, safetensors::Reader::Open(run.options.checkpoint_path));
   return absl::OkStatus();
 }
@@ -174,11 +173,22 @@ absl::Status AgreeOnLayouts(Run& run, const CallOptions& call) {
     AgreedParameter& parameter = run.agreed[i];
     const safetensors::TensorInfo& info = run.header.tensors[i];
     tensors.push_back(MakeStreamTensor(info.name, info.dtype, info.shape, info.begin, info.end,
-                                       !parameter.spec.has_value(), parameter.shards));
+                                       !parameter.spec.has_value(), std::move(parameter.shards)));
+    tensors.back().source_index = i;
   }
   const Budget budget = SplitBudget(run.options.memory_bytes);
   run.schedule.emplace(std::move(tensors), run.comm.world_size(), budget.window);
+  run.agreed.clear();  // the schedule holds the layouts now
   return absl::OkStatus();
+}
+
+// Step 4 (the source, once every rank agrees who that is): takes the directory's lock, held until
+// the run ends (one writer at a time), then removes an earlier output's index.json, durably,
+// before any rank writes a file.
+absl::Status LockAndClear(Run& run) {
+  if (!run.is_source()) return absl::OkStatus();
+  SHARDKIT_ASSIGN_OR_RETURN(run.lock, io::DirectoryLock::Acquire(run.options.out_dir));
+  return RemoveEarlierOutput(run.options.out_dir, run.comm.world_size());
 }
 
 // Step 4 (local): this rank's file under its temporary name, header written, sized; where each of
@@ -322,11 +332,8 @@ absl::Status ShardCheckpoint(const ShardCheckpointOptions& options, Communicator
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ResolveParameters(run, shared),
                                          "applying the plan to the checkpoint", call));
   SHARDKIT_RETURN_IF_ERROR(AgreeOnLayouts(run, call));
-  // An earlier output's index.json is gone (durably) before any rank writes a file.
-  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(
-      comm,
-      run.is_source() ? RemoveEarlierOutput(options.out_dir, comm.world_size()) : absl::OkStatus(),
-      "clearing the output directory", call));
+  SHARDKIT_RETURN_IF_ERROR(
+      AgreeOnStatus(comm, LockAndClear(run), "clearing the output directory", call));
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, CreateRankFile(run), "creating shard files", call));
   (void)io::ResetPeakRss();  // best effort: the growth below is then what streaming took
   absl::StatusOr<int64_t> hwm_before = io::ProcStatusBytes("VmHWM");
@@ -335,8 +342,8 @@ absl::Status ShardCheckpoint(const ShardCheckpointOptions& options, Communicator
   SHARDKIT_RETURN_IF_ERROR(GatherReports(run, hwm_before.ok() ? *hwm_before : 0, call));
   if (options.stats != nullptr) {
     const RankReport& mine = run.reports[static_cast<size_t>(comm.rank())];
-    *options.stats = {mine.bytes_written, run.stream.buffer_bytes, run.schedule->rounds(),
-                      mine.peak_rss, mine.rss_growth};
+    *options.stats = {mine.bytes_written,     run.stream.bytes_read, run.stream.buffer_bytes,
+                      run.schedule->rounds(), mine.peak_rss,         mine.rss_growth};
   }
   if (!run.is_source()) return absl::OkStatus();
   const ShardIndex index = BuildIndex(run);

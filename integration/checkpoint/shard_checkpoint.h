@@ -9,13 +9,14 @@
 // Steps (each local failure is shared with every rank by a collective status round, so all ranks
 // fail together with the same message):
 //  1. Every rank parses its plan (flags override src_rank and strategy) and prepares the output
-//     directory (shard_dir.h); the source opens the checkpoint, validates its header and takes
-//     the directory's lock (DIR/.shardkit.lock, held until it returns: one writer at a time).
+//     directory (shard_dir.h); the source opens the checkpoint and validates its header.
 //  2. The source sends the header (names, dtypes, shapes, __metadata__) to every rank; no other
 //     rank ever opens the checkpoint. Every rank resolves the plan against it.
 //  3. The engine's agreement on the whole plan (AgreeOnPlan), before any data moves.
-//  4. The source removes an earlier output's index.json (durably); then every rank creates its
-//     file DIR/rank-RRRRR.safetensors under a temporary name, header written, at its final size.
+//  4. The source takes the directory's lock (DIR/.shardkit.lock, held until it returns: one
+//     writer at a time; another run's is exit 2 on every rank) and removes an earlier output's
+//     index.json (durably); then every rank creates its file DIR/rank-RRRRR.safetensors under a
+//     temporary name, header written, at its final size.
 //  5. The data moves in rounds under the memory budget (stream_shard.h): the source reads each
 //     byte of the checkpoint once, every rank writes its bytes at their final offsets.
 //  6. Every rank fsyncs and renames its file, then fsyncs the directory; after one more status
@@ -42,7 +43,8 @@ namespace shardkit::checkpoint {
 // What one rank did, for callers and tests that check the memory bound.
 struct ShardCheckpointStats {
   int64_t bytes_written = 0;  // tensor bytes this rank wrote into its file
-  int64_t buffer_bytes = 0;   // this rank's streaming windows and buffers (within memory_bytes)
+  int64_t bytes_read = 0;    // the source: bytes read from the checkpoint (each once: ≈ its size)
+  int64_t buffer_bytes = 0;  // this rank's streaming windows and buffers (within memory_bytes)
   int64_t rounds = 0;
   int64_t peak_rss = 0;    // VmHWM at the end
   int64_t rss_growth = 0;  // VmHWM at the end minus VmHWM (reset) just before data moved

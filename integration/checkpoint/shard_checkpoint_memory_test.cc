@@ -83,8 +83,13 @@ void ShardUnderBudgetCase(int rank, Communicator& comm, std::string_view arg) {
   ASSERT_THAT(ShardCheckpoint(options, comm, log), testing::IsOk()) << log.str();
   EXPECT_GT(stats.rounds, c["min_rounds"].get<int64_t>()) << "the budget cuts the data in rounds";
   EXPECT_LE(stats.buffer_bytes, budget) << "rank " << rank;
+  if (rank == 0) {  // the source reads every byte of the checkpoint once
+    const int64_t data = c["data_bytes"].get<int64_t>();
+    EXPECT_GE(stats.bytes_read, data);
+    EXPECT_LE(stats.bytes_read, data + data / 100) << "read amplification";
+  }
   std::cerr << "rank " << rank << ": " << stats.rounds << " rounds, buffers "
-            << stats.buffer_bytes / kMiB << " MiB, VmHWM growth "
+            << stats.buffer_bytes / kMiB << " MiB, read " << stats.bytes_read << " B, VmHWM growth "
             << static_cast<double>(stats.rss_growth) / kMiB << " MiB (bound "
             << (budget + 24 * kMiB) / kMiB << ")\n";
   if (!testing::kSanitized) {
@@ -125,7 +130,8 @@ TEST(ShardCheckpointMemory, MixedCheckpointUnderEightMiB) {
                   {"out", TempPath("mixed-out")},
                   {"gathered", TempPath("mixed-back.safetensors")},
                   {"mib", 8},
-                  {"min_rounds", 20}};
+                  {"min_rounds", 20},
+                  {"data_bytes", 96 * kMiB}};
   EXPECT_THAT(group->Run(&ShardUnderBudgetCase, c.dump()), testing::IsOk());
 }
 
@@ -140,7 +146,8 @@ TEST(ShardCheckpointMemory, OneTensorLargerThanTheBudget) {
                   {"out", TempPath("one-out")},
                   {"gathered", TempPath("one-back.safetensors")},
                   {"mib", 16},
-                  {"min_rounds", 30}};
+                  {"min_rounds", 30},
+                  {"data_bytes", 300 * kMiB}};
   EXPECT_THAT(group->Run(&ShardUnderBudgetCase, c.dump()), testing::IsOk());
 }
 

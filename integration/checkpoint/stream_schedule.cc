@@ -51,35 +51,35 @@ Round StreamSchedule::MakeRound(int64_t k) const {
           {index, static_cast<int64_t>(s), 0, begin, bytes});
     }
   }
-  round.for_rank.resize(static_cast<size_t>(world_));
-  round.rank_bytes.assign(static_cast<size_t>(world_), 0);
   int64_t offset = 0;
   auto place = [&](Block block) {
     block.window_offset = offset;
     offset += block.bytes;
     round.blocks.push_back(block);
-    return round.blocks.size() - 1;
   };
-  for (const Block& block : shared) {
-    const size_t at = place(block);
-    for (int r = 0; r < world_; ++r) {
-      round.for_rank[static_cast<size_t>(r)].push_back(at);
-      round.rank_bytes[static_cast<size_t>(r)] += block.bytes;
-    }
-  }
-  for (size_t r = 0; r < own.size(); ++r) {
-    for (const Block& block : own[r]) {
-      round.for_rank[r].push_back(place(block));
-      round.rank_bytes[r] += block.bytes;
-    }
+  for (const Block& block : shared) place(block);
+  round.shared = round.blocks.size();
+  round.shared_bytes = offset;
+  round.own.reserve(own.size());
+  for (const std::vector<Block>& blocks : own) {
+    const size_t first = round.blocks.size();
+    for (const Block& block : blocks) place(block);
+    round.own.emplace_back(first, round.blocks.size());
   }
   return round;
+}
+
+int64_t Round::RankBytes(int rank) const {
+  const auto [first, last] = own[static_cast<size_t>(rank)];
+  if (first == last) return shared_bytes;
+  return shared_bytes + blocks[last - 1].window_offset + blocks[last - 1].bytes -
+         blocks[first].window_offset;
 }
 
 int64_t StreamSchedule::MaxRankBytes(int rank) const {
   int64_t most = 0;
   for (int64_t k = 0; k < rounds_; ++k) {
-    most = std::max(most, MakeRound(k).rank_bytes[static_cast<size_t>(rank)]);
+    most = std::max(most, MakeRound(k).RankBytes(rank));
   }
   return most;
 }

@@ -15,13 +15,14 @@
 //   StreamSchedule schedule(tensors, world, window);
 //   for (int64_t k = 0; k < schedule.rounds(); ++k) {
 //     const Round round = schedule.MakeRound(k);
-//     for (size_t b : round.for_rank[r]) { const Block& block = round.blocks[b]; ... }
+//     round.ForEachBlockOf(r, [&](const Block& block) { ... });  // rank r's, in window order
 //   }
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_STREAM_SCHEDULE_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_STREAM_SCHEDULE_H_
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor/dtype.h"
@@ -39,6 +40,7 @@ struct StreamTensor {
   uint64_t begin = 0;  // its bytes in the source's data region
   uint64_t end = 0;
   bool replicated = false;
+  size_t source_index = 0;                   // its index in the source file's header
   std::vector<specs::ShardMetadata> shards;  // sharded: the layout (replicated: unused)
   std::vector<ByteRuns> runs;                // sharded: one per shard
 };
@@ -56,12 +58,26 @@ struct Block {
   int64_t bytes = 0;
 };
 
+// A round's window holds its blocks back to back: first the replicated ones (every rank's), then
+// each rank's own, rank by rank — so rank r receives at most two ranges of the window.
 struct Round {
   uint64_t begin = 0;  // source data-region bytes [begin, end)
   uint64_t end = 0;
-  std::vector<Block> blocks;                  // in window order, back to back
-  std::vector<std::vector<size_t>> for_rank;  // per rank: its blocks (indices), in window order
-  std::vector<int64_t> rank_bytes;            // per rank: the bytes of its blocks
+  std::vector<Block> blocks;  // in window order, back to back
+  size_t shared = 0;          // blocks[0, shared) go to every rank
+  int64_t shared_bytes = 0;
+  // Per rank: its own blocks are blocks[own[r].first, own[r].second).
+  std::vector<std::pair<size_t, size_t>> own;
+
+  // The bytes rank r receives: the shared blocks and its own.
+  int64_t RankBytes(int rank) const;
+  // fn(block) for every block of rank r, in window order.
+  template <typename Fn>
+  void ForEachBlockOf(int rank, Fn fn) const {
+    for (size_t b = 0; b < shared; ++b) fn(blocks[b]);
+    const auto [first, last] = own[static_cast<size_t>(rank)];
+    for (size_t b = first; b < last; ++b) fn(blocks[b]);
+  }
 };
 
 class StreamSchedule {

@@ -30,28 +30,35 @@ std::vector<std::pair<int64_t, int64_t>> Segments(const Round& round, int rank, 
     if (total > 0) segments.emplace_back(0, total);
     return segments;
   }
-  for (size_t b : round.for_rank[static_cast<size_t>(rank)]) {
-    const Block& block = round.blocks[b];
-    if (!segments.empty() &&
-        segments.back().first + segments.back().second == block.window_offset) {
-      segments.back().second += block.bytes;
-    } else {
-      segments.emplace_back(block.window_offset, block.bytes);
-    }
+  // The shared blocks are window bytes [0, shared_bytes); the rank's own ones one range after.
+  if (round.shared_bytes > 0) segments.emplace_back(0, round.shared_bytes);
+  const int64_t own = round.RankBytes(rank) - round.shared_bytes;
+  if (own == 0) return segments;
+  const int64_t at = round.blocks[round.own[static_cast<size_t>(rank)].first].window_offset;
+  if (!segments.empty() && at == round.shared_bytes) {
+    segments.back().second += own;
+  } else {
+    segments.emplace_back(at, own);
   }
   return segments;
 }
 
 // Fills the window with one tensor's blocks in `round`, reading the tensor's part of the round
-// once: in staging-sized steps, every shard's pieces of a step together.
+// once: in staging-sized steps, every shard's pieces of a step together (a step is staged with one
+// pread when the tensor has pieces too short to read straight into place).
 absl::Status FillTensor(const StreamTensor& t, const Round& round,
                         std::span<const Block* const> blocks, TensorBytesReader& reader,
                         int64_t step, std::byte* window) {
   const auto from = static_cast<int64_t>(std::max(round.begin, t.begin) - t.begin);
   const auto to = static_cast<int64_t>(std::min(round.end, t.end) - t.begin);
   if (t.replicated) return reader.Copy(from, to - from, window + blocks[0]->window_offset);
+  bool short_pieces = false;
+  for (const Block* block : blocks) {
+    short_pieces |= t.runs[static_cast<size_t>(block->shard)].length < kDirectReadBytes;
+  }
   absl::Status status;
   for (int64_t at = from; at < to && status.ok(); at += step) {
+    if (short_pieces) status = reader.Stage(at, std::min(to, at + step));
     for (const Block* block : blocks) {
       const int64_t shift = block->window_offset - block->first;  // window position of byte 0
       ForEachPiece(t.runs[static_cast<size_t>(block->shard)], at, std::min(to, at + step),
@@ -76,8 +83,9 @@ absl::Status FillWindow(const StreamSchedule& schedule, const Round& round,
   for (size_t first = 0, last = 0; first < blocks.size(); first = last) {
     while (last < blocks.size() && blocks[last]->tensor == blocks[first]->tensor) ++last;
     const StreamTensor& t = schedule.tensors()[blocks[first]->tensor];
-    SHARDKIT_ASSIGN_OR_RETURN(const safetensors::TensorInfo* info, source.Find(t.name));
-    reader.Reset(source, *info);
+    const safetensors::TensorInfo& info = source.header().tensors.at(t.source_index);
+    if (info.name != t.name) return absl::InternalError("schedule and checkpoint differ");
+    reader.Reset(source, info);
     SHARDKIT_RETURN_IF_ERROR(
         FillTensor(t, round, std::span<const Block* const>(blocks).subspan(first, last - first),
                    reader, step, window));
@@ -85,24 +93,27 @@ absl::Status FillWindow(const StreamSchedule& schedule, const Round& round,
   return absl::OkStatus();
 }
 
-// Writes this rank's blocks of `round` from `data`: block i of its list at positions[i].
+// Writes this rank's blocks of `round` from `data`: where the whole window is (broadcast, and the
+// source's own window), at their window offsets; else back to back as received.
 absl::Status WriteBlocks(const Round& round, int rank, bool broadcast, const std::byte* data,
                          const StreamOutput& output, int64_t& written) {
   int64_t position = 0;
-  for (size_t b : round.for_rank[static_cast<size_t>(rank)]) {
-    const Block& block = round.blocks[b];
+  absl::Status status;
+  round.ForEachBlockOf(rank, [&](const Block& block) {
+    if (!status.ok()) return;
     const int64_t at = broadcast ? block.window_offset : position;
     position += block.bytes;
     const int64_t dest =
         output.data_start +
         output.dest[block.tensor][static_cast<size_t>(std::max<int64_t>(block.shard, 0))] +
         block.first;
-    SHARDKIT_RETURN_IF_ERROR(output.file->WriteAt(static_cast<uint64_t>(dest), data + at,
-                                                  static_cast<size_t>(block.bytes)));
+    status = output.file->WriteAt(static_cast<uint64_t>(dest), data + at,
+                                  static_cast<size_t>(block.bytes));
+    if (!status.ok()) return;
     output.file->StartWriteback(static_cast<uint64_t>(dest), static_cast<uint64_t>(block.bytes));
     written += block.bytes;
-  }
-  return absl::OkStatus();
+  });
+  return status;
 }
 
 constexpr char kStreaming[] = "streaming shards";

@@ -100,14 +100,13 @@ TEST(StreamScheduleTest, RoundsDeliverEveryByteOnceToItsRank) {
       EXPECT_LE(offset, window);
       for (int r = 0; r < 3; ++r) {
         int64_t bytes = 0;
-        for (size_t b : round.for_rank[static_cast<size_t>(r)]) {
-          const Block& block = round.blocks[b];
+        round.ForEachBlockOf(r, [&](const Block& block) {
           auto& done = seen[{r, {block.tensor, block.shard}}];
           EXPECT_EQ(block.first, done) << "a shard's blocks follow each other";
           done += block.bytes;
           bytes += block.bytes;
-        }
-        EXPECT_EQ(bytes, round.rank_bytes[static_cast<size_t>(r)]);
+        });
+        EXPECT_EQ(bytes, round.RankBytes(r));
         EXPECT_LE(bytes, schedule.MaxRankBytes(r));
       }
     }

@@ -4,10 +4,13 @@
 // paths (shard's source, gather) read every byte they need this way, once, and never map a file.
 //
 //   TensorBytesReader reader(staging);           // staging: caller-owned, reused
-//   reader.Reset(file, info);                     // the tensor to read from
+//   reader.Reset(file, info, /*limit=*/end);      // the tensor to read from, never past `end`
+//   SHARDKIT_RETURN_IF_ERROR(reader.Stage(begin, end));         // optional: one pread for many
 //   SHARDKIT_RETURN_IF_ERROR(reader.Copy(offset, bytes, dst));  // in increasing offset order
 //
-// Copies in increasing offset order make the most of the staging buffer; any order is correct.
+// A short copy outside what is staged stages the staging buffer's size from its offset (never
+// past the limit). Copies in increasing offset order, or a Stage of the range the next copies
+// fall in, make every byte be read once; any order is correct.
 // Not thread-safe; `file` and `staging` must outlive the reader's use of them.
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_TENSOR_BYTES_READER_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_TENSOR_BYTES_READER_H_
@@ -28,8 +31,14 @@ class TensorBytesReader {
  public:
   explicit TensorBytesReader(std::span<std::byte> staging) : staging_(staging) {}
 
-  // Reads from `tensor` of `file` from now on (what was staged is forgotten).
-  void Reset(const safetensors::Reader& file, const safetensors::TensorInfo& tensor);
+  // Reads from `tensor` of `file` from now on (what was staged is forgotten); staged reads stop at
+  // tensor byte `limit` (default: the tensor's end).
+  void Reset(const safetensors::Reader& file, const safetensors::TensorInfo& tensor,
+             int64_t limit = -1);
+
+  // Reads tensor bytes [begin, end) (at most the staging size) into staging now, and sets the
+  // limit to `end`. Errors: as Copy.
+  [[nodiscard]] absl::Status Stage(int64_t begin, int64_t end);
 
   // Copies bytes [offset, offset + size) of the tensor's data to `dst`.
   // Errors: kUnavailable (naming the file) on I/O errors or a truncated file.
@@ -39,11 +48,15 @@ class TensorBytesReader {
   int64_t bytes_read() const { return bytes_read_; }
 
  private:
+  // Reads tensor bytes [begin, end) (at most the staging size) into staging.
+  absl::Status Load(int64_t begin, int64_t end);
+
   std::span<std::byte> staging_;
   const safetensors::Reader* file_ = nullptr;
   const safetensors::TensorInfo* tensor_ = nullptr;
   int64_t staged_begin_ = 0;  // tensor bytes [staged_begin_, staged_end_) are in staging_
   int64_t staged_end_ = 0;
+  int64_t limit_ = 0;
   int64_t bytes_read_ = 0;
 };
 

@@ -205,7 +205,8 @@ Reader::Reader(std::string path, int fd, Header header)
 Reader::Reader(Reader&& other) noexcept
     : path_(std::move(other.path_)),
       fd_(std::exchange(other.fd_, -1)),
-      header_(std::move(other.header_)) {}
+      header_(std::move(other.header_)),
+      by_name_(std::move(other.by_name_)) {}
 
 Reader& Reader::operator=(Reader&& other) noexcept {
   if (this != &other) {
@@ -213,6 +214,7 @@ Reader& Reader::operator=(Reader&& other) noexcept {
     path_ = std::move(other.path_);
     fd_ = std::exchange(other.fd_, -1);
     header_ = std::move(other.header_);
+    by_name_ = std::move(other.by_name_);
   }
   return *this;
 }
@@ -250,12 +252,15 @@ absl::StatusOr<Reader> Reader::Open(const std::string& path) {
   SHARDKIT_RETURN_IF_ERROR(ReadFully(fd, 8, header_size, json.data(), path));
   SHARDKIT_ASSIGN_OR_RETURN(reader.header_, ParseHeader(json, file_size - 8 - header_size, path));
   reader.header_.data_start = 8 + header_size;
+  for (size_t i = 0; i < reader.header_.tensors.size(); ++i) {
+    reader.by_name_[reader.header_.tensors[i].name] = i;
+  }
   return reader;
 }
 
 absl::StatusOr<const TensorInfo*> Reader::Find(std::string_view name) const {
-  for (const TensorInfo& info : header_.tensors) {
-    if (info.name == name) return &info;
+  if (auto it = by_name_.find(absl::string_view(name.data(), name.size())); it != by_name_.end()) {
+    return &header_.tensors[it->second];
   }
   return absl::NotFoundError(absl::StrCat(path_, ": no tensor \"", std::string(name), "\""));
 }

@@ -12,9 +12,9 @@
 //   SHARDKIT_RETURN_IF_ERROR(safetensors::WriteFile("out.safetensors", {{"w", &w}}, metadata));
 //
 // Validation on read (each a kInvalidArgument naming the file and, where it applies, the tensor):
-// header length bounds, JSON syntax, duplicate keys, unknown fields, dtype (U16/U32/U64/F8_* are
-// rejected by name), shape × element size = byte length without overflow, offsets inside the data
-// region, no overlap and no gap between tensors, truncated files.
+// header length bounds, JSON syntax, duplicate keys, unknown fields, dtype (the sub-byte F4/F6_*
+// are rejected by name), shape × element size = byte length without overflow, offsets inside the
+// data region, no overlap and no gap between tensors, truncated files.
 #ifndef SHARDKIT_INTEGRATION_SAFETENSORS_SAFETENSORS_H_
 #define SHARDKIT_INTEGRATION_SAFETENSORS_SAFETENSORS_H_
 
@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/tensor/tensor.h"
@@ -107,6 +108,7 @@ class Reader {
   std::string path_;
   int fd_ = -1;
   Header header_;
+  absl::flat_hash_map<std::string, size_t> by_name_;  // index into header_.tensors
 };
 
 // Writes a safetensors file tensor by tensor, so that a large output never has to be in memory

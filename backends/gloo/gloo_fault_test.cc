@@ -125,9 +125,12 @@ TEST(GlooFaults, KilledRankFailsEveryOtherRankAndPoisons) {
         ASSERT_NE(rank, 0) << "the root outlived its own SIGKILL";
         EXPECT_THAT(status.code(),
                     AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded));
-        EXPECT_THAT(status.message(),
+        // Which words name rank 0's death depends on which socket sees it first: the mesh's
+        // look at its connection ("went away"), or the agreement's read on it ("reset").
+        EXPECT_THAT(std::string(status.message()),
                     AllOf(HasSubstr("Broadcast (backend=gloo, rank="), HasSubstr("peer "),
-                          HasSubstr("rank 0 went away without closing its communicator")));
+                          AnyOf(HasSubstr("rank 0 went away without closing its communicator"),
+                                HasSubstr("rank 0 reset its connection"))));
         EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "must not wait for the 15 s deadline";
         EXPECT_THAT(comm.Barrier(), StatusIs(absl::StatusCode::kFailedPrecondition,
                                              HasSubstr("must be recreated")));

@@ -126,7 +126,9 @@ absl::Status CheckSameBudget(const std::vector<std::string>& shared) {
   if (ranks_of.size() == 1) return absl::OkStatus();
   std::vector<std::string> parts;
   for (const auto& [bytes, ranks] : ranks_of) {
-    parts.push_back(absl::StrCat(FormatRanks(ranks), ": ", bytes >> 20, " MiB"));
+    parts.push_back(absl::StrCat(FormatRanks(ranks), ": ",
+                                 bytes % (1 << 20) == 0 ? absl::StrCat(bytes >> 20, " MiB")
+                                                        : absl::StrCat(bytes, " bytes")));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("the ranks were given different memory budgets (--memory-mib): ",

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/check.h"
 #include "core/base/status_macros.h"
 #include "core/comm/collective_status.h"
 #include "integration/checkpoint/slot_pipe.h"
@@ -273,6 +274,7 @@ absl::StatusOr<StreamStats> StreamShards(const StreamSchedule& schedule,
                                          const safetensors::Reader* source,
                                          const StreamOutput& output, Communicator& comm,
                                          const StreamOptions& options) {
+  SHARDKIT_CHECK(options.staging_bytes > 0) << "StreamShards needs a staging buffer";
   if (comm.rank() == options.src_rank) {
     return StreamFromSource(schedule, *source, output, comm, options);
   }

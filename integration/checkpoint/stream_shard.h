@@ -59,7 +59,8 @@ struct StreamStats {
 
 // Collective. `source` is the open checkpoint on the source rank, nullptr elsewhere.
 // Errors: the first failure anywhere, the same on every rank (a read or write error: kUnavailable
-// naming the file; transport errors as the Communicator's, naming the round).
+// naming the file, kInvalidArgument if the checkpoint was truncated meanwhile; transport errors as
+// the Communicator's, naming the round). `options.staging_bytes` must be > 0.
 [[nodiscard]] absl::StatusOr<StreamStats> StreamShards(const StreamSchedule& schedule,
                                                        const safetensors::Reader* source,
                                                        const StreamOutput& output,

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
+#include "integration/checkpoint/checkpoint_source.h"
 #include "integration/checkpoint/shard_dir.h"
 #include "integration/safetensors/safetensors.h"
 
@@ -45,9 +46,10 @@ std::string NBytes(const Shape& shape, DType dtype) {
   return absl::StrCat(ComputeShapeSize(shape, dtype)->nbytes);
 }
 
-absl::StatusOr<std::string> InspectFile(const std::string& path) {
-  SHARDKIT_ASSIGN_OR_RETURN(safetensors::Reader reader, safetensors::Reader::Open(path));
-  std::vector<safetensors::TensorInfo> tensors = reader.header().tensors;
+absl::StatusOr<std::string> InspectCheckpoint(const CheckpointPath& where) {
+  std::vector<std::string> warnings;  // inspect shows the table only
+  SHARDKIT_ASSIGN_OR_RETURN(CheckpointSource source, CheckpointSource::Open(where, &warnings));
+  std::vector<safetensors::TensorInfo> tensors = source.header().tensors;
   std::sort(tensors.begin(), tensors.end(),
             [](const auto& a, const auto& b) { return a.name < b.name; });
   std::vector<Row> rows = {{"name", "dtype", "shape", "bytes"}};
@@ -57,7 +59,12 @@ absl::StatusOr<std::string> InspectFile(const std::string& path) {
   }
   std::string out = FormatTable(rows);
   std::vector<Row> metadata;
-  AppendMetadata(reader.header().metadata, metadata);
+  AppendMetadata(source.header().metadata, metadata);
+  if (where.kind == CheckpointKind::kIndex) {  // the files of the index, in their order
+    for (size_t f = 0; f < source.file_count(); ++f) {
+      metadata.push_back({"file", source.file_path(f)});
+    }
+  }
   if (!metadata.empty()) absl::StrAppend(&out, "\n", FormatTable(metadata));
   return out;
 }
@@ -108,8 +115,15 @@ absl::StatusOr<std::string> InspectDirectory(const std::string& dir) {
 
 absl::StatusOr<std::string> InspectPath(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return InspectDirectory(path);
-  return InspectFile(path);
+  if (!std::filesystem::is_directory(path, ec)) {
+    SHARDKIT_ASSIGN_OR_RETURN(CheckpointPath where, ResolveCheckpointPath(path));
+    return InspectCheckpoint(where);
+  }
+  absl::StatusOr<CheckpointPath> where = ResolveCheckpointPath(path);
+  // A directory that is neither a shard directory nor a checkpoint: say what a shard directory
+  // lacks, as before, when it holds no checkpoint file at all.
+  if (!where.ok() || where->kind == CheckpointKind::kShardDirectory) return InspectDirectory(path);
+  return InspectCheckpoint(*where);
 }
 
 }  // namespace shardkit::checkpoint

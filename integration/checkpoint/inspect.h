@@ -1,10 +1,11 @@
-// InspectPath: `shardkit inspect` as a library — a plain-text table of a safetensors file or of a
-// shard directory, for stdout.
+// InspectPath: `shardkit inspect` as a library — a plain-text table of a checkpoint (a safetensors
+// file, a Hugging Face index, or a directory holding one: checkpoint_source.h) or of a shard
+// directory, for stdout.
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(std::string table, InspectPath("shards"));
 //
-// A file: one row per tensor (name, dtype, shape, bytes) in name order, then its __metadata__
-// (key, value) if any. A directory (validated with ReadIndex): one row per parameter (name,
+// A checkpoint: one row per tensor (name, dtype, shape, bytes) in name order, then its
+// __metadata__ (key, value) if any, then for an index each of its files. A directory (validated with ReadIndex): one row per parameter (name,
 // dtype, shape, bytes, spec, then one column per rank with the sizes of that rank's shards,
 // "-" for none), then the index's world_size, src_rank, strategy and metadata.
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_INSPECT_H_

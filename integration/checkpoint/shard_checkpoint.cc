@@ -16,6 +16,7 @@
 #include "core/comm/collective_status.h"
 #include "core/engine/module.h"
 #include "core/engine/shard_parameter.h"
+#include "integration/checkpoint/checkpoint_source.h"
 #include "integration/checkpoint/progress.h"
 #include "integration/checkpoint/shard_dir.h"
 #include "integration/checkpoint/stream_schedule.h"
@@ -41,7 +42,7 @@ struct Run {
   Communicator& comm;
   std::ostream& log;
   specs::Plan plan;                                // flags applied
-  std::optional<safetensors::Reader> reader;       // the source only
+  std::optional<CheckpointSource> source;          // the source rank only
   std::optional<io::DirectoryLock> lock;           // the source: held for the whole run
   safetensors::Header header;                      // the source's, on every rank
   std::vector<specs::ResolvedParameter> resolved;  // header order
@@ -82,7 +83,9 @@ absl::Status LoadInputs(Run& run) {
   SHARDKIT_RETURN_IF_ERROR(LoadPlan(run));
   SHARDKIT_RETURN_IF_ERROR(PrepareOutputDir(run.options.out_dir));
   if (!run.is_source()) return absl::OkStatus();
-  SHARDKIT_ASSIGN_OR_RETURN(run.reader, safetensors::Reader::Open(run.options.checkpoint_path));
+  SHARDKIT_ASSIGN_OR_RETURN(CheckpointPath where,
+                            ResolveCheckpointPath(run.options.checkpoint_path));
+  SHARDKIT_ASSIGN_OR_RETURN(run.source, CheckpointSource::Open(where, &run.warnings));
   return absl::OkStatus();
 }
 
@@ -110,7 +113,7 @@ absl::StatusOr<safetensors::Header> DecodeHeader(std::string_view bytes, int64_t
 absl::StatusOr<std::vector<std::string>> ShareHeader(Run& run, const CallOptions& call) {
   std::string mine(8, '\0');
   for (int i = 0; i < 8; ++i) mine[i] = static_cast<char>(run.options.memory_bytes >> (8 * i));
-  if (run.reader) mine += EncodeHeader(run.reader->header());
+  if (run.source) mine += EncodeHeader(run.source->header());
   return run.comm.AllGather(ConstBuffer(mine), call);
 }
 
@@ -246,7 +249,7 @@ absl::Status Stream(Run& run, const CallOptions& call) {
                         .call = call,
                         .on_round = [&](int64_t bytes) { progress.Step(++rounds_done, bytes); }};
   SHARDKIT_ASSIGN_OR_RETURN(
-      run.stream, StreamShards(*run.schedule, run.reader ? &*run.reader : nullptr, run.output,
+      run.stream, StreamShards(*run.schedule, run.source ? &*run.source : nullptr, run.output,
                                run.comm, options));
   run.stream_seconds = progress.Elapsed();
   return absl::OkStatus();

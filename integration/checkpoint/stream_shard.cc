@@ -75,7 +75,7 @@ absl::Status FillTensor(const StreamTensor& t, const Round& round,
 
 // The source: fills `window` with the blocks of `round`, tensor by tensor in file order.
 absl::Status FillWindow(const StreamSchedule& schedule, const Round& round,
-                        const safetensors::Reader& source, TensorBytesReader& reader, int64_t step,
+                        const CheckpointSource& source, TensorBytesReader& reader, int64_t step,
                         std::byte* window) {
   std::vector<const Block*> blocks;  // grouped by tensor (the window is rank-major)
   for (const Block& block : round.blocks) blocks.push_back(&block);
@@ -84,9 +84,9 @@ absl::Status FillWindow(const StreamSchedule& schedule, const Round& round,
   for (size_t first = 0, last = 0; first < blocks.size(); first = last) {
     while (last < blocks.size() && blocks[last]->tensor == blocks[first]->tensor) ++last;
     const StreamTensor& t = schedule.tensors()[blocks[first]->tensor];
-    const safetensors::TensorInfo& info = source.header().tensors.at(t.source_index);
+    const safetensors::TensorInfo& info = source.info(t.source_index);
     if (info.name != t.name) return absl::InternalError("schedule and checkpoint differ");
-    reader.Reset(source, info);
+    reader.Reset(source.file(t.source_index), info);
     SHARDKIT_RETURN_IF_ERROR(
         FillTensor(t, round, std::span<const Block* const>(blocks).subspan(first, last - first),
                    reader, step, window));
@@ -137,7 +137,7 @@ namespace {
 // The source's side: a filler thread reads the windows ahead; this thread agrees, sends and
 // writes the source's own blocks. A read or write error is reported in the next status round.
 absl::StatusOr<StreamStats> StreamFromSource(const StreamSchedule& schedule,
-                                             const safetensors::Reader& source,
+                                             const CheckpointSource& source,
                                              const StreamOutput& output, Communicator& comm,
                                              const StreamOptions& options) {
   const int64_t rounds = schedule.rounds();
@@ -271,9 +271,8 @@ Budget SplitBudget(int64_t budget_bytes) {
 }
 
 absl::StatusOr<StreamStats> StreamShards(const StreamSchedule& schedule,
-                                         const safetensors::Reader* source,
-                                         const StreamOutput& output, Communicator& comm,
-                                         const StreamOptions& options) {
+                                         const CheckpointSource* source, const StreamOutput& output,
+                                         Communicator& comm, const StreamOptions& options) {
   SHARDKIT_CHECK(options.staging_bytes > 0) << "StreamShards needs a staging buffer";
   if (comm.rank() == options.src_rank) {
     return StreamFromSource(schedule, *source, output, comm, options);

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/comm/communicator.h"
+#include "integration/checkpoint/checkpoint_source.h"
 #include "integration/checkpoint/stream_schedule.h"
 #include "integration/io/files.h"
 #include "integration/safetensors/safetensors.h"
@@ -62,7 +63,7 @@ struct StreamStats {
 // naming the file, kInvalidArgument if the checkpoint was truncated meanwhile; transport errors as
 // the Communicator's, naming the round). `options.staging_bytes` must be > 0.
 [[nodiscard]] absl::StatusOr<StreamStats> StreamShards(const StreamSchedule& schedule,
-                                                       const safetensors::Reader* source,
+                                                       const CheckpointSource* source,
                                                        const StreamOutput& output,
                                                        Communicator& comm,
                                                        const StreamOptions& options);

@@ -1,0 +1,233 @@
+#include "integration/checkpoint/checkpoint_source.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <system_error>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/base/status_macros.h"
+#include "core/json/json_reader.h"
+#include "integration/checkpoint/shard_dir.h"
+#include "integration/io/files.h"
+
+namespace shardkit::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using json::Json;
+
+constexpr absl::string_view kIndexSuffix = ".index.json";
+
+absl::Status Invalid(const std::string& where, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
+}
+
+bool IsShardDirectory(const std::string& dir) {
+  absl::StatusOr<std::string> text = io::ReadWholeFile((fs::path(dir) / kIndexFileName).string());
+  if (!text.ok()) return false;
+  absl::StatusOr<Json> json = json::ParseJson(*text);
+  return json.ok() && json->is_object() && json->contains("format") &&
+         (*json)["format"] == kIndexFormat;
+}
+
+absl::StatusOr<CheckpointPath> ResolveDirectory(const std::string& dir) {
+  if (IsShardDirectory(dir)) return CheckpointPath{CheckpointKind::kShardDirectory, dir};
+  std::vector<std::string> indexes, files, names;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    names.push_back(name);
+    if (absl::EndsWith(name, ".safetensors.index.json")) indexes.push_back(name);
+    if (absl::EndsWith(name, ".safetensors")) files.push_back(name);
+  }
+  if (ec) return Invalid(dir, absl::StrCat("cannot list the directory: ", ec.message()));
+  std::sort(indexes.begin(), indexes.end());
+  std::sort(files.begin(), files.end());
+  std::sort(names.begin(), names.end());
+  if (indexes.size() == 1) {
+    return CheckpointPath{CheckpointKind::kIndex, (fs::path(dir) / indexes[0]).string()};
+  }
+  if (indexes.empty() && files.size() == 1) {
+    return CheckpointPath{CheckpointKind::kSafetensors, (fs::path(dir) / files[0]).string()};
+  }
+  const std::string found = names.empty() ? "nothing" : absl::StrJoin(names, ", ");
+  if (indexes.size() > 1) {
+    return Invalid(dir, absl::StrCat("holds ", indexes.size(),
+                                     " Hugging Face indexes (*.safetensors.index.json), expected "
+                                     "one: ",
+                                     absl::StrJoin(indexes, ", ")));
+  }
+  return Invalid(dir, absl::StrCat("holds no *.safetensors.index.json and ", files.size(),
+                                   " *.safetensors files, expected one of either; found: ", found));
+}
+
+// The weight map of a Hugging Face index: tensor -> file (relative to the index), and total_size.
+struct WeightMap {
+  std::map<std::string, std::string> file_of;
+  std::optional<int64_t> total_size;
+};
+
+absl::StatusOr<WeightMap> ReadWeightMap(const std::string& path) {
+  SHARDKIT_ASSIGN_OR_RETURN(std::string text, io::ReadWholeFile(path));
+  absl::StatusOr<Json> parsed = json::ParseJson(text);
+  if (!parsed.ok()) return Annotate(parsed.status(), path);
+  const Json& index = *parsed;
+  if (!index.is_object() || !index.contains("weight_map")) {
+    return Invalid(path, "not a Hugging Face index: expected an object with \"weight_map\"");
+  }
+  WeightMap map;
+  const Json& weights = index["weight_map"];
+  if (!weights.is_object()) return Invalid(path, "weight_map: expected an object");
+  for (const auto& [tensor, file] : weights.items()) {
+    if (!file.is_string() || file.get<std::string>().empty()) {
+      return Invalid(path, absl::StrCat("weight_map[\"", tensor, "\"]: expected a file name"));
+    }
+    map.file_of[tensor] = file.get<std::string>();
+  }
+  if (index.contains("metadata") && index["metadata"].is_object() &&
+      index["metadata"].contains("total_size") &&
+      index["metadata"]["total_size"].is_number_integer()) {
+    map.total_size = index["metadata"]["total_size"].get<int64_t>();
+  }
+  return map;
+}
+
+// Every tensor of the map is in the file it names and no other; no file holds one it omits.
+absl::Status CheckWeightMap(const std::string& index, const WeightMap& map,
+                            const std::vector<std::string>& names,
+                            const std::vector<safetensors::Reader>& files) {
+  std::map<std::string, std::vector<size_t>> holders;  // tensor -> files holding it
+  for (size_t f = 0; f < files.size(); ++f) {
+    for (const safetensors::TensorInfo& info : files[f].header().tensors) {
+      holders[info.name].push_back(f);
+    }
+  }
+  for (const auto& [tensor, file] : map.file_of) {
+    const std::vector<size_t>& in = holders[tensor];
+    if (in.size() > 1) {
+      return Invalid(index, absl::StrCat("tensor \"", tensor, "\" is in both ", names[in[0]],
+                                         " and ", names[in[1]]));
+    }
+    if (in.empty() || names[in[0]] != file) {
+      return Invalid(index,
+                     absl::StrCat("weight_map puts tensor \"", tensor, "\" in ", file,
+                                  in.empty() ? ", which has no such tensor"
+                                             : absl::StrCat(", but it is in ", names[in[0]])));
+    }
+  }
+  for (const auto& [tensor, in] : holders) {
+    if (!map.file_of.contains(tensor)) {
+      return Invalid(index, absl::StrCat(names[in[0]], " holds tensor \"", tensor,
+                                         "\", which the weight_map does not list"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void WarnAboutTotalSize(const std::string& index, const WeightMap& map,
+                        const std::vector<std::string>& paths,
+                        const std::vector<safetensors::Reader>& files,
+                        std::vector<std::string>* warnings) {
+  if (!map.total_size) return;
+  int64_t tensor_bytes = 0, file_bytes = 0;
+  for (size_t f = 0; f < files.size(); ++f) {
+    for (const safetensors::TensorInfo& info : files[f].header().tensors) {
+      tensor_bytes += static_cast<int64_t>(info.end - info.begin);
+    }
+    struct stat st {};
+    if (::stat(paths[f].c_str(), &st) == 0) file_bytes += st.st_size;
+  }
+  if (*map.total_size == tensor_bytes || *map.total_size == file_bytes) return;
+  warnings->push_back(absl::StrCat("warning: ", index, ": metadata.total_size is ", *map.total_size,
+                                   ", but the tensors hold ", tensor_bytes, " bytes and the files ",
+                                   file_bytes));
+}
+
+absl::StatusOr<std::vector<safetensors::Reader>> OpenIndexFiles(const std::string& index,
+                                                                const WeightMap& map,
+                                                                std::vector<std::string>& names,
+                                                                std::vector<std::string>& paths) {
+  std::set<std::string> unique;
+  for (const auto& [tensor, file] : map.file_of) unique.insert(file);
+  std::vector<safetensors::Reader> files;
+  for (const std::string& name : unique) {
+    const std::string path = (fs::path(index).parent_path() / name).string();
+    absl::StatusOr<safetensors::Reader> reader = safetensors::Reader::Open(path);
+    if (!reader.ok()) return Annotate(reader.status(), absl::StrCat("file of ", index));
+    names.push_back(name);
+    paths.push_back(path);
+    files.push_back(*std::move(reader));
+  }
+  return files;
+}
+
+}  // namespace
+
+absl::StatusOr<CheckpointPath> ResolveCheckpointPath(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (status.type() == fs::file_type::not_found) {
+    return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
+  }
+  if (status.type() == fs::file_type::directory) return ResolveDirectory(path);
+  if (absl::EndsWith(path, kIndexSuffix)) return CheckpointPath{CheckpointKind::kIndex, path};
+  return CheckpointPath{CheckpointKind::kSafetensors, path};
+}
+
+absl::StatusOr<CheckpointSource> CheckpointSource::Open(const CheckpointPath& where,
+                                                        std::vector<std::string>* warnings) {
+  if (where.kind == CheckpointKind::kShardDirectory) {
+    return Invalid(where.path,
+                   "is a shardkit shard directory, not a checkpoint: use 'shardkit reshard' to "
+                   "lay it out anew, or 'shardkit gather' to rebuild the checkpoint");
+  }
+  std::vector<safetensors::Reader> files;
+  if (where.kind == CheckpointKind::kSafetensors) {
+    SHARDKIT_ASSIGN_OR_RETURN(safetensors::Reader file, safetensors::Reader::Open(where.path));
+    files.push_back(std::move(file));
+    return FromFiles(std::move(files), where.path);
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(WeightMap map, ReadWeightMap(where.path));
+  std::vector<std::string> names, paths;
+  SHARDKIT_ASSIGN_OR_RETURN(files, OpenIndexFiles(where.path, map, names, paths));
+  SHARDKIT_RETURN_IF_ERROR(CheckWeightMap(where.path, map, names, files));
+  WarnAboutTotalSize(where.path, map, paths, files, warnings);
+  return FromFiles(std::move(files), where.path);
+}
+
+absl::StatusOr<CheckpointSource> CheckpointSource::FromFiles(std::vector<safetensors::Reader> files,
+                                                             const std::string& source) {
+  CheckpointSource out;
+  std::map<std::string, size_t> metadata_from;  // key -> the file that set it
+  uint64_t offset = 0;
+  for (size_t f = 0; f < files.size(); ++f) {
+    const safetensors::Header& header = files[f].header();
+    for (const auto& [key, value] : header.metadata) {
+      auto [it, fresh] = out.header_.metadata.emplace(key, value);
+      if (!fresh && it->second != value) {
+        return Invalid(source, absl::StrCat("__metadata__ key \"", key, "\" is \"", it->second,
+                                            "\" in ", files[metadata_from[key]].path(), " but \"",
+                                            value, "\" in ", files[f].path()));
+      }
+      metadata_from.emplace(key, f);
+    }
+    for (size_t t = 0; t < header.tensors.size(); ++t) {  // file order
+      safetensors::TensorInfo info = header.tensors[t];
+      const uint64_t bytes = info.end - info.begin;
+      info.begin = offset;
+      info.end = offset += bytes;
+      out.header_.tensors.push_back(std::move(info));
+      out.where_.emplace_back(f, t);
+    }
+  }
+  out.files_ = std::move(files);
+  return out;
+}
+
+}  // namespace shardkit::checkpoint

@@ -5,9 +5,10 @@
 //   SHARDKIT_ASSIGN_OR_RETURN(std::string table, InspectPath("shards"));
 //
 // A checkpoint: one row per tensor (name, dtype, shape, bytes) in name order, then its
-// __metadata__ (key, value) if any, then for an index each of its files. A directory (validated with ReadIndex): one row per parameter (name,
-// dtype, shape, bytes, spec, then one column per rank with the sizes of that rank's shards,
-// "-" for none), then the index's world_size, src_rank, strategy and metadata.
+// __metadata__ (key, value) if any, then for an index each of its files. A shard directory
+// (validated with ReadIndex): one row per parameter (name, dtype, shape, bytes, spec, then one
+// column per rank with the sizes of that rank's shards, "-" for none), then the index's
+// world_size, src_rank, strategy and metadata.
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_INSPECT_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_INSPECT_H_
 

@@ -45,7 +45,8 @@ FlagParser ShardFlagParser(ShardFlags* out) {
                    "[--timeout S]");
   flags.AddString("plan", &out->options.plan_path, "JSON plan: which spec each parameter gets");
   flags.AddString("checkpoint", &out->options.checkpoint_path,
-                  "safetensors checkpoint (read by the source rank only)");
+                  "a .safetensors file, a Hugging Face *.safetensors.index.json, or a directory "
+                  "holding one (read by the source rank only)");
   flags.AddString("out", &out->options.out_dir,
                   "output directory: rank-RRRRR.safetensors per rank and index.json");
   flags.AddInt("src-rank", &out->src_rank, "the rank that reads the checkpoint (beats the plan)", 0,

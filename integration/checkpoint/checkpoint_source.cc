@@ -88,7 +88,15 @@ absl::StatusOr<WeightMap> ReadWeightMap(const std::string& path) {
     if (!file.is_string() || file.get<std::string>().empty()) {
       return Invalid(path, absl::StrCat("weight_map[\"", tensor, "\"]: expected a file name"));
     }
-    map.file_of[tensor] = file.get<std::string>();
+    const fs::path name(file.get<std::string>());
+    const bool climbs =
+        std::any_of(name.begin(), name.end(), [](const fs::path& part) { return part == ".."; });
+    if (name.is_absolute() || climbs) {
+      return Invalid(path, absl::StrCat("weight_map[\"", tensor, "\"]: \"", name.string(),
+                                        "\" must be a path relative to the index, inside its "
+                                        "directory"));
+    }
+    map.file_of[tensor] = name.string();
   }
   if (index.contains("metadata") && index["metadata"].is_object() &&
       index["metadata"].contains("total_size") &&

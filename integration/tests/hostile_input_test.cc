@@ -26,7 +26,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "integration/checkpoint/checkpoint_source.h"
 #include "integration/checkpoint/shard_dir.h"
 #include "integration/io/proc_status.h"
 #include "integration/safetensors/safetensors.h"
@@ -88,12 +90,21 @@ absl::Status CheckIndex(const fs::path& path) {
   return checkpoint::ParseIndex(ReadFile(path), path.string()).status();
 }
 
+absl::Status CheckHfIndex(const fs::path& path) {
+  std::vector<std::string> warnings;
+  return checkpoint::CheckpointSource::Open({checkpoint::CheckpointKind::kIndex, path.string()},
+                                            &warnings)
+      .status();
+}
+
 absl::Status CheckFile(const fs::path& path) {
   const std::string kind = path.parent_path().filename().string();
   if (kind == "spec") return CheckSpecOrPlan(path);
   if (kind == "safetensors") return CheckSafetensors(path);
   if (kind == "index") return CheckIndex(path);
+  if (kind == "hf_index") return CheckHfIndex(path);
   if (kind == "valid") {
+    if (absl::EndsWith(path.string(), ".index.json")) return CheckHfIndex(path);
     if (path.extension() == ".safetensors") return CheckSafetensors(path);
     if (path.filename() == "index.json") return CheckIndex(path);
     return CheckSpecOrPlan(path);
@@ -167,17 +178,19 @@ TEST_P(HostileInputTest, EveryFileIsRejectedCleanly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, HostileInputTest,
-                         ::testing::Values("spec", "safetensors", "index"));
+                         ::testing::Values("spec", "safetensors", "index", "hf_index"));
 
 TEST(HostileInputTest, ValidControlsAreAccepted) {
   const std::vector<fs::path> files = CorpusFiles("valid");
-  ASSERT_EQ(files.size(), 4u);
+  ASSERT_EQ(files.size(), 5u);
   for (const fs::path& path : files) EXPECT_THAT(CheckFile(path), testing::IsOk()) << path;
 }
 
 TEST(HostileInputTest, CorpusHasAtLeastOneHundredFiles) {
   size_t total = 0;
-  for (const char* kind : {"spec", "safetensors", "index"}) total += CorpusFiles(kind).size();
+  for (const char* kind : {"spec", "safetensors", "index", "hf_index"}) {
+    total += CorpusFiles(kind).size();
+  }
   EXPECT_GE(total, 100u);
 }
 

@@ -5,7 +5,8 @@
   testing/corpus/generate.py --large OUT_DIR          # the big ones, generated at build time
 
 Layout (the directory names the parser): spec/ (spec and plan parser, then binding), safetensors/
-(safetensors::Reader), index/ (index.json parser), valid/ (one accepted input per parser, so that
+(safetensors::Reader), index/ (index.json parser), hf_index/ (Hugging Face indexes:
+CheckpointSource), valid/ (one accepted input per parser, so that
 the rejections above are known to come from the hostile part). Every file outside valid/ must be
 rejected with kInvalidArgument, within a time and memory bound. Edit this script, not the files.
 """
@@ -352,11 +353,38 @@ INDEX = {
     "invalid_utf8_name": json.dumps(index_base()).replace('"w":', '"w\udcff":'),
 }
 
+# ---------------------------------------------------------------------------------------------
+# Hugging Face indexes (CheckpointSource::Open), next to valid/model.safetensors' name.
+
+
+def hf_index(weight_map='{"w": "model.safetensors"}', extra=''):
+    return '{"metadata": {"total_size": 8}%s, "weight_map": %s}' % (extra, weight_map)
+
+
+HF_INDEX = {
+    "not_json": '{"weight_map": ',
+    "array": '[{"weight_map": {}}]',
+    "no_weight_map": '{"metadata": {"total_size": 8}}',
+    "weight_map_array": hf_index('[["w", "model.safetensors"]]'),
+    "weight_map_string": hf_index('"model.safetensors"'),
+    "file_number": hf_index('{"w": 3}'),
+    "file_null": hf_index('{"w": null}'),
+    "file_empty": hf_index('{"w": ""}'),
+    "file_absolute": hf_index('{"w": "/etc/passwd"}'),
+    "file_parent": hf_index('{"w": "../valid/model.safetensors"}'),
+    "file_parent_inside": hf_index('{"w": "a/../../valid/model.safetensors"}'),
+    "duplicate_tensor": hf_index('{"w": "model.safetensors", "w": "model.safetensors"}'),
+    "duplicate_weight_map": '{"weight_map": {}, "weight_map": {}}',
+    "file_is_directory": hf_index('{"w": "."}'),
+    "file_is_index": hf_index('{"w": "array.safetensors.index.json"}'),
+}
+
 VALID = {
     "spec.json": CHUNK,
     "plan.json": plan("[%s]" % rule(match='"a.*.weight"')),
     "index.json": json.dumps(index_base()),
     "model.safetensors": st_one(entry()),
+    "model.safetensors.index.json": hf_index(),
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -410,7 +438,8 @@ def main():
     args = parser.parse_args()
     if args.small:
         for kind, files, ext in (("spec", SPECS, "json"), ("safetensors", SAFETENSORS,
-                                                          "safetensors"), ("index", INDEX, "json")):
+                                                          "safetensors"), ("index", INDEX, "json"),
+                                ("hf_index", HF_INDEX, "safetensors.index.json")):
             for name, content in files.items():
                 write(os.path.join(args.small, kind, "%s.%s" % (name, ext)), content)
         for name, content in VALID.items():

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The checkpoint mode of compare_torch.py: `shardkit shard`/`gather` beside PyTorch 1.13 and the
 durable-copy floor, in one run.
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """What compare_torch.py and checkpoint_compare.py share: Debian's PyTorch 1.13 (its Python 3.11
 import fix for torch.distributed._shard, applied at import time; the installed package is not
 touched) and this process's memory figures from /proc/self/status."""

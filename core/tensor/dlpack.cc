@@ -48,6 +48,9 @@ DLDataType ToDLDataType(DType dtype) {
     case DType::kFloat8E8M0:
     case DType::kFloat8E4M3Fnuz:
     case DType::kFloat8E5M2Fnuz:
+    case DType::kFloat4E2M1:
+    case DType::kFloat6E2M3:
+    case DType::kFloat6E3M2:
       break;
   }
   return {kDLOpaqueHandle, 0, 0};

@@ -14,7 +14,7 @@ namespace {
 
 struct DTypeInfo {
   DType dtype;
-  size_t size;
+  size_t size;  // bytes; 0 for sub-byte dtypes (bits below)
   std::string_view name;
   std::string_view safetensors;
   bool floating;
@@ -40,8 +40,11 @@ constexpr DTypeInfo kInfo[] = {
     {DType::kFloat8E8M0, 1, "float8_e8m0fnu", "F8_E8M0", true},
     {DType::kFloat8E4M3Fnuz, 1, "float8_e4m3fnuz", "F8_E4M3FNUZ", true},
     {DType::kFloat8E5M2Fnuz, 1, "float8_e5m2fnuz", "F8_E5M2FNUZ", true},
+    {DType::kFloat4E2M1, 0, "float4_e2m1", "F4", true},
+    {DType::kFloat6E2M3, 0, "float6_e2m3", "F6_E2M3", true},
+    {DType::kFloat6E3M2, 0, "float6_e3m2", "F6_E3M2", true},
 };
-static_assert(std::size(kInfo) == kAllDTypes.size());
+static_assert(std::size(kInfo) == kAllDTypes.size() + kSubByteDTypes.size());
 
 const DTypeInfo& Info(DType dtype) { return kInfo[static_cast<size_t>(dtype)]; }
 
@@ -50,6 +53,18 @@ absl::string_view AbslView(std::string_view s) { return absl::string_view(s.data
 }  // namespace
 
 size_t ElementSize(DType dtype) { return Info(dtype).size; }
+bool IsSubByte(DType dtype) { return Info(dtype).size == 0; }
+int64_t ElementBits(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat4E2M1:
+      return 4;
+    case DType::kFloat6E2M3:
+    case DType::kFloat6E3M2:
+      return 6;
+    default:
+      return static_cast<int64_t>(Info(dtype).size) * 8;
+  }
+}
 std::string_view DTypeName(DType dtype) { return Info(dtype).name; }
 std::string_view SafetensorsName(DType dtype) { return Info(dtype).safetensors; }
 bool IsFloatingPoint(DType dtype) { return Info(dtype).floating; }

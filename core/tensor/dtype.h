@@ -35,6 +35,11 @@ enum class DType : uint8_t {
   kFloat8E8M0,
   kFloat8E4M3Fnuz,
   kFloat8E5M2Fnuz,
+  // Sub-byte: 4 or 6 bits per element, packed. Only ever meta tensors and checkpoint bytes: no
+  // Tensor holds their data (Tensor::Empty refuses them), so ElementSize is 0 for them.
+  kFloat4E2M1,
+  kFloat6E2M3,
+  kFloat6E3M2,
 };
 
 inline constexpr std::array<DType, 19> kAllDTypes = {
@@ -44,8 +49,16 @@ inline constexpr std::array<DType, 19> kAllDTypes = {
     DType::kUInt64,     DType::kComplex64,      DType::kFloat8E4M3,    DType::kFloat8E5M2,
     DType::kFloat8E8M0, DType::kFloat8E4M3Fnuz, DType::kFloat8E5M2Fnuz};
 
-// Bytes per element (bool is one byte).
+// The sub-byte dtypes, which kAllDTypes (the dtypes a Tensor holds) leaves out.
+inline constexpr std::array<DType, 3> kSubByteDTypes = {DType::kFloat4E2M1, DType::kFloat6E2M3,
+                                                        DType::kFloat6E3M2};
+
+// Bytes per element (bool is one byte); 0 for the sub-byte dtypes.
 size_t ElementSize(DType dtype);
+
+// Bits per element: 8 × ElementSize, or 4 / 6 for the sub-byte dtypes.
+int64_t ElementBits(DType dtype);
+bool IsSubByte(DType dtype);
 
 // "float32", "bfloat16", "int64", "bool", "float8_e4m3fn", ... (PyTorch's names)
 std::string_view DTypeName(DType dtype);
@@ -59,8 +72,7 @@ bool IsFloatingPoint(DType dtype);
 // Errors: kInvalidArgument naming the string if it is neither.
 [[nodiscard]] absl::StatusOr<DType> ParseDType(std::string_view name);
 
-// Safetensors dtype names only. Known-but-unsupported ones (the sub-byte F4, F6_E2M3, F6_E3M2)
-// get their own message. Errors: kInvalidArgument naming the dtype.
+// Safetensors dtype names only (all 22). Errors: kInvalidArgument naming the dtype.
 [[nodiscard]] absl::StatusOr<DType> DTypeFromSafetensors(std::string_view name);
 
 // IEEE 754 binary16 and bfloat16 bit patterns, round-to-nearest-even (NaN stays NaN).

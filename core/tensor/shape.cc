@@ -17,13 +17,18 @@ absl::StatusOr<ShapeSize> ComputeShapeSize(const Shape& shape, DType dtype) {
           absl::StrCat("invalid shape ", ShapeToString(shape), ": element count overflows"));
     }
   }
-  int64_t nbytes = 0;
-  if (__builtin_mul_overflow(numel, static_cast<int64_t>(ElementSize(dtype)), &nbytes)) {
+  int64_t nbits = 0;
+  if (__builtin_mul_overflow(numel, ElementBits(dtype), &nbits)) {
     return absl::InvalidArgumentError(absl::StrCat("invalid shape ", ShapeToString(shape),
                                                    ": byte size overflows for ",
                                                    std::string(DTypeName(dtype))));
   }
-  return ShapeSize{numel, nbytes};
+  if (nbits % 8 != 0) {  // sub-byte dtypes: packed, a whole number of bytes
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid shape ", ShapeToString(shape), " for ", std::string(DTypeName(dtype)),
+                     ": ", numel, " elements are ", nbits, " bits, not a whole number of bytes"));
+  }
+  return ShapeSize{numel, nbits / 8};
 }
 
 std::string ShapeToString(const Shape& shape) {

@@ -50,6 +50,10 @@ void StoreElement(DType dtype, int64_t value, std::byte* out) {
     case DType::kFloat8E4M3Fnuz:
     case DType::kFloat8E5M2Fnuz:
       return put(static_cast<uint8_t>(value));
+    case DType::kFloat4E2M1:  // never: no Tensor holds sub-byte data
+    case DType::kFloat6E2M3:
+    case DType::kFloat6E3M2:
+      return;
   }
 }
 
@@ -103,7 +107,16 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int
       device_(device),
       numel_(numel) {}
 
+static absl::Status NoSubByteData(DType dtype) {
+  if (!IsSubByte(dtype)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("a ", std::string(DTypeName(dtype)),
+                   " tensor cannot hold data here: sub-byte dtypes are moved only as checkpoint "
+                   "bytes (shardkit shard / gather)"));
+}
+
 absl::StatusOr<Tensor> Tensor::Empty(const Shape& shape, DType dtype, const Device& device) {
+  SHARDKIT_RETURN_IF_ERROR(NoSubByteData(dtype));
   SHARDKIT_ASSIGN_OR_RETURN(ShapeSize size, ComputeShapeSize(shape, dtype));
   SHARDKIT_ASSIGN_OR_RETURN(std::shared_ptr<Storage> storage,
                             Storage::Allocate(device, static_cast<size_t>(size.nbytes)));
@@ -148,6 +161,7 @@ absl::StatusOr<Tensor> Tensor::Meta(const Shape& shape, DType dtype) {
 absl::StatusOr<Tensor> Tensor::FromStorage(std::shared_ptr<Storage> storage, const Shape& shape,
                                            const Shape& strides, int64_t storage_offset,
                                            DType dtype) {
+  SHARDKIT_RETURN_IF_ERROR(NoSubByteData(dtype));
   SHARDKIT_ASSIGN_OR_RETURN(ShapeSize size, ComputeShapeSize(shape, dtype));
   if (storage == nullptr) return absl::InvalidArgumentError("FromStorage: null storage");
   if (strides.size() != shape.size() || storage_offset < 0) {

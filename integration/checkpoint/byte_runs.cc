@@ -2,13 +2,16 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace shardkit::checkpoint {
 
-ByteRuns RunsOf(const Shape& shape, size_t element_size, const specs::ShardMetadata& shard) {
-  ByteRuns runs;
+absl::StatusOr<ByteRuns> RunsOf(const Shape& shape, int64_t element_bits,
+                                const specs::ShardMetadata& shard) {
+  ByteRuns runs;  // computed in bits, returned in bytes
   const size_t dims = shape.size();
   std::vector<int64_t> strides(dims);
-  int64_t stride = static_cast<int64_t>(element_size);
+  int64_t stride = element_bits;
   for (size_t k = dims; k-- > 0;) {
     strides[k] = stride;
     stride *= shape[k];
@@ -26,7 +29,7 @@ ByteRuns RunsOf(const Shape& shape, size_t element_size, const specs::ShardMetad
       break;
     }
   }
-  runs.length = static_cast<int64_t>(element_size);
+  runs.length = element_bits;
   for (size_t k = cut; k < dims; ++k) runs.length *= shard.sizes[k];
   runs.count = 1;
   for (size_t k = 0; k < cut; ++k) {
@@ -35,6 +38,24 @@ ByteRuns RunsOf(const Shape& shape, size_t element_size, const specs::ShardMetad
     runs.outer_strides.push_back(strides[k]);
     runs.count *= shard.sizes[k];
   }
+  // Every run starts at base + a sum of outer strides: all on byte boundaries iff these are.
+  int64_t misaligned = -1;
+  if (runs.base % 8 != 0)
+    misaligned = runs.base;
+  else if (runs.length % 8 != 0)
+    misaligned = runs.base + runs.length;
+  for (int64_t s : runs.outer_strides) {
+    if (misaligned < 0 && s % 8 != 0) misaligned = runs.base + s;
+  }
+  if (misaligned >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "its bytes would start or end inside a byte, at bit ", misaligned,
+        " of the tensor (elements of ", element_bits,
+        " bits: a shard must start and end on byte boundaries in the flat element order)"));
+  }
+  runs.base /= 8;
+  runs.length /= 8;
+  for (int64_t& s : runs.outer_strides) s /= 8;
   return runs;
 }
 

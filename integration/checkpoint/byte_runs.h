@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
 #include "core/tensor/shape.h"
 #include "specs/shard_metadata.h"
 
@@ -38,8 +39,11 @@ struct ByteRuns {
 };
 
 // The runs of `shard` (validated: inside `shape`) of a contiguous tensor of `shape` whose elements
-// are `element_size` bytes.
-ByteRuns RunsOf(const Shape& shape, size_t element_size, const specs::ShardMetadata& shard);
+// are `element_bits` bits (sub-byte dtypes are packed: 4 or 6 bits).
+// Errors: kInvalidArgument when a run would start or end inside a byte (a sub-byte tensor's shard
+// must start and end on byte boundaries in the flat element order), naming the bit offset.
+[[nodiscard]] absl::StatusOr<ByteRuns> RunsOf(const Shape& shape, int64_t element_bits,
+                                              const specs::ShardMetadata& shard);
 
 // The shard's bytes inside tensor bytes [begin, end): {first index in the shard's own bytes,
 // count}. {k, 0} when none.

@@ -78,16 +78,17 @@ absl::Status VerifyShards(const std::vector<Reader>& readers, const ShardIndex& 
 }
 
 // The output's tensors (name order, as index.json lists them) with their layouts and offsets.
-std::vector<StreamTensor> OutputTensors(const ShardIndex& index,
-                                        const std::vector<TensorInfo>& placed) {
+absl::StatusOr<std::vector<StreamTensor>> OutputTensors(const ShardIndex& index,
+                                                        const std::vector<TensorInfo>& placed) {
   std::vector<StreamTensor> tensors;
   for (size_t i = 0; i < index.parameters.size(); ++i) {
     const IndexParameter& parameter = index.parameters[i];
     std::vector<specs::ShardMetadata> shards;
     for (const IndexShard& shard : parameter.shards) shards.push_back(shard.metadata);
-    tensors.push_back(MakeStreamTensor(parameter.name, parameter.dtype, parameter.shape,
-                                       placed[i].begin, placed[i].end, !parameter.spec.has_value(),
-                                       std::move(shards)));
+    SHARDKIT_ASSIGN_OR_RETURN(
+        tensors.emplace_back(),
+        MakeStreamTensor(parameter.name, parameter.dtype, parameter.shape, placed[i].begin,
+                         placed[i].end, !parameter.spec.has_value(), std::move(shards)));
   }
   return tensors;
 }
@@ -208,7 +209,8 @@ absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_
   SHARDKIT_ASSIGN_OR_RETURN(safetensors::FileLayout layout,
                             safetensors::PlanFile(out_path, std::move(infos), index.metadata));
   // index.parameters and layout.tensors are both in name order.
-  const std::vector<StreamTensor> tensors = OutputTensors(index, layout.tensors);
+  SHARDKIT_ASSIGN_OR_RETURN(const std::vector<StreamTensor> tensors,
+                            OutputTensors(index, layout.tensors));
   const auto total = static_cast<int64_t>(layout.data_size);
   SHARDKIT_ASSIGN_OR_RETURN(io::AtomicFile file, io::AtomicFile::Create(out_path));
   SHARDKIT_RETURN_IF_ERROR(file.Write(layout.prefix.data(), layout.prefix.size()));

@@ -177,8 +177,11 @@ absl::Status AgreeOnLayouts(Run& run, const CallOptions& call) {
   for (size_t i = 0; i < run.agreed.size(); ++i) {
     AgreedParameter& parameter = run.agreed[i];
     const safetensors::TensorInfo& info = run.header.tensors[i];
-    tensors.push_back(MakeStreamTensor(info.name, info.dtype, info.shape, info.begin, info.end,
-                                       !parameter.spec.has_value(), std::move(parameter.shards)));
+    // A sub-byte tensor cut inside a byte fails here, identically on every rank (agreed layout).
+    SHARDKIT_ASSIGN_OR_RETURN(
+        tensors.emplace_back(),
+        MakeStreamTensor(info.name, info.dtype, info.shape, info.begin, info.end,
+                         !parameter.spec.has_value(), std::move(parameter.shards)));
     tensors.back().source_index = i;
   }
   const Budget budget = SplitBudget(run.options.memory_bytes);

@@ -3,16 +3,25 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace shardkit::checkpoint {
 
-StreamTensor MakeStreamTensor(std::string name, DType dtype, Shape shape, uint64_t begin,
-                              uint64_t end, bool replicated,
-                              std::vector<specs::ShardMetadata> shards) {
-  StreamTensor tensor{std::move(name), dtype, std::move(shape), begin, end, replicated, {}, {}};
+absl::StatusOr<StreamTensor> MakeStreamTensor(std::string name, DType dtype, Shape shape,
+                                              uint64_t begin, uint64_t end, bool replicated,
+                                              std::vector<specs::ShardMetadata> shards) {
+  StreamTensor tensor{std::move(name), dtype, std::move(shape), begin, end, replicated, 0, {}, {}};
   if (replicated) return tensor;
   tensor.shards = std::move(shards);
-  for (const specs::ShardMetadata& shard : tensor.shards) {
-    tensor.runs.push_back(RunsOf(tensor.shape, ElementSize(dtype), shard));
+  for (size_t s = 0; s < tensor.shards.size(); ++s) {
+    absl::StatusOr<ByteRuns> runs = RunsOf(tensor.shape, ElementBits(dtype), tensor.shards[s]);
+    if (!runs.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter \"", tensor.name, "\" (", std::string(SafetensorsName(dtype)),
+                       ShapeToString(tensor.shape), "): shard ", s, " (",
+                       specs::ShardToString(tensor.shards[s]), "): ", runs.status().message()));
+    }
+    tensor.runs.push_back(*std::move(runs));
   }
   return tensor;
 }

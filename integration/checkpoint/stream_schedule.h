@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "core/tensor/dtype.h"
 #include "core/tensor/shape.h"
 #include "integration/checkpoint/byte_runs.h"
@@ -46,9 +47,11 @@ struct StreamTensor {
 };
 
 // Builds a StreamTensor (runs computed). `shards` is the layout; ignored when replicated.
-StreamTensor MakeStreamTensor(std::string name, DType dtype, Shape shape, uint64_t begin,
-                              uint64_t end, bool replicated,
-                              std::vector<specs::ShardMetadata> shards);
+// Errors: kInvalidArgument naming the tensor and shard when a sub-byte tensor's shard does not
+// start and end on byte boundaries (RunsOf).
+[[nodiscard]] absl::StatusOr<StreamTensor> MakeStreamTensor(
+    std::string name, DType dtype, Shape shape, uint64_t begin, uint64_t end, bool replicated,
+    std::vector<specs::ShardMetadata> shards);
 
 struct Block {
   size_t tensor = 0;   // index into the schedule's tensors

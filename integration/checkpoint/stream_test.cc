@@ -47,7 +47,7 @@ TEST(ByteRunsTest, PiecesMatchBruteForceForEveryRange) {
       Shard({0, 0, 0}, {0, 5, 3})};
   const int64_t total = 4 * 5 * 3 * 2;
   for (const specs::ShardMetadata& shard : shards) {
-    const ByteRuns runs = RunsOf(shape, 2, shard);
+    const ByteRuns runs = *RunsOf(shape, 16, shard);
     const std::vector<int64_t> want = BruteForce(shape, 2, shard);
     ASSERT_EQ(runs.bytes(), static_cast<int64_t>(want.size())) << specs::ShardToString(shard);
     for (int64_t begin = 0; begin <= total; begin += 7) {
@@ -80,11 +80,11 @@ TEST(ByteRunsTest, PiecesMatchBruteForceForEveryRange) {
 TEST(StreamScheduleTest, RoundsDeliverEveryByteOnceToItsRank) {
   // "a": [6, 4] F32 chunked on dim 1 over ranks 2, 0, 1; "b": replicated [3] F32; "c": empty.
   std::vector<StreamTensor> tensors;
-  tensors.push_back(MakeStreamTensor("b", DType::kFloat32, {3}, 96, 108, true, {}));
-  tensors.push_back(MakeStreamTensor(
+  tensors.push_back(*MakeStreamTensor("b", DType::kFloat32, {3}, 96, 108, true, {}));
+  tensors.push_back(*MakeStreamTensor(
       "a", DType::kFloat32, {6, 4}, 0, 96, false,
       {Shard({0, 0}, {6, 2}, 2), Shard({0, 2}, {6, 1}, 0), Shard({0, 3}, {6, 1}, 1)}));
-  tensors.push_back(MakeStreamTensor("c", DType::kFloat32, {0}, 108, 108, true, {}));
+  tensors.push_back(*MakeStreamTensor("c", DType::kFloat32, {0}, 108, 108, true, {}));
   for (int64_t window : {1, 5, 16, 50, 108, 1000}) {
     StreamSchedule schedule(tensors, 3, window);
     ASSERT_EQ(schedule.total_bytes(), 108);
@@ -117,6 +117,27 @@ TEST(StreamScheduleTest, RoundsDeliverEveryByteOnceToItsRank) {
     EXPECT_EQ((seen[{1, {0, 2}}]), 24);
     for (int r = 0; r < 3; ++r) EXPECT_EQ((seen[{r, {1, -1}}]), 12) << "replicated to rank " << r;
   }
+}
+
+TEST(ByteRunsTest, SubByteShardsMustStartAndEndOnByteBoundaries) {
+  // F4 [4, 6]: a row is 24 bits. Two columns (8 bits) are whole bytes; three (12) are not.
+  const auto two = RunsOf({4, 6}, 4, Shard({0, 2}, {4, 2}));
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->length, 1);
+  EXPECT_EQ(two->count, 4);
+  EXPECT_EQ(two->Offset(1), 4);  // row 1 starts 3 bytes in: [3] + column 2 (1 byte)
+  const auto three = RunsOf({4, 6}, 4, Shard({0, 3}, {4, 3}));
+  ASSERT_FALSE(three.ok());
+  EXPECT_NE(three.status().message().find("at bit 12"), std::string::npos) << three.status();
+  // F6 [2, 4]: rows of 24 bits; whole rows are fine, columns 0-1 (12 bits) are not.
+  EXPECT_TRUE(RunsOf({2, 4}, 6, Shard({1, 0}, {1, 4})).ok());
+  EXPECT_FALSE(RunsOf({2, 4}, 6, Shard({0, 0}, {2, 2})).ok());
+  const auto named = MakeStreamTensor("w", DType::kFloat6E2M3, {2, 4}, 0, 6, false,
+                                      {Shard({0, 0}, {2, 2}), Shard({0, 2}, {2, 2}, 1)});
+  ASSERT_FALSE(named.ok());
+  EXPECT_NE(named.status().message().find("parameter \"w\" (F6_E2M3[2, 4]): shard 0"),
+            std::string::npos)
+      << named.status();
 }
 
 TEST(StreamScheduleTest, BudgetSplitsIntoTwoWindowsAndStaging) {

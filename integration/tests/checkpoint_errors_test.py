@@ -60,10 +60,11 @@ def bad_checkpoints(plan):
         with open(path("bad.safetensors"), "wb") as f:
             f.write(blob)
         expect(label, run(shard_args(plan, path("bad.safetensors"))), 2, text)
-    with open(path("f4.safetensors"), "wb") as f:  # sub-byte dtypes are not supported yet
-        header = b'{"w":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}}'
-        f.write(len(header).to_bytes(8, "little") + header + b"\0")
-    expect("F4", run(shard_args(plan, path("f4.safetensors"))), 2, "F4")
+    with open(path("f4.safetensors"), "wb") as f:  # 3 four-bit elements: not whole bytes
+        header = b'{"w":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}'
+        f.write(len(header).to_bytes(8, "little") + header + b"\0\0")
+    expect("F4 odd bits", run(shard_args(plan, path("f4.safetensors"))), 2,
+           "12 bits, not a whole number of bytes")
     expect("missing checkpoint", run(shard_args(plan, path("nope.safetensors"))), 2, "no such file")
     # Only the source reads the checkpoint; the other ranks fail with the same message.
     with open(path("bad.safetensors"), "wb") as f:

@@ -77,6 +77,28 @@ def round_trip(label, checkpoint, originals, metadata):
     return r
 
 
+def sub_byte(rng):
+    """F4 and F6 (packed 4- and 6-bit elements) move byte for byte when every shard starts and
+    ends on a byte boundary, and are refused naming the tensor when one does not."""
+    tensors = {"f4.cols": ("F4", [4, 6], rng.randbytes(12)),        # rows of 3 bytes
+               "f6.rows": ("F6_E2M3", [6, 4], rng.randbytes(18)),   # rows of 3 bytes
+               "f6b": ("F6_E3M2", [8], rng.randbytes(6))}            # replicated
+    ck = os.path.join(TMP, "sub-byte.safetensors")
+    write_safetensors(ck, tensors)
+    r = round_trip("sub-byte", ck, tensors, None)
+    if r.returncode == 0:
+        # Columns 2k, 2k+1 of the F4 matrix are byte k of each row: rank k's shard.
+        for rank in range(WORLD):
+            _, _, got = read_safetensors(os.path.join(TMP, "sub-byte-out",
+                                                      f"rank-{rank:05d}.safetensors"))
+            want = bytes(tensors["f4.cols"][2][row * 3 + rank] for row in range(4))
+            check(got["f4.cols"] == ("F4", [4, 2], want), f"sub-byte: rank {rank}'s F4 shard")
+    bad = os.path.join(TMP, "sub-byte-bad.safetensors")
+    write_safetensors(bad, {"f6.cols": ("F6_E2M3", [2, 4], rng.randbytes(6))})
+    expect_error("sub-byte cut inside a byte", shard(bad, os.path.join(TMP, "o7")),
+                 "parameter \"f6.cols\" (F6_E2M3[2, 4]): shard 0")
+
+
 def main():
     with open(PLAN, "w") as f:
         json.dump({"rules": [
@@ -145,6 +167,7 @@ def main():
                  "holds 2 Hugging Face indexes")
     expect_error("a shard directory", shard(os.path.join(TMP, "index-out"), os.path.join(TMP, "o6")),
                  "use 'shardkit reshard'")
+    sub_byte(rng)
     for name in ("o1", "o2", "o3", "o4", "o5", "o6"):
         check(not os.path.exists(os.path.join(TMP, name, "index.json")), f"{name}: index.json")
     finish("hf checkpoint")

@@ -204,7 +204,7 @@ SAFETENSORS = {
     "missing_dtype": st_one('{"shape": [2], "data_offsets": [0, 8]}'),
     "entry_not_object": st_one('"F32"'),
     "dtype_f8_unknown": st_one(entry(dtype='"F8_E3M4"', shape="[8]")),
-    "dtype_f4": st_one(entry(dtype='"F4"', shape="[16]")),
+    "dtype_f4_odd_bits": st_one(entry(dtype='"F4"', shape="[3]", offsets="[0, 2]"), b"\0\0"),
     "dtype_u128": st_one(entry(dtype='"U128"', shape="[1]")),
     "dtype_lowercase": st_one(entry(dtype='"f32"')),
     "dtype_number": st_one(entry(dtype="7")),

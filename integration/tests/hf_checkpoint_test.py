@@ -82,6 +82,7 @@ def sub_byte(rng):
     ends on a byte boundary, and are refused naming the tensor when one does not."""
     tensors = {"f4.cols": ("F4", [4, 6], rng.randbytes(12)),        # rows of 3 bytes
                "f6.rows": ("F6_E2M3", [6, 4], rng.randbytes(18)),   # rows of 3 bytes
+               "f4z.cols": ("F4", [2, 4], rng.randbytes(4)),        # 2, 2, 0 columns
                "f6b": ("F6_E3M2", [8], rng.randbytes(6))}            # replicated
     ck = os.path.join(TMP, "sub-byte.safetensors")
     write_safetensors(ck, tensors)
@@ -155,6 +156,11 @@ def main():
     write_hf(bad, files, weight_map=moved)
     expect_error("tensor in another file", shard(bad, os.path.join(TMP, "o3")),
                  "but it is in model-00002-of-00003.safetensors")
+    listed = dict(moved, ghost="model-00001-of-00003.safetensors")
+    bad = os.path.join(TMP, "hf-ghost")
+    write_hf(bad, files, weight_map=dict(listed, norm="model-00002-of-00003.safetensors"))
+    expect_error("a listed tensor no file holds", shard(bad, os.path.join(TMP, "o8")),
+                 "puts tensor \"ghost\" in model-00001-of-00003.safetensors, which has no such")
     bad = os.path.join(TMP, "hf-missing")
     write_hf(bad, files)
     os.remove(os.path.join(bad, "model-00003-of-00003.safetensors"))
@@ -168,7 +174,7 @@ def main():
     expect_error("a shard directory", shard(os.path.join(TMP, "index-out"), os.path.join(TMP, "o6")),
                  "use 'shardkit reshard'")
     sub_byte(rng)
-    for name in ("o1", "o2", "o3", "o4", "o5", "o6"):
+    for name in ("o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8"):
         check(not os.path.exists(os.path.join(TMP, name, "index.json")), f"{name}: index.json")
     finish("hf checkpoint")
 

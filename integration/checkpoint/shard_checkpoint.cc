@@ -89,11 +89,21 @@ absl::Status LoadInputs(Run& run) {
   return absl::OkStatus();
 }
 
-// The source's header as bytes: the data region's size (8 bytes, little-endian), then the JSON.
+// How sizes travel in the header exchange: 8 bytes, little-endian.
+void AppendUint64(std::string& out, uint64_t value) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(value >> (8 * i)));
+}
+
+uint64_t ReadUint64(std::string_view bytes) {  // bytes.size() >= 8
+  uint64_t value = 0;
+  for (int i = 7; i >= 0; --i) value = value << 8 | static_cast<unsigned char>(bytes[i]);
+  return value;
+}
+
+// The source's header as bytes: the data region's size, then the JSON.
 std::string EncodeHeader(const safetensors::Header& header) {
-  const uint64_t data_size = header.tensors.empty() ? 0 : header.tensors.back().end;
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(data_size >> (8 * i));
+  std::string out;
+  AppendUint64(out, header.tensors.empty() ? 0 : header.tensors.back().end);
   return out + safetensors::SerializeHeader(header.tensors, header.metadata);
 }
 
@@ -102,17 +112,15 @@ absl::StatusOr<safetensors::Header> DecodeHeader(std::string_view bytes, int64_t
     return absl::InvalidArgumentError(absl::StrCat(
         "rank ", src_rank, " sent no checkpoint header (do the ranks agree on the source rank?)"));
   }
-  uint64_t data_size = 0;
-  for (int i = 7; i >= 0; --i) data_size = data_size << 8 | static_cast<unsigned char>(bytes[i]);
-  return safetensors::ParseHeader(bytes.substr(8), data_size,
+  return safetensors::ParseHeader(bytes.substr(8), ReadUint64(bytes),
                                   absl::StrCat("checkpoint header from rank ", src_rank));
 }
 
 // Step 2: every rank's memory budget (8 bytes, little-endian), then the source's header, reach
 // every rank (collective; errors as AllGather).
 absl::StatusOr<std::vector<std::string>> ShareHeader(Run& run, const CallOptions& call) {
-  std::string mine(8, '\0');
-  for (int i = 0; i < 8; ++i) mine[i] = static_cast<char>(run.options.memory_bytes >> (8 * i));
+  std::string mine;
+  AppendUint64(mine, static_cast<uint64_t>(run.options.memory_bytes));
   if (run.source) mine += EncodeHeader(run.source->header());
   return run.comm.AllGather(ConstBuffer(mine), call);
 }
@@ -122,9 +130,7 @@ absl::StatusOr<std::vector<std::string>> ShareHeader(Run& run, const CallOptions
 absl::Status CheckSameBudget(const std::vector<std::string>& shared) {
   std::map<int64_t, std::vector<int>> ranks_of;
   for (size_t rank = 0; rank < shared.size(); ++rank) {
-    int64_t bytes = 0;
-    for (int i = 7; i >= 0; --i) bytes = bytes << 8 | static_cast<unsigned char>(shared[rank][i]);
-    ranks_of[bytes].push_back(static_cast<int>(rank));
+    ranks_of[static_cast<int64_t>(ReadUint64(shared[rank]))].push_back(static_cast<int>(rank));
   }
   if (ranks_of.size() == 1) return absl::OkStatus();
   std::vector<std::string> parts;

@@ -53,10 +53,7 @@ void WriteCheckpoint(const std::string& path, std::vector<safetensors::TensorInf
       it->begin = at;
       it->end = at += bytes;
     }
-    const std::string header = safetensors::SerializeHeader(layout.tensors, {});
-    layout.prefix.assign(8, '\0');
-    for (int i = 0; i < 8; ++i) layout.prefix[i] = static_cast<char>(header.size() >> (8 * i));
-    layout.prefix += header;
+    layout.prefix = safetensors::SerializePrefix(layout.tensors, {});
   }
   SHARDKIT_ASSERT_OK_AND_ASSIGN(io::AtomicFile file, io::AtomicFile::Create(path));
   ASSERT_THAT(file.Write(layout.prefix.data(), layout.prefix.size()), testing::IsOk());

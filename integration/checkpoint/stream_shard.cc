@@ -120,7 +120,7 @@ absl::Status WriteBlocks(const Round& round, int rank, bool broadcast, const std
 constexpr char kStreaming[] = "streaming shards";
 
 std::string RoundContext(int64_t k, int64_t rounds) {
-  return absl::StrCat("streaming shards (round ", k + 1, " of ", rounds, ")");
+  return absl::StrCat(kStreaming, " (round ", k + 1, " of ", rounds, ")");
 }
 
 // A rank that cannot take part (its buffers could not be allocated) joins the first status round
@@ -129,10 +129,6 @@ absl::Status ReportOnly(Communicator& comm, const absl::Status& local,
                         const StreamOptions& options) {
   return AgreeOnStatus(comm, local, kStreaming, options.call);
 }
-
-}  // namespace
-
-namespace {
 
 // The source's side: a filler thread reads the windows ahead; this thread agrees, sends and
 // writes the source's own blocks. A read or write error is reported in the next status round.

@@ -199,6 +199,14 @@ std::string SerializeHeader(const std::vector<TensorInfo>& tensors,
   return text;
 }
 
+std::string SerializePrefix(const std::vector<TensorInfo>& tensors,
+                            const std::map<std::string, std::string>& metadata) {
+  const std::string header = SerializeHeader(tensors, metadata);
+  std::string prefix(8, '\0');
+  for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>(header.size() >> (8 * i));
+  return prefix + header;
+}
+
 Reader::Reader(std::string path, int fd, Header header)
     : path_(std::move(path)), fd_(fd), header_(std::move(header)) {}
 
@@ -316,10 +324,7 @@ absl::StatusOr<FileLayout> PlanFile(const std::string& path, std::vector<TensorI
     }
   }
   FileLayout layout;
-  const std::string header = SerializeHeader(tensors, metadata);
-  layout.prefix.resize(8);
-  for (int i = 0; i < 8; ++i) layout.prefix[i] = static_cast<char>(header.size() >> (8 * i));
-  layout.prefix += header;
+  layout.prefix = SerializePrefix(tensors, metadata);
   for (const TensorInfo& info : tensors) layout.data_size = std::max(layout.data_size, info.end);
   layout.tensors = std::move(tensors);
   return layout;

@@ -60,6 +60,11 @@ struct Header {
 std::string SerializeHeader(const std::vector<TensorInfo>& tensors,
                             const std::map<std::string, std::string>& metadata);
 
+// What precedes a file's data region: the 8-byte little-endian length of SerializeHeader's text,
+// then that text.
+std::string SerializePrefix(const std::vector<TensorInfo>& tensors,
+                            const std::map<std::string, std::string>& metadata);
+
 // The layout of a file about to be written: its tensors in name order with their offsets, and
 // the bytes before the data region (the 8-byte header length and the header). Writers that place
 // bytes at their final offsets (the streaming checkpoint paths) write `prefix`, then each tensor's

@@ -12,7 +12,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import BIN, TMP, check, finish, run, write_safetensors
+from checkpoint_testlib import (BIN, TMP, check, finish, first_lines_per_rank, run,
+                                write_safetensors)
 
 
 def path(name):
@@ -30,16 +31,6 @@ def expect(label, r, code, text):
     check(r.returncode == code, f"{label}: exit {r.returncode}, expected {code}: {r.stderr}")
     check(text in first, f"{label}: first stderr line {first!r} lacks {text!r}")
     check(r.stdout == "", f"{label}: stdout {r.stdout!r}")
-
-
-def first_lines_per_rank(stderr, world):
-    firsts = {}
-    for line in stderr.splitlines():
-        for rank in range(world):
-            prefix = f"[rank {rank}] "
-            if line.startswith(prefix) and rank not in firsts:
-                firsts[rank] = line[len(prefix):]
-    return firsts
 
 
 CK = path("model.safetensors")

@@ -92,6 +92,17 @@ def run(args, **kwargs):
     return subprocess.run([BIN] + args, capture_output=True, text=True, timeout=60, **kwargs)
 
 
+def first_lines_per_rank(stderr, world):
+    """rank -> the first line that rank wrote to stderr under a launcher ("[rank R] " removed)."""
+    firsts = {}
+    for line in stderr.splitlines():
+        for rank in range(world):
+            prefix = f"[rank {rank}] "
+            if line.startswith(prefix) and rank not in firsts:
+                firsts[rank] = line[len(prefix):]
+    return firsts
+
+
 def cells(line):
     """A table line split into cells (columns are separated by two or more spaces)."""
     return re.split(r"\s{2,}", line.strip())

@@ -13,8 +13,8 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import (ITEM_SIZE, TMP, check, finish, numel, read_safetensors, run,
-                                write_safetensors)
+from checkpoint_testlib import (ITEM_SIZE, TMP, check, finish, first_lines_per_rank, numel,
+                                read_safetensors, run, write_safetensors)
 
 WORLD = 3
 PLAN = os.path.join(TMP, "hf-plan.json")
@@ -46,17 +46,8 @@ def shard(checkpoint, out):
                 "--out", out])
 
 
-def first_lines(stderr):
-    firsts = {}
-    for line in stderr.splitlines():
-        for rank in range(WORLD):
-            if line.startswith(f"[rank {rank}] ") and rank not in firsts:
-                firsts[rank] = line[len(f"[rank {rank}] "):]
-    return firsts
-
-
 def expect_error(label, r, text):
-    firsts = first_lines(r.stderr)
+    firsts = first_lines_per_rank(r.stderr, WORLD)
     check(r.returncode == 2, f"{label}: exit {r.returncode}: {r.stderr}")
     check(len(firsts) == WORLD and len(set(firsts.values())) == 1 and text in firsts[0],
           f"{label}: first lines differ or lack {text!r}: {firsts}")

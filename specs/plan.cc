@@ -76,14 +76,24 @@ absl::Status ParameterError(const Plan& plan, const std::string& name, std::opti
 }  // namespace
 
 std::string_view StrategyName(Strategy strategy) {
-  return strategy == Strategy::kBroadcast ? "broadcast" : "scatter";
+  switch (strategy) {
+    case Strategy::kBroadcast:
+      return "broadcast";
+    case Strategy::kDirect:
+      return "direct";
+    case Strategy::kScatter:
+      break;
+  }
+  return "scatter";
 }
 
 absl::StatusOr<Strategy> ParseStrategy(std::string_view name) {
   if (name == "scatter") return Strategy::kScatter;
   if (name == "broadcast") return Strategy::kBroadcast;
-  return absl::InvalidArgumentError(absl::StrCat("expected \"scatter\" or \"broadcast\", got ",
-                                                 json::DescribeValue(Json(std::string(name)))));
+  if (name == "direct") return Strategy::kDirect;
+  return absl::InvalidArgumentError(
+      absl::StrCat("expected \"scatter\", \"broadcast\" or \"direct\", got ",
+                   json::DescribeValue(Json(std::string(name)))));
 }
 
 absl::StatusOr<Plan> ParsePlan(std::string_view json_text) {

@@ -4,10 +4,10 @@
 //    "rules": [{"match": "layers.*.attn.qkv.weight", "spec": {...}},
 //              {"match": "embed.weight", "spec": {...}}]}
 //
-// "version" (must be 1), "src_rank" (default 0) and "strategy" ("scatter" by default, or
-// "broadcast") are optional; "rules" is required (possibly empty). Patterns: see pattern.h. The
-// first matching rule wins; a parameter no rule matches is replicated. The canonical form has
-// every key, defaults filled in, rules in order, each spec in its own canonical form.
+// "version" (must be 1), "src_rank" (default 0) and "strategy" ("scatter" by default,
+// "broadcast", or "direct") are optional; "rules" is required (possibly empty). Patterns: see
+// pattern.h. The first matching rule wins; a parameter no rule matches is replicated. The canonical
+// form has every key, defaults filled in, rules in order, each spec in its own canonical form.
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(Plan plan, ParsePlan(text));
 //   SHARDKIT_ASSIGN_OR_RETURN(std::vector<ResolvedParameter> resolved,
@@ -30,9 +30,13 @@
 
 namespace shardkit::specs {
 
-enum class Strategy { kScatter, kBroadcast };
+// How the source's data reaches the ranks: kScatter sends each rank its shards; kBroadcast sends
+// every rank everything (each keeps its shards); kDirect moves no tensor data at all — every rank
+// reads its own shards from a checkpoint it sees itself (`shardkit shard` only: tensors in memory
+// cannot be read that way, so the engine refuses it).
+enum class Strategy { kScatter, kBroadcast, kDirect };
 
-// "scatter" / "broadcast".
+// "scatter" / "broadcast" / "direct".
 std::string_view StrategyName(Strategy strategy);
 // Errors: kInvalidArgument naming the string.
 [[nodiscard]] absl::StatusOr<Strategy> ParseStrategy(std::string_view name);

@@ -75,6 +75,9 @@ TEST(PlanTest, DefaultsAndCanonicalForm) {
       Plan broadcast, ParsePlan(R"({"rules": [], "src_rank": 2, "strategy": "broadcast"})"));
   EXPECT_EQ(CanonicalJson(broadcast),
             R"({"rules":[],"src_rank":2,"strategy":"broadcast","version":1})");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Plan direct, ParsePlan(R"({"rules": [], "strategy": "direct"})"));
+  EXPECT_EQ(direct.strategy, Strategy::kDirect);
+  EXPECT_EQ(CanonicalJson(direct), R"({"rules":[],"src_rank":0,"strategy":"direct","version":1})");
 }
 
 TEST(PlanTest, ParseErrorsNameThePath) {
@@ -85,7 +88,7 @@ TEST(PlanTest, ParseErrorsNameThePath) {
       {R"({"rules": {}})", "rules: expected array of rules, got object"},
       {R"({"src_rank": 0})", "top level: missing key \"rules\""},
       {R"({"rules": [], "strategy": "gather"})",
-       "strategy: expected \"scatter\" or \"broadcast\", got \"gather\""},
+       "strategy: expected \"scatter\", \"broadcast\" or \"direct\", got \"gather\""},
       {R"({"rules": [], "src_rank": -1})", "src_rank: rank -1 is outside"},
       {R"({"rules": [], "src_rank": 0.0})", "src_rank: expected integer, got 0.0"},
       {R"({"rules": [], "version": 3})", "version: unsupported version 3"},

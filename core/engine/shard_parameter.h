@@ -42,6 +42,8 @@
 namespace shardkit {
 
 // kScatter (default) or kBroadcast; specs::StrategyName / specs::ParseStrategy spell them.
+// kDirect (ranks reading a checkpoint themselves) is refused by every call that moves tensors
+// (kInvalidArgument on every rank); AgreeOnPlan accepts it.
 using Strategy = specs::Strategy;
 
 // Wall-clock seconds of each step of the last call, for benchmarks.

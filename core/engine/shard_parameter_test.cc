@@ -165,6 +165,28 @@ void DisagreementCase(int rank, Communicator& comm, std::string_view arg) {
   }
 }
 
+// Strategy kDirect reads files, not tensors: every rank refuses it, the same way, module unchanged.
+void DirectRefusedCase(int rank, Communicator& comm, std::string_view arg) {
+  Tensor t =
+      rank == 0 ? *Tensor::Arange({4, 2}, DType::kFloat32) : *Tensor::Meta({4, 2}, DType::kFloat32);
+  Module module;
+  ASSERT_THAT(module.AddParameter("w", t), testing::IsOk());
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(
+      specs::ShardingSpec spec,
+      specs::ParseSpec(R"({"type":"chunk","dim":0,"placements":{"ranks":"all"}})"));
+  absl::Status status =
+      ShardParameter(module, "w", spec, comm, ShardOptions{.strategy = Strategy::kDirect});
+  ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("parameter \"w\": strategy \"direct\" has every rank read its own"));
+  auto all = comm.AllGather(
+      ConstBuffer(std::string_view(status.message().data(), status.message().size())));
+  ASSERT_TRUE(all.ok()) << all.status();
+  for (const std::string& m : *all) EXPECT_EQ(m, (*all)[0]);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(const Tensor* still, module.GetTensor("w"));
+  EXPECT_EQ(still->storage(), t.storage());
+}
+
 // Shards inside a sub-group: ranks [world-1, 0] of the parent, src_rank 0 of the sub-group.
 void SubgroupCase(int rank, Communicator& comm, std::string_view arg) {
   const int world = comm.world_size();
@@ -475,6 +497,7 @@ TEST_P(EngineTest, DisagreementsFailTheSameWayOnEveryRank) {
 
 TEST_P(EngineTest, SubgroupsReplicationInitAndGatherErrors) {
   RunCase(&SubgroupCase, Json::object());
+  RunCase(&DirectRefusedCase, Json::object());
   RunCase(&PlanCase, Json::object());
   RunCase(&AgreeOnPlanCase, Json::object());
   if (GetParam() > 1) RunCase(&AgreeOnPlanCase, Json{{"disagree", true}});

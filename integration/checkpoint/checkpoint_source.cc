@@ -15,6 +15,7 @@
 #include "core/json/json_reader.h"
 #include "integration/checkpoint/shard_dir.h"
 #include "integration/io/files.h"
+#include "specs/fingerprint.h"
 
 namespace shardkit::checkpoint {
 namespace {
@@ -71,6 +72,7 @@ absl::StatusOr<CheckpointPath> ResolveDirectory(const std::string& dir) {
 struct WeightMap {
   std::map<std::string, std::string> file_of;
   std::optional<int64_t> total_size;
+  CheckpointFile file;  // the index itself
 };
 
 absl::StatusOr<WeightMap> ReadWeightMap(const std::string& path) {
@@ -82,6 +84,7 @@ absl::StatusOr<WeightMap> ReadWeightMap(const std::string& path) {
     return Invalid(path, "not a Hugging Face index: expected an object with \"weight_map\"");
   }
   WeightMap map;
+  map.file = {fs::path(path).filename().string(), text.size(), specs::Fingerprint(text)};
   const Json& weights = index["weight_map"];
   if (!weights.is_object()) return Invalid(path, "weight_map: expected an object");
   for (const auto& [tensor, file] : weights.items()) {
@@ -199,19 +202,27 @@ absl::StatusOr<CheckpointSource> CheckpointSource::Open(const CheckpointPath& wh
   if (where.kind == CheckpointKind::kSafetensors) {
     SHARDKIT_ASSIGN_OR_RETURN(safetensors::Reader file, safetensors::Reader::Open(where.path));
     files.push_back(std::move(file));
-    return FromFiles(std::move(files), where.path);
+    return FromFiles(std::move(files), {fs::path(where.path).filename().string()}, where.path);
   }
   SHARDKIT_ASSIGN_OR_RETURN(WeightMap map, ReadWeightMap(where.path));
   std::vector<std::string> names, paths;
   SHARDKIT_ASSIGN_OR_RETURN(files, OpenIndexFiles(where.path, map, names, paths));
   SHARDKIT_RETURN_IF_ERROR(CheckWeightMap(where.path, map, names, files));
   WarnAboutTotalSize(where.path, map, paths, files, warnings);
-  return FromFiles(std::move(files), where.path);
+  SHARDKIT_ASSIGN_OR_RETURN(CheckpointSource source,
+                            FromFiles(std::move(files), names, where.path));
+  source.identity_.insert(source.identity_.begin(), map.file);
+  return source;
 }
 
 absl::StatusOr<CheckpointSource> CheckpointSource::FromFiles(std::vector<safetensors::Reader> files,
+                                                             const std::vector<std::string>& names,
                                                              const std::string& source) {
   CheckpointSource out;
+  for (size_t f = 0; f < files.size(); ++f) {
+    const safetensors::FileIdentity& id = files[f].identity();
+    out.identity_.push_back({names[f], id.size, id.header_digest});
+  }
   std::map<std::string, size_t> metadata_from;  // key -> the file that set it
   uint64_t offset = 0;
   for (size_t f = 0; f < files.size(); ++f) {

@@ -38,6 +38,15 @@ struct CheckpointPath {
 // several candidates, listing what it holds.
 [[nodiscard]] absl::StatusOr<CheckpointPath> ResolveCheckpointPath(const std::string& path);
 
+// One file of a checkpoint as ranks compare it before each reads its own shards (`--strategy
+// direct`): its name relative to the checkpoint's directory, its size, and the SHA-256 of its
+// header bytes (a safetensors file) or of all of it (an index).
+struct CheckpointFile {
+  std::string name;
+  uint64_t size = 0;
+  std::string digest;  // "sha256:<hex>"
+};
+
 class CheckpointSource {
  public:
   // Opens a safetensors file or an index and every file it names, and validates them all before
@@ -57,14 +66,19 @@ class CheckpointSource {
   }
   size_t file_count() const { return files_.size(); }
   const std::string& file_path(size_t f) const { return files_[f].path(); }
+  // The index first (if any), then every safetensors file in file-name order, as opened.
+  const std::vector<CheckpointFile>& identity() const { return identity_; }
 
  private:
+  // `names`: the files' names as identity() lists them.
   static absl::StatusOr<CheckpointSource> FromFiles(std::vector<safetensors::Reader> files,
+                                                    const std::vector<std::string>& names,
                                                     const std::string& source);
 
   std::vector<safetensors::Reader> files_;
   safetensors::Header header_;
   std::vector<std::pair<size_t, size_t>> where_;  // per merged tensor: (file, index in it)
+  std::vector<CheckpointFile> identity_;
 };
 
 }  // namespace shardkit::checkpoint

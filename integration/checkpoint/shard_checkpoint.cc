@@ -16,6 +16,7 @@
 #include "core/comm/collective_status.h"
 #include "core/engine/module.h"
 #include "core/engine/shard_parameter.h"
+#include "integration/checkpoint/checkpoint_identity.h"
 #include "integration/checkpoint/checkpoint_source.h"
 #include "integration/checkpoint/progress.h"
 #include "integration/checkpoint/shard_dir.h"
@@ -42,7 +43,7 @@ struct Run {
   Communicator& comm;
   std::ostream& log;
   specs::Plan plan;                                // flags applied
-  std::optional<CheckpointSource> source;          // the source rank only
+  std::optional<CheckpointSource> source;          // the source rank (every rank under direct)
   std::optional<io::DirectoryLock> lock;           // the source: held for the whole run
   safetensors::Header header;                      // the source's, on every rank
   std::vector<specs::ResolvedParameter> resolved;  // header order
@@ -78,15 +79,19 @@ absl::Status LoadPlan(Run& run) {
   return absl::OkStatus();
 }
 
+absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
+  SHARDKIT_ASSIGN_OR_RETURN(CheckpointPath where,
+                            ResolveCheckpointPath(run.options.checkpoint_path));
+  SHARDKIT_ASSIGN_OR_RETURN(run.source, CheckpointSource::Open(where, warnings));
+  return absl::OkStatus();
+}
+
 // Step 1 (local): plan, output directory; the source opens the checkpoint.
 absl::Status LoadInputs(Run& run) {
   SHARDKIT_RETURN_IF_ERROR(LoadPlan(run));
   SHARDKIT_RETURN_IF_ERROR(PrepareOutputDir(run.options.out_dir));
   if (!run.is_source()) return absl::OkStatus();
-  SHARDKIT_ASSIGN_OR_RETURN(CheckpointPath where,
-                            ResolveCheckpointPath(run.options.checkpoint_path));
-  SHARDKIT_ASSIGN_OR_RETURN(run.source, CheckpointSource::Open(where, &run.warnings));
-  return absl::OkStatus();
+  return OpenCheckpoint(run, &run.warnings);
 }
 
 // How sizes travel in the header exchange: 8 bytes, little-endian.
@@ -196,6 +201,18 @@ absl::Status AgreeOnLayouts(Run& run, const CallOptions& call) {
   return absl::OkStatus();
 }
 
+// Step 3, direct only (once every rank agrees on the strategy): every other rank opens the
+// checkpoint at its own path too, and all agree that they see the source's files (collective).
+absl::Status AgreeOnFiles(Run& run, const CallOptions& call) {
+  if (run.plan.strategy != specs::Strategy::kDirect) return absl::OkStatus();
+  std::vector<std::string> warnings;  // the source's were kept; others' would repeat them
+  const absl::Status opened = run.source ? absl::OkStatus() : OpenCheckpoint(run, &warnings);
+  const absl::StatusOr<const CheckpointSource*> mine =
+      opened.ok() ? absl::StatusOr<const CheckpointSource*>(&*run.source) : opened;
+  return AgreeOnCheckpoint(run.comm, mine, run.options.checkpoint_path,
+                           static_cast<int>(run.plan.src_rank), call);
+}
+
 // Step 4 (the source, once every rank agrees who that is): takes the directory's lock, held until
 // the run ends (one writer at a time), then removes an earlier output's index.json, durably,
 // before any rank writes a file.
@@ -254,6 +271,7 @@ absl::Status Stream(Run& run, const CallOptions& call) {
   int64_t rounds_done = 0;
   StreamOptions options{.src_rank = static_cast<int>(run.plan.src_rank),
                         .broadcast = run.plan.strategy == specs::Strategy::kBroadcast,
+                        .direct = run.plan.strategy == specs::Strategy::kDirect,
                         .staging_bytes = budget.staging,
                         .call = call,
                         .on_round = [&](int64_t bytes) { progress.Step(++rounds_done, bytes); }};
@@ -313,15 +331,19 @@ std::string Summary(const Run& run, const ShardIndex& index, double total_second
     }
   }
   const int64_t read_bytes = run.schedule->total_bytes();
+  const bool direct = index.strategy == specs::Strategy::kDirect;
+  const std::string how = direct ? "direct: every rank read its own shards"
+                                 : absl::StrCat(std::string(specs::StrategyName(index.strategy)),
+                                                " from rank ", index.src_rank);
   std::string out = absl::StrFormat(
-      "shardkit shard: %d parameters (%d sharded, %d replicated) on %d ranks, %s from rank %d\n"
-      "  streamed %s in %d rounds in %.3f s (%s), memory budget %d MiB per rank, total %.3f s\n"
+      "shardkit shard: %d parameters (%d sharded, %d replicated) on %d ranks, %s\n"
+      "  %s %s in %d rounds in %.3f s (%s), memory budget %d MiB per rank, total %.3f s\n"
       "  %-4s  %-22s  %7s  %12s  %13s  %15s\n",
       index.parameters.size(), static_cast<int64_t>(index.parameters.size()) - replicated,
-      replicated, world, specs::StrategyName(index.strategy), index.src_rank,
-      FormatBytes(read_bytes), run.schedule->rounds(), run.stream_seconds,
-      FormatRate(read_bytes, run.stream_seconds), run.options.memory_bytes >> 20, total_seconds,
-      "rank", "file", "tensors", "bytes", "peak_rss_mib", "rss_growth_mib");
+      replicated, world, how, direct ? "read" : "streamed", FormatBytes(read_bytes),
+      run.schedule->rounds(), run.stream_seconds, FormatRate(read_bytes, run.stream_seconds),
+      run.options.memory_bytes >> 20, total_seconds, "rank", "file", "tensors", "bytes",
+      "peak_rss_mib", "rss_growth_mib");
   for (int rank = 0; rank < world; ++rank) {
     const RankReport& report = run.reports[static_cast<size_t>(rank)];
     absl::StrAppendFormat(&out, "  %-4d  %-22s  %7d  %12d  %13.1f  %15.1f\n", rank,
@@ -346,6 +368,7 @@ absl::Status ShardCheckpoint(const ShardCheckpointOptions& options, Communicator
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ResolveParameters(run, shared),
                                          "applying the plan to the checkpoint", call));
   SHARDKIT_RETURN_IF_ERROR(AgreeOnLayouts(run, call));
+  SHARDKIT_RETURN_IF_ERROR(AgreeOnFiles(run, call));
   SHARDKIT_RETURN_IF_ERROR(
       AgreeOnStatus(comm, LockAndClear(run), "clearing the output directory", call));
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, CreateRankFile(run), "creating shard files", call));

@@ -11,14 +11,18 @@
 //  1. Every rank parses its plan (flags override src_rank and strategy) and prepares the output
 //     directory (shard_dir.h); the source opens the checkpoint and validates its header.
 //  2. The source sends the header (names, dtypes, shapes, __metadata__) to every rank; no other
-//     rank ever opens the checkpoint. Every rank resolves the plan against it.
-//  3. The engine's agreement on the whole plan (AgreeOnPlan), before any data moves.
+//     rank opens the checkpoint before step 3. Every rank resolves the plan against it.
+//  3. The engine's agreement on the whole plan (AgreeOnPlan), before any data moves. Under
+//     strategy direct every other rank then opens the checkpoint at its own checkpoint_path, and
+//     the ranks agree that they all see the source's files (checkpoint_identity.h): a rank that
+//     cannot open them, or sees other ones, fails every rank here.
 //  4. The source takes the directory's lock (DIR/.shardkit.lock, held until it returns: one
 //     writer at a time; another run's is exit 2 on every rank) and removes an earlier output's
 //     index.json (durably); then every rank creates its file DIR/rank-RRRRR.safetensors under a
 //     temporary name, header written, at its final size.
 //  5. The data moves in rounds under the memory budget (stream_shard.h): the source reads each
-//     byte of the checkpoint once, every rank writes its bytes at their final offsets.
+//     byte of the checkpoint once, every rank writes its bytes at their final offsets (direct:
+//     every rank reads only its own bytes itself; no tensor byte crosses the network).
 //  6. Every rank fsyncs and renames its file, then fsyncs the directory; after one more status
 //     round the source writes DIR/index.json the same way. A failed or killed run therefore
 //     never leaves an index.json. (If writing index.json itself fails, only the source reports
@@ -43,8 +47,9 @@ namespace shardkit::checkpoint {
 // What one rank did, for callers and tests that check the memory bound.
 struct ShardCheckpointStats {
   int64_t bytes_written = 0;  // tensor bytes this rank wrote into its file
-  int64_t bytes_read = 0;    // the source: bytes read from the checkpoint (each once: ≈ its size)
-  int64_t buffer_bytes = 0;  // this rank's streaming windows and buffers (within memory_bytes)
+  int64_t bytes_read = 0;     // bytes this rank read from the checkpoint (the source of scatter and
+                              // broadcast: each byte once, ≈ its size; direct: its own shards')
+  int64_t buffer_bytes = 0;   // this rank's streaming windows and buffers (within memory_bytes)
   int64_t rounds = 0;
   int64_t peak_rss = 0;    // VmHWM at the end
   int64_t rss_growth = 0;  // VmHWM at the end minus VmHWM (reset) just before data moved
@@ -52,7 +57,7 @@ struct ShardCheckpointStats {
 
 struct ShardCheckpointOptions {
   std::string plan_path;
-  std::string checkpoint_path;  // opened by the source rank only
+  std::string checkpoint_path;  // opened by the source rank only (by every rank under direct)
   std::string out_dir;
   std::optional<int64_t> src_rank;  // flag > plan > default
   std::optional<specs::Strategy> strategy;

@@ -73,19 +73,39 @@ absl::Status FillTensor(const StreamTensor& t, const Round& round,
   return status;
 }
 
-// The source: fills `window` with the blocks of `round`, tensor by tensor in file order.
+// The blocks a reading rank puts in its window: all of them at their window offsets (the source
+// of scatter and broadcast), or (direct) only its own, back to back as a receiver holds them.
+std::vector<Block> BlocksToRead(const Round& round, int rank, bool direct) {
+  if (!direct) return round.blocks;
+  std::vector<Block> mine;
+  int64_t position = 0;
+  round.ForEachBlockOf(rank, [&](const Block& block) {
+    mine.push_back(block);
+    mine.back().window_offset = position;
+    position += block.bytes;
+  });
+  return mine;
+}
+
+// Fills `window` with `blocks` of `round`, tensor by tensor in file order. Each file read is
+// first checked to be the one opened (not resized or replaced since: Reader::CheckUnchanged).
 absl::Status FillWindow(const StreamSchedule& schedule, const Round& round,
-                        const CheckpointSource& source, TensorBytesReader& reader, int64_t step,
-                        std::byte* window) {
+                        std::span<const Block> window_blocks, const CheckpointSource& source,
+                        TensorBytesReader& reader, int64_t step, std::byte* window) {
   std::vector<const Block*> blocks;  // grouped by tensor (the window is rank-major)
-  for (const Block& block : round.blocks) blocks.push_back(&block);
+  for (const Block& block : window_blocks) blocks.push_back(&block);
   std::stable_sort(blocks.begin(), blocks.end(),
                    [](const Block* a, const Block* b) { return a->tensor < b->tensor; });
+  const safetensors::Reader* checked = nullptr;
   for (size_t first = 0, last = 0; first < blocks.size(); first = last) {
     while (last < blocks.size() && blocks[last]->tensor == blocks[first]->tensor) ++last;
     const StreamTensor& t = schedule.tensors()[blocks[first]->tensor];
     const safetensors::TensorInfo& info = source.info(t.source_index);
     if (info.name != t.name) return absl::InternalError("schedule and checkpoint differ");
+    if (&source.file(t.source_index) != checked) {
+      checked = &source.file(t.source_index);
+      SHARDKIT_RETURN_IF_ERROR(checked->CheckUnchanged());
+    }
     reader.Reset(source.file(t.source_index), info);
     SHARDKIT_RETURN_IF_ERROR(
         FillTensor(t, round, std::span<const Block* const>(blocks).subspan(first, last - first),
@@ -130,14 +150,30 @@ absl::Status ReportOnly(Communicator& comm, const absl::Status& local,
   return AgreeOnStatus(comm, local, kStreaming, options.call);
 }
 
-// The source's side: a filler thread reads the windows ahead; this thread agrees, sends and
-// writes the source's own blocks. A read or write error is reported in the next status round.
-absl::StatusOr<StreamStats> StreamFromSource(const StreamSchedule& schedule,
+// The source sends every other rank its segments of the window (collective with the receivers).
+absl::Status SendRound(const Round& round, const std::byte* window, Communicator& comm,
+                       const StreamOptions& options) {
+  std::vector<std::vector<ConstBuffer>> sends(static_cast<size_t>(comm.world_size()));
+  for (int r = 0; r < comm.world_size(); ++r) {
+    if (r == comm.rank()) continue;
+    for (const auto& [at, bytes] : Segments(round, r, options.broadcast)) {
+      sends[static_cast<size_t>(r)].emplace_back(window + at, static_cast<size_t>(bytes));
+    }
+  }
+  return comm.ScatterSegments(sends, {}, comm.rank(), options.call);
+}
+
+// A reading rank's side (the source; under direct, every rank): a filler thread reads the
+// windows ahead; this thread agrees, sends (not under direct) and writes the rank's own blocks. A
+// read or write error is reported in the next status round.
+absl::StatusOr<StreamStats> StreamFromReader(const StreamSchedule& schedule,
                                              const CheckpointSource& source,
                                              const StreamOutput& output, Communicator& comm,
                                              const StreamOptions& options) {
   const int64_t rounds = schedule.rounds();
-  const int64_t window_bytes = std::min(schedule.window(), schedule.total_bytes());
+  const bool direct = options.direct;
+  const int64_t window_bytes = direct ? schedule.MaxRankBytes(comm.rank())
+                                      : std::min(schedule.window(), schedule.total_bytes());
   StreamStats stats;
   const size_t slots = std::min<size_t>(kSlots, static_cast<size_t>(rounds));
   absl::StatusOr<std::vector<std::shared_ptr<Storage>>> windows =
@@ -154,8 +190,10 @@ absl::StatusOr<StreamStats> StreamFromSource(const StreamSchedule& schedule,
     for (int64_t k = 0; k < rounds; ++k) {
       std::optional<size_t> slot = pipe.AcquireFree();
       if (!slot) return;
-      pipe.Publish(*slot, FillWindow(schedule, schedule.MakeRound(k), source, reader,
-                                     options.staging_bytes, (*windows)[*slot]->data()));
+      const Round round = schedule.MakeRound(k);
+      pipe.Publish(*slot,
+                   FillWindow(schedule, round, BlocksToRead(round, comm.rank(), direct), source,
+                              reader, options.staging_bytes, (*windows)[*slot]->data()));
     }
   });
   absl::Status local, status;
@@ -167,19 +205,14 @@ absl::StatusOr<StreamStats> StreamFromSource(const StreamSchedule& schedule,
     if (!status.ok() || k == rounds) break;
     const Round round = schedule.MakeRound(k);
     const std::byte* window = (*windows)[filled->slot]->data();
-    std::vector<std::vector<ConstBuffer>> sends(static_cast<size_t>(comm.world_size()));
-    for (int r = 0; r < comm.world_size(); ++r) {
-      if (r == comm.rank()) continue;
-      for (const auto& [at, bytes] : Segments(round, r, options.broadcast)) {
-        sends[static_cast<size_t>(r)].emplace_back(window + at, static_cast<size_t>(bytes));
-      }
+    if (!direct) {
+      status = Annotate(SendRound(round, window, comm, options), RoundContext(k, rounds));
+      if (!status.ok()) break;
     }
-    status = Annotate(comm.ScatterSegments(sends, {}, comm.rank(), options.call),
-                      RoundContext(k, rounds));
-    if (!status.ok()) break;
-    // The source's own blocks are in the window at their window offsets (as under broadcast).
+    // The source's own blocks are in the window at their window offsets (as under broadcast);
+    // under direct, a rank's window holds only its blocks, back to back.
     local =
-        WriteBlocks(round, comm.rank(), /*broadcast=*/true, window, output, stats.bytes_written);
+        WriteBlocks(round, comm.rank(), /*broadcast=*/!direct, window, output, stats.bytes_written);
     pipe.Release(filled->slot);
     if (options.on_round) options.on_round(static_cast<int64_t>(round.end));
   }
@@ -270,8 +303,9 @@ absl::StatusOr<StreamStats> StreamShards(const StreamSchedule& schedule,
                                          const CheckpointSource* source, const StreamOutput& output,
                                          Communicator& comm, const StreamOptions& options) {
   SHARDKIT_CHECK(options.staging_bytes > 0) << "StreamShards needs a staging buffer";
-  if (comm.rank() == options.src_rank) {
-    return StreamFromSource(schedule, *source, output, comm, options);
+  if (options.direct || comm.rank() == options.src_rank) {
+    SHARDKIT_CHECK(source != nullptr) << "a reading rank needs the checkpoint";
+    return StreamFromReader(schedule, *source, output, comm, options);
   }
   return StreamToReceiver(schedule, output, comm, options);
 }

@@ -9,6 +9,11 @@
 // own blocks to its file; a receiver receives into one of two reused buffers while a writer
 // thread writes the other one's blocks at their final offsets (pwrite). Memory: the source holds
 // two windows and the staging buffer; a receiver two buffers of its largest round share.
+//
+// Under direct every rank reads its own blocks from its own open checkpoint as the source reads
+// the window (two buffers of its largest round share, and the staging buffer), and nothing is
+// sent: the status rounds keep the ranks in step and failing together. Before reading a file in a
+// round a rank checks that it is still the file it opened (same size, not replaced).
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_STREAM_SHARD_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_STREAM_SHARD_H_
 
@@ -46,6 +51,7 @@ struct StreamOutput {
 struct StreamOptions {
   int src_rank = 0;
   bool broadcast = false;     // every block to every rank (Strategy::kBroadcast)
+  bool direct = false;        // every rank reads its own blocks (Strategy::kDirect)
   int64_t staging_bytes = 0;  // the source's staging buffer (> 0)
   CallOptions call;           // deadline of the whole phase
   // The source, when set: called after each round with the source bytes done so far.
@@ -53,12 +59,13 @@ struct StreamOptions {
 };
 
 struct StreamStats {
-  int64_t bytes_read = 0;     // the source: bytes read from the checkpoint
+  int64_t bytes_read = 0;     // a reading rank: bytes read from the checkpoint
   int64_t bytes_written = 0;  // bytes this rank wrote into its file
   int64_t buffer_bytes = 0;   // the memory this rank's windows and buffers took
 };
 
-// Collective. `source` is the open checkpoint on the source rank, nullptr elsewhere.
+// Collective. `source` is the open checkpoint on the source rank (on every rank under direct),
+// nullptr elsewhere.
 // Errors: the first failure anywhere, the same on every rank (a read or write error: kUnavailable
 // naming the file, kInvalidArgument if the checkpoint was truncated meanwhile; transport errors as
 // the Communicator's, naming the round). `options.staging_bytes` must be > 0.

@@ -1,5 +1,5 @@
 // `shardkit shard --plan PLAN.json --checkpoint IN.safetensors --out DIR [--src-rank R]
-// [--strategy scatter|broadcast] [--nproc N] [--backend B] [--timeout S]`.
+// [--strategy scatter|broadcast|direct] [--memory-mib M] [--nproc N] [--backend B] [--timeout S]`.
 //
 // With --nproc N it is exactly `shardkit launch --nproc N -- shardkit shard <the other
 // arguments>`; under a launcher (SHARDKIT_RANK set) it is one rank and --nproc is an error; with
@@ -39,19 +39,24 @@ struct ShardFlags {
 };
 
 FlagParser ShardFlagParser(ShardFlags* out) {
-  FlagParser flags(kCommand,
-                   "--plan PLAN.json --checkpoint IN.safetensors --out DIR [--src-rank R] "
-                   "[--strategy scatter|broadcast] [--memory-mib M] [--nproc N] [--backend B] "
-                   "[--timeout S]");
+  FlagParser flags(
+      kCommand,
+      "--plan PLAN.json --checkpoint IN.safetensors --out DIR [--src-rank R] "
+      "[--strategy scatter|broadcast|direct] [--memory-mib M] [--nproc N] [--backend B] "
+      "[--timeout S]");
   flags.AddString("plan", &out->options.plan_path, "JSON plan: which spec each parameter gets");
   flags.AddString("checkpoint", &out->options.checkpoint_path,
                   "a .safetensors file, a Hugging Face *.safetensors.index.json, or a directory "
-                  "holding one (read by the source rank only)");
+                  "holding one (read by the source rank only; under --strategy direct by every "
+                  "rank, at this same path)");
   flags.AddString("out", &out->options.out_dir,
                   "output directory: rank-RRRRR.safetensors per rank and index.json");
   flags.AddInt("src-rank", &out->src_rank, "the rank that reads the checkpoint (beats the plan)", 0,
                specs::kMaxRank);
-  flags.AddString("strategy", &out->strategy, "scatter or broadcast (beats the plan)");
+  flags.AddString("strategy", &out->strategy,
+                  "scatter (the source sends each rank its shards), broadcast (every rank gets "
+                  "everything), or direct (every rank reads its own shards from the checkpoint; "
+                  "no tensor data crosses the network) — beats the plan");
   AddMemoryFlag(flags, &out->memory_mib);
   flags.AddInt("nproc", &out->nproc, "run N local ranks (as `shardkit launch --nproc N`)", 1,
                1 << 16);

@@ -15,6 +15,7 @@
 #include "core/json/json_reader.h"
 #include "integration/io/files.h"
 #include "nlohmann/json.hpp"
+#include "specs/fingerprint.h"
 
 namespace shardkit::safetensors {
 namespace {
@@ -214,7 +215,10 @@ Reader::Reader(Reader&& other) noexcept
     : path_(std::move(other.path_)),
       fd_(std::exchange(other.fd_, -1)),
       header_(std::move(other.header_)),
-      by_name_(std::move(other.by_name_)) {}
+      by_name_(std::move(other.by_name_)),
+      identity_(std::move(other.identity_)),
+      device_(other.device_),
+      inode_(other.inode_) {}
 
 Reader& Reader::operator=(Reader&& other) noexcept {
   if (this != &other) {
@@ -223,6 +227,9 @@ Reader& Reader::operator=(Reader&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     header_ = std::move(other.header_);
     by_name_ = std::move(other.by_name_);
+    identity_ = std::move(other.identity_);
+    device_ = other.device_;
+    inode_ = other.inode_;
   }
   return *this;
 }
@@ -260,10 +267,34 @@ absl::StatusOr<Reader> Reader::Open(const std::string& path) {
   SHARDKIT_RETURN_IF_ERROR(ReadFully(fd, 8, header_size, json.data(), path));
   SHARDKIT_ASSIGN_OR_RETURN(reader.header_, ParseHeader(json, file_size - 8 - header_size, path));
   reader.header_.data_start = 8 + header_size;
+  std::string header_bytes(reinterpret_cast<const char*>(length_bytes), sizeof(length_bytes));
+  header_bytes += json;
+  reader.identity_ = FileIdentity{file_size, specs::Fingerprint(header_bytes)};
+  reader.device_ = static_cast<uint64_t>(st.st_dev);
+  reader.inode_ = static_cast<uint64_t>(st.st_ino);
   for (size_t i = 0; i < reader.header_.tensors.size(); ++i) {
     reader.by_name_[reader.header_.tensors[i].name] = i;
   }
   return reader;
+}
+
+absl::Status Reader::CheckUnchanged() const {
+  struct stat held {
+  }, at_path{};
+  if (::fstat(fd_, &held) != 0) return Invalid(path_, absl::StrCat("fstat: ", ErrnoText(errno)));
+  if (static_cast<uint64_t>(held.st_size) != identity_.size) {
+    return Invalid(path_, absl::StrCat("changed while open: it had ", identity_.size,
+                                       " bytes, now ", held.st_size));
+  }
+  if (::stat(path_.c_str(), &at_path) != 0) {
+    return Invalid(path_, absl::StrCat("was removed while open: ", ErrnoText(errno)));
+  }
+  if (static_cast<uint64_t>(at_path.st_dev) != device_ ||
+      static_cast<uint64_t>(at_path.st_ino) != inode_) {
+    return Invalid(path_, absl::StrCat("was replaced while open: another file (", at_path.st_size,
+                                       " bytes) is at its path now"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<const TensorInfo*> Reader::Find(std::string_view name) const {

@@ -83,6 +83,13 @@ struct FileLayout {
 
 // Reads a file's header once; tensor data is read on demand with pread into exactly the bytes of
 // the requested tensor (the file is never loaded whole). Movable, not copyable.
+// What identifies a file's contents cheaply: its size and the SHA-256 of its header bytes (the
+// 8-byte length and the JSON), as ranks compare them before each reads its own part of a file.
+struct FileIdentity {
+  uint64_t size = 0;
+  std::string header_digest;  // "sha256:<hex>" (specs/fingerprint.h)
+};
+
 class Reader {
  public:
   // Errors: kNotFound if the file does not exist; kInvalidArgument for malformed content.
@@ -96,6 +103,12 @@ class Reader {
 
   const Header& header() const { return header_; }
   const std::string& path() const { return path_; }
+  // As the file was when opened.
+  const FileIdentity& identity() const { return identity_; }
+
+  // Whether the file is still the one opened: the same size, and the same file at its path (not
+  // replaced by another). Errors: kInvalidArgument naming the path and what changed.
+  [[nodiscard]] absl::Status CheckUnchanged() const;
 
   // Errors: kNotFound naming the tensor.
   [[nodiscard]] absl::StatusOr<const TensorInfo*> Find(std::string_view name) const;
@@ -114,6 +127,8 @@ class Reader {
   int fd_ = -1;
   Header header_;
   absl::flat_hash_map<std::string, size_t> by_name_;  // index into header_.tensors
+  FileIdentity identity_;
+  uint64_t device_ = 0, inode_ = 0;  // the file opened, to tell a replacement at path_
 };
 
 // Writes a safetensors file tensor by tensor, so that a large output never has to be in memory

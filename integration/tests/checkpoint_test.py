@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""End to end: `shardkit shard` (1-4 ranks, both strategies) -> output layout -> `gather` gives
-back the original bytes; `inspect` tables. Runs the real binary."""
+"""End to end: `shardkit shard` (1-4 ranks, every strategy) -> output layout -> `gather` gives
+back the original bytes; `direct`'s rank files are byte-identical to `scatter`'s; `inspect`
+tables. Runs the real binary."""
 
 import json
 import os
@@ -163,10 +164,17 @@ def shard(ck, plan, out, world, strategy, nproc=True):
     return run(args)
 
 
+def same_rank_files(out, reference, world, label):
+    for k in range(world):
+        name = f"rank-{k:05d}.safetensors"
+        with open(os.path.join(out, name), "rb") as a, open(os.path.join(reference, name), "rb") as b:
+            check(a.read() == b.read(), f"{label}: {name} differs from scatter's")
+
+
 def round_trips(ck, original):
     for world in (1, 2, 3, 4):
         plan = make_plan(world)
-        for strategy in ("scatter", "broadcast"):
+        for strategy in ("scatter", "broadcast", "direct"):
             label = f"world {world} {strategy}"
             out = os.path.join(TMP, f"out-{world}-{strategy}")
             r = shard(ck, plan, out, world, strategy, nproc=(world > 1 or strategy == "broadcast"))
@@ -181,6 +189,8 @@ def round_trips(ck, original):
             check_rank_files(out, index, original, world, label)
             if world == 3 and strategy == "scatter":
                 check_world_three(index, label)
+            if strategy == "direct":
+                same_rank_files(out, os.path.join(TMP, f"out-{world}-scatter"), world, label)
             gathered = os.path.join(TMP, f"gathered-{world}-{strategy}.safetensors")
             r = run(["gather", "--in", out, "--out", gathered])
             check(r.returncode == 0 and r.stdout == "", f"{label}: gather exit {r.returncode}: {r.stderr}")

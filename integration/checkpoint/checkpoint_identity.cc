@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
@@ -66,8 +67,10 @@ Seen Decode(const std::string& bytes) {
   return seen;
 }
 
+// An index's digest is of all of its bytes (CheckpointSource::identity); a file's of its header.
 std::string Describe(const CheckpointFile& file) {
-  return absl::StrCat(file.size, " bytes, header ", file.digest);
+  return absl::StrCat(file.size, " bytes, ",
+                      absl::EndsWith(file.name, ".index.json") ? "" : "header ", file.digest);
 }
 
 // How rank `r`'s files differ from the source's, or "" if they do not: the first file that

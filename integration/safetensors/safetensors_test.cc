@@ -1,10 +1,12 @@
 #include "integration/safetensors/safetensors.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "specs/fingerprint.h"
 #include "testing/status_matchers.h"
 
 namespace shardkit::safetensors {
@@ -117,6 +119,41 @@ TEST(SafetensorsTest, WriterStreamsInNameOrder) {
   }
   EXPECT_THAT(Reader::Open(TempPath("abandoned.safetensors")),
               StatusIs(absl::StatusCode::kNotFound, _));
+}
+
+// The identity is the file's size and the SHA-256 of its first 8 + header-length bytes; a file
+// resized, replaced or removed after opening is told apart from the one opened.
+TEST(SafetensorsTest, IdentityAndChangesAfterOpening) {
+  const std::string header = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  const std::string path = WriteRaw("identity.safetensors", header, 8);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Reader reader, Reader::Open(path));
+  const std::string bytes = ReadAll(path);
+  EXPECT_EQ(reader.identity().size, bytes.size());
+  EXPECT_EQ(reader.identity().header_digest,
+            specs::Fingerprint(bytes.substr(0, 8 + header.size())));
+  EXPECT_THAT(reader.CheckUnchanged(), IsOk());
+  // Another header of the same length has another digest.
+  const std::string other_header = R"({"w":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})";
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Reader other,
+                                Reader::Open(WriteRaw("identity2.safetensors", other_header, 8)));
+  EXPECT_NE(other.identity().header_digest, reader.identity().header_digest);
+  // Replaced by a file of the same size: the file at the path is another one.
+  ASSERT_EQ(std::rename(TempPath("identity2.safetensors").c_str(), path.c_str()), 0);
+  EXPECT_THAT(reader.CheckUnchanged(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("was replaced while open")));
+  EXPECT_THAT(other.CheckUnchanged(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("was removed while open")));
+  // Grown in place.
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Reader grown, Reader::Open(path));
+  EXPECT_THAT(grown.CheckUnchanged(), IsOk());
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::app);
+    out << "yy";
+  }
+  EXPECT_THAT(grown.CheckUnchanged(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("changed while open: it had " + std::to_string(bytes.size()) +
+                                 " bytes, now " + std::to_string(bytes.size() + 2))));
 }
 
 TEST(SafetensorsTest, MissingFileIsNotFound) {

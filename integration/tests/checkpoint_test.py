@@ -205,10 +205,13 @@ def empty_rank_and_replaced_output():
     with open(plan, "w") as f:
         json.dump({"rules": [{"match": "w", "spec": {"type": "chunk", "dim": 0, "placements": ["rank:0"]}}]}, f)
     out = os.path.join(TMP, "solo-out")
-    r = shard(ck, plan, out, 4, "scatter")
-    check(r.returncode == 0, f"solo 4 ranks: exit {r.returncode}: {r.stderr}")
-    text, _, tensors = read_safetensors(os.path.join(out, "rank-00003.safetensors"))
-    check(text.strip() == "{}" and not tensors, f"empty rank file header {text!r}")
+    for strategy in ("scatter", "direct"):  # ranks 1-3 have nothing to receive, or to read
+        r = shard(ck, plan, out, 4, strategy)
+        check(r.returncode == 0, f"solo 4 ranks {strategy}: exit {r.returncode}: {r.stderr}")
+        text, _, tensors = read_safetensors(os.path.join(out, "rank-00003.safetensors"))
+        check(text.strip() == "{}" and not tensors, f"empty rank file header {text!r}")
+        _, _, tensors = read_safetensors(os.path.join(out, "rank-00000.safetensors"))
+        check(tensors == {"w": ("F32", [4], bytes(range(16)))}, f"solo {strategy}: rank 0 {tensors}")
     r = shard(ck, plan, out, 2, "scatter")  # replaces the 4-rank output
     check(r.returncode == 0, f"solo 2 ranks over 4: exit {r.returncode}: {r.stderr}")
     files = sorted(os.listdir(out))

@@ -7,6 +7,7 @@ import re
 import struct
 import subprocess
 import sys
+import time
 
 BIN = os.path.join(os.environ.get("TEST_SRCDIR", "."), "shardkit/integration/shardkit")
 TMP = os.environ.get("TEST_TMPDIR", ".")
@@ -106,3 +107,51 @@ def first_lines_per_rank(stderr, world):
 def cells(line):
     """A table line split into cells (columns are separated by two or more spaces)."""
     return re.split(r"\s{2,}", line.strip())
+
+
+# Rank processes, watched from outside: /proc io counters, pid files, liveness.
+def io_counter(pid, field):
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            for line in f:
+                key, value = line.split(":")
+                if key == field:
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def read_pid(path, deadline):
+    """The pid a rank wrote to `path` (`echo $$`), once the whole line is there."""
+    while time.time() < deadline:
+        try:
+            with open(path) as f:
+                text = f.read()
+            if text.endswith("\n"):
+                return int(text)
+        except OSError:
+            pass
+        time.sleep(0.001)
+    raise RuntimeError(f"no pid in {path}")
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def io_grew(field, threshold):
+    """A kill condition: the victim's /proc io counter `field` grew by `threshold` bytes."""
+    base = {}
+
+    def reached(pid, out):
+        value = io_counter(pid, field)
+        if value is None:
+            return False
+        base.setdefault(pid, value)
+        return value - base[pid] >= threshold
+    return reached

@@ -4,7 +4,8 @@ after the transfer. The kill is placed by bytes, not by timing: the source dies 
 32 MiB of the checkpoint (before), or sent 8 MiB of shards (during); rank 1 dies once it has
 created its shard file and is writing it (after). Under an 8 MiB budget (streaming in rounds) the
 source dies after sending 24 MiB, and rank 1 after writing 6 MiB into its file, over an earlier
-complete output. A kill that lands too late on a loaded machine (the victim already done) is tried
+complete output; under `--strategy direct` rank 1 dies after reading 8 MiB of its shards itself.
+A kill that lands too late on a loaded machine (the victim already done) is tried
 again. Every other rank exits 1 within the run's deadline + 2 s, no
 index.json is left, and no rank process outlives the launcher."""
 
@@ -15,60 +16,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import BIN, TMP, check, finish, write_safetensors
+from checkpoint_testlib import (BIN, TMP, alive, check, finish, io_grew, read_pid,
+                                write_safetensors)
 
 MIB = 1 << 20
 WORLD = 3
 TIMEOUT = 8  # seconds: the deadline of each rank's whole run
 CK = os.path.join(TMP, "big.safetensors")
 PLAN = os.path.join(TMP, "plan.json")
-
-
-def io_counter(pid, field):
-    try:
-        with open(f"/proc/{pid}/io") as f:
-            for line in f:
-                key, value = line.split(":")
-                if key == field:
-                    return int(value)
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def read_pid(path, deadline):
-    """The pid a rank wrote to `path` (`echo $$`), once the whole line is there."""
-    while time.time() < deadline:
-        try:
-            with open(path) as f:
-                text = f.read()
-            if text.endswith("\n"):
-                return int(text)
-        except OSError:
-            pass
-        time.sleep(0.001)
-    raise RuntimeError(f"no pid in {path}")
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def io_grew(field, threshold):
-    """A kill condition: the victim's /proc io counter `field` grew by `threshold` bytes."""
-    base = {}
-
-    def reached(pid, out):
-        value = io_counter(pid, field)
-        if value is None:
-            return False
-        base.setdefault(pid, value)
-        return value - base[pid] >= threshold
-    return reached
 
 
 def writing_file(pid, out):
@@ -166,6 +121,9 @@ def main():
     stream = "--memory-mib 8"
     run_case_landed("stream-kill-source", 0, io_grew("wchar", 24 * MIB), extra=stream)
     run_case_landed("stream-kill-writer", 1, mid_write(6 * MIB), extra=stream, earlier=True)
+    # Every rank reading its own shards (about 21 MiB each): rank 1 in the middle of its reads.
+    run_case_landed("direct-kill-reader", 1, io_grew("rchar", 8 * MIB),
+                    extra=stream + " --strategy direct")
     finish("shard fault")
 
 

@@ -27,6 +27,17 @@ grep -Eq '^sha256:[0-9a-f]{64}$' <<<"$(sed -n 2p <<<"$out")" || fail "bound fing
 # A plan is recognised by "rules".
 out=$("$bin" spec check "$data/plan_example.json") || fail "plan exit $?"
 [ "$(sed -n 1p <<<"$out")" = "$(cat "$data/plan_example.canonical")" ] || fail "plan canonical"
+# Every strategy is accepted, and kept in the canonical form; another is refused at its path.
+for strategy in scatter broadcast direct; do
+  echo "{\"rules\": [], \"strategy\": \"$strategy\"}" >"$tmp/plan_$strategy.json"
+  out=$("$bin" spec check "$tmp/plan_$strategy.json") || fail "plan $strategy exit $?"
+  [ "$(sed -n 1p <<<"$out")" = "{\"rules\":[],\"src_rank\":0,\"strategy\":\"$strategy\",\"version\":1}" ] ||
+    fail "plan $strategy canonical: $(sed -n 1p <<<"$out")"
+done
+echo '{"rules": [], "strategy": "gather"}' >"$tmp/plan_gather.json"
+"$bin" spec check "$tmp/plan_gather.json" 2>"$tmp/err" >/dev/null
+[ $? -eq 2 ] && grep -q 'strategy: expected "scatter", "broadcast" or "direct", got "gather"' "$tmp/err" ||
+  fail "plan gather: $(cat "$tmp/err")"
 
 # Malformed and invalid inputs: exit 2, the error first on stderr, nothing on stdout.
 expect_invalid() {  # NAME EXPECTED_SUBSTRING ARGS...

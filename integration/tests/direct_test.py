@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""`shardkit shard --strategy direct`: every rank reads its own shards from the checkpoint.
+
+- Multi-file Hugging Face checkpoints (the index, and the directory holding it; BF16, F8, U16 and
+  F16 cut on dim 0 or 1, F4 rows of one byte, replicated F32) on 1-4 ranks: rank files byte-identical to `scatter`'s, the
+  gather gives back every tensor, index.json says "direct".
+- "Hosts": each rank opens its own copy (host<R>/ckpt, as on machines that each mount the same
+  path): identical copies work; a rank whose copy is missing, or whose copy has another header or
+  another index, makes every rank exit 2 with the same first line naming that rank and the file,
+  and leaves an earlier complete output untouched.
+- A file replaced (another file of the same size renamed over it) or truncated while the ranks
+  read: rank 1 is stopped (SIGSTOP) once it has read 4 MiB of a 64 MiB checkpoint in 8 MiB rounds,
+  the file is changed, rank 1 continues: every rank exits 2 naming the file, no index.json.
+"""
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkpoint_testlib import (BIN, ITEM_SIZE, TMP, check, finish, first_lines_per_rank, io_grew,
+                                numel, read_pid, read_safetensors, run, write_safetensors)
+
+MIB = 1 << 20
+PLAN = os.path.join(TMP, "direct-plan.json")
+INDEX = "model.safetensors.index.json"
+
+
+def write_hf(directory, rng):
+    """A 3-file Hugging Face checkpoint in `directory`; returns {tensor: (dtype, shape, bytes)}."""
+    files = {
+        "model-00001-of-00003.safetensors": {"embed.rows": ("BF16", [7, 6]),
+                                             "fp8.cols": ("F8_E4M3", [5, 8])},
+        "model-00002-of-00003.safetensors": {"u16.cols": ("U16", [4, 2]), "norm": ("F32", [6]),
+                                             "f4.rows": ("F4", [8, 2])},
+        "model-00003-of-00003.safetensors": {"head.rows": ("F16", [2, 3])},
+    }
+    os.makedirs(directory, exist_ok=True)
+    originals, weights = {}, {}
+    for name, specs in files.items():
+        tensors = {}
+        for tensor, (dtype, shape) in specs.items():
+            size = numel(shape) // 2 if dtype == "F4" else numel(shape) * ITEM_SIZE[dtype]
+            tensors[tensor] = (dtype, shape, rng.randbytes(size))
+            weights[tensor] = name
+        write_safetensors(os.path.join(directory, name), tensors, metadata={"format": "pt"})
+        originals.update(tensors)
+    with open(os.path.join(directory, INDEX), "w") as f:
+        json.dump({"metadata": {"total_size": sum(len(b) for _, _, b in originals.values())},
+                   "weight_map": weights}, f)
+    return originals
+
+
+def shard(checkpoint, out, world, strategy, extra=()):
+    return run(["shard", "--nproc", str(world), "--plan", PLAN, "--checkpoint", checkpoint,
+                "--out", out, "--strategy", strategy, *extra])
+
+
+def same_rank_files(out, reference, world, label):
+    for k in range(world):
+        name = f"rank-{k:05d}.safetensors"
+        with open(os.path.join(out, name), "rb") as a, open(os.path.join(reference, name), "rb") as b:
+            check(a.read() == b.read(), f"{label}: {name} differs from scatter's")
+
+
+def round_trips(directory, originals):
+    for world in (1, 2, 3, 4):
+        for form, checkpoint in (("index", os.path.join(directory, INDEX)), ("dir", directory)):
+            label = f"{form} world {world}"
+            outs = {s: os.path.join(TMP, f"{form}-{world}-{s}") for s in ("scatter", "direct")}
+            results = {s: shard(checkpoint, outs[s], world, s) for s in outs}
+            if not all(check(r.returncode == 0, f"{label} {s}: exit {r.returncode}: {r.stderr}")
+                       for s, r in results.items()):
+                continue
+            check("direct: every rank read its own shards" in results["direct"].stderr,
+                  f"{label}: summary: {results['direct'].stderr}")
+            with open(os.path.join(outs["direct"], "index.json")) as f:
+                check(json.load(f)["strategy"] == "direct", f"{label}: index.json strategy")
+            same_rank_files(outs["direct"], outs["scatter"], world, label)
+            back = os.path.join(TMP, f"{form}-{world}-back.safetensors")
+            g = run(["gather", "--in", outs["direct"], "--out", back])
+            if check(g.returncode == 0, f"{label}: gather: {g.stderr}"):
+                check(read_safetensors(back)[2] == originals, f"{label}: gathered tensors differ")
+
+
+def on_hosts(hosts, out, world=3, extra=""):
+    """`shard --strategy direct` where rank R opens hosts/host<R>/ckpt (the same path on every
+    host of a cluster, a different copy per rank here)."""
+    script = (f'exec "{BIN}" shard --plan "{PLAN}" --checkpoint "{hosts}/host$SHARDKIT_RANK/ckpt" '
+              f'--out "{out}" --strategy direct {extra}')
+    return subprocess.run([BIN, "launch", "--nproc", str(world), "--timeout", "20", "--", "sh",
+                           "-c", script], capture_output=True, text=True, timeout=60)
+
+
+def expect_everywhere(label, r, world, *texts):
+    firsts = first_lines_per_rank(r.stderr, world)
+    print(f"{label}: exit {r.returncode}: {firsts.get(0)}", flush=True)
+    check(r.returncode == 2, f"{label}: exit {r.returncode}: {r.stderr}")
+    check(len(firsts) == world and len(set(firsts.values())) == 1 and
+          all(t in firsts.get(0, "") for t in texts),
+          f"{label}: first lines differ or lack {texts}: {firsts}")
+
+
+def hosts_cases(directory):
+    hosts = os.path.join(TMP, "hosts")
+    for rank in range(3):
+        shutil.copytree(directory, os.path.join(hosts, f"host{rank}", "ckpt"))
+    out = os.path.join(TMP, "hosts-out")
+    r = on_hosts(hosts, out)
+    if not check(r.returncode == 0, f"hosts, same copies: exit {r.returncode}: {r.stderr}"):
+        return
+    same_rank_files(out, os.path.join(TMP, "dir-3-scatter"), 3, "hosts")
+    with open(os.path.join(out, "index.json"), "rb") as f:
+        earlier = f.read()
+
+    # Rank 2's copy is missing.
+    shutil.move(os.path.join(hosts, "host2"), os.path.join(hosts, "gone"))
+    r = on_hosts(hosts, out)
+    expect_everywhere("missing on rank 2", r, 3, "rank 2 cannot open the checkpoint",
+                      f"{hosts}/host2/ckpt")
+    shutil.move(os.path.join(hosts, "gone"), os.path.join(hosts, "host2"))
+
+    # Rank 1's second file says F16 where the others' say BF16 (same size: only the header differs).
+    second = os.path.join(hosts, "host1", "ckpt", "model-00002-of-00003.safetensors")
+    with open(second, "rb") as f:
+        original = f.read()
+    changed = original.replace(b'"dtype":"F32"', b'"dtype":"I32"', 1)
+    check(changed != original and len(changed) == len(original), "header edit did not apply")
+    with open(second, "wb") as f:
+        f.write(changed)
+    r = on_hosts(hosts, out)
+    expect_everywhere("another header on rank 1", r, 3, "rank 1 (", "sees another checkpoint than "
+                      "rank 0, the source", "model-00002-of-00003.safetensors: ", "header sha256:")
+    with open(second, "wb") as f:
+        f.write(original)
+
+    # Rank 1's index differs (whitespace only: the files would be read the same, but the ranks
+    # cannot know that; an index is compared whole).
+    index = os.path.join(hosts, "host1", "ckpt", INDEX)
+    with open(index, "a") as f:
+        f.write("\n")
+    r = on_hosts(hosts, out)
+    expect_everywhere("another index on rank 1", r, 3, f"{INDEX}: ")
+    with open(os.path.join(out, "index.json"), "rb") as f:
+        check(f.read() == earlier, "a refused run changed the earlier output's index.json")
+
+
+def changed_while_reading(label, change):
+    """Rank 1 stopped mid-read, `change(path)` applied, rank 1 continued: exit 2 everywhere."""
+    ck = os.path.join(TMP, "big", "model.safetensors")
+    os.makedirs(os.path.dirname(ck), exist_ok=True)
+    blob = bytes(range(256)) * (64 * MIB // 256)
+    write_safetensors(ck, {"w": ("F32", [4096, 4096], blob), "b": ("F32", [4], b"\1" * 16)})
+    for attempt in range(1, 4):
+        out = os.path.join(TMP, f"{label}-{attempt}")
+        pids = os.path.join(TMP, f"{label}-{attempt}.pids")
+        os.makedirs(pids)
+        script = (f'echo $$ > "{pids}/$SHARDKIT_RANK"; exec "{BIN}" shard --plan "{PLAN}" '
+                  f'--checkpoint "{ck}" --out "{out}" --strategy direct --memory-mib 8')
+        launcher = subprocess.Popen([BIN, "launch", "--nproc", "3", "--timeout", "20", "--", "sh",
+                                     "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True)
+        start = time.time()
+        pid = read_pid(os.path.join(pids, "1"), start + 20)
+        reached, stopped = io_grew("rchar", 4 * MIB), False
+        while time.time() - start < 20 and launcher.poll() is None:
+            if reached(pid, out):
+                os.kill(pid, signal.SIGSTOP)
+                stopped = True
+                change(ck)
+                os.kill(pid, signal.SIGCONT)
+                break
+            time.sleep(0.0005)
+        _, stderr = launcher.communicate(timeout=60)
+        if launcher.returncode == 0:
+            print(f"{label}: rank 1 had finished reading before it was stopped; again", flush=True)
+            write_safetensors(ck, {"w": ("F32", [4096, 4096], blob), "b": ("F32", [4], b"\1" * 16)})
+            continue
+        check(stopped, f"{label}: rank 1 was never stopped: {stderr}")
+        expect_everywhere(label, subprocess.CompletedProcess([], launcher.returncode, "", stderr),
+                          3, ck)
+        check(not os.path.exists(os.path.join(out, "index.json")), f"{label}: index.json written")
+        return
+    check(False, f"{label}: rank 1 was never stopped in time in 3 tries")
+
+
+def replace_with_same_size(path):
+    other = path + ".new"
+    shutil.copyfile(path, other)
+    with open(other, "r+b") as f:
+        f.seek(-16, os.SEEK_END)
+        f.write(b"\2" * 16)
+    os.replace(other, path)
+
+
+def truncate(path):
+    os.truncate(path, os.path.getsize(path) - 4096)
+
+
+def main():
+    with open(PLAN, "w") as f:
+        json.dump({"rules": [
+            {"match": "*.rows", "spec": {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}},
+            {"match": "*.cols", "spec": {"type": "chunk", "dim": 1, "placements": {"ranks": "all"}}},
+            {"match": "w", "spec": {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}},
+        ]}, f)
+    directory = os.path.join(TMP, "hf")
+    originals = write_hf(directory, random.Random(16))
+    round_trips(directory, originals)
+    hosts_cases(directory)
+    changed_while_reading("replaced", replace_with_same_size)
+    changed_while_reading("truncated", truncate)
+    finish("direct")
+
+
+if __name__ == "__main__":
+    main()

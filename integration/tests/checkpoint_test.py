@@ -9,7 +9,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import (ITEM_SIZE, TMP, cells, check, extract, fail, finish, numel,
+from checkpoint_testlib import (ITEM_SIZE, TMP, cells, check, extract, finish, numel,
                                 read_safetensors, run, write_safetensors)
 
 METADATA = {"format": "pt", "note": "shardkit e2e"}

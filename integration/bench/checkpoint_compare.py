@@ -12,35 +12,44 @@ of [4096, 4096] F32 (64 MiB each) written in WORKDIR, chunked on dim 0 over ever
   tensor of its shape, `shard_parameter` per tensor over gloo, `torch.save` of each rank's local
   shards to WORKDIR/torch-out/rank-R.pt (no fsync); time inside the job (barrier to barrier, rank 0)
   and wall time with start-up; peak RSS = VmHWM of each rank's whole process;
-- `shardkit shard` with the default --memory-mib and with --memory-mib 32 (output compared byte for
-  byte), then `shardkit gather` of the first output (peak RSS from wait4's ru_maxrss; every tensor
-  compared with CK's); per-rank peak RSS from the summary table `shard` prints on stderr.
-Each timed step starts after a `sync`, so none pays for an earlier step's dirty pages. Prints a
-table, the targets (C1, C3, C4) with pass/fail and one JSON line last; exits 1 only if an output is
-wrong (a missed target is reported, not an error). Without torch the torch step is skipped (and
-said so). WORKDIR defaults to a fresh temporary directory, removed afterwards; a given --workdir
-keeps what the run wrote.
+- `shardkit shard` (scatter from rank 0) with the default --memory-mib and with --memory-mib 32
+  (output compared byte for byte), and `shardkit shard --strategy direct` (default --memory-mib:
+  every rank reads its own shards from CK; its rank files compared byte for byte with the default
+  scatter run's, its index.json names its strategy); per-rank peak RSS from the summary table
+  `shard` prints on stderr;
+- `shardkit gather` of the default scatter output (peak RSS from wait4's ru_maxrss; every tensor
+  compared with CK's).
+Each timed step starts after a `sync`, so none pays for an earlier step's dirty pages; with
+--repeats R every step runs R times, each figure is the median wall time and the highest peak RSS.
+Targets (M = 512, the default --memory-mib), each with pass/fail:
+- C1: shard wall <= 1.6x floor, every rank's peak RSS <= M + 160 MiB (shard / torch reported);
+- C2: shard --strategy direct wall <= 1.3x floor (direct / torch reported; the issue expects about
+  0.22x torch's time in the job), every rank's peak RSS <= M + 160 MiB, rank files identical;
+- C3: shard --memory-mib 32: every rank's peak RSS <= 200 MiB, output identical;
+- C4: gather wall <= 2x floor, peak RSS <= M + 160 MiB, gathered tensors equal CK's.
+Prints a table, the targets and one JSON line last; exits 1 only if an output is wrong (a missed
+target is reported, not an error). Without torch the torch step is skipped (and said so). WORKDIR
+defaults to a fresh temporary directory, removed afterwards; a given --workdir keeps what the run
+wrote (out-default/, out-m32/, out-direct/, gathered.safetensors and each step's .log).
 """
-import hashlib
 import json
 import mmap
 import os
 import re
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 
+from checkpoint_files import (CK_COLS, CK_ROWS, read_header, read_through, same_output,
+                              same_tensors, write_checkpoint)
 from torch_fix import TORCH_PYTHON, FixFinder, status_mib, torch_importable
 
 # The torch ranks run the entry script (compare_torch.py --torch-rank R --torch-ck ...).
 COMPARE_TORCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compare_torch.py")
 
-CK_ROWS = CK_COLS = 4096                      # one [4096, 4096] F32 tensor = 64 MiB
-CK_TENSOR_BYTES = CK_ROWS * CK_COLS * 4
 TORCH_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
                 "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
                 "BOOL": "bool"}
@@ -50,82 +59,10 @@ BUDGET_MIB = 512                              # shardkit's default --memory-mib
 RSS_SLACK_MIB = 160
 SMALL_BUDGET_MIB = 32
 SMALL_RSS_LIMIT_MIB = 200
-CHUNK = 8 << 20
-
-
-def read_header(path):
-    """(offset of the data section, {name: entry}) of a safetensors file (no __metadata__)."""
-    with open(path, "rb") as f:
-        (length,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(length))
-    header.pop("__metadata__", None)
-    return 8 + length, header
-
-
-def write_checkpoint(path, count):
-    """count tensors "w000"... of [4096, 4096] F32: one 64 MiB SHAKE-128 block, rotated by a
-    different number of bytes per tensor (no two rows or tensors alike); fsynced."""
-    names = [f"w{i:03d}" for i in range(count)]
-    header = {name: {"dtype": "F32", "shape": [CK_ROWS, CK_COLS],
-                     "data_offsets": [i * CK_TENSOR_BYTES, (i + 1) * CK_TENSOR_BYTES]}
-              for i, name in enumerate(names)}
-    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    block = memoryview(hashlib.shake_128(b"shardkit checkpoint bench").digest(CK_TENSOR_BYTES))
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text)
-        for i in range(count):
-            k = (i * 16388 + 4) % CK_TENSOR_BYTES
-            f.write(block[k:])
-            f.write(block[:k])
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def read_through(path):
-    """Reads the whole file once (warms the page cache)."""
-    buf = bytearray(CHUNK)
-    with open(path, "rb", buffering=0) as f:
-        while f.readinto(buf):
-            pass
-
-
-def same_bytes(a, b):
-    if os.path.getsize(a) != os.path.getsize(b):
-        return False
-    with open(a, "rb", buffering=0) as fa, open(b, "rb", buffering=0) as fb:
-        while True:
-            x, y = fa.read(CHUNK), fb.read(CHUNK)
-            if x != y:
-                return False
-            if not x:
-                return True
-
-
-def same_tensors(path, reference):
-    """Whether the safetensors file at path holds exactly reference's tensors (dtype, shape,
-    bytes); the headers' text and the data's order may differ. Returns (ok, a reason)."""
-    base_a, head_a = read_header(path)
-    base_b, head_b = read_header(reference)
-    if sorted(head_a) != sorted(head_b):
-        return False, "tensor names differ"
-    with open(path, "rb", buffering=0) as fa, open(reference, "rb", buffering=0) as fb:
-        for name in sorted(head_b):
-            a, b = head_a[name], head_b[name]
-            if (a["dtype"], a["shape"]) != (b["dtype"], b["shape"]):
-                return False, f"{name}: dtype or shape differs"
-            (begin_a, end_a), (begin_b, end_b) = a["data_offsets"], b["data_offsets"]
-            if end_a - begin_a != end_b - begin_b:
-                return False, f"{name}: byte count differs"
-            fa.seek(base_a + begin_a)
-            fb.seek(base_b + begin_b)
-            left = end_b - begin_b
-            while left:
-                n = min(left, CHUNK)
-                if fa.read(n) != fb.read(n):
-                    return False, f"{name}: bytes differ"
-                left -= n
-    return True, ""
+# The timed `shardkit shard` runs: step name -> (output directory in WORKDIR, extra flags).
+SHARD_STEPS = {"shard": ("out-default", []),
+               "shard_m32": ("out-m32", ["--memory-mib", str(SMALL_BUDGET_MIB)]),
+               "direct": ("out-direct", ["--strategy", "direct"])}   # default --memory-mib
 
 
 def torch_checkpoint_rank(args):
@@ -262,12 +199,41 @@ def checkpoint_mode(args):
             shutil.rmtree(work, ignore_errors=True)
 
 
+class Step:
+    """One timed step over the repeats: its wall times and each rank's highest peak RSS."""
+
+    def __init__(self):
+        self.walls, self.rss = [], {}
+
+    def add(self, wall, rss=None):
+        self.walls.append(wall)
+        for r, value in (rss or {}).items():
+            self.rss[r] = max(self.rss.get(r, 0.0), value)
+
+    def median(self):
+        return statistics.median(self.walls) if self.walls else None
+
+    def peaks(self):
+        return [self.rss[r] for r in sorted(self.rss)]
+
+
 def checkpoint_bench(args, work, have_torch):
+    ck, plan, warm = prepare(args, work)
+    steps, torch_rows = time_steps(args, work, ck, plan, have_torch)
+    outputs = check_outputs(work, ck)
+    print_table(args, steps)
+    passed = print_targets(steps, outputs)
+    print(json.dumps(result_json(args, warm, steps, torch_rows, outputs, passed)))
+    ok = outputs["identical"] and outputs["direct_identical"] and outputs["gather"][0]
+    return 0 if ok else 1    # a missed target alone is not an error
+
+
+def prepare(args, work):
+    """Writes the plan and the checkpoint, then warms the page cache: (checkpoint, plan, seconds
+    the warm read took)."""
     count = args.ck_mib // 64
     ck = os.path.join(work, "checkpoint.safetensors")
     plan = os.path.join(work, "plan.json")
-    out1, out2 = os.path.join(work, "out-default"), os.path.join(work, "out-m32")
-    gathered = os.path.join(work, "gathered.safetensors")
     with open(plan, "w") as f:
         json.dump(CK_PLAN, f)
     start = time.perf_counter()
@@ -278,134 +244,193 @@ def checkpoint_bench(args, work, have_torch):
     read_through(ck)
     warm = time.perf_counter() - start
     print(f"warm read: {warm:.2f} s ({os.path.getsize(ck) / warm / 1e9:.1f} GB/s)", flush=True)
+    return ck, plan, warm
+
+
+def time_steps(args, work, ck, plan, have_torch):
+    """Every timed step, args.repeats times: ({step name: Step}, torch's rows per rank)."""
+    names = ["floor", "torch", "torch_wall", *SHARD_STEPS, "gather"]
+    steps, torch_rows = {name: Step() for name in names}, {}
     shard_cmd = [args.shardkit, "shard", "--nproc", str(args.nproc), "--plan", plan,
                  "--checkpoint", ck]
-
-    floors, torch_walls, torch_jobs, torch_rows = [], [], [], {}
-    shard1, shard2, gather_walls = [], [], []
-    rss1, rss2, gather_rss = {}, {}, 0.0
     for attempt in range(args.repeats):
-        copy = os.path.join(work, "copy.safetensors")
-        os.sync()
-        start = time.perf_counter()
-        subprocess.run(["cp", ck, copy], check=True)
-        subprocess.run(["sync"], check=True)
-        floors.append(time.perf_counter() - start)
-        os.remove(copy)
-        print(f"[{attempt}] floor (cp + sync): {floors[-1]:.3f} s", flush=True)
-
+        steps["floor"].add(time_floor(ck, work))
+        print(f"[{attempt}] floor (cp + sync): {steps['floor'].walls[-1]:.3f} s", flush=True)
         if have_torch:
-            wall, rows = run_torch_checkpoint(args, ck, work, attempt)
-            torch_walls.append(wall)
-            torch_jobs.append(rows[0]["in_job_s"])
-            for row in rows:
-                old = torch_rows.get(row["rank"])
-                if old is None or row["peak_rss_mib"] > old["peak_rss_mib"]:
-                    torch_rows[row["rank"]] = row
-            shutil.rmtree(os.path.join(work, "torch-out"), ignore_errors=True)
-            print(f"[{attempt}] torch: {torch_jobs[-1]:.3f} s in the job, {wall:.3f} s wall",
-                  flush=True)
-
-        for out, walls, rss, extra in ((out1, shard1, rss1, []),
-                                       (out2, shard2, rss2, ["--memory-mib",
-                                                             str(SMALL_BUDGET_MIB)])):
-            shutil.rmtree(out, ignore_errors=True)
-            log = out + ".log"
-            wall, _ = run_checked(shard_cmd + ["--out", out] + extra, log)
-            walls.append(wall)
-            with open(log) as f:
-                table = parse_rank_table(f.read())
-            if sorted(table) != list(range(args.nproc)):
-                sys.exit(f"compare_torch: no per-rank summary table in {log}")
-            for r, row in table.items():
-                rss[r] = max(rss.get(r, 0.0), row["peak_rss_mib"])
+            time_torch(args, ck, work, attempt, steps, torch_rows)
+        for name, (out, extra) in SHARD_STEPS.items():
+            steps[name].add(*time_shard(args, shard_cmd + extra, os.path.join(work, out)))
             print(f"[{attempt}] shard {' '.join(extra) or '(default --memory-mib)'}: "
-                  f"{wall:.3f} s", flush=True)
+                  f"{steps[name].walls[-1]:.3f} s", flush=True)
+        steps["gather"].add(*time_gather(args, work))
+        print(f"[{attempt}] gather: {steps['gather'].walls[-1]:.3f} s", flush=True)
+    return steps, torch_rows
 
-        if os.path.exists(gathered):
-            os.remove(gathered)
-        wall, maxrss = run_checked([args.shardkit, "gather", "--in", out1, "--out", gathered],
-                                   gathered + ".log")
-        gather_walls.append(wall)
-        gather_rss = max(gather_rss, maxrss)
-        print(f"[{attempt}] gather: {wall:.3f} s", flush=True)
 
-    names1 = sorted(n for n in os.listdir(out1) if not n.endswith(".log"))
-    names2 = sorted(n for n in os.listdir(out2) if not n.endswith(".log"))
-    compared = [n for n in names1 if n.endswith(".safetensors") or n == "index.json"]
-    identical = names1 == names2 and all(
-        same_bytes(os.path.join(out1, n), os.path.join(out2, n)) for n in compared)
-    gather_ok, why = same_tensors(gathered, ck)
+def time_floor(ck, work):
+    """Wall seconds of `cp CK COPY && sync`, after a sync."""
+    copy = os.path.join(work, "copy.safetensors")
+    os.sync()
+    start = time.perf_counter()
+    subprocess.run(["cp", ck, copy], check=True)
+    subprocess.run(["sync"], check=True)
+    wall = time.perf_counter() - start
+    os.remove(copy)
+    return wall
 
-    med = statistics.median
-    floor, s1, s2, g = med(floors), med(shard1), med(shard2), med(gather_walls)
-    tj = med(torch_jobs) if torch_jobs else None
-    tw = med(torch_walls) if torch_walls else None
-    rss_limit = BUDGET_MIB + RSS_SLACK_MIB
 
+def time_torch(args, ck, work, attempt, steps, torch_rows):
+    """One PyTorch job into steps["torch"] (in the job) and steps["torch_wall"]; torch_rows keeps
+    each rank's row of highest peak RSS."""
+    wall, rows = run_torch_checkpoint(args, ck, work, attempt)
+    steps["torch"].add(rows[0]["in_job_s"], {row["rank"]: row["peak_rss_mib"] for row in rows})
+    steps["torch_wall"].add(wall)
+    for row in rows:
+        old = torch_rows.get(row["rank"])
+        if old is None or row["peak_rss_mib"] > old["peak_rss_mib"]:
+            torch_rows[row["rank"]] = row
+    shutil.rmtree(os.path.join(work, "torch-out"), ignore_errors=True)
+    print(f"[{attempt}] torch: {rows[0]['in_job_s']:.3f} s in the job, {wall:.3f} s wall",
+          flush=True)
+
+
+def time_shard(args, cmd, out):
+    """One `shardkit shard` run into out, after a sync: (wall seconds, {rank: peak RSS MiB} from
+    the summary table it prints)."""
+    shutil.rmtree(out, ignore_errors=True)
+    log = out + ".log"
+    wall, _ = run_checked(cmd + ["--out", out], log)
+    with open(log) as f:
+        table = parse_rank_table(f.read())
+    if sorted(table) != list(range(args.nproc)):
+        sys.exit(f"compare_torch: no per-rank summary table in {log}")
+    return wall, {r: row["peak_rss_mib"] for r, row in table.items()}
+
+
+def time_gather(args, work):
+    """`shardkit gather` of the default run's output, after a sync: (wall seconds, {0: its
+    ru_maxrss in MiB})."""
+    gathered = os.path.join(work, "gathered.safetensors")
+    if os.path.exists(gathered):
+        os.remove(gathered)
+    wall, maxrss = run_checked([args.shardkit, "gather", "--in", shard_out(work, "shard"),
+                                "--out", gathered], gathered + ".log")
+    return wall, {0: maxrss}
+
+
+def shard_out(work, name):
+    return os.path.join(work, SHARD_STEPS[name][0])
+
+
+def check_outputs(work, ck):
+    """identical: the --memory-mib 32 output's rank files and index.json are the default run's;
+    direct_identical: so are the direct output's rank files (its index.json names its strategy);
+    gather: (the gathered tensors are CK's, why not)."""
+    default = shard_out(work, "shard")
+    return {"identical": same_output(default, shard_out(work, "shard_m32"),
+                                     lambda n: n.endswith(".safetensors") or n == "index.json"),
+            "direct_identical": same_output(default, shard_out(work, "direct"),
+                                            lambda n: n.endswith(".safetensors")),
+            "gather": same_tensors(os.path.join(work, "gathered.safetensors"), ck)}
+
+
+def print_table(args, steps):
+    floor = steps["floor"].median()
     print()
-    print(f"{args.nproc} ranks, {count} x [{CK_ROWS}, {CK_COLS}] F32 ({args.ck_mib} MiB), "
-          f"chunk dim 0 over all ranks; {args.repeats} repeat(s), medians")
+    print(f"{args.nproc} ranks, {args.ck_mib // 64} x [{CK_ROWS}, {CK_COLS}] F32 ({args.ck_mib} "
+          f"MiB), chunk dim 0 over all ranks; {args.repeats} repeat(s), medians")
     print(f"{'run':<24} {'wall_s':>8} {'x floor':>8} {'peak RSS MiB per rank':<32}")
 
-    def line(name, wall, rss_list, note=""):
-        rss_text = " ".join(f"{v:.0f}" for v in rss_list)
+    def line(name, step, note=""):
+        wall, rss_text = step.median(), " ".join(f"{v:.0f}" for v in step.peaks())
         print(f"{name:<24} {wall:>8.3f} {wall / floor:>8.2f} {rss_text:<32}{note}")
 
-    line("floor: cp + sync", floor, [])
-    if tj is not None:
-        peaks = [torch_rows[r]["peak_rss_mib"] for r in sorted(torch_rows)]
-        line("torch 1.13 in the job", tj, peaks, "  (no fsync)")
-        line("torch 1.13 with start-up", tw, [])
+    line("floor: cp + sync", steps["floor"])
+    if steps["torch"].walls:
+        line("torch 1.13 in the job", steps["torch"], "  (no fsync)")
+        line("torch 1.13 with start-up", steps["torch_wall"])
     else:
         print(f"{'torch 1.13':<24} skipped: `{TORCH_PYTHON} -c 'import torch'` fails")
-    line(f"shard (default M={BUDGET_MIB})", s1, [rss1[r] for r in sorted(rss1)])
-    line(f"shard --memory-mib {SMALL_BUDGET_MIB}", s2, [rss2[r] for r in sorted(rss2)])
-    line("gather", g, [gather_rss])
+    line(f"shard (default M={BUDGET_MIB})", steps["shard"])
+    line(f"shard --memory-mib {SMALL_BUDGET_MIB}", steps["shard_m32"])
+    line("shard --strategy direct", steps["direct"])
+    line("gather", steps["gather"])
 
-    checks = []
 
-    def target(name, value, limit, text):
-        ok = value <= limit
-        checks.append(ok)
-        print(f"{name:<4} {text:<52} {value:>9.2f} <= {limit:<8.2f} {'pass' if ok else 'FAIL'}")
-
+def print_targets(steps, outputs):
+    """Prints the targets C1-C4 with pass/fail (the ratios to torch only reported): whether every
+    one passed."""
+    floor, s1, direct, g = (steps[n].median() for n in ("floor", "shard", "direct", "gather"))
+    rss_limit, checks = BUDGET_MIB + RSS_SLACK_MIB, []
     print()
-    target("C1", s1 / floor, 1.6, "shard wall / floor")
-    if tj is not None:
-        print(f"{'C1':<4} {'shard wall / torch in-job (issue: about 0.27)':<52} {s1 / tj:>9.2f}"
-              f"    (reported)")
-        print(f"{'C1':<4} {'shard wall / torch wall with start-up':<52} {s1 / tw:>9.2f}"
-              f"    (reported)")
-    else:
-        print(f"{'C1':<4} shard wall / torch: skipped (no torch)")
-    target("C1", max(rss1.values()), rss_limit, "shard: max rank peak RSS MiB (M + 160)")
-    target("C3", max(rss2.values()), SMALL_RSS_LIMIT_MIB,
+    target(checks, "C1", s1 / floor, 1.6, "shard wall / floor")
+    versus_torch(steps, "C1", "shard", 0.27)
+    target(checks, "C1", max(steps["shard"].peaks()), rss_limit,
+           "shard: max rank peak RSS MiB (M + 160)")
+    target(checks, "C2", direct / floor, 1.3, "shard --strategy direct wall / floor")
+    versus_torch(steps, "C2", "direct", 0.22)
+    target(checks, "C2", max(steps["direct"].peaks()), rss_limit,
+           "direct: max rank peak RSS MiB (M + 160)")
+    check(checks, "C2", outputs["direct_identical"],
+          "direct: rank files byte-identical to scatter's")
+    target(checks, "C3", max(steps["shard_m32"].peaks()), SMALL_RSS_LIMIT_MIB,
            f"shard --memory-mib {SMALL_BUDGET_MIB}: max rank peak RSS MiB")
-    checks.append(identical)
-    print(f"{'C3':<4} {'output byte-identical to the default run':<52} {str(identical):>9}"
-          f"{'':12} {'pass' if identical else 'FAIL'}")
-    target("C4", g / floor, 2.0, "gather wall / floor")
-    target("C4", gather_rss, rss_limit, "gather peak RSS MiB (M + 160)")
-    checks.append(gather_ok)
-    print(f"{'C4':<4} {'gathered tensors equal the checkpoint':<52} {str(gather_ok):>9}"
-          f"{'':12} {'pass' if gather_ok else 'FAIL ' + why}")
+    check(checks, "C3", outputs["identical"], "output byte-identical to the default run")
+    target(checks, "C4", g / floor, 2.0, "gather wall / floor")
+    target(checks, "C4", max(steps["gather"].peaks()), rss_limit, "gather peak RSS MiB (M + 160)")
+    gather_ok, why = outputs["gather"]
+    check(checks, "C4", gather_ok, "gathered tensors equal the checkpoint", why)
+    return all(checks)
 
-    result = {
-        "mode": "checkpoint", "nproc": args.nproc, "ck_mib": args.ck_mib, "tensors": count,
-        "repeats": args.repeats, "warm_read_s": warm, "floor_s": floor,
+
+def target(checks, name, value, limit, text):
+    checks.append(value <= limit)
+    print(f"{name:<4} {text:<52} {value:>9.2f} <= {limit:<8.2f} {'pass' if checks[-1] else 'FAIL'}")
+
+
+def check(checks, name, ok, text, why=""):
+    checks.append(ok)
+    print(f"{name:<4} {text:<52} {str(ok):>9}{'':12} {'pass' if ok else ('FAIL ' + why).rstrip()}")
+
+
+def versus_torch(steps, name, run, expected):
+    """Reports step run's wall time over torch's, in the job and with start-up."""
+    if not steps["torch"].walls:
+        print(f"{name:<4} {run} wall / torch: skipped (no torch)")
+        return
+    wall = steps[run].median()
+    for text, base in ((f"{run} wall / torch in-job (issue: about {expected})", "torch"),
+                       (f"{run} wall / torch wall with start-up", "torch_wall")):
+        print(f"{name:<4} {text:<52} {wall / steps[base].median():>9.2f}    (reported)")
+
+
+def result_json(args, warm, steps, torch_rows, outputs, passed):
+    floor, tj, tw = (steps[n].median() for n in ("floor", "torch", "torch_wall"))
+
+    def run(name, **more):
+        return {"wall_s": steps[name].median(), "peak_rss_mib": steps[name].peaks(), **more}
+
+    def over(name, base):
+        return None if base is None else steps[name].median() / base
+
+    return {
+        "mode": "checkpoint", "nproc": args.nproc, "ck_mib": args.ck_mib,
+        "tensors": args.ck_mib // 64, "repeats": args.repeats, "warm_read_s": warm,
+        "floor_s": floor,
         "torch": None if tj is None else {
-            "in_job_s": tj, "wall_s": tw,
-            "peak_rss_mib": [torch_rows[r]["peak_rss_mib"] for r in sorted(torch_rows)],
+            "in_job_s": tj, "wall_s": tw, "peak_rss_mib": steps["torch"].peaks(),
             "baseline_rss_mib": [torch_rows[r]["baseline_rss_mib"] for r in sorted(torch_rows)]},
-        "shard": {"wall_s": s1, "peak_rss_mib": [rss1[r] for r in sorted(rss1)]},
-        "shard_m32": {"wall_s": s2, "peak_rss_mib": [rss2[r] for r in sorted(rss2)],
-                      "identical": identical},
-        "gather": {"wall_s": g, "peak_rss_mib": gather_rss, "equal": gather_ok},
-        "ratios": {"shard_over_floor": s1 / floor, "gather_over_floor": g / floor,
-                   "shard_over_torch_in_job": None if tj is None else s1 / tj,
-                   "shard_over_torch_wall": None if tw is None else s1 / tw},
-        "pass": all(checks),
+        "shard": run("shard"),
+        "shard_m32": run("shard_m32", identical=outputs["identical"]),
+        "direct": run("direct", identical_to_scatter=outputs["direct_identical"]),
+        "gather": {"wall_s": steps["gather"].median(), "peak_rss_mib": steps["gather"].rss[0],
+                   "equal": outputs["gather"][0]},
+        "ratios": {"shard_over_floor": over("shard", floor),
+                   "gather_over_floor": over("gather", floor),
+                   "shard_over_torch_in_job": over("shard", tj),
+                   "shard_over_torch_wall": over("shard", tw),
+                   "direct_over_floor": over("direct", floor),
+                   "direct_over_torch_in_job": over("direct", tj),
+                   "direct_over_torch_wall": over("direct", tw)},
+        "pass": passed,
     }
-    print(json.dumps(result))
-    return 0 if identical and gather_ok else 1    # a missed target alone is not an error

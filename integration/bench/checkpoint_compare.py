@@ -15,8 +15,8 @@ of [4096, 4096] F32 (64 MiB each) written in WORKDIR, chunked on dim 0 over ever
 - `shardkit shard` (scatter from rank 0) with the default --memory-mib and with --memory-mib 32
   (output compared byte for byte), and `shardkit shard --strategy direct` (default --memory-mib:
   every rank reads its own shards from CK; its rank files compared byte for byte with the default
-  scatter run's, its index.json names its strategy); per-rank peak RSS from the summary table
-  `shard` prints on stderr;
+  scatter run's; index.json is not compared: it records the strategy); per-rank peak RSS from the
+  summary table `shard` prints on stderr;
 - `shardkit gather` of the default scatter output (peak RSS from wait4's ru_maxrss; every tensor
   compared with CK's).
 Each timed step starts after a `sync`, so none pays for an earlier step's dirty pages; with
@@ -324,7 +324,8 @@ def shard_out(work, name):
 
 def check_outputs(work, ck):
     """identical: the --memory-mib 32 output's rank files and index.json are the default run's;
-    direct_identical: so are the direct output's rank files (its index.json names its strategy);
+    direct_identical: so are the direct output's rank files (index.json, which records the
+    strategy, is not compared);
     gather: (the gathered tensors are CK's, why not)."""
     default = shard_out(work, "shard")
     return {"identical": same_output(default, shard_out(work, "shard_m32"),

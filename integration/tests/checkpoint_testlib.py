@@ -155,3 +155,9 @@ def io_grew(field, threshold):
         base.setdefault(pid, value)
         return value - base[pid] >= threshold
     return reached
+
+
+def writing_file(pid, out):
+    """A kill condition: the victim has created its shard file and is writing it (not renamed)."""
+    return any(name.endswith(f".tmp.{pid}") for name in os.listdir(out)) if os.path.isdir(out) \
+        else False

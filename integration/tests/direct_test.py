@@ -2,15 +2,16 @@
 """`shardkit shard --strategy direct`: every rank reads its own shards from the checkpoint.
 
 - Multi-file Hugging Face checkpoints (the index, and the directory holding it; BF16, F8, U16 and
-  F16 cut on dim 0 or 1, F4 rows of one byte, replicated F32) on 1-4 ranks: rank files byte-identical to `scatter`'s, the
+  F16 cut on dim 0 or 1, F4 and F6 rows of whole bytes, replicated F32 and F6) on 1-4 ranks: rank files byte-identical to `scatter`'s, the
   gather gives back every tensor, index.json says "direct".
 - "Hosts": each rank opens its own copy (host<R>/ckpt, as on machines that each mount the same
   path): identical copies work; a rank whose copy is missing, or whose copy has another header or
   another index, makes every rank exit 2 with the same first line naming that rank and the file,
   and leaves an earlier complete output untouched.
-- A file replaced (another file of the same size renamed over it) or truncated while the ranks
-  read: rank 1 is stopped (SIGSTOP) once it has read 4 MiB of a 64 MiB checkpoint in 8 MiB rounds,
-  the file is changed, rank 1 continues: every rank exits 2 naming the file, no index.json.
+- A 64 MiB checkpoint read in 8 MiB rounds, changed under a stopped rank 1 (SIGSTOP, then
+  SIGCONT): replaced by another file of the same size and header (renamed over it) once rank 1 has
+  created its shard file — after the ranks agreed on the checkpoint, before or at its first reads —
+  and truncated once rank 1 has read 4 MiB: every rank exits 2 naming the file, no index.json.
 """
 
 import json
@@ -24,7 +25,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checkpoint_testlib import (BIN, ITEM_SIZE, TMP, check, finish, first_lines_per_rank, io_grew,
-                                numel, read_pid, read_safetensors, run, write_safetensors)
+                                io_counter, numel, read_pid, read_safetensors, run,
+                                write_safetensors, writing_file)
 
 MIB = 1 << 20
 PLAN = os.path.join(TMP, "direct-plan.json")
@@ -38,14 +40,17 @@ def write_hf(directory, rng):
                                              "fp8.cols": ("F8_E4M3", [5, 8])},
         "model-00002-of-00003.safetensors": {"u16.cols": ("U16", [4, 2]), "norm": ("F32", [6]),
                                              "f4.rows": ("F4", [8, 2])},
-        "model-00003-of-00003.safetensors": {"head.rows": ("F16", [2, 3])},
+        "model-00003-of-00003.safetensors": {"head.rows": ("F16", [2, 3]),
+                                             "f6.rows": ("F6_E2M3", [4, 4]),
+                                             "f6b": ("F6_E3M2", [8])},
     }
     os.makedirs(directory, exist_ok=True)
     originals, weights = {}, {}
     for name, specs in files.items():
         tensors = {}
         for tensor, (dtype, shape) in specs.items():
-            size = numel(shape) // 2 if dtype == "F4" else numel(shape) * ITEM_SIZE[dtype]
+            bits = {"F4": 4, "F6_E2M3": 6, "F6_E3M2": 6}.get(dtype, 8 * ITEM_SIZE.get(dtype, 0))
+            size = numel(shape) * bits // 8
             tensors[tensor] = (dtype, shape, rng.randbytes(size))
             weights[tensor] = name
         write_safetensors(os.path.join(directory, name), tensors, metadata={"format": "pt"})
@@ -150,13 +155,14 @@ def hosts_cases(directory):
         check(f.read() == earlier, "a refused run changed the earlier output's index.json")
 
 
-def changed_while_reading(label, change):
-    """Rank 1 stopped mid-read, `change(path)` applied, rank 1 continued: exit 2 everywhere."""
+def changed_while_reading(label, reached, change):
+    """Rank 1 stopped once `reached(pid, out)`, `change(path)` applied, rank 1 continued: exit 2
+    everywhere."""
     ck = os.path.join(TMP, "big", "model.safetensors")
     os.makedirs(os.path.dirname(ck), exist_ok=True)
     blob = bytes(range(256)) * (64 * MIB // 256)
-    write_safetensors(ck, {"w": ("F32", [4096, 4096], blob), "b": ("F32", [4], b"\1" * 16)})
     for attempt in range(1, 4):
+        write_safetensors(ck, {"w": ("F32", [4096, 4096], blob), "b": ("F32", [4], b"\1" * 16)})
         out = os.path.join(TMP, f"{label}-{attempt}")
         pids = os.path.join(TMP, f"{label}-{attempt}.pids")
         os.makedirs(pids)
@@ -167,19 +173,26 @@ def changed_while_reading(label, change):
                                     text=True)
         start = time.time()
         pid = read_pid(os.path.join(pids, "1"), start + 20)
-        reached, stopped = io_grew("rchar", 4 * MIB), False
+        base, read_before_stop = None, None  # rank 1's rchar: first seen, and when stopped
         while time.time() - start < 20 and launcher.poll() is None:
+            base = io_counter(pid, "rchar") if base is None else base
             if reached(pid, out):
                 os.kill(pid, signal.SIGSTOP)
-                stopped = True
+                read_before_stop = (io_counter(pid, "rchar") or 0) - (base or 0)
                 change(ck)
                 os.kill(pid, signal.SIGCONT)
                 break
             time.sleep(0.0005)
         _, stderr = launcher.communicate(timeout=60)
+        stopped = read_before_stop is not None
+        # Rank 1 reads 1365 rows of 16 KiB (21.3 MiB): stopped before 16 MiB, it had rounds left.
+        if launcher.returncode == 0 and stopped and read_before_stop < 16 * MIB:
+            check(False, f"{label}: exit 0, though the file changed with rank 1 "
+                  f"{read_before_stop} bytes into its reads")
+            return
         if launcher.returncode == 0:
-            print(f"{label}: rank 1 had finished reading before it was stopped; again", flush=True)
-            write_safetensors(ck, {"w": ("F32", [4096, 4096], blob), "b": ("F32", [4], b"\1" * 16)})
+            print(f"{label}: rank 1 had finished reading before it was stopped (a slow machine); "
+                  "again", flush=True)
             continue
         check(stopped, f"{label}: rank 1 was never stopped: {stderr}")
         expect_everywhere(label, subprocess.CompletedProcess([], launcher.returncode, "", stderr),
@@ -213,8 +226,8 @@ def main():
     originals = write_hf(directory, random.Random(16))
     round_trips(directory, originals)
     hosts_cases(directory)
-    changed_while_reading("replaced", replace_with_same_size)
-    changed_while_reading("truncated", truncate)
+    changed_while_reading("replaced", writing_file, replace_with_same_size)
+    changed_while_reading("truncated", io_grew("rchar", 4 * MIB), truncate)
     finish("direct")
 
 

@@ -17,19 +17,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checkpoint_testlib import (BIN, TMP, alive, check, finish, io_grew, read_pid,
-                                write_safetensors)
+                                write_safetensors, writing_file)
 
 MIB = 1 << 20
 WORLD = 3
 TIMEOUT = 8  # seconds: the deadline of each rank's whole run
 CK = os.path.join(TMP, "big.safetensors")
 PLAN = os.path.join(TMP, "plan.json")
-
-
-def writing_file(pid, out):
-    """A kill condition: the victim has created its shard file and is writing it (not renamed)."""
-    return any(name.endswith(f".tmp.{pid}") for name in os.listdir(out)) if os.path.isdir(out) \
-        else False
 
 
 def mid_write(threshold):

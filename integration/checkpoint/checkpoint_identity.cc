@@ -26,7 +26,7 @@ struct Seen {
   std::vector<CheckpointFile> files;
 };
 
-std::string Encode(const absl::StatusOr<const CheckpointSource*>& mine, std::string_view path) {
+std::string Encode(const absl::StatusOr<const TensorSource*>& mine, std::string_view path) {
   Json out = {{"path", std::string(path)}};
   if (!mine.ok()) {
     out["error"] = std::string(mine.status().message());
@@ -128,8 +128,7 @@ absl::Status Verdict(const std::vector<Seen>& seen, int src_rank) {
 
 }  // namespace
 
-absl::Status AgreeOnCheckpoint(Communicator& comm,
-                               const absl::StatusOr<const CheckpointSource*>& mine,
+absl::Status AgreeOnCheckpoint(Communicator& comm, const absl::StatusOr<const TensorSource*>& mine,
                                std::string_view path, int src_rank, const CallOptions& call) {
   const std::string encoded = Encode(mine, path);
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all,

@@ -3,7 +3,7 @@
 // each of the same size and with the same header bytes (SHA-256; an index: all of its bytes) — so
 // that no rank writes shards of another file than the source's.
 //
-//   absl::StatusOr<const CheckpointSource*> mine = &source;  // or why it could not be opened
+//   absl::StatusOr<const TensorSource*> mine = &source;  // or why it could not be opened
 //   SHARDKIT_RETURN_IF_ERROR(AgreeOnCheckpoint(comm, mine, path, src_rank, call));
 //
 // One all-gather of every rank's file list (or error); every rank computes the verdict from the
@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/comm/communicator.h"
-#include "integration/checkpoint/checkpoint_source.h"
+#include "integration/checkpoint/tensor_source.h"
 
 namespace shardkit::checkpoint {
 
@@ -26,7 +26,7 @@ namespace shardkit::checkpoint {
 // rank whose files differ from `src_rank`'s (naming the file and the size or header digest on
 // both ranks); transport errors as AllGather's.
 [[nodiscard]] absl::Status AgreeOnCheckpoint(Communicator& comm,
-                                             const absl::StatusOr<const CheckpointSource*>& mine,
+                                             const absl::StatusOr<const TensorSource*>& mine,
                                              std::string_view path, int src_rank,
                                              const CallOptions& call);
 

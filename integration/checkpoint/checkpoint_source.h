@@ -15,11 +15,14 @@
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_CHECKPOINT_SOURCE_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_CHECKPOINT_SOURCE_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "integration/checkpoint/tensor_source.h"
 #include "integration/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {
@@ -38,16 +41,7 @@ struct CheckpointPath {
 // several candidates, listing what it holds.
 [[nodiscard]] absl::StatusOr<CheckpointPath> ResolveCheckpointPath(const std::string& path);
 
-// One file of a checkpoint as ranks compare it before each reads its own shards (`--strategy
-// direct`): its name relative to the checkpoint's directory, its size, and the SHA-256 of its
-// header bytes (a safetensors file) or of all of it (an index).
-struct CheckpointFile {
-  std::string name;
-  uint64_t size = 0;
-  std::string digest;  // "sha256:<hex>"
-};
-
-class CheckpointSource {
+class CheckpointSource : public TensorSource {
  public:
   // Opens a safetensors file or an index and every file it names, and validates them all before
   // any data moves: every file exists and parses, every tensor of the weight map is in the file
@@ -58,7 +52,7 @@ class CheckpointSource {
   [[nodiscard]] static absl::StatusOr<CheckpointSource> Open(const CheckpointPath& where,
                                                              std::vector<std::string>* warnings);
 
-  const safetensors::Header& header() const { return header_; }
+  const safetensors::Header& header() const override { return header_; }
   // The file holding header().tensors[i], and the tensor's entry there.
   const safetensors::Reader& file(size_t i) const { return files_[where_[i].first]; }
   const safetensors::TensorInfo& info(size_t i) const {
@@ -67,7 +61,17 @@ class CheckpointSource {
   size_t file_count() const { return files_.size(); }
   const std::string& file_path(size_t f) const { return files_[f].path(); }
   // The index first (if any), then every safetensors file in file-name order, as opened.
-  const std::vector<CheckpointFile>& identity() const { return identity_; }
+  const std::vector<CheckpointFile>& identity() const override { return identity_; }
+
+  [[nodiscard]] absl::Status ReadBytes(size_t t, int64_t offset, int64_t size,
+                                       std::byte* dst) const override {
+    return file(t).ReadBytes(info(t), static_cast<uint64_t>(offset), static_cast<uint64_t>(size),
+                             dst);
+  }
+  [[nodiscard]] absl::Status CheckUnchanged(size_t t) const override {
+    return file(t).CheckUnchanged();
+  }
+  const void* FilesOf(size_t t) const override { return &file(t); }
 
  private:
   // `names`: the files' names as identity() lists them.

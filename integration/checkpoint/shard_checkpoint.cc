@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -43,7 +44,7 @@ struct Run {
   Communicator& comm;
   std::ostream& log;
   specs::Plan plan;                                // flags applied
-  std::optional<CheckpointSource> source;          // the source rank (every rank under direct)
+  std::unique_ptr<TensorSource> source;            // the source rank (every rank under direct)
   std::optional<io::DirectoryLock> lock;           // the source: held for the whole run
   safetensors::Header header;                      // the source's, on every rank
   std::vector<specs::ResolvedParameter> resolved;  // header order
@@ -82,7 +83,8 @@ absl::Status LoadPlan(Run& run) {
 absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
   SHARDKIT_ASSIGN_OR_RETURN(CheckpointPath where,
                             ResolveCheckpointPath(run.options.checkpoint_path));
-  SHARDKIT_ASSIGN_OR_RETURN(run.source, CheckpointSource::Open(where, warnings));
+  SHARDKIT_ASSIGN_OR_RETURN(CheckpointSource source, CheckpointSource::Open(where, warnings));
+  run.source = std::make_unique<CheckpointSource>(std::move(source));
   return absl::OkStatus();
 }
 
@@ -207,8 +209,8 @@ absl::Status AgreeOnFiles(Run& run, const CallOptions& call) {
   if (run.plan.strategy != specs::Strategy::kDirect) return absl::OkStatus();
   std::vector<std::string> warnings;  // the source's were kept; others' would repeat them
   const absl::Status opened = run.source ? absl::OkStatus() : OpenCheckpoint(run, &warnings);
-  const absl::StatusOr<const CheckpointSource*> mine =
-      opened.ok() ? absl::StatusOr<const CheckpointSource*>(&*run.source) : opened;
+  const absl::StatusOr<const TensorSource*> mine =
+      opened.ok() ? absl::StatusOr<const TensorSource*>(run.source.get()) : opened;
   return AgreeOnCheckpoint(run.comm, mine, run.options.checkpoint_path,
                            static_cast<int>(run.plan.src_rank), call);
 }
@@ -276,8 +278,7 @@ absl::Status Stream(Run& run, const CallOptions& call) {
                         .call = call,
                         .on_round = [&](int64_t bytes) { progress.Step(++rounds_done, bytes); }};
   SHARDKIT_ASSIGN_OR_RETURN(
-      run.stream, StreamShards(*run.schedule, run.source ? &*run.source : nullptr, run.output,
-                               run.comm, options));
+      run.stream, StreamShards(*run.schedule, run.source.get(), run.output, run.comm, options));
   run.stream_seconds = progress.Elapsed();
   return absl::OkStatus();
 }

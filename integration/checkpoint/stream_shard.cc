@@ -90,23 +90,24 @@ std::vector<Block> BlocksToRead(const Round& round, int rank, bool direct) {
 // Fills `window` with `blocks` of `round`, tensor by tensor in file order. Each file read is
 // first checked to be the one opened (not resized or replaced since: Reader::CheckUnchanged).
 absl::Status FillWindow(const StreamSchedule& schedule, const Round& round,
-                        std::span<const Block> window_blocks, const CheckpointSource& source,
+                        std::span<const Block> window_blocks, const TensorSource& source,
                         TensorBytesReader& reader, int64_t step, std::byte* window) {
   std::vector<const Block*> blocks;  // grouped by tensor (the window is rank-major)
   for (const Block& block : window_blocks) blocks.push_back(&block);
   std::stable_sort(blocks.begin(), blocks.end(),
                    [](const Block* a, const Block* b) { return a->tensor < b->tensor; });
-  const safetensors::Reader* checked = nullptr;
+  const void* checked = nullptr;  // the files last checked
   for (size_t first = 0, last = 0; first < blocks.size(); first = last) {
     while (last < blocks.size() && blocks[last]->tensor == blocks[first]->tensor) ++last;
     const StreamTensor& t = schedule.tensors()[blocks[first]->tensor];
-    const safetensors::TensorInfo& info = source.info(t.source_index);
-    if (info.name != t.name) return absl::InternalError("schedule and checkpoint differ");
-    if (&source.file(t.source_index) != checked) {
-      checked = &source.file(t.source_index);
-      SHARDKIT_RETURN_IF_ERROR(checked->CheckUnchanged());
+    if (source.header().tensors[t.source_index].name != t.name) {
+      return absl::InternalError("schedule and checkpoint differ");
     }
-    reader.Reset(source.file(t.source_index), info);
+    if (source.FilesOf(t.source_index) != checked) {
+      checked = source.FilesOf(t.source_index);
+      SHARDKIT_RETURN_IF_ERROR(source.CheckUnchanged(t.source_index));
+    }
+    reader.Reset(source, t.source_index);
     SHARDKIT_RETURN_IF_ERROR(
         FillTensor(t, round, std::span<const Block* const>(blocks).subspan(first, last - first),
                    reader, step, window));
@@ -167,9 +168,8 @@ absl::Status SendRound(const Round& round, const std::byte* window, Communicator
 // windows ahead; this thread agrees, sends (not under direct) and writes the rank's own blocks. A
 // read or write error is reported in the next status round.
 absl::StatusOr<StreamStats> StreamFromReader(const StreamSchedule& schedule,
-                                             const CheckpointSource& source,
-                                             const StreamOutput& output, Communicator& comm,
-                                             const StreamOptions& options) {
+                                             const TensorSource& source, const StreamOutput& output,
+                                             Communicator& comm, const StreamOptions& options) {
   const int64_t rounds = schedule.rounds();
   const bool direct = options.direct;
   const int64_t window_bytes = direct ? schedule.MaxRankBytes(comm.rank())
@@ -299,9 +299,9 @@ Budget SplitBudget(int64_t budget_bytes) {
   return budget;
 }
 
-absl::StatusOr<StreamStats> StreamShards(const StreamSchedule& schedule,
-                                         const CheckpointSource* source, const StreamOutput& output,
-                                         Communicator& comm, const StreamOptions& options) {
+absl::StatusOr<StreamStats> StreamShards(const StreamSchedule& schedule, const TensorSource* source,
+                                         const StreamOutput& output, Communicator& comm,
+                                         const StreamOptions& options) {
   SHARDKIT_CHECK(options.staging_bytes > 0) << "StreamShards needs a staging buffer";
   if (options.direct || comm.rank() == options.src_rank) {
     SHARDKIT_CHECK(source != nullptr) << "a reading rank needs the checkpoint";

@@ -23,8 +23,8 @@
 
 #include "absl/status/statusor.h"
 #include "core/comm/communicator.h"
-#include "integration/checkpoint/checkpoint_source.h"
 #include "integration/checkpoint/stream_schedule.h"
+#include "integration/checkpoint/tensor_source.h"
 #include "integration/io/files.h"
 #include "integration/safetensors/safetensors.h"
 
@@ -64,13 +64,13 @@ struct StreamStats {
   int64_t buffer_bytes = 0;   // the memory this rank's windows and buffers took
 };
 
-// Collective. `source` is the open checkpoint on the source rank (on every rank under direct),
-// nullptr elsewhere.
+// Collective. `source` is the open checkpoint (or shard directory) on the source rank (on every
+// rank under direct), nullptr elsewhere; schedule tensors' source_index index its header().
 // Errors: the first failure anywhere, the same on every rank (a read or write error: kUnavailable
 // naming the file, kInvalidArgument if the checkpoint was truncated meanwhile; transport errors as
 // the Communicator's, naming the round). `options.staging_bytes` must be > 0.
 [[nodiscard]] absl::StatusOr<StreamStats> StreamShards(const StreamSchedule& schedule,
-                                                       const CheckpointSource* source,
+                                                       const TensorSource* source,
                                                        const StreamOutput& output,
                                                        Communicator& comm,
                                                        const StreamOptions& options);

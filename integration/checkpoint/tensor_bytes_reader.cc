@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/base/status_macros.h"
 
@@ -9,10 +10,25 @@ namespace shardkit::checkpoint {
 
 void TensorBytesReader::Reset(const safetensors::Reader& file,
                               const safetensors::TensorInfo& tensor, int64_t limit) {
-  file_ = &file;
-  tensor_ = &tensor;
+  Reset(
+      [&file, &tensor](int64_t offset, int64_t size, std::byte* dst) {
+        return file.ReadBytes(tensor, static_cast<uint64_t>(offset), static_cast<uint64_t>(size),
+                              dst);
+      },
+      static_cast<int64_t>(tensor.end - tensor.begin), limit);
+}
+
+void TensorBytesReader::Reset(const TensorSource& source, size_t t, int64_t limit) {
+  const safetensors::TensorInfo& info = source.header().tensors[t];
+  Reset([&source, t](int64_t offset, int64_t size,
+                     std::byte* dst) { return source.ReadBytes(t, offset, size, dst); },
+        static_cast<int64_t>(info.end - info.begin), limit);
+}
+
+void TensorBytesReader::Reset(ReadFn read, int64_t tensor_bytes, int64_t limit) {
+  read_ = std::move(read);
+  tensor_bytes_ = tensor_bytes;
   staged_begin_ = staged_end_ = 0;
-  const auto tensor_bytes = static_cast<int64_t>(tensor.end - tensor.begin);
   limit_ = limit < 0 ? tensor_bytes : std::min(limit, tensor_bytes);
 }
 
@@ -26,20 +42,18 @@ absl::Status TensorBytesReader::Load(int64_t begin, int64_t end) {
   staged_end_ = std::min(end, begin + static_cast<int64_t>(staging_.size()));
   const int64_t bytes = staged_end_ - staged_begin_;
   bytes_read_ += bytes;
-  absl::Status read = file_->ReadBytes(*tensor_, static_cast<uint64_t>(staged_begin_),
-                                       static_cast<uint64_t>(bytes), staging_.data());
+  absl::Status read = read_(staged_begin_, bytes, staging_.data());
   if (!read.ok()) staged_begin_ = staged_end_ = 0;
   return read;
 }
 
 absl::Status TensorBytesReader::Copy(int64_t offset, int64_t size, std::byte* dst) {
   if (size <= 0) return absl::OkStatus();
-  const auto tensor_bytes = static_cast<int64_t>(tensor_->end - tensor_->begin);
+  const int64_t tensor_bytes = tensor_bytes_;
   const auto staging = static_cast<int64_t>(staging_.size());
   if (size >= kDirectReadBytes || size > staging) {
     bytes_read_ += size;
-    return file_->ReadBytes(*tensor_, static_cast<uint64_t>(offset), static_cast<uint64_t>(size),
-                            dst);
+    return read_(offset, size, dst);
   }
   if (offset < staged_begin_ || offset + size > staged_end_) {
     // Stage from here to the limit, at most the staging size, and at least this copy.

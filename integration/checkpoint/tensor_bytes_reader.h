@@ -17,9 +17,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "absl/status/status.h"
+#include "integration/checkpoint/tensor_source.h"
 #include "integration/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {
@@ -35,6 +37,8 @@ class TensorBytesReader {
   // tensor byte `limit` (default: the tensor's end).
   void Reset(const safetensors::Reader& file, const safetensors::TensorInfo& tensor,
              int64_t limit = -1);
+  // The same for tensor `t` of `source`.
+  void Reset(const TensorSource& source, size_t t, int64_t limit = -1);
 
   // Reads tensor bytes [begin, end) (at most the staging size) into staging now, and sets the
   // limit to `end`. Errors: as Copy.
@@ -51,9 +55,13 @@ class TensorBytesReader {
   // Reads tensor bytes [begin, end) (at most the staging size) into staging.
   absl::Status Load(int64_t begin, int64_t end);
 
+  // Reads tensor bytes [offset, offset + size) into dst.
+  using ReadFn = std::function<absl::Status(int64_t offset, int64_t size, std::byte* dst)>;
+  void Reset(ReadFn read, int64_t tensor_bytes, int64_t limit);
+
   std::span<std::byte> staging_;
-  const safetensors::Reader* file_ = nullptr;
-  const safetensors::TensorInfo* tensor_ = nullptr;
+  ReadFn read_;
+  int64_t tensor_bytes_ = 0;
   int64_t staged_begin_ = 0;  // tensor bytes [staged_begin_, staged_end_) are in staging_
   int64_t staged_end_ = 0;
   int64_t limit_ = 0;

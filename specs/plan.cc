@@ -81,6 +81,8 @@ std::string_view StrategyName(Strategy strategy) {
       return "broadcast";
     case Strategy::kDirect:
       return "direct";
+    case Strategy::kReshard:
+      return "reshard";
     case Strategy::kScatter:
       break;
   }
@@ -93,6 +95,15 @@ absl::StatusOr<Strategy> ParseStrategy(std::string_view name) {
   if (name == "direct") return Strategy::kDirect;
   return absl::InvalidArgumentError(
       absl::StrCat("expected \"scatter\", \"broadcast\" or \"direct\", got ",
+                   json::DescribeValue(Json(std::string(name)))));
+}
+
+absl::StatusOr<Strategy> ParseRecordedStrategy(std::string_view name) {
+  if (name == "reshard") return Strategy::kReshard;
+  absl::StatusOr<Strategy> strategy = ParseStrategy(name);
+  if (strategy.ok()) return strategy;
+  return absl::InvalidArgumentError(
+      absl::StrCat("expected \"scatter\", \"broadcast\", \"direct\" or \"reshard\", got ",
                    json::DescribeValue(Json(std::string(name)))));
 }
 

@@ -33,13 +33,18 @@ namespace shardkit::specs {
 // How the source's data reaches the ranks: kScatter sends each rank its shards; kBroadcast sends
 // every rank everything (each keeps its shards); kDirect moves no tensor data at all — every rank
 // reads its own shards from a checkpoint it sees itself (`shardkit shard` only: tensors in memory
-// cannot be read that way, so the engine refuses it).
-enum class Strategy { kScatter, kBroadcast, kDirect };
+// cannot be read that way, so the engine refuses it). kReshard is not a plan's: a shard directory's
+// index.json records it when `shardkit reshard` wrote the directory (every rank read its new
+// shards from an earlier shard directory).
+enum class Strategy { kScatter, kBroadcast, kDirect, kReshard };
 
-// "scatter" / "broadcast" / "direct".
+// "scatter" / "broadcast" / "direct" / "reshard".
 std::string_view StrategyName(Strategy strategy);
-// Errors: kInvalidArgument naming the string.
+// A plan's strategy: "scatter", "broadcast" or "direct". Errors: kInvalidArgument naming the
+// string.
 [[nodiscard]] absl::StatusOr<Strategy> ParseStrategy(std::string_view name);
+// A strategy as index.json records it: a plan's, or "reshard". Errors: kInvalidArgument.
+[[nodiscard]] absl::StatusOr<Strategy> ParseRecordedStrategy(std::string_view name);
 
 struct PlanRule {
   std::string match;  // a pattern (pattern.h)

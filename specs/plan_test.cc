@@ -78,6 +78,17 @@ TEST(PlanTest, DefaultsAndCanonicalForm) {
   SHARDKIT_ASSERT_OK_AND_ASSIGN(Plan direct, ParsePlan(R"({"rules": [], "strategy": "direct"})"));
   EXPECT_EQ(direct.strategy, Strategy::kDirect);
   EXPECT_EQ(CanonicalJson(direct), R"({"rules":[],"src_rank":0,"strategy":"direct","version":1})");
+  // "reshard" is recorded in index.json, never a plan's.
+  EXPECT_THAT(ParsePlan(R"({"rules": [], "strategy": "reshard"})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("strategy: expected \"scatter\", \"broadcast\" or "
+                                 "\"direct\", got \"reshard\"")));
+  for (Strategy s :
+       {Strategy::kScatter, Strategy::kBroadcast, Strategy::kDirect, Strategy::kReshard}) {
+    EXPECT_THAT(ParseRecordedStrategy(StrategyName(s)), ::shardkit::testing::IsOkAndHolds(s));
+  }
+  EXPECT_THAT(ParseRecordedStrategy("save"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("got \"save\"")));
 }
 
 TEST(PlanTest, ParseErrorsNameThePath) {

@@ -17,10 +17,12 @@
 #include "core/comm/collective_status.h"
 #include "core/engine/module.h"
 #include "core/engine/shard_parameter.h"
+#include "core/json/json_reader.h"
 #include "integration/checkpoint/checkpoint_identity.h"
 #include "integration/checkpoint/checkpoint_source.h"
 #include "integration/checkpoint/progress.h"
 #include "integration/checkpoint/shard_dir.h"
+#include "integration/checkpoint/shard_dir_source.h"
 #include "integration/checkpoint/stream_schedule.h"
 #include "integration/checkpoint/stream_shard.h"
 #include "integration/io/dir_lock.h"
@@ -33,6 +35,8 @@ namespace {
 
 // What every rank reports at the end, for the source's summary.
 struct RankReport {
+  int64_t bytes_read = 0;  // from the checkpoint, or the old shard directory
+  int64_t files_read = 0;  // reshard: the old rank files it read from
   int64_t bytes_written = 0;
   int64_t peak_rss = 0;    // VmHWM at the end
   int64_t rss_growth = 0;  // VmHWM at the end minus VmHWM (reset) just before data moved
@@ -45,6 +49,7 @@ struct Run {
   std::ostream& log;
   specs::Plan plan;                                // flags applied
   std::unique_ptr<TensorSource> source;            // the source rank (every rank under direct)
+  const ShardDirSource* shard_dir = nullptr;       // `source`, when it is a shard directory
   std::optional<io::DirectoryLock> lock;           // the source: held for the whole run
   safetensors::Header header;                      // the source's, on every rank
   std::vector<specs::ResolvedParameter> resolved;  // header order
@@ -59,10 +64,31 @@ struct Run {
   std::vector<RankReport> reports;  // the source: every rank's
 
   bool is_source() const { return comm.rank() == plan.src_rank; }
+  bool reshard() const { return options.reshard; }
+  // A shard directory's source reads through a staging buffer of its own: two of them.
+  Budget budget() const { return SplitBudget(options.memory_bytes, reshard() ? 2 : 1); }
   std::string RankPath(int rank) const {
     return (std::filesystem::path(options.out_dir) / RankFileName(rank)).string();
   }
 };
+
+// `shardkit reshard`: every rank reads its new shards from the old directory (strategy direct),
+// rank 0 writes index.json; a plan's src_rank or strategy does not apply (a warning). The output
+// must lie outside the input.
+absl::Status ApplyReshard(Run& run, const std::string& plan_text) {
+  SHARDKIT_RETURN_IF_ERROR(CheckOutsideInput(run.options.checkpoint_path, run.options.out_dir));
+  absl::StatusOr<json::Json> plan = json::ParseJson(plan_text);  // valid: ParsePlan took it
+  for (const char* key : {"src_rank", "strategy"}) {
+    if (plan.ok() && plan->contains(key)) {
+      run.warnings.push_back(absl::StrCat("warning: ", run.options.plan_path, ": ", key,
+                                          " does not apply to reshard (ignored: every rank reads "
+                                          "its own shards, rank 0 writes index.json)"));
+    }
+  }
+  run.plan.src_rank = 0;
+  run.plan.strategy = specs::Strategy::kDirect;
+  return absl::OkStatus();
+}
 
 absl::Status LoadPlan(Run& run) {
   const ShardCheckpointOptions& options = run.options;
@@ -70,6 +96,7 @@ absl::Status LoadPlan(Run& run) {
   absl::StatusOr<specs::Plan> plan = specs::ParsePlan(text);
   if (!plan.ok()) return Annotate(plan.status(), options.plan_path);
   run.plan = *std::move(plan);
+  if (run.reshard()) return ApplyReshard(run, text);
   if (options.src_rank) run.plan.src_rank = *options.src_rank;
   if (options.strategy) run.plan.strategy = *options.strategy;
   if (run.plan.src_rank < 0 || run.plan.src_rank >= run.comm.world_size()) {
@@ -81,6 +108,14 @@ absl::Status LoadPlan(Run& run) {
 }
 
 absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
+  if (run.reshard()) {
+    SHARDKIT_ASSIGN_OR_RETURN(
+        std::unique_ptr<ShardDirSource> dir,
+        ShardDirSource::Open(run.options.checkpoint_path, run.budget().staging));
+    run.shard_dir = dir.get();
+    run.source = std::move(dir);
+    return absl::OkStatus();
+  }
   SHARDKIT_ASSIGN_OR_RETURN(CheckpointPath where,
                             ResolveCheckpointPath(run.options.checkpoint_path));
   SHARDKIT_ASSIGN_OR_RETURN(CheckpointSource source, CheckpointSource::Open(where, warnings));
@@ -197,7 +232,7 @@ absl::Status AgreeOnLayouts(Run& run, const CallOptions& call) {
                          !parameter.spec.has_value(), std::move(parameter.shards)));
     tensors.back().source_index = i;
   }
-  const Budget budget = SplitBudget(run.options.memory_bytes);
+  const Budget budget = run.budget();
   run.schedule.emplace(std::move(tensors), run.comm.world_size(), budget.window);
   run.agreed.clear();  // the schedule holds the layouts now
   return absl::OkStatus();
@@ -238,9 +273,10 @@ absl::Status CreateRankFile(Run& run) {
       slot_of[tensor.name] = {t, 0};
       continue;
     }
+    const std::vector<std::string> names = ShardTensorNames(tensor.name, tensor.shards);
     for (size_t s = 0; s < tensor.shards.size(); ++s) {
       if (tensor.shards[s].placement.rank() != rank) continue;
-      std::string name = ShardTensorName(tensor.name, tensor.shards, s);
+      const std::string& name = names[s];
       infos.push_back({name, tensor.dtype, tensor.shards[s].sizes, 0, 0});
       slot_of[name] = {t, s};
     }
@@ -267,8 +303,9 @@ absl::Status CreateRankFile(Run& run) {
 // Step 5: the rounds (stream_shard.h), with progress on the source. The peak RSS is reset first,
 // so that the report's growth is what moving the data took.
 absl::Status Stream(Run& run, const CallOptions& call) {
-  const Budget budget = SplitBudget(run.options.memory_bytes);
-  Progress progress(run.log, run.options.progress && run.is_source(), "shardkit shard: streaming",
+  const Budget budget = run.budget();
+  Progress progress(run.log, run.options.progress && run.is_source(),
+                    run.reshard() ? "shardkit reshard: reading" : "shardkit shard: streaming",
                     run.schedule->rounds(), run.schedule->total_bytes(), "rounds");
   int64_t rounds_done = 0;
   StreamOptions options{.src_rank = static_cast<int>(run.plan.src_rank),
@@ -295,20 +332,25 @@ absl::Status GatherReports(Run& run, int64_t hwm_before, const CallOptions& call
   absl::StatusOr<int64_t> peak = io::ProcStatusBytes("VmHWM");
   const int64_t hwm = peak.ok() ? *peak : 0;
   const std::string mine =
-      absl::StrCat(run.stream.bytes_written, " ", hwm, " ", std::max<int64_t>(0, hwm - hwm_before));
+      absl::StrCat(run.stream.bytes_read, " ", run.shard_dir ? run.shard_dir->files_read() : 0, " ",
+                   run.stream.bytes_written, " ", hwm, " ", std::max<int64_t>(0, hwm - hwm_before));
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
                             run.comm.AllGather(ConstBuffer(mine), call));
   for (const std::string& text : all) {
     RankReport& report = run.reports.emplace_back();
     std::istringstream in(text);
-    in >> report.bytes_written >> report.peak_rss >> report.rss_growth;
+    in >> report.bytes_read >> report.files_read >> report.bytes_written >> report.peak_rss >>
+        report.rss_growth;
   }
   return absl::OkStatus();
 }
 
 ShardIndex BuildIndex(const Run& run) {
-  ShardIndex index{
-      run.comm.world_size(), run.plan.src_rank, run.plan.strategy, run.header.metadata, {}};
+  ShardIndex index{run.comm.world_size(),
+                   run.plan.src_rank,
+                   run.reshard() ? specs::Strategy::kReshard : run.plan.strategy,
+                   run.header.metadata,
+                   {}};
   for (size_t i = 0; i < run.resolved.size(); ++i) {
     const safetensors::TensorInfo& info = run.header.tensors[i];
     index.parameters.push_back(
@@ -332,24 +374,35 @@ std::string Summary(const Run& run, const ShardIndex& index, double total_second
     }
   }
   const int64_t read_bytes = run.schedule->total_bytes();
-  const bool direct = index.strategy == specs::Strategy::kDirect;
-  const std::string how = direct ? "direct: every rank read its own shards"
-                                 : absl::StrCat(std::string(specs::StrategyName(index.strategy)),
-                                                " from rank ", index.src_rank);
+  const bool direct = run.plan.strategy == specs::Strategy::kDirect;
+  std::string how =
+      absl::StrCat(std::string(specs::StrategyName(index.strategy)), " from rank ", index.src_rank);
+  if (direct) how = "direct: every rank read its own shards";
+  if (run.reshard()) {
+    how = absl::StrCat("from ", run.options.checkpoint_path, " (",
+                       run.shard_dir ? run.shard_dir->index().world_size : 0,
+                       " ranks): every rank read its new shards itself");
+  }
   std::string out = absl::StrFormat(
-      "shardkit shard: %d parameters (%d sharded, %d replicated) on %d ranks, %s\n"
+      "%s: %d parameters (%d sharded, %d replicated) on %d ranks, %s\n"
       "  %s %s in %d rounds in %.3f s (%s), memory budget %d MiB per rank, total %.3f s\n"
-      "  %-4s  %-22s  %7s  %12s  %13s  %15s\n",
-      index.parameters.size(), static_cast<int64_t>(index.parameters.size()) - replicated,
-      replicated, world, how, direct ? "read" : "streamed", FormatBytes(read_bytes),
-      run.schedule->rounds(), run.stream_seconds, FormatRate(read_bytes, run.stream_seconds),
-      run.options.memory_bytes >> 20, total_seconds, "rank", "file", "tensors", "bytes",
-      "peak_rss_mib", "rss_growth_mib");
+      "  %-4s  %-22s  %7s  ",
+      run.reshard() ? "shardkit reshard" : "shardkit shard", index.parameters.size(),
+      static_cast<int64_t>(index.parameters.size()) - replicated, replicated, world, how,
+      direct ? "read" : "streamed", FormatBytes(read_bytes), run.schedule->rounds(),
+      run.stream_seconds, FormatRate(read_bytes, run.stream_seconds),
+      run.options.memory_bytes >> 20, total_seconds, "rank", "file", "tensors");
+  if (run.reshard()) absl::StrAppendFormat(&out, "%12s  %9s  ", "bytes_read", "old_files");
+  absl::StrAppendFormat(&out, "%12s  %13s  %15s\n", "bytes", "peak_rss_mib", "rss_growth_mib");
   for (int rank = 0; rank < world; ++rank) {
     const RankReport& report = run.reports[static_cast<size_t>(rank)];
-    absl::StrAppendFormat(&out, "  %-4d  %-22s  %7d  %12d  %13.1f  %15.1f\n", rank,
-                          RankFileName(rank), tensors[static_cast<size_t>(rank)],
-                          report.bytes_written, static_cast<double>(report.peak_rss) / (1 << 20),
+    absl::StrAppendFormat(&out, "  %-4d  %-22s  %7d  ", rank, RankFileName(rank),
+                          tensors[static_cast<size_t>(rank)]);
+    if (run.reshard()) {
+      absl::StrAppendFormat(&out, "%12d  %9d  ", report.bytes_read, report.files_read);
+    }
+    absl::StrAppendFormat(&out, "%12d  %13.1f  %15.1f\n", report.bytes_written,
+                          static_cast<double>(report.peak_rss) / (1 << 20),
                           static_cast<double>(report.rss_growth) / (1 << 20));
   }
   return out;

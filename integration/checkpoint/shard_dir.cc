@@ -7,6 +7,8 @@
 #include <utility>
 #include <variant>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -138,6 +140,7 @@ absl::Status CheckShardsMatchLayout(const IndexParameter& parameter,
                      absl::StrCat("the spec has ", layout.shards.size(), " shards, ",
                                   parameter.shards.size(), " are listed"));
   }
+  const std::vector<std::string> tensors = ShardTensorNames(parameter.name, layout.shards);
   for (size_t i = 0; i < layout.shards.size(); ++i) {
     const IndexShard& shard = parameter.shards[i];
     const specs::ShardMetadata& want = layout.shards[i];
@@ -147,7 +150,7 @@ absl::Status CheckShardsMatchLayout(const IndexParameter& parameter,
       return PathError(shard_path, absl::StrCat("does not match the spec's shard (",
                                                 specs::ShardToString(want), ")"));
     }
-    const std::string tensor = ShardTensorName(parameter.name, layout.shards, i);
+    const std::string& tensor = tensors[i];
     if (shard.file != RankFileName(want.placement.rank()) || shard.tensor != tensor) {
       return PathError(shard_path,
                        absl::StrCat("expected file \"", RankFileName(want.placement.rank()),
@@ -253,7 +256,8 @@ absl::StatusOr<ShardIndex> ParseIndexJson(const Json& json) {
   }
   SHARDKIT_ASSIGN_OR_RETURN(const Json* strategy, Required(json, "", "strategy"));
   SHARDKIT_ASSIGN_OR_RETURN(std::string strategy_name, GetString(*strategy, "strategy"));
-  SHARDKIT_ASSIGN_OR_RETURN(index.strategy, At("strategy", specs::ParseStrategy(strategy_name)));
+  SHARDKIT_ASSIGN_OR_RETURN(index.strategy,
+                            At("strategy", specs::ParseRecordedStrategy(strategy_name)));
   SHARDKIT_ASSIGN_OR_RETURN(const Json* metadata, Required(json, "", "metadata"));
   SHARDKIT_ASSIGN_OR_RETURN(index.metadata, ParseMetadata(*metadata));
   SHARDKIT_ASSIGN_OR_RETURN(const Json* parameters, Required(json, "", "parameters"));
@@ -271,14 +275,18 @@ absl::StatusOr<ShardIndex> ParseIndexJson(const Json& json) {
 
 std::string RankFileName(int64_t rank) { return absl::StrFormat("rank-%05d.safetensors", rank); }
 
-std::string ShardTensorName(std::string_view name, const std::vector<specs::ShardMetadata>& shards,
-                            size_t index) {
-  const int64_t rank = shards[index].placement.rank();
-  const auto held = std::count_if(shards.begin(), shards.end(), [rank](const auto& shard) {
-    return shard.placement.rank() == rank;
-  });
-  if (held < 2) return std::string(name);
-  return absl::StrCat(absl::string_view(name.data(), name.size()), "#", index);
+std::vector<std::string> ShardTensorNames(std::string_view name,
+                                          const std::vector<specs::ShardMetadata>& shards) {
+  absl::flat_hash_map<int64_t, int64_t> held;  // rank -> shards it holds
+  for (const specs::ShardMetadata& shard : shards) ++held[shard.placement.rank()];
+  std::vector<std::string> names;
+  names.reserve(shards.size());
+  const absl::string_view base(name.data(), name.size());
+  for (size_t i = 0; i < shards.size(); ++i) {
+    names.push_back(held[shards[i].placement.rank()] < 2 ? std::string(base)
+                                                         : absl::StrCat(base, "#", i));
+  }
+  return names;
 }
 
 absl::Status CheckNoShardSuffix(std::string_view name) {
@@ -313,6 +321,20 @@ absl::Status PrepareOutputDir(const std::string& dir) {
   return absl::OkStatus();
 }
 
+absl::Status CheckOutsideInput(const std::string& in_dir, const std::string& out_dir) {
+  auto normal = [](const std::string& path) {
+    std::error_code ec;
+    std::string text = fs::weakly_canonical(fs::absolute(path, ec), ec).string();
+    while (text.size() > 1 && text.back() == '/') text.pop_back();
+    return text;
+  };
+  const std::string in = normal(in_dir), out = normal(out_dir);
+  if (out != in && !absl::StartsWith(out, in == "/" ? in : in + "/")) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the output directory ", out_dir, in == out ? " is " : " is inside ",
+      "the shard directory it would be read from (", in_dir, "): pick a directory outside it"));
+}
+
 absl::Status RemoveEarlierOutput(const std::string& dir, int world_size) {
   std::error_code ec;
   std::vector<fs::path> stale;
@@ -337,12 +359,13 @@ IndexParameter MakeIndexParameter(std::string name, DType dtype, Shape shape,
   IndexParameter parameter{
       std::move(name),    dtype, std::move(shape), layout.spec, layout.canonical_json,
       layout.fingerprint, {}};
+  const std::vector<std::string> tensors = ShardTensorNames(parameter.name, layout.shards);
   for (size_t i = 0; i < layout.shards.size(); ++i) {
     const specs::ShardMetadata& shard = layout.shards[i];
     parameter.shards.push_back(
         {{shard.offsets, shard.sizes, specs::Placement::ForRank(shard.placement.rank())},
          RankFileName(shard.placement.rank()),
-         ShardTensorName(parameter.name, layout.shards, i)});
+         tensors[i]});
   }
   return parameter;
 }

@@ -37,10 +37,11 @@ inline constexpr char kIndexFormat[] = "shardkit-shards";
 // "rank-00003.safetensors" (5-digit rank).
 std::string RankFileName(int64_t rank);
 
-// The tensor name of shard `index` of parameter `name` in its holder's file: `name`, or
-// "name#index" when that rank holds two or more of `shards` (zero-size ones counted).
-std::string ShardTensorName(std::string_view name, const std::vector<specs::ShardMetadata>& shards,
-                            size_t index);
+// The tensor name of each shard of parameter `name` in its holder's file: `name`, or "name#index"
+// (index: the shard's in `shards`) when that rank holds two or more of `shards` (zero-size ones
+// counted). Linear in the number of shards.
+std::vector<std::string> ShardTensorNames(std::string_view name,
+                                          const std::vector<specs::ShardMetadata>& shards);
 
 // Errors: kInvalidArgument if `name` contains '#' (reserved for NAME#K).
 [[nodiscard]] absl::Status CheckNoShardSuffix(std::string_view name);
@@ -57,6 +58,11 @@ std::string ShardTensorName(std::string_view name, const std::vector<specs::Shar
 // rank, after PrepareOutputDir succeeded everywhere and before any rank writes.
 // Errors: kInvalidArgument naming the path and OS error; kUnavailable if `dir` cannot be synced.
 [[nodiscard]] absl::Status RemoveEarlierOutput(const std::string& dir, int world_size);
+
+// A new output directory must not be the shard directory a run reads, nor inside it (paths
+// compared once made absolute and normal, symlinks resolved where they exist).
+// Errors: kInvalidArgument naming both.
+[[nodiscard]] absl::Status CheckOutsideInput(const std::string& in_dir, const std::string& out_dir);
 
 struct IndexShard {
   specs::ShardMetadata metadata;  // placement: rank only

@@ -36,9 +36,11 @@ namespace shardkit::checkpoint {
 // of tensor data, whatever the checkpoint's size.
 struct Budget {
   int64_t window = 0;   // bytes per round
-  int64_t staging = 0;  // the source's staging buffer
+  int64_t staging = 0;  // the source's staging buffer (each of them)
 };
-Budget SplitBudget(int64_t budget_bytes);
+// `staging_buffers`: 2 when the source reads through one more staging buffer of its own (a shard
+// directory: ShardDirSource).
+Budget SplitBudget(int64_t budget_bytes, int staging_buffers = 1);
 
 // Where this rank's blocks go: its file (prefix already written) and the data offset of every
 // shard it holds: dest[t][s] for shard s of schedule tensor t, dest[t][0] for a replicated one.

@@ -12,6 +12,8 @@ namespace {
 constexpr Command kCommands[] = {
     {"launch", "run N local ranks of a command with the SHARDKIT_* environment", &RunLaunch},
     {"shard", "shard a safetensors checkpoint across ranks with a JSON plan", &RunShard},
+    {"reshard", "lay a shard directory out anew (another plan or world size), reading only",
+     &RunReshard},
     {"gather", "reassemble a checkpoint from a shard directory", &RunGather},
     {"inspect", "print a table of a safetensors file or shard directory", &RunInspect},
     {"spec", "validate a sharding spec or plan: 'spec check FILE.json'", &RunSpec},

@@ -24,6 +24,7 @@ int RunLaunch(const std::vector<std::string>& args);
 // `shardkit shard`, `gather`, `inspect` (shard_command.cc, gather_command.cc,
 // inspect_command.cc).
 int RunShard(const std::vector<std::string>& args);
+int RunReshard(const std::vector<std::string>& args);  // shard_command.cc too
 int RunGather(const std::vector<std::string>& args);
 int RunInspect(const std::vector<std::string>& args);
 

@@ -1,9 +1,12 @@
 // `shardkit shard --plan PLAN.json --checkpoint IN.safetensors --out DIR [--src-rank R]
-// [--strategy scatter|broadcast|direct] [--memory-mib M] [--nproc N] [--backend B] [--timeout S]`.
+// [--strategy scatter|broadcast|direct] [--memory-mib M] [--nproc N] [--backend B] [--timeout S]`
+// and `shardkit reshard --in DIR --plan PLAN.json --out DIR2 [--memory-mib M] [--nproc N]
+// [--backend B] [--timeout S]`.
 //
-// With --nproc N it is exactly `shardkit launch --nproc N -- shardkit shard <the other
+// With --nproc N each is exactly `shardkit launch --nproc N -- shardkit shard|reshard <the other
 // arguments>`; under a launcher (SHARDKIT_RANK set) it is one rank and --nproc is an error; with
-// neither it runs as a world of one. The work is checkpoint::ShardCheckpoint.
+// neither it runs as a world of one. The work is checkpoint::ShardCheckpoint (reshard: with
+// `reshard` set, the input a shard directory).
 #include <unistd.h>
 
 #include <cstdlib>
@@ -27,6 +30,7 @@ namespace shardkit::cli {
 namespace {
 
 constexpr char kCommand[] = "shardkit shard";
+constexpr char kReshardCommand[] = "shardkit reshard";
 
 // The flags as given; CheckShardFlags moves --src-rank and --strategy into `options` and records
 // which of --nproc, --backend and --timeout were given.
@@ -37,6 +41,16 @@ struct ShardFlags {
   double timeout_s = 0;
   bool nproc_set = false, backend_set = false, timeout_set = false;
 };
+
+// The flags both commands share: --memory-mib, --nproc, --backend, --timeout.
+void AddRunFlags(FlagParser& flags, ShardFlags* out) {
+  AddMemoryFlag(flags, &out->memory_mib);
+  flags.AddInt("nproc", &out->nproc, "run N local ranks (as `shardkit launch --nproc N`)", 1,
+               1 << 16);
+  flags.AddString("backend", &out->backend, "communication backend (beats SHARDKIT_BACKEND)");
+  flags.AddDouble("timeout", &out->timeout_s,
+                  "deadline of the whole run in seconds (beats SHARDKIT_TIMEOUT)");
+}
 
 FlagParser ShardFlagParser(ShardFlags* out) {
   FlagParser flags(
@@ -57,24 +71,36 @@ FlagParser ShardFlagParser(ShardFlags* out) {
                   "scatter (the source sends each rank its shards), broadcast (every rank gets "
                   "everything), or direct (every rank reads its own shards from the checkpoint; "
                   "no tensor data crosses the network) — beats the plan");
-  AddMemoryFlag(flags, &out->memory_mib);
-  flags.AddInt("nproc", &out->nproc, "run N local ranks (as `shardkit launch --nproc N`)", 1,
-               1 << 16);
-  flags.AddString("backend", &out->backend, "communication backend (beats SHARDKIT_BACKEND)");
-  flags.AddDouble("timeout", &out->timeout_s,
-                  "deadline of the whole run in seconds (beats SHARDKIT_TIMEOUT)");
+  AddRunFlags(flags, out);
+  return flags;
+}
+
+FlagParser ReshardFlagParser(ShardFlags* out) {
+  FlagParser flags(kReshardCommand,
+                   "--in DIR --plan PLAN.json --out DIR2 [--memory-mib M] [--nproc N] "
+                   "[--backend B] [--timeout S]");
+  flags.AddString("in", &out->options.checkpoint_path,
+                  "the shard directory to re-lay out (read by every rank, at this same path)");
+  flags.AddString("plan", &out->options.plan_path,
+                  "JSON plan: which spec each parameter gets (src_rank and strategy ignored)");
+  flags.AddString("out", &out->options.out_dir,
+                  "output directory (outside --in): rank-RRRRR.safetensors per rank and "
+                  "index.json");
+  AddRunFlags(flags, out);
+  out->options.reshard = true;
   return flags;
 }
 
 // Errors: kInvalidArgument for a missing --plan, --checkpoint or --out, a bad --strategy, or a
 // --timeout that is not positive.
 absl::Status CheckShardFlags(const FlagParser& parser, ShardFlags* flags) {
-  for (const char* name : {"plan", "checkpoint", "out"}) {
+  const bool reshard = flags->options.reshard;
+  for (const char* name : {"plan", reshard ? "in" : "checkpoint", "out"}) {
     SHARDKIT_RETURN_IF_ERROR(Require(parser, {name}, kSeeHelp));
   }
-  if (parser.WasSet("src-rank")) flags->options.src_rank = flags->src_rank;
+  if (!reshard && parser.WasSet("src-rank")) flags->options.src_rank = flags->src_rank;
   flags->options.memory_bytes = flags->memory_mib << 20;
-  if (parser.WasSet("strategy")) {
+  if (!reshard && parser.WasSet("strategy")) {
     SHARDKIT_ASSIGN_OR_RETURN(flags->options.strategy, specs::ParseStrategy(flags->strategy));
   }
   flags->nproc_set = parser.WasSet("nproc");
@@ -103,16 +129,18 @@ std::vector<std::string> WithoutNproc(const std::vector<std::string>& args) {
   return out;
 }
 
-// --nproc N: `shardkit launch --nproc N -- shardkit shard <the other arguments>`.
-absl::StatusOr<int> LaunchRanks(const std::vector<std::string>& args, int64_t nproc) {
+// --nproc N: `shardkit launch --nproc N -- shardkit <command> <the other arguments>`.
+absl::StatusOr<int> LaunchRanks(const std::string& command, const std::vector<std::string>& args,
+                                int64_t nproc) {
   if (UnderLauncher()) {
     return absl::InvalidArgumentError(
-        "--nproc cannot be used under a launcher (SHARDKIT_RANK is set): each rank runs "
-        "'shardkit shard' without it");
+        absl::StrCat("--nproc cannot be used under a launcher (SHARDKIT_RANK is set): each rank "
+                     "runs 'shardkit ",
+                     command, "' without it"));
   }
   launch::LaunchOptions options;
   options.nproc = static_cast<int>(nproc);
-  std::vector<std::string> rank_args = {"shard"};
+  std::vector<std::string> rank_args = {command};
   for (std::string& arg : WithoutNproc(args)) rank_args.push_back(std::move(arg));
   return LaunchSelf(options, rank_args);
 }
@@ -130,22 +158,33 @@ absl::Status RunRank(const ShardFlags& flags) {
   return checkpoint::ShardCheckpoint(options, *comm, std::cerr);
 }
 
-}  // namespace
-
-int RunShard(const std::vector<std::string>& args) {
+// Both commands: parse, then run N local ranks (--nproc) or be one rank.
+int RunCommand(const char* command, FlagParser (*make_parser)(ShardFlags*),
+               const std::vector<std::string>& args) {
   ShardFlags flags;
-  FlagParser parser = ShardFlagParser(&flags);
+  FlagParser parser = make_parser(&flags);
   const ParseResult parsed = ParseCommand(parser, args, Positionals::None());
   if (parsed.done()) return parsed.exit_code();
-  if (absl::Status s = CheckShardFlags(parser, &flags); !s.ok()) return ReportError(kCommand, s);
+  if (absl::Status s = CheckShardFlags(parser, &flags); !s.ok()) return ReportError(command, s);
   if (flags.nproc_set) {
-    absl::StatusOr<int> exit_code = LaunchRanks(args, flags.nproc);
-    if (!exit_code.ok()) return ReportError(kCommand, exit_code.status());
+    absl::StatusOr<int> exit_code =
+        LaunchRanks(flags.options.reshard ? "reshard" : "shard", args, flags.nproc);
+    if (!exit_code.ok()) return ReportError(command, exit_code.status());
     return *exit_code;
   }
   absl::Status status = RunRank(flags);
-  if (!status.ok()) return ReportError(kCommand, status);
+  if (!status.ok()) return ReportError(command, status);
   return 0;
+}
+
+}  // namespace
+
+int RunShard(const std::vector<std::string>& args) {
+  return RunCommand(kCommand, &ShardFlagParser, args);
+}
+
+int RunReshard(const std::vector<std::string>& args) {
+  return RunCommand(kReshardCommand, &ReshardFlagParser, args);
 }
 
 }  // namespace shardkit::cli

@@ -76,11 +76,12 @@ absl::Status CheckJob(ShardJob& job, const std::optional<specs::ShardingSpec>& s
     return absl::InvalidArgumentError(
         absl::StrCat("src_rank ", options.src_rank, " is outside the group of ", world, " ranks"));
   }
-  if (options.strategy == Strategy::kDirect && !layout_only) {
-    return absl::InvalidArgumentError(
-        "strategy \"direct\" has every rank read its own shards from a checkpoint file "
-        "('shardkit shard --strategy direct'); a tensor in memory is sent with \"scatter\" or "
-        "\"broadcast\"");
+  if (options.strategy != Strategy::kScatter && options.strategy != Strategy::kBroadcast &&
+      !layout_only) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "strategy \"", std::string(specs::StrategyName(options.strategy)),
+        "\" has every rank read its own shards from files ('shardkit shard --strategy direct', "
+        "'shardkit reshard'); a tensor in memory is sent with \"scatter\" or \"broadcast\""));
   }
   // With layout_only no tensor data moves through the engine: the source's tensor is not read.
   const bool is_source = comm.rank() == options.src_rank && !layout_only;

@@ -5,7 +5,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
@@ -16,7 +15,6 @@ namespace {
 
 using json::Json;
 
-constexpr char kContext[] = "checking that every rank sees the same checkpoint";
 constexpr size_t kMostListed = 8;  // ranks named in one message; the rest are counted
 
 // What one rank saw: the path it opened, and its files or why it could not open them.
@@ -34,7 +32,7 @@ std::string Encode(const absl::StatusOr<const TensorSource*>& mine, std::string_
   }
   Json files = Json::array();
   for (const CheckpointFile& file : (*mine)->identity()) {
-    files.push_back({file.name, file.size, file.digest});
+    files.push_back({file.name, file.size, file.digest, file.whole});
   }
   out["files"] = std::move(files);
   return out.dump();
@@ -46,7 +44,7 @@ Seen Decode(const std::string& bytes) {
   Seen seen;
   absl::StatusOr<Json> parsed = json::ParseJson(bytes);
   if (!parsed.ok() || !parsed->is_object() || !(*parsed)["path"].is_string()) {
-    seen.error = "sent an unreadable description of its checkpoint";
+    seen.error = "sent an unreadable description of its files";
     return seen;
   }
   const Json& in = *parsed;
@@ -56,26 +54,25 @@ Seen Decode(const std::string& bytes) {
     return seen;
   }
   for (const Json& file : in.value("files", Json::array())) {
-    if (!file.is_array() || file.size() != 3 || !file[0].is_string() ||
-        !file[1].is_number_unsigned() || !file[2].is_string()) {
-      seen.error = "sent an unreadable description of its checkpoint";
+    if (!file.is_array() || file.size() != 4 || !file[0].is_string() ||
+        !file[1].is_number_unsigned() || !file[2].is_string() || !file[3].is_boolean()) {
+      seen.error = "sent an unreadable description of its files";
       return seen;
     }
-    seen.files.push_back(
-        {file[0].get<std::string>(), file[1].get<uint64_t>(), file[2].get<std::string>()});
+    seen.files.push_back({file[0].get<std::string>(), file[1].get<uint64_t>(),
+                          file[2].get<std::string>(), file[3].get<bool>()});
   }
   return seen;
 }
 
-// An index's digest is of all of its bytes (CheckpointSource::identity); a file's of its header.
 std::string Describe(const CheckpointFile& file) {
-  return absl::StrCat(file.size, " bytes, ",
-                      absl::EndsWith(file.name, ".index.json") ? "" : "header ", file.digest);
+  return absl::StrCat(file.size, " bytes, ", file.whole ? "" : "header ", file.digest);
 }
 
 // How rank `r`'s files differ from the source's, or "" if they do not: the first file that
 // differs, and how many more do.
-std::string Difference(const Seen& source, const Seen& other, int src_rank, int rank) {
+std::string Difference(const Seen& source, const Seen& other, int src_rank, int rank,
+                       std::string_view what) {
   std::map<std::string, const CheckpointFile*> theirs;
   for (const CheckpointFile& file : other.files) theirs[file.name] = &file;
   std::vector<std::string> differences;
@@ -96,32 +93,33 @@ std::string Difference(const Seen& source, const Seen& other, int src_rank, int 
   }
   if (differences.empty()) return "";
   std::string out =
-      absl::StrCat("rank ", rank, " (", other.path, ") sees another checkpoint than ", "rank ",
-                   src_rank, ", the source (", source.path, "): ", differences[0]);
+      absl::StrCat("rank ", rank, " (", other.path, ") sees another ", std::string(what),
+                   " than rank ", src_rank, ", the source (", source.path, "): ", differences[0]);
   if (differences.size() > 1) {
     absl::StrAppend(&out, " (and ", differences.size() - 1, " more files differ)");
   }
   return out;
 }
 
-absl::Status Verdict(const std::vector<Seen>& seen, int src_rank) {
+absl::Status Verdict(const std::vector<Seen>& seen, int src_rank, std::string_view what) {
   std::vector<std::string> problems;
   for (size_t r = 0; r < seen.size(); ++r) {
     if (!seen[r].error.empty()) {
-      problems.push_back(absl::StrCat("rank ", r, " cannot open the checkpoint (", seen[r].path,
-                                      "): ", seen[r].error));
+      problems.push_back(absl::StrCat("rank ", r, " cannot open the ", std::string(what), " (",
+                                      seen[r].path, "): ", seen[r].error));
     }
   }
   const Seen& source = seen[static_cast<size_t>(src_rank)];
   for (size_t r = 0; r < seen.size() && source.error.empty(); ++r) {
     if (!seen[r].error.empty() || static_cast<int>(r) == src_rank) continue;
-    std::string difference = Difference(source, seen[r], src_rank, static_cast<int>(r));
+    std::string difference = Difference(source, seen[r], src_rank, static_cast<int>(r), what);
     if (!difference.empty()) problems.push_back(std::move(difference));
   }
   if (problems.empty()) return absl::OkStatus();
   const size_t more = problems.size() > kMostListed ? problems.size() - kMostListed : 0;
   problems.resize(problems.size() - more);
-  std::string message = absl::StrCat(kContext, ": ", absl::StrJoin(problems, "; "));
+  std::string message = absl::StrCat("checking that every rank sees the same ", std::string(what),
+                                     ": ", absl::StrJoin(problems, "; "));
   if (more > 0) absl::StrAppend(&message, "; and ", more, " more ranks");
   return absl::InvalidArgumentError(message);
 }
@@ -129,14 +127,15 @@ absl::Status Verdict(const std::vector<Seen>& seen, int src_rank) {
 }  // namespace
 
 absl::Status AgreeOnCheckpoint(Communicator& comm, const absl::StatusOr<const TensorSource*>& mine,
-                               std::string_view path, int src_rank, const CallOptions& call) {
+                               std::string_view path, int src_rank, const CallOptions& call,
+                               std::string_view what) {
   const std::string encoded = Encode(mine, path);
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
                             comm.AllGather(ConstBuffer(encoded), call));
   std::vector<Seen> seen;
   seen.reserve(all.size());
   for (const std::string& bytes : all) seen.push_back(Decode(bytes));
-  return Verdict(seen, src_rank);
+  return Verdict(seen, src_rank, what);
 }
 
 }  // namespace shardkit::checkpoint

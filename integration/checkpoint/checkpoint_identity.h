@@ -20,7 +20,8 @@
 
 namespace shardkit::checkpoint {
 
-// Collective over `comm`. `mine`: this rank's open checkpoint, or why opening `path` failed.
+// Collective over `comm`. `mine`: this rank's open checkpoint, or why opening `path` failed;
+// `what` names it in messages ("checkpoint", "shard directory").
 // Errors (the same on every rank): kInvalidArgument "checking that every rank sees the same
 // checkpoint: …" listing each rank that could not open it (with its path and reason) and each
 // rank whose files differ from `src_rank`'s (naming the file and the size or header digest on
@@ -28,7 +29,8 @@ namespace shardkit::checkpoint {
 [[nodiscard]] absl::Status AgreeOnCheckpoint(Communicator& comm,
                                              const absl::StatusOr<const TensorSource*>& mine,
                                              std::string_view path, int src_rank,
-                                             const CallOptions& call);
+                                             const CallOptions& call,
+                                             std::string_view what = "checkpoint");
 
 }  // namespace shardkit::checkpoint
 

@@ -84,7 +84,7 @@ absl::StatusOr<WeightMap> ReadWeightMap(const std::string& path) {
     return Invalid(path, "not a Hugging Face index: expected an object with \"weight_map\"");
   }
   WeightMap map;
-  map.file = {fs::path(path).filename().string(), text.size(), specs::Fingerprint(text)};
+  map.file = {fs::path(path).filename().string(), text.size(), specs::Fingerprint(text), true};
   const Json& weights = index["weight_map"];
   if (!weights.is_object()) return Invalid(path, "weight_map: expected an object");
   for (const auto& [tensor, file] : weights.items()) {

@@ -60,6 +60,7 @@ struct Run {
   std::optional<io::AtomicFile> file;  // this rank's output, until committed
   StreamOutput output;
   StreamStats stream;
+  double plan_seconds = 0;  // from the start until the data moved: inputs, agreement, files
   double stream_seconds = 0;
   std::vector<RankReport> reports;  // the source: every rank's
 
@@ -247,7 +248,8 @@ absl::Status AgreeOnFiles(Run& run, const CallOptions& call) {
   const absl::StatusOr<const TensorSource*> mine =
       opened.ok() ? absl::StatusOr<const TensorSource*>(run.source.get()) : opened;
   return AgreeOnCheckpoint(run.comm, mine, run.options.checkpoint_path,
-                           static_cast<int>(run.plan.src_rank), call);
+                           static_cast<int>(run.plan.src_rank), call,
+                           run.reshard() ? "shard directory" : "checkpoint");
 }
 
 // Step 4 (the source, once every rank agrees who that is): takes the directory's lock, held until
@@ -385,12 +387,13 @@ std::string Summary(const Run& run, const ShardIndex& index, double total_second
   }
   std::string out = absl::StrFormat(
       "%s: %d parameters (%d sharded, %d replicated) on %d ranks, %s\n"
-      "  %s %s in %d rounds in %.3f s (%s), memory budget %d MiB per rank, total %.3f s\n"
+      "  planned in %.3f s; %s %s in %d rounds in %.3f s (%s), memory budget %d MiB per rank, "
+      "total %.3f s\n"
       "  %-4s  %-22s  %7s  ",
       run.reshard() ? "shardkit reshard" : "shardkit shard", index.parameters.size(),
       static_cast<int64_t>(index.parameters.size()) - replicated, replicated, world, how,
-      direct ? "read" : "streamed", FormatBytes(read_bytes), run.schedule->rounds(),
-      run.stream_seconds, FormatRate(read_bytes, run.stream_seconds),
+      run.plan_seconds, direct ? "read" : "streamed", FormatBytes(read_bytes),
+      run.schedule->rounds(), run.stream_seconds, FormatRate(read_bytes, run.stream_seconds),
       run.options.memory_bytes >> 20, total_seconds, "rank", "file", "tensors");
   if (run.reshard()) absl::StrAppendFormat(&out, "%12s  %9s  ", "bytes_read", "old_files");
   absl::StrAppendFormat(&out, "%12s  %13s  %15s\n", "bytes", "peak_rss_mib", "rss_growth_mib");
@@ -426,6 +429,7 @@ absl::Status ShardCheckpoint(const ShardCheckpointOptions& options, Communicator
   SHARDKIT_RETURN_IF_ERROR(
       AgreeOnStatus(comm, LockAndClear(run), "clearing the output directory", call));
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, CreateRankFile(run), "creating shard files", call));
+  run.plan_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   (void)io::ResetPeakRss();  // best effort: the growth below is then what streaming took
   absl::StatusOr<int64_t> hwm_before = io::ProcStatusBytes("VmHWM");
   SHARDKIT_RETURN_IF_ERROR(Stream(run, call));

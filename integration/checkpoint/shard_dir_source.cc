@@ -60,10 +60,22 @@ absl::StatusOr<std::unique_ptr<ShardDirSource>> ShardDirSource::Open(const std::
                                                                      int64_t staging_bytes) {
   namespace fs = std::filesystem;
   const std::string index_path = (fs::path(dir) / kIndexFileName).string();
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return absl::NotFoundError(absl::StrCat(dir, ": no such directory"));
+  if (!fs::is_directory(dir, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir,
+                     ": not a shard directory (the input of reshard is a directory that "
+                     "'shardkit shard' wrote; a checkpoint is sharded with 'shardkit shard')"));
+  }
+  if (!fs::exists(index_path, ec)) {
+    return absl::NotFoundError(absl::StrCat(dir, ": no ", kIndexFileName,
+                                            " (not a shard directory, or an unfinished one)"));
+  }
   std::unique_ptr<ShardDirSource> source(new ShardDirSource());
   SHARDKIT_ASSIGN_OR_RETURN(std::string text, io::ReadWholeFile(index_path));
   SHARDKIT_ASSIGN_OR_RETURN(source->index_, ParseIndex(text, index_path));
-  source->identity_.push_back({kIndexFileName, text.size(), specs::Fingerprint(text)});
+  source->identity_.push_back({kIndexFileName, text.size(), specs::Fingerprint(text), true});
   for (int64_t rank = 0; rank < source->index_.world_size; ++rank) {
     SHARDKIT_ASSIGN_OR_RETURN(Reader file,
                               Reader::Open((fs::path(dir) / RankFileName(rank)).string()));

@@ -27,6 +27,7 @@ struct CheckpointFile {
   std::string name;
   uint64_t size = 0;
   std::string digest;  // "sha256:<hex>"
+  bool whole = false;  // the digest is of all its bytes (an index), not of its header
 };
 
 class TensorSource {

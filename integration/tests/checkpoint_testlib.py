@@ -88,9 +88,9 @@ def extract(blob, shape, item, offsets, sizes):
     return out
 
 
-def run(args, **kwargs):
+def run(args, timeout=60, **kwargs):
     """Runs shardkit with `args`; returns the CompletedProcess (text output)."""
-    return subprocess.run([BIN] + args, capture_output=True, text=True, timeout=60, **kwargs)
+    return subprocess.run([BIN] + args, capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
 def first_lines_per_rank(stderr, world):

@@ -41,10 +41,10 @@ struct GatherOptions {
 // go to files by AssignFiles (hf_output.h) with at most `max_file_bytes` (> 0) of tensor data per
 // file unless one tensor alone is larger, each file with the __metadata__; then
 // model.safetensors.index.json. One file is model.safetensors alone, with no index. The same
-// pipeline and budget as GatherCheckpoint write the files one after the other, each durably
-// (fsync, rename, directory fsync) when its last byte is written; the index comes last, so a
-// run killed before it leaves complete files but no index (and perhaps one temporary file), and
-// a failed run removes what it wrote. `out_dir` is created if missing and must be empty; it keeps
+// pipeline and budget as GatherCheckpoint write the files one after the other, committed durably
+// (fsync, rename, directory fsync) in file order as OutputFiles does; the index comes last, so a
+// run killed before it leaves temporary files, perhaps some complete ones, but no index, and a
+// failed run removes what it wrote. `out_dir` is created if missing and must be empty; it keeps
 // the lock file io::DirectoryLock takes (.shardkit.lock).
 // Errors: as GatherCheckpoint; kInvalidArgument if `out_dir` is not a directory, cannot be
 // created or is not empty, or if another run holds its lock.

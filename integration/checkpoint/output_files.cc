@@ -48,15 +48,24 @@ absl::Status OutputFiles::Open() {
   return absl::OkStatus();
 }
 
-absl::Status OutputFiles::CommitOpen() {
+absl::Status OutputFiles::CommitOldest(size_t keep) {
+  while (complete_.size() > keep) {
+    absl::Status status = complete_.front().Commit();
+    complete_.pop_front();
+    SHARDKIT_RETURN_IF_ERROR(status);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OutputFiles::CompleteOpen() {
   if (!open_) return absl::OkStatus();
-  absl::Status status = open_->Commit();
+  complete_.push_back(*std::move(open_));
   open_.reset();
-  return status;
+  return CommitOldest(kMaxUncommittedFiles);
 }
 
 absl::Status OutputFiles::OpenNext() {
-  SHARDKIT_RETURN_IF_ERROR(CommitOpen());
+  SHARDKIT_RETURN_IF_ERROR(CompleteOpen());
   SHARDKIT_CHECK(next_ < files_.size()) << "no file after " << next_;
   const OutputFile& file = files_[next_++];
   SHARDKIT_ASSIGN_OR_RETURN(io::AtomicFile created, io::AtomicFile::Create(file.path));
@@ -68,7 +77,7 @@ absl::Status OutputFiles::OpenNext() {
 
 absl::Status OutputFiles::Write(uint64_t offset, const std::byte* data, size_t size) {
   while (size > 0) {
-    // Reach the file holding byte `offset` (files without data on the way are committed empty).
+    // Reach the file holding byte `offset` (files without data on the way are completed empty).
     while (!open_ || files_[next_ - 1].end() <= offset) SHARDKIT_RETURN_IF_ERROR(OpenNext());
     const OutputFile& file = files_[next_ - 1];
     const uint64_t n = std::min<uint64_t>(size, file.end() - offset);
@@ -78,22 +87,20 @@ absl::Status OutputFiles::Write(uint64_t offset, const std::byte* data, size_t s
     offset += n;
     data += n;
     size -= static_cast<size_t>(n);
-    if (offset == file.end()) SHARDKIT_RETURN_IF_ERROR(CommitOpen());
+    if (offset == file.end()) SHARDKIT_RETURN_IF_ERROR(CompleteOpen());
   }
   return absl::OkStatus();
 }
 
 absl::Status OutputFiles::Finish() {
-  SHARDKIT_RETURN_IF_ERROR(CommitOpen());
-  while (next_ < files_.size()) {
-    SHARDKIT_RETURN_IF_ERROR(OpenNext());
-    SHARDKIT_RETURN_IF_ERROR(CommitOpen());
-  }
-  return absl::OkStatus();
+  while (next_ < files_.size()) SHARDKIT_RETURN_IF_ERROR(OpenNext());
+  SHARDKIT_RETURN_IF_ERROR(CompleteOpen());
+  return CommitOldest(0);
 }
 
 void OutputFiles::RemoveAll() {
   open_.reset();  // an uncommitted AtomicFile removes its temporary file
+  complete_.clear();
   std::set<std::string> dirs;
   for (size_t f = 0; f < next_; ++f) {
     std::error_code ec;

@@ -1,9 +1,13 @@
 // OutputFiles: the safetensors files `shardkit gather` writes — one checkpoint file, or the files
 // of a Hugging Face checkpoint — as one stream of bytes. Their data regions, in file order, make
 // one virtual data region; the gather pipeline fills windows of it and hands them to Write, which
-// puts every byte at its final offset in its file. At most one file is open at a time: each is
-// created (an io::AtomicFile: header written, sized to its final length) when the stream reaches
-// it, and committed (fsync, rename, directory fsync) as soon as its last byte is written.
+// puts every byte at its final offset in its file. Each file is created (an io::AtomicFile: header
+// written, sized to its final length) when the stream reaches it, and committed (fsync, rename,
+// directory fsync) in file order: once kMaxUncommittedFiles later files are complete, or else in
+// Finish. Committing each file as soon as it is complete would stall the stream at every file
+// boundary — the writer waiting in fsync while the disk drains, then the disk idle while the next
+// window is copied — where a file committed later was written back long before, so its fsync is
+// short and the disk never stops. At most kMaxUncommittedFiles + 1 files are open.
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(std::vector<OutputFile> files,
 //                             PlanOutputFiles(infos, file_of, paths, metadata, &placed));
@@ -18,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -29,6 +34,9 @@
 #include "integration/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {
+
+// Complete files kept open, uncommitted, while the next ones are written.
+inline constexpr size_t kMaxUncommittedFiles = 16;
 
 struct OutputFile {
   std::string path;
@@ -58,27 +66,32 @@ class OutputFiles {
   [[nodiscard]] absl::Status Open();
 
   // Writes virtual bytes [offset, offset + size): each call starts where the last one ended.
-  // Creates the files the bytes reach and commits each file whose last byte this writes.
-  // Errors: as io::AtomicFile (Create, WriteAt, Commit).
+  // Creates the files the bytes reach; commits the oldest complete files beyond
+  // kMaxUncommittedFiles. Errors: as io::AtomicFile (Create, WriteAt, Commit).
   [[nodiscard]] absl::Status Write(uint64_t offset, const std::byte* data, size_t size);
 
-  // Creates and commits the files not committed yet (those with no data after the last write).
-  // Call once every byte is written. Errors: as io::AtomicFile.
+  // Creates the files not created yet (those with no data after the last write) and commits
+  // every file, in file order. Call once every byte is written. Errors: as io::AtomicFile.
   [[nodiscard]] absl::Status Finish();
 
-  // A failed run cleaning up after itself: removes the open file's temporary file and every path
-  // of the files created so far, committed or not, then syncs their directories. Best effort.
-  // Only for paths that did not exist before this run (files written into an empty directory).
+  // A failed run cleaning up after itself: removes the temporary files of the files not
+  // committed and every path of the files created so far, then syncs their directories. Best
+  // effort. Only for paths that did not exist before this run (files written into an empty
+  // directory).
   void RemoveAll();
 
  private:
-  // Commits the open file, if any, and creates the next one.
+  // Completes the open file, if any, and creates the next one.
   absl::Status OpenNext();
-  absl::Status CommitOpen();
+  // Moves the open file, if any, to complete_, committing the oldest beyond the limit.
+  absl::Status CompleteOpen();
+  // Commits the oldest complete files until `keep` are left.
+  absl::Status CommitOldest(size_t keep);
 
   std::vector<OutputFile> files_;
-  std::optional<io::AtomicFile> open_;  // files_[next_ - 1] while it is being written
-  size_t next_ = 0;                     // the next file to create
+  std::optional<io::AtomicFile> open_;   // files_[next_ - 1] while it is being written
+  std::deque<io::AtomicFile> complete_;  // written, not committed yet, oldest first
+  size_t next_ = 0;                      // the next file to create
 };
 
 }  // namespace shardkit::checkpoint

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <iterator>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "integration/safetensors/safetensors.h"
 #include "testing/status_matchers.h"
 
@@ -76,8 +76,19 @@ TEST(PlanOutputFilesTest, FilesFollowEachOtherInTheVirtualRegion) {
   EXPECT_EQ(offsets, (std::vector<std::pair<uint64_t, uint64_t>>{{0, 5}, {8, 8}, {8, 15}, {5, 8}}));
 }
 
-TEST(OutputFilesTest, WritesAcrossFilesAndCommitsEachWhenComplete) {
-  Example example(TempDir("write"));
+// The names in `dir` that are temporary files, and those that are not.
+std::pair<int, int> TemporaryAndFinal(const std::string& dir) {
+  std::pair<int, int> counts;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
+    ++(entry.path().filename().string().find(".tmp.") != std::string::npos ? counts.first
+                                                                           : counts.second);
+  }
+  return counts;
+}
+
+TEST(OutputFilesTest, WritesAcrossFilesAndCommitsInFinish) {
+  const std::string dir = TempDir("write");
+  Example example(dir);
   absl::StatusOr<std::vector<OutputFile>> files = example.Plan();
   ASSERT_THAT(files.status(), IsOk());
   OutputFiles out(*std::move(files));
@@ -86,18 +97,41 @@ TEST(OutputFilesTest, WritesAcrossFilesAndCommitsEachWhenComplete) {
   for (size_t at = 0; at < data.size(); at += 4) {  // pieces cross the files' boundaries
     const size_t n = std::min<size_t>(4, data.size() - at);
     ASSERT_THAT(out.Write(at, data.data() + at, n), IsOk());
-    if (at == 4) {  // file 0's last byte written: in place; the others not yet
-      EXPECT_TRUE(fs::exists(example.paths[0]));
-      EXPECT_FALSE(fs::exists(example.paths[1]));
-      EXPECT_FALSE(fs::exists(example.paths[2]));
-    }
   }
+  EXPECT_EQ(TemporaryAndFinal(dir), std::make_pair(3, 0));  // complete, none committed yet
   ASSERT_THAT(out.Finish(), IsOk());
+  EXPECT_EQ(TemporaryAndFinal(dir), std::make_pair(0, 3));
   EXPECT_EQ(TensorBytes(example.paths[0], "a"), Range(0, 5));
   EXPECT_EQ(TensorBytes(example.paths[0], "d"), Range(5, 8));
   EXPECT_EQ(TensorBytes(example.paths[1], "b"), Range(0, 0));
   EXPECT_EQ(TensorBytes(example.paths[2], "c"), Range(8, 15));
-  EXPECT_EQ(std::distance(fs::directory_iterator(TempDir("write")), fs::directory_iterator()), 3);
+}
+
+// Complete files beyond kMaxUncommittedFiles are committed oldest first while the stream goes on.
+TEST(OutputFilesTest, CommitsTheOldestBeyondTheLimit) {
+  const std::string dir = TempDir("many");
+  Example example(dir);
+  const size_t count = kMaxUncommittedFiles + 4;
+  example.tensors.clear();
+  example.file_of.clear();
+  example.paths.clear();
+  for (size_t i = 0; i < count; ++i) {
+    example.tensors.push_back({absl::StrFormat("t%03d", i), DType::kUInt8, {1}, 0, 0});
+    example.file_of.push_back(i);
+    example.paths.push_back(absl::StrFormat("%s/f%03d.safetensors", dir, i));
+  }
+  absl::StatusOr<std::vector<OutputFile>> files = example.Plan();
+  ASSERT_THAT(files.status(), IsOk());
+  OutputFiles out(*std::move(files));
+  ASSERT_THAT(out.Open(), IsOk());
+  const std::vector<std::byte> data = Range(0, static_cast<int>(count));
+  ASSERT_THAT(out.Write(0, data.data(), data.size()), IsOk());
+  EXPECT_EQ(TemporaryAndFinal(dir), std::make_pair(static_cast<int>(kMaxUncommittedFiles), 4));
+  for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(fs::exists(example.paths[i])) << i;
+  ASSERT_THAT(out.Finish(), IsOk());
+  EXPECT_EQ(TemporaryAndFinal(dir), std::make_pair(0, static_cast<int>(count)));
+  EXPECT_EQ(TensorBytes(example.paths[count - 1], absl::StrFormat("t%03d", count - 1)),
+            Range(static_cast<int>(count) - 1, static_cast<int>(count)));
 }
 
 TEST(OutputFilesTest, FinishCreatesFilesWithNoData) {
@@ -124,7 +158,23 @@ TEST(OutputFilesTest, RemoveAllLeavesNothing) {
   ASSERT_THAT(out.Open(), IsOk());
   const std::vector<std::byte> data = Range(0, 10);
   ASSERT_THAT(out.Write(0, data.data(), data.size()), IsOk());  // file 0 and 1 done, 2 open
-  EXPECT_TRUE(fs::exists(example.paths[1]));
+  EXPECT_EQ(TemporaryAndFinal(dir), std::make_pair(3, 0));
+  out.RemoveAll();
+  EXPECT_TRUE(fs::is_empty(dir));
+}
+
+// What a run whose index cannot be written does after Finish.
+TEST(OutputFilesTest, RemoveAllAfterFinishRemovesTheCommittedFiles) {
+  const std::string dir = TempDir("remove-committed");
+  Example example(dir);
+  absl::StatusOr<std::vector<OutputFile>> files = example.Plan();
+  ASSERT_THAT(files.status(), IsOk());
+  OutputFiles out(*std::move(files));
+  ASSERT_THAT(out.Open(), IsOk());
+  const std::vector<std::byte> data = Range(0, 15);
+  ASSERT_THAT(out.Write(0, data.data(), data.size()), IsOk());
+  ASSERT_THAT(out.Finish(), IsOk());
+  EXPECT_EQ(TemporaryAndFinal(dir), std::make_pair(0, 3));
   out.RemoveAll();
   EXPECT_TRUE(fs::is_empty(dir));
 }

@@ -261,8 +261,9 @@ def under_budget(tensors, shards):
 
 
 def killed_run(tensors, shards):
-    """SIGKILL once the first of 24 files is in place: complete files and at most one temporary
-    file, no index; shard, inspect and another gather refuse the directory."""
+    """SIGKILL once the first of 24 files is in place (committed once 16 later ones are complete):
+    complete files, temporary files of at most 16 + 1, no index; shard, inspect and another
+    gather refuse the directory."""
     out = os.path.join(TMP, "hf-killed")
     args = ["gather", "--in", shards, "--out", out, "--max-shard-size", "2MiB", "--memory-mib", "1"]
     proc = subprocess.Popen([BIN] + args, stderr=subprocess.DEVNULL)
@@ -276,7 +277,9 @@ def killed_run(tensors, shards):
     if not check(INDEX not in names, f"kill: the run finished before the kill: {names}"):
         return
     complete = [n for n in names if n.endswith(".safetensors")]
-    check(1 <= len(complete) < 24 and len(names) - len(complete) <= 2, f"kill: left {names}")
+    temporary = [n for n in names if ".safetensors.tmp." in n]
+    check(len(complete) >= 1 and len(temporary) <= 17 and
+          len(complete) + len(temporary) + 1 == len(names), f"kill: left {names}")
     for name in complete:
         check(set(read_safetensors(os.path.join(out, name))[2]) <= set(tensors), f"kill: {name}")
     r = shard(out, os.path.join(TMP, "hf-killed-again"), nproc=2)

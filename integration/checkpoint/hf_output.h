@@ -53,7 +53,8 @@ std::vector<std::string> HfFileNames(size_t files);
 bool IsNumberedPartName(std::string_view name, int64_t* files);
 
 // model.safetensors.index.json's text: {"metadata": {"total_size": total_size}, "weight_map":
-// weight_map}, keys sorted, indented by 2 as Hugging Face's writers do, ending in a newline.
+// weight_map}, keys sorted, indented by 2 and ending in a newline, as transformers'
+// save_pretrained writes it.
 std::string HfIndexJson(int64_t total_size, const std::map<std::string, std::string>& weight_map);
 
 // Makes `dir` ready for a new Hugging Face checkpoint: creates it (and its parents) if missing;

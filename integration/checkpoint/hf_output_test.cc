@@ -90,7 +90,7 @@ TEST(IsNumberedPartNameTest, NamesOfOneOfSeveralFiles) {
   }
 }
 
-TEST(HfIndexJsonTest, SortedIndentedAsHuggingFaceWritesIt) {
+TEST(HfIndexJsonTest, SortedAndIndentedAsSavePretrainedWritesIt) {
   EXPECT_EQ(HfIndexJson(12, {{"b", "model-00002-of-00002.safetensors"},
                              {"a", "model-00001-of-00002.safetensors"}}),
             "{\n"

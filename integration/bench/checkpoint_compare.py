@@ -18,7 +18,10 @@ of [4096, 4096] F32 (64 MiB each) written in WORKDIR, chunked on dim 0 over ever
   scatter run's; index.json is not compared: it records the strategy); per-rank peak RSS from the
   summary table `shard` prints on stderr;
 - `shardkit gather` of the default scatter output (peak RSS from wait4's ru_maxrss; every tensor
-  compared with CK's).
+  compared with CK's);
+- `shardkit gather --max-shard-size 500MB` of the same output into WORKDIR/gathered-hf/ (issue 17:
+  Hugging Face files, 5 of them for 2 GiB; every tensor compared with CK's in the file the index
+  names, total_size checked).
 Each timed step starts after a `sync`, so none pays for an earlier step's dirty pages; with
 --repeats R every step runs R times, each figure is the median wall time and the highest peak RSS.
 Targets (M = 512, the default --memory-mib), each with pass/fail:
@@ -26,11 +29,14 @@ Targets (M = 512, the default --memory-mib), each with pass/fail:
 - C2: shard --strategy direct wall <= 1.3x floor (direct / torch reported; the issue expects about
   0.22x torch's time in the job), every rank's peak RSS <= M + 160 MiB, rank files identical;
 - C3: shard --memory-mib 32: every rank's peak RSS <= 200 MiB, output identical;
-- C4: gather wall <= 2x floor, peak RSS <= M + 160 MiB, gathered tensors equal CK's.
+- C4: gather wall <= 2x floor, peak RSS <= M + 160 MiB, gathered tensors equal CK's;
+- R2: gather --max-shard-size 500MB wall <= 1.2x the single-file gather's in the same run, peak
+  RSS <= M + 160 MiB, its tensors equal CK's.
 Prints a table, the targets and one JSON line last; exits 1 only if an output is wrong (a missed
 target is reported, not an error). Without torch the torch step is skipped (and said so). WORKDIR
 defaults to a fresh temporary directory, removed afterwards; a given --workdir keeps what the run
-wrote (out-default/, out-m32/, out-direct/, gathered.safetensors and each step's .log).
+wrote (out-default/, out-m32/, out-direct/, gathered.safetensors, gathered-hf/ and each step's
+.log).
 """
 import json
 import mmap
@@ -43,8 +49,8 @@ import sys
 import tempfile
 import time
 
-from checkpoint_files import (CK_COLS, CK_ROWS, read_header, read_through, same_output,
-                              same_tensors, write_checkpoint)
+from checkpoint_files import (CK_COLS, CK_ROWS, read_header, read_through, same_hf_tensors,
+                              same_output, same_tensors, write_checkpoint)
 from torch_fix import TORCH_PYTHON, FixFinder, status_mib, torch_importable
 
 # The torch ranks run the entry script (compare_torch.py --torch-rank R --torch-ck ...).
@@ -63,6 +69,10 @@ SMALL_RSS_LIMIT_MIB = 200
 SHARD_STEPS = {"shard": ("out-default", []),
                "shard_m32": ("out-m32", ["--memory-mib", str(SMALL_BUDGET_MIB)]),
                "direct": ("out-direct", ["--strategy", "direct"])}   # default --memory-mib
+HF_SHARD_SIZE = "500MB"                       # R2: gather --max-shard-size
+# The timed `shardkit gather` runs of the default shard output: step -> (output in WORKDIR, flags).
+GATHER_STEPS = {"gather": ("gathered.safetensors", []),
+                "gather_hf": ("gathered-hf", ["--max-shard-size", HF_SHARD_SIZE])}
 
 
 def torch_checkpoint_rank(args):
@@ -224,7 +234,8 @@ def checkpoint_bench(args, work, have_torch):
     print_table(args, steps)
     passed = print_targets(steps, outputs)
     print(json.dumps(result_json(args, warm, steps, torch_rows, outputs, passed)))
-    ok = outputs["identical"] and outputs["direct_identical"] and outputs["gather"][0]
+    ok = (outputs["identical"] and outputs["direct_identical"] and outputs["gather"][0]
+          and outputs["gather_hf"][0])
     return 0 if ok else 1    # a missed target alone is not an error
 
 
@@ -249,7 +260,7 @@ def prepare(args, work):
 
 def time_steps(args, work, ck, plan, have_torch):
     """Every timed step, args.repeats times: ({step name: Step}, torch's rows per rank)."""
-    names = ["floor", "torch", "torch_wall", *SHARD_STEPS, "gather"]
+    names = ["floor", "torch", "torch_wall", *SHARD_STEPS, *GATHER_STEPS]
     steps, torch_rows = {name: Step() for name in names}, {}
     shard_cmd = [args.shardkit, "shard", "--nproc", str(args.nproc), "--plan", plan,
                  "--checkpoint", ck]
@@ -262,8 +273,10 @@ def time_steps(args, work, ck, plan, have_torch):
             steps[name].add(*time_shard(args, shard_cmd + extra, os.path.join(work, out)))
             print(f"[{attempt}] shard {' '.join(extra) or '(default --memory-mib)'}: "
                   f"{steps[name].walls[-1]:.3f} s", flush=True)
-        steps["gather"].add(*time_gather(args, work))
-        print(f"[{attempt}] gather: {steps['gather'].walls[-1]:.3f} s", flush=True)
+        for name, (out, extra) in GATHER_STEPS.items():
+            steps[name].add(*time_gather(args, os.path.join(work, out), extra))
+            print(f"[{attempt}] {' '.join(['gather', *extra])}: {steps[name].walls[-1]:.3f} s",
+                  flush=True)
     return steps, torch_rows
 
 
@@ -307,14 +320,16 @@ def time_shard(args, cmd, out):
     return wall, {r: row["peak_rss_mib"] for r, row in table.items()}
 
 
-def time_gather(args, work):
-    """`shardkit gather` of the default run's output, after a sync: (wall seconds, {0: its
-    ru_maxrss in MiB})."""
-    gathered = os.path.join(work, "gathered.safetensors")
-    if os.path.exists(gathered):
+def time_gather(args, gathered, extra):
+    """`shardkit gather` of the default run's output into gathered (a file, or a directory with
+    --max-shard-size), after a sync: (wall seconds, {0: its ru_maxrss in MiB})."""
+    if os.path.isdir(gathered):
+        shutil.rmtree(gathered)
+    elif os.path.exists(gathered):
         os.remove(gathered)
+    work = os.path.dirname(gathered)
     wall, maxrss = run_checked([args.shardkit, "gather", "--in", shard_out(work, "shard"),
-                                "--out", gathered], gathered + ".log")
+                                "--out", gathered, *extra], gathered + ".log")
     return wall, {0: maxrss}
 
 
@@ -326,13 +341,15 @@ def check_outputs(work, ck):
     """identical: the --memory-mib 32 output's rank files and index.json are the default run's;
     direct_identical: so are the direct output's rank files (index.json, which records the
     strategy, is not compared);
-    gather: (the gathered tensors are CK's, why not)."""
+    gather: (the gathered tensors are CK's, why not); gather_hf: (the same for the Hugging Face
+    output's files, why not, how many files)."""
     default = shard_out(work, "shard")
     return {"identical": same_output(default, shard_out(work, "shard_m32"),
                                      lambda n: n.endswith(".safetensors") or n == "index.json"),
             "direct_identical": same_output(default, shard_out(work, "direct"),
                                             lambda n: n.endswith(".safetensors")),
-            "gather": same_tensors(os.path.join(work, "gathered.safetensors"), ck)}
+            "gather": same_tensors(os.path.join(work, "gathered.safetensors"), ck),
+            "gather_hf": same_hf_tensors(os.path.join(work, "gathered-hf"), ck)}
 
 
 def print_table(args, steps):
@@ -340,27 +357,28 @@ def print_table(args, steps):
     print()
     print(f"{args.nproc} ranks, {args.ck_mib // 64} x [{CK_ROWS}, {CK_COLS}] F32 ({args.ck_mib} "
           f"MiB), chunk dim 0 over all ranks; {args.repeats} repeat(s), medians")
-    print(f"{'run':<24} {'wall_s':>8} {'x floor':>8} {'peak RSS MiB per rank':<32}")
+    print(f"{'run':<30} {'wall_s':>8} {'x floor':>8} {'peak RSS MiB per rank':<32}")
 
     def line(name, step, note=""):
         wall, rss_text = step.median(), " ".join(f"{v:.0f}" for v in step.peaks())
-        print(f"{name:<24} {wall:>8.3f} {wall / floor:>8.2f} {rss_text:<32}{note}")
+        print(f"{name:<30} {wall:>8.3f} {wall / floor:>8.2f} {rss_text:<32}{note}")
 
     line("floor: cp + sync", steps["floor"])
     if steps["torch"].walls:
         line("torch 1.13 in the job", steps["torch"], "  (no fsync)")
         line("torch 1.13 with start-up", steps["torch_wall"])
     else:
-        print(f"{'torch 1.13':<24} skipped: `{TORCH_PYTHON} -c 'import torch'` fails")
+        print(f"{'torch 1.13':<30} skipped: `{TORCH_PYTHON} -c 'import torch'` fails")
     line(f"shard (default M={BUDGET_MIB})", steps["shard"])
     line(f"shard --memory-mib {SMALL_BUDGET_MIB}", steps["shard_m32"])
     line("shard --strategy direct", steps["direct"])
     line("gather", steps["gather"])
+    line(f"gather --max-shard-size {HF_SHARD_SIZE}", steps["gather_hf"])
 
 
 def print_targets(steps, outputs):
-    """Prints the targets C1-C4 with pass/fail (the ratios to torch only reported): whether every
-    one passed."""
+    """Prints the targets C1-C4 and R2 with pass/fail (the ratios to torch only reported):
+    whether every one passed."""
     floor, s1, direct, g = (steps[n].median() for n in ("floor", "shard", "direct", "gather"))
     rss_limit, checks = BUDGET_MIB + RSS_SLACK_MIB, []
     print()
@@ -381,7 +399,18 @@ def print_targets(steps, outputs):
     target(checks, "C4", max(steps["gather"].peaks()), rss_limit, "gather peak RSS MiB (M + 160)")
     gather_ok, why = outputs["gather"]
     check(checks, "C4", gather_ok, "gathered tensors equal the checkpoint", why)
+    hf_targets(checks, steps, outputs["gather_hf"], rss_limit)
     return all(checks)
+
+
+def hf_targets(checks, steps, hf_output, rss_limit):
+    """R2: gather --max-shard-size against the single-file gather of the same run."""
+    ratio = steps["gather_hf"].median() / steps["gather"].median()
+    target(checks, "R2", ratio, 1.2, f"gather --max-shard-size {HF_SHARD_SIZE} wall / gather")
+    target(checks, "R2", max(steps["gather_hf"].peaks()), rss_limit,
+           "gather --max-shard-size: peak RSS MiB (M + 160)")
+    ok, why, files = hf_output
+    check(checks, "R2", ok, f"its {files} file(s)' tensors equal the checkpoint", why)
 
 
 def target(checks, name, value, limit, text):
@@ -426,8 +455,12 @@ def result_json(args, warm, steps, torch_rows, outputs, passed):
         "direct": run("direct", identical_to_scatter=outputs["direct_identical"]),
         "gather": {"wall_s": steps["gather"].median(), "peak_rss_mib": steps["gather"].rss[0],
                    "equal": outputs["gather"][0]},
+        "gather_hf": {"max_shard_size": HF_SHARD_SIZE, "wall_s": steps["gather_hf"].median(),
+                      "peak_rss_mib": steps["gather_hf"].rss[0], "files": outputs["gather_hf"][2],
+                      "equal": outputs["gather_hf"][0]},
         "ratios": {"shard_over_floor": over("shard", floor),
                    "gather_over_floor": over("gather", floor),
+                   "gather_hf_over_gather": over("gather_hf", steps["gather"].median()),
                    "shard_over_torch_in_job": over("shard", tj),
                    "shard_over_torch_wall": over("shard", tw),
                    "direct_over_floor": over("direct", floor),

@@ -1,5 +1,6 @@
 """The files of compare_torch.py's checkpoint mode (checkpoint_compare.py): the checkpoint it
-writes, the read that warms the page cache, and the byte and tensor comparisons of the outputs."""
+writes, the read that warms the page cache, and the byte and tensor comparisons of the outputs
+(a Hugging Face output's files included)."""
 import hashlib
 import json
 import os
@@ -59,15 +60,17 @@ def same_bytes(a, b):
                 return True
 
 
-def same_tensors(path, reference):
+def same_tensors(path, reference, names=None):
     """Whether the safetensors file at path holds exactly reference's tensors (dtype, shape,
-    bytes); the headers' text and the data's order may differ. Returns (ok, a reason)."""
+    bytes), or exactly those of them in names; the headers' text and the data's order may differ.
+    Returns (ok, a reason)."""
     base_a, head_a = read_header(path)
     base_b, head_b = read_header(reference)
-    if sorted(head_a) != sorted(head_b):
+    wanted = sorted(head_b if names is None else names)
+    if sorted(head_a) != wanted:
         return False, "tensor names differ"
     with open(path, "rb", buffering=0) as fa, open(reference, "rb", buffering=0) as fb:
-        for name in sorted(head_b):
+        for name in wanted:
             a, b = head_a[name], head_b[name]
             if (a["dtype"], a["shape"]) != (b["dtype"], b["shape"]):
                 return False, f"{name}: dtype or shape differs"
@@ -83,6 +86,28 @@ def same_tensors(path, reference):
                     return False, f"{name}: bytes differ"
                 left -= n
     return True, ""
+
+
+def same_hf_tensors(directory, reference):
+    """Whether the Hugging Face checkpoint in directory — model.safetensors alone, or the files
+    its model.safetensors.index.json names — holds exactly reference's tensors, each in the file
+    the index says, with total_size their bytes. Returns (ok, a reason, number of files)."""
+    index = os.path.join(directory, "model.safetensors.index.json")
+    if not os.path.exists(index):
+        return (*same_tensors(os.path.join(directory, "model.safetensors"), reference), 1)
+    with open(index) as f:
+        content = json.load(f)
+    weight_map, files = content["weight_map"], sorted(set(content["weight_map"].values()))
+    _, head = read_header(reference)
+    total = sum(e["data_offsets"][1] - e["data_offsets"][0] for e in head.values())
+    if sorted(weight_map) != sorted(head) or content["metadata"]["total_size"] != total:
+        return False, "the index's names or total_size differ", len(files)
+    for file in files:
+        ok, why = same_tensors(os.path.join(directory, file), reference,
+                               [t for t, f in weight_map.items() if f == file])
+        if not ok:
+            return False, f"{file}: {why}", len(files)
+    return True, "", len(files)
 
 
 def same_output(a, b, compared):

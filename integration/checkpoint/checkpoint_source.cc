@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
 #include "core/json/json_reader.h"
+#include "integration/checkpoint/hf_output.h"
 #include "integration/checkpoint/shard_dir.h"
 #include "integration/io/files.h"
 #include "specs/fingerprint.h"
@@ -53,6 +54,13 @@ absl::StatusOr<CheckpointPath> ResolveDirectory(const std::string& dir) {
   std::sort(names.begin(), names.end());
   if (indexes.size() == 1) {
     return CheckpointPath{CheckpointKind::kIndex, (fs::path(dir) / indexes[0]).string()};
+  }
+  if (int64_t parts = 0;
+      indexes.empty() && files.size() == 1 && IsNumberedPartName(files[0], &parts)) {
+    return Invalid(dir, absl::StrCat("holds only ", files[0], ", one file of a ", parts,
+                                     "-file checkpoint, and no *.safetensors.index.json (a write "
+                                     "that did not finish?); name the file itself to read it "
+                                     "alone"));
   }
   if (indexes.empty() && files.size() == 1) {
     return CheckpointPath{CheckpointKind::kSafetensors, (fs::path(dir) / files[0]).string()};

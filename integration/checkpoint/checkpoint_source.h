@@ -36,9 +36,11 @@ struct CheckpointPath {
 
 // A file is a safetensors file, or an index if its name ends in ".index.json". A directory is a
 // shard directory if its index.json says "format": "shardkit-shards"; else it must hold exactly
-// one *.safetensors.index.json (that index), else exactly one *.safetensors (that file).
-// Errors: kNotFound if `path` does not exist; kInvalidArgument for a directory with none or
-// several candidates, listing what it holds.
+// one *.safetensors.index.json (that index), else exactly one *.safetensors (that file) — unless
+// that file's name says it is one of several (PREFIX-K-of-N.safetensors, N > 1: what a multi-file
+// write that stopped before its index leaves). Errors: kNotFound if `path` does not exist;
+// kInvalidArgument for a directory with none or several candidates, listing what it holds, or
+// with only a numbered file of several.
 [[nodiscard]] absl::StatusOr<CheckpointPath> ResolveCheckpointPath(const std::string& path);
 
 class CheckpointSource : public TensorSource {

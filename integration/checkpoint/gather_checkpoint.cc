@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <span>
@@ -13,6 +14,8 @@
 #include "absl/strings/str_format.h"
 #include "core/base/status_macros.h"
 #include "integration/checkpoint/byte_runs.h"
+#include "integration/checkpoint/hf_output.h"
+#include "integration/checkpoint/output_files.h"
 #include "integration/checkpoint/progress.h"
 #include "integration/checkpoint/shard_dir.h"
 #include "integration/checkpoint/slot_pipe.h"
@@ -20,6 +23,7 @@
 #include "integration/checkpoint/stream_schedule.h"
 #include "integration/checkpoint/stream_shard.h"
 #include "integration/checkpoint/tensor_bytes_reader.h"
+#include "integration/io/dir_lock.h"
 #include "integration/io/files.h"
 #include "integration/io/proc_status.h"
 #include "integration/safetensors/safetensors.h"
@@ -27,6 +31,7 @@
 namespace shardkit::checkpoint {
 namespace {
 
+namespace fs = std::filesystem;
 using safetensors::Reader;
 using safetensors::TensorInfo;
 
@@ -77,7 +82,9 @@ absl::Status VerifyShards(const std::vector<Reader>& readers, const ShardIndex& 
   return absl::OkStatus();
 }
 
-// The output's tensors (name order, as index.json lists them) with their layouts and offsets.
+// The output's tensors with their layouts, in the order of their bytes in the output (`placed`:
+// index.json's order, name order, with offsets in the output's data); each one's source_index is
+// its parameter's index in index.json.
 absl::StatusOr<std::vector<StreamTensor>> OutputTensors(const ShardIndex& index,
                                                         const std::vector<TensorInfo>& placed) {
   std::vector<StreamTensor> tensors;
@@ -89,7 +96,10 @@ absl::StatusOr<std::vector<StreamTensor>> OutputTensors(const ShardIndex& index,
         tensors.emplace_back(),
         MakeStreamTensor(parameter.name, parameter.dtype, parameter.shape, placed[i].begin,
                          placed[i].end, !parameter.spec.has_value(), std::move(shards)));
+    tensors.back().source_index = i;
   }
+  std::stable_sort(tensors.begin(), tensors.end(),
+                   [](const StreamTensor& a, const StreamTensor& b) { return a.begin < b.begin; });
   return tensors;
 }
 
@@ -112,7 +122,8 @@ absl::StatusOr<ShardInfos> FindShards(const std::vector<Reader>& readers, const 
   return infos;
 }
 
-// Fills `window` with output bytes [begin, end): every tensor's part of it, from its shards
+// Fills `window` with output bytes [begin, end) (`tensors` in output order): every tensor's part
+// of it, from its shards
 // (replicated tensors: the source rank's copy), each shard's needed bytes read in one pass.
 absl::Status FillOutput(const std::vector<Reader>& readers, const ShardIndex& index,
                         const ShardInfos& infos, const std::vector<StreamTensor>& tensors,
@@ -120,13 +131,13 @@ absl::Status FillOutput(const std::vector<Reader>& readers, const ShardIndex& in
   auto first = std::partition_point(tensors.begin(), tensors.end(),
                                     [&](const StreamTensor& t) { return t.end <= begin; });
   for (auto t = first; t != tensors.end() && t->begin < end; ++t) {
-    const IndexParameter& parameter = index.parameters[static_cast<size_t>(t - tensors.begin())];
+    const IndexParameter& parameter = index.parameters[t->source_index];
     const auto from = static_cast<int64_t>(std::max(begin, t->begin) - t->begin);
     const auto to = static_cast<int64_t>(std::min(end, t->end) - t->begin);
     // Window position of the tensor's byte x: shift + x (the tensor may start before the window).
     const int64_t shift = static_cast<int64_t>(t->begin) - static_cast<int64_t>(begin);
     for (size_t s = 0; s < parameter.shards.size(); ++s) {
-      const TensorInfo* info = infos[static_cast<size_t>(t - tensors.begin())][s];
+      const TensorInfo* info = infos[t->source_index][s];
       if (info == nullptr) continue;
       const Reader& file =
           readers[static_cast<size_t>(parameter.shards[s].metadata.placement.rank())];
@@ -147,12 +158,36 @@ absl::Status FillOutput(const std::vector<Reader>& readers, const ShardIndex& in
   return absl::OkStatus();
 }
 
-// The output's data region, window by window: this thread fills one window while a writer thread
-// writes the other at its offset.
-absl::Status WriteOutput(const std::vector<Reader>& readers, const ShardIndex& index,
-                         const ShardInfos& infos, const std::vector<StreamTensor>& tensors,
-                         int64_t total, int64_t data_start, io::AtomicFile& file,
-                         int64_t memory_bytes, Progress& meter) {
+// What gather reads: the validated index, every rank file open, and where each shard to read is.
+struct GatherInput {
+  ShardIndex index;
+  std::vector<Reader> readers;
+  ShardInfos shards;
+};
+
+absl::StatusOr<GatherInput> OpenInput(const std::string& in_dir) {
+  GatherInput input;
+  SHARDKIT_ASSIGN_OR_RETURN(input.index, ReadIndex(in_dir));
+  SHARDKIT_ASSIGN_OR_RETURN(input.readers, OpenRankFiles(in_dir, input.index));
+  SHARDKIT_RETURN_IF_ERROR(VerifyShards(input.readers, input.index));
+  SHARDKIT_ASSIGN_OR_RETURN(input.shards, FindShards(input.readers, input.index));
+  return input;
+}
+
+// The output's tensors in name order (index.json's), without offsets.
+std::vector<TensorInfo> OutputInfos(const ShardIndex& index) {
+  std::vector<TensorInfo> infos;
+  for (const IndexParameter& parameter : index.parameters) {
+    infos.push_back({parameter.name, parameter.dtype, parameter.shape, 0, 0});
+  }
+  return infos;
+}
+
+// The output's data, window by window: this thread fills one window while a writer thread hands
+// the other to `out`, which puts it at its offsets in its files.
+absl::Status WriteWindows(const GatherInput& input, const std::vector<StreamTensor>& tensors,
+                          OutputFiles& out, int64_t memory_bytes, Progress& meter) {
+  const auto total = static_cast<int64_t>(out.total_bytes());
   const Budget budget = SplitBudget(memory_bytes);
   const int64_t window = std::max<int64_t>(std::min(budget.window, total), 1);
   const int64_t rounds = (total + window - 1) / window;
@@ -169,9 +204,8 @@ absl::Status WriteOutput(const std::vector<Reader>& readers, const ShardIndex& i
       std::optional<SlotPipe::Filled> filled = pipe.WaitFilled();
       if (!filled) return;
       const int64_t begin = k * window, size = std::min(window, total - begin);
-      write_status = file.WriteAt(static_cast<uint64_t>(data_start + begin),
-                                  windows[filled->slot]->data(), static_cast<size_t>(size));
-      file.StartWriteback(static_cast<uint64_t>(data_start + begin), static_cast<uint64_t>(size));
+      write_status = out.Write(static_cast<uint64_t>(begin), windows[filled->slot]->data(),
+                               static_cast<size_t>(size));
       pipe.Release(filled->slot);
       if (!write_status.ok()) {
         pipe.Close();  // wakes the filling thread, which stops
@@ -185,7 +219,8 @@ absl::Status WriteOutput(const std::vector<Reader>& readers, const ShardIndex& i
     if (!slot) break;  // the writer failed
     const auto begin = static_cast<uint64_t>(k * window);
     const auto end = static_cast<uint64_t>(std::min(total, (k + 1) * window));
-    status = FillOutput(readers, index, infos, tensors, begin, end, bytes, windows[*slot]->data());
+    status = FillOutput(input.readers, input.index, input.shards, tensors, begin, end, bytes,
+                        windows[*slot]->data());
     if (!status.ok()) break;  // nothing half-filled is written
     pipe.Publish(*slot, absl::OkStatus());
     meter.Step(k + 1, static_cast<int64_t>(end));
@@ -195,42 +230,117 @@ absl::Status WriteOutput(const std::vector<Reader>& readers, const ShardIndex& i
   return status.ok() ? write_status : status;
 }
 
-}  // namespace
-
-absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_path,
-                              std::ostream& log, const GatherOptions& options) {
-  SHARDKIT_ASSIGN_OR_RETURN(ShardIndex index, ReadIndex(in_dir));
-  SHARDKIT_ASSIGN_OR_RETURN(std::vector<Reader> readers, OpenRankFiles(in_dir, index));
-  SHARDKIT_RETURN_IF_ERROR(VerifyShards(readers, index));
-  std::vector<TensorInfo> infos;
-  for (const IndexParameter& parameter : index.parameters) {
-    infos.push_back({parameter.name, parameter.dtype, parameter.shape, 0, 0});
-  }
-  SHARDKIT_ASSIGN_OR_RETURN(safetensors::FileLayout layout,
-                            safetensors::PlanFile(out_path, std::move(infos), index.metadata));
-  // index.parameters and layout.tensors are both in name order.
-  SHARDKIT_ASSIGN_OR_RETURN(const std::vector<StreamTensor> tensors,
-                            OutputTensors(index, layout.tensors));
-  const auto total = static_cast<int64_t>(layout.data_size);
-  SHARDKIT_ASSIGN_OR_RETURN(io::AtomicFile file, io::AtomicFile::Create(out_path));
-  SHARDKIT_RETURN_IF_ERROR(file.Write(layout.prefix.data(), layout.prefix.size()));
-  SHARDKIT_RETURN_IF_ERROR(file.Resize(layout.prefix.size() + layout.data_size));
+// The progress meter of a gather writing `total` bytes; its clock starts now.
+Progress MakeMeter(std::ostream& log, const GatherOptions& options, int64_t total) {
   const int64_t window = std::max<int64_t>(SplitBudget(options.memory_bytes).window, 1);
-  Progress meter(log, options.progress, "shardkit gather: writing", (total + window - 1) / window,
-                 total, "windows");
-  SHARDKIT_ASSIGN_OR_RETURN(const ShardInfos shard_infos, FindShards(readers, index));
-  SHARDKIT_RETURN_IF_ERROR(WriteOutput(readers, index, shard_infos, tensors, total,
-                                       static_cast<int64_t>(layout.prefix.size()), file,
-                                       options.memory_bytes, meter));
-  SHARDKIT_RETURN_IF_ERROR(file.Commit());
+  return Progress(log, options.progress, "shardkit gather: writing", (total + window - 1) / window,
+                  total, "windows");
+}
+
+// Streams the whole output into `out` (`placed`: the tensors with their offsets in it, name
+// order) under the budget, and commits every file.
+absl::Status Gather(const GatherInput& input, const std::vector<TensorInfo>& placed,
+                    OutputFiles& out, const GatherOptions& options, Progress& meter) {
+  SHARDKIT_ASSIGN_OR_RETURN(const std::vector<StreamTensor> tensors,
+                            OutputTensors(input.index, placed));
+  SHARDKIT_RETURN_IF_ERROR(out.Open());
+  SHARDKIT_RETURN_IF_ERROR(WriteWindows(input, tensors, out, options.memory_bytes, meter));
+  return out.Finish();
+}
+
+void PrintSummary(std::ostream& log, const GatherInput& input, int64_t total,
+                  const std::string& target, const Progress& meter) {
   absl::StatusOr<int64_t> peak = io::ProcStatusBytes("VmHWM");
   log << absl::StrFormat(
              "shardkit gather: %d parameters (%s) from %d rank files to %s in %.3f s (%s), "
              "peak RSS %.1f MiB\n",
-             index.parameters.size(), FormatBytes(total), index.world_size, out_path,
+             input.index.parameters.size(), FormatBytes(total), input.index.world_size, target,
              meter.Elapsed(), FormatRate(total, meter.Elapsed()),
              peak.ok() ? static_cast<double>(*peak) / (1 << 20) : 0.0)
       << std::flush;
+}
+
+int64_t TotalBytes(const std::vector<TensorInfo>& placed) {
+  int64_t total = 0;
+  for (const TensorInfo& info : placed) total += static_cast<int64_t>(info.end - info.begin);
+  return total;
+}
+
+// The files of a Hugging Face output in `out_dir`: their names and layouts, every tensor's file
+// (name order), and the tensors with their offsets in the files' virtual data region.
+struct HfPlan {
+  std::vector<std::string> names;
+  std::vector<size_t> file_of;
+  std::vector<OutputFile> files;
+  std::vector<TensorInfo> placed;
+};
+
+absl::StatusOr<HfPlan> PlanHuggingFace(const ShardIndex& index, const std::string& out_dir,
+                                       int64_t max_file_bytes) {
+  const std::vector<TensorInfo> infos = OutputInfos(index);
+  std::vector<int64_t> sizes;
+  for (const TensorInfo& info : infos) {
+    sizes.push_back(ComputeShapeSize(info.shape, info.dtype)->nbytes);  // checked by ReadIndex
+  }
+  FileAssignment assignment = AssignFiles(sizes, max_file_bytes);
+  HfPlan plan{HfFileNames(assignment.files), std::move(assignment.file_of), {}, {}};
+  std::vector<std::string> paths;
+  for (const std::string& name : plan.names) paths.push_back((fs::path(out_dir) / name).string());
+  SHARDKIT_ASSIGN_OR_RETURN(
+      plan.files, PlanOutputFiles(infos, plan.file_of, paths, index.metadata, &plan.placed));
+  return plan;
+}
+
+// model.safetensors.index.json, unless the output is model.safetensors alone. Written after every
+// file is in place: without it, the files are no checkpoint to Hugging Face's readers or shard.
+absl::Status WriteHfIndex(const std::string& out_dir, const HfPlan& plan, int64_t total) {
+  if (plan.names.size() == 1) return absl::OkStatus();
+  std::map<std::string, std::string> weight_map;
+  for (size_t i = 0; i < plan.placed.size(); ++i) {
+    weight_map[plan.placed[i].name] = plan.names[plan.file_of[i]];
+  }
+  return io::WriteFileAtomically((fs::path(out_dir) / kHfIndexFileName).string(),
+                                 HfIndexJson(total, weight_map));
+}
+
+}  // namespace
+
+absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_path,
+                              std::ostream& log, const GatherOptions& options) {
+  SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir));
+  const std::vector<TensorInfo> infos = OutputInfos(input.index);
+  std::vector<TensorInfo> placed;
+  SHARDKIT_ASSIGN_OR_RETURN(std::vector<OutputFile> files,
+                            PlanOutputFiles(infos, std::vector<size_t>(infos.size(), 0), {out_path},
+                                            input.index.metadata, &placed));
+  OutputFiles out(std::move(files));
+  const int64_t total = TotalBytes(placed);
+  Progress meter = MakeMeter(log, options, total);
+  SHARDKIT_RETURN_IF_ERROR(Gather(input, placed, out, options, meter));
+  PrintSummary(log, input, total, out_path, meter);
+  return absl::OkStatus();
+}
+
+absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out_dir,
+                               int64_t max_file_bytes, std::ostream& log,
+                               const GatherOptions& options) {
+  SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir));
+  SHARDKIT_ASSIGN_OR_RETURN(HfPlan plan, PlanHuggingFace(input.index, out_dir, max_file_bytes));
+  SHARDKIT_ASSIGN_OR_RETURN(const io::DirectoryLock lock, LockEmptyDirectory(out_dir));
+  OutputFiles out(std::move(plan.files));
+  const int64_t total = TotalBytes(plan.placed);
+  Progress meter = MakeMeter(log, options, total);
+  absl::Status status = Gather(input, plan.placed, out, options, meter);
+  if (status.ok()) status = WriteHfIndex(out_dir, plan, total);  // last
+  if (!status.ok()) {
+    out.RemoveAll();
+    return status;
+  }
+  const std::string target =
+      plan.names.size() == 1
+          ? (fs::path(out_dir) / plan.names[0]).string()
+          : absl::StrCat(out_dir, " (", plan.names.size(), " files and ", kHfIndexFileName, ")");
+  PrintSummary(log, input, total, target, meter);
   return absl::OkStatus();
 }
 

@@ -1,7 +1,9 @@
 // GatherCheckpoint: `shardkit gather` as a library — reassembles the original checkpoint from a
-// shard directory written by ShardCheckpoint (shard_dir.h).
+// shard directory written by ShardCheckpoint (shard_dir.h), as one safetensors file or as a
+// Hugging Face multi-file checkpoint (GatherHuggingFace, hf_output.h).
 //
 //   SHARDKIT_RETURN_IF_ERROR(GatherCheckpoint("shards", "model.safetensors", std::cerr));
+//   SHARDKIT_RETURN_IF_ERROR(GatherHuggingFace("shards", "hf", 500'000'000, std::cerr));
 //
 // index.json is validated first (ReadIndex: schema, specs, tiling, naming); then every shard it
 // lists must be in its rank file with the parameter's dtype and the shard's sizes, and no rank
@@ -34,6 +36,21 @@ struct GatherOptions {
 // unlisted tensor, or an output path that cannot be written; kUnavailable for I/O errors.
 [[nodiscard]] absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_path,
                                             std::ostream& log, const GatherOptions& options = {});
+
+// The same output as a Hugging Face checkpoint in directory `out_dir`: the tensors, in name order,
+// go to files by AssignFiles (hf_output.h) with at most `max_file_bytes` (> 0) of tensor data per
+// file unless one tensor alone is larger, each file with the __metadata__; then
+// model.safetensors.index.json. One file is model.safetensors alone, with no index. The same
+// pipeline and budget as GatherCheckpoint write the files one after the other, committed durably
+// (fsync, rename, directory fsync) in file order as OutputFiles does; the index comes last, so a
+// run killed before it leaves temporary files, perhaps some complete ones, but no index, and a
+// failed run removes what it wrote. `out_dir` is created if missing and must be empty; it keeps
+// the lock file io::DirectoryLock takes (.shardkit.lock).
+// Errors: as GatherCheckpoint; kInvalidArgument if `out_dir` is not a directory, cannot be
+// created or is not empty, or if another run holds its lock.
+[[nodiscard]] absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out_dir,
+                                             int64_t max_file_bytes, std::ostream& log,
+                                             const GatherOptions& options = {});
 
 }  // namespace shardkit::checkpoint
 

@@ -297,17 +297,8 @@ absl::Status CheckNoShardSuffix(std::string_view name) {
 }
 
 absl::Status PrepareOutputDir(const std::string& dir) {
+  SHARDKIT_RETURN_IF_ERROR(io::MakeDirectories(dir));
   std::error_code ec;
-  const fs::file_status status = fs::status(dir, ec);
-  if (status.type() == fs::file_type::not_found) {
-    fs::create_directories(dir, ec);
-    if (ec) return FsError(dir, "cannot create the output directory", ec);
-    return absl::OkStatus();
-  }
-  if (ec) return FsError(dir, "cannot use the output directory", ec);
-  if (status.type() != fs::file_type::directory) {
-    return absl::InvalidArgumentError(absl::StrCat(dir, ": exists and is not a directory"));
-  }
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (!IsOutputName(name)) {

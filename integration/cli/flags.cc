@@ -2,16 +2,71 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <string_view>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/env.h"
 
 namespace shardkit::cli {
+namespace {
+
+struct ByteUnit {
+  std::string_view name;  // lower case
+  int64_t bytes;
+};
+constexpr ByteUnit kByteUnits[] = {{"", 1},
+                                   {"kb", 1000},
+                                   {"mb", 1000 * 1000},
+                                   {"gb", 1000 * 1000 * 1000},
+                                   {"kib", int64_t{1} << 10},
+                                   {"mib", int64_t{1} << 20},
+                                   {"gib", int64_t{1} << 30}};
+constexpr char kByteSizeForm[] =
+    "expected a positive whole number of bytes, optionally followed by KB, MB, GB (10^3, 10^6, "
+    "10^9 bytes) or KiB, MiB, GiB (2^10, 2^20, 2^30 bytes), in any case, e.g. 500MB";
+
+// Why `text` (digits `number`, then `unit`, lower case) is not a byte size, when it is plain.
+std::string_view ByteSizeProblem(std::string_view text, std::string_view number,
+                                 std::string_view unit) {
+  if (text.find_first_of(" \t\n") != std::string_view::npos) return "no spaces are accepted";
+  if (!text.empty() && (text[0] == '-' || text[0] == '+')) return "no sign is accepted";
+  if (!unit.empty() && (unit[0] == '.' || unit[0] == ',')) return "fractions are not accepted";
+  if (number.empty()) return "no digits";
+  return "unknown unit";
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ParseByteSize(std::string_view text) {
+  const std::string_view number =
+      text.substr(0, std::min(text.find_first_not_of("0123456789"), text.size()));
+  const std::string_view rest = text.substr(number.size());
+  const std::string unit = absl::AsciiStrToLower(absl::string_view(rest.data(), rest.size()));
+  auto invalid = [&](std::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("got \"", absl::string_view(text.data(), text.size()),
+                     "\": ", absl::string_view(why.data(), why.size()), "; ", kByteSizeForm));
+  };
+  const ByteUnit* found = nullptr;
+  for (const ByteUnit& u : kByteUnits) {
+    if (u.name == unit) found = &u;
+  }
+  if (number.empty() || found == nullptr) return invalid(ByteSizeProblem(text, number, unit));
+  uint64_t value = 0;
+  if (!absl::SimpleAtoi(absl::string_view(number.data(), number.size()), &value) ||
+      value > static_cast<uint64_t>(INT64_MAX / found->bytes)) {
+    return invalid("more than 2^63 - 1 bytes");
+  }
+  if (value == 0) return invalid("zero is not a size");
+  return static_cast<int64_t>(value) * found->bytes;
+}
 
 FlagParser::FlagParser(std::string command, std::string usage)
     : command_(std::move(command)), usage_(std::move(usage)) {}
@@ -31,6 +86,10 @@ void FlagParser::AddDouble(std::string name, double* out, std::string help) {
 
 void FlagParser::AddBool(std::string name, bool* out, std::string help) {
   flags_.push_back({std::move(name), Kind::kBool, out, std::move(help)});
+}
+
+void FlagParser::AddByteSize(std::string name, int64_t* out, std::string help) {
+  flags_.push_back({std::move(name), Kind::kByteSize, out, std::move(help)});
 }
 
 const FlagParser::Flag* FlagParser::Find(const std::string& name) const {
@@ -78,6 +137,15 @@ absl::Status FlagParser::Assign(const Flag& flag, const std::string& value) {
             absl::StrCat("--", flag.name, ": expected true or false, got \"", value, "\""));
       }
       return absl::OkStatus();
+    case Kind::kByteSize: {
+      absl::StatusOr<int64_t> bytes = ParseByteSize(value);
+      if (!bytes.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", flag.name, ": ", bytes.status().message()));
+      }
+      *static_cast<int64_t*>(flag.out) = *bytes;
+      return absl::OkStatus();
+    }
   }
   return absl::InternalError("unreachable");
 }

@@ -20,10 +20,12 @@
 #include <initializer_list>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace shardkit::cli {
 
@@ -37,6 +39,8 @@ class FlagParser {
               int64_t max = INT64_MAX);
   void AddDouble(std::string name, double* out, std::string help);
   void AddBool(std::string name, bool* out, std::string help);
+  // A positive byte count as ParseByteSize reads it (500MB, 2GiB, 1000000).
+  void AddByteSize(std::string name, int64_t* out, std::string help);
 
   // Parses `args` (everything after the subcommand). Positional arguments are appended to
   // `positional`. Errors: kInvalidArgument naming the flag (unknown flag, missing or bad value).
@@ -50,7 +54,7 @@ class FlagParser {
   std::string Help() const;
 
  private:
-  enum class Kind { kString, kInt, kDouble, kBool };
+  enum class Kind { kString, kInt, kDouble, kBool, kByteSize };
   struct Flag {
     std::string name;
     Kind kind;
@@ -141,6 +145,13 @@ inline constexpr char kSeeHelp[] = " (see --help)";
 [[nodiscard]] absl::Status Require(const FlagParser& flags,
                                    std::initializer_list<std::string> names,
                                    const std::string& suffix = "");
+
+// A positive number of bytes: ASCII digits, optionally followed by a unit — KB, MB, GB (10^3,
+// 10^6, 10^9 bytes, as Hugging Face's max_shard_size) or KiB, MiB, GiB (2^10, 2^20, 2^30) — in any
+// case ("500mb", "2GIB"), with nothing around them. Errors: kInvalidArgument (the message says
+// what is wrong, without naming a flag) for an empty string, a sign, a fraction, a space, an
+// unknown unit, zero, or a value above INT64_MAX bytes.
+[[nodiscard]] absl::StatusOr<int64_t> ParseByteSize(std::string_view text);
 
 // --memory-mib M of the commands that stream checkpoints (shard, gather): at most M MiB of tensor
 // data in memory on any rank at once; at least 1.

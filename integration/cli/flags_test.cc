@@ -8,7 +8,9 @@ namespace shardkit::cli {
 namespace {
 
 using ::shardkit::testing::IsOk;
+using ::shardkit::testing::IsOkAndHolds;
 using ::shardkit::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -200,6 +202,61 @@ TEST(ExitCodeTest, InvalidRequestsExitTwo) {
   EXPECT_EQ(ExitCodeFor(absl::DeadlineExceededError("x")), 1);
   EXPECT_EQ(ExitCodeFor(absl::UnavailableError("x")), 1);
   EXPECT_EQ(ExitCodeFor(absl::InternalError("x")), 1);
+}
+
+TEST(ParseByteSizeTest, PlainBytesAndUnitsInAnyCase) {
+  EXPECT_THAT(ParseByteSize("1"), IsOkAndHolds(1));
+  EXPECT_THAT(ParseByteSize("1000000"), IsOkAndHolds(1000000));
+  EXPECT_THAT(ParseByteSize("007"), IsOkAndHolds(7));
+  EXPECT_THAT(ParseByteSize("500MB"), IsOkAndHolds(500'000'000));
+  EXPECT_THAT(ParseByteSize("500mb"), IsOkAndHolds(500'000'000));
+  EXPECT_THAT(ParseByteSize("3kB"), IsOkAndHolds(3000));
+  EXPECT_THAT(ParseByteSize("5GB"), IsOkAndHolds(5'000'000'000));
+  EXPECT_THAT(ParseByteSize("3KiB"), IsOkAndHolds(3 << 10));
+  EXPECT_THAT(ParseByteSize("2mib"), IsOkAndHolds(2 << 20));
+  EXPECT_THAT(ParseByteSize("2GIB"), IsOkAndHolds(int64_t{2} << 30));
+  EXPECT_THAT(ParseByteSize("9223372036854775807"), IsOkAndHolds(INT64_MAX));
+  EXPECT_THAT(ParseByteSize("8589934591GiB"), IsOkAndHolds(int64_t{8589934591} << 30));
+}
+
+TEST(ParseByteSizeTest, RefusesWhatIsNotAPositiveWholeSize) {
+  const auto refused = [](const char* why) {
+    return StatusIs(absl::StatusCode::kInvalidArgument,
+                    AllOf(HasSubstr(why), HasSubstr("expected a positive whole number of bytes")));
+  };
+  EXPECT_THAT(ParseByteSize("0"), refused("got \"0\": zero is not a size"));
+  EXPECT_THAT(ParseByteSize("0MB"), refused("zero is not a size"));
+  EXPECT_THAT(ParseByteSize("-5"), refused("got \"-5\": no sign is accepted"));
+  EXPECT_THAT(ParseByteSize("-5MB"), refused("no sign"));
+  EXPECT_THAT(ParseByteSize("+5"), refused("no sign"));
+  EXPECT_THAT(ParseByteSize("1.5GB"), refused("got \"1.5GB\": fractions are not accepted"));
+  EXPECT_THAT(ParseByteSize("2,5MB"), refused("fractions"));
+  EXPECT_THAT(ParseByteSize("0.5"), refused("fractions"));
+  EXPECT_THAT(ParseByteSize(""), refused("got \"\": no digits"));
+  EXPECT_THAT(ParseByteSize("MB"), refused("no digits"));
+  EXPECT_THAT(ParseByteSize("abc"), refused("no digits"));
+  for (const char* spaced : {"5 MB", " 5", "5MB ", "5\t"}) {
+    EXPECT_THAT(ParseByteSize(spaced), refused("no spaces are accepted")) << spaced;
+  }
+  for (const char* junk : {"5TB", "5B", "5M", "5mbit", "0x10", "5e9", "5MB5"}) {
+    EXPECT_THAT(ParseByteSize(junk), refused("unknown unit")) << junk;
+  }
+  EXPECT_THAT(ParseByteSize("9223372036854775808"), refused("more than 2^63 - 1 bytes"));
+  EXPECT_THAT(ParseByteSize("8589934592GiB"), refused("more than 2^63 - 1 bytes"));
+  EXPECT_THAT(ParseByteSize("99999999999999999999999KB"), refused("more than 2^63 - 1 bytes"));
+}
+
+TEST(AddByteSizeTest, ErrorsNameTheFlag) {
+  int64_t bytes = 0;
+  FlagParser parser("shardkit test", "");
+  parser.AddByteSize("max-shard-size", &bytes, "limit");
+  std::vector<std::string> positional;
+  ASSERT_THAT(parser.Parse({"--max-shard-size=2KiB"}, &positional), IsOk());
+  EXPECT_EQ(bytes, 2048);
+  EXPECT_THAT(parser.Parse({"--max-shard-size", "0"}, &positional),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--max-shard-size: got \"0\": zero is not a size")));
+  EXPECT_EQ(bytes, 2048);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
-// `shardkit gather --in DIR --out OUT.safetensors [--memory-mib M]`: reassembles a checkpoint
-// from a shard directory (checkpoint::GatherCheckpoint). A summary line goes to stderr.
+// `shardkit gather --in DIR --out OUT.safetensors [--max-shard-size SIZE] [--memory-mib M]`:
+// reassembles a checkpoint from a shard directory (checkpoint::GatherCheckpoint), or with
+// --max-shard-size writes it into directory OUT as a Hugging Face multi-file checkpoint
+// (checkpoint::GatherHuggingFace). A summary line goes to stderr.
 #include <unistd.h>
 
 #include <iostream>
@@ -18,11 +20,19 @@ constexpr char kCommand[] = "shardkit gather";
 }  // namespace
 
 int RunGather(const std::vector<std::string>& args) {
-  FlagParser flags(kCommand, "--in DIR --out OUT.safetensors [--memory-mib M]");
+  FlagParser flags(kCommand,
+                   "--in DIR --out OUT.safetensors [--memory-mib M]\n"
+                   "       shardkit gather --in DIR --out OUT_DIR --max-shard-size SIZE "
+                   "[--memory-mib M]");
   std::string in_dir, out_path;
-  int64_t memory_mib = kDefaultMemoryMib;
+  int64_t memory_mib = kDefaultMemoryMib, max_shard_bytes = 0;
   flags.AddString("in", &in_dir, "shard directory written by 'shardkit shard'");
-  flags.AddString("out", &out_path, "the safetensors file to write");
+  flags.AddString("out", &out_path,
+                  "the safetensors file to write (with --max-shard-size: a new or empty "
+                  "directory)");
+  flags.AddByteSize("max-shard-size", &max_shard_bytes,
+                    "write a Hugging Face checkpoint of files of at most SIZE tensor bytes "
+                    "(500MB, 2GiB, 1000000; KB/MB/GB are powers of 1000)");
   AddMemoryFlag(flags, &memory_mib);
   const ParseResult parsed = ParseCommand(flags, args, Positionals::None());
   if (parsed.done()) return parsed.exit_code();
@@ -31,7 +41,10 @@ int RunGather(const std::vector<std::string>& args) {
   }
   const checkpoint::GatherOptions options{.progress = ProgressWanted(),
                                           .memory_bytes = memory_mib << 20};
-  absl::Status status = checkpoint::GatherCheckpoint(in_dir, out_path, std::cerr, options);
+  const absl::Status status =
+      flags.WasSet("max-shard-size")
+          ? checkpoint::GatherHuggingFace(in_dir, out_path, max_shard_bytes, std::cerr, options)
+          : checkpoint::GatherCheckpoint(in_dir, out_path, std::cerr, options);
   if (!status.ok()) return ReportError(kCommand, status);
   return 0;
 }

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -48,6 +50,23 @@ absl::Status SyncDirectory(const std::string& dir) {
   ::close(fd);
   if (rc != 0 && err != EINVAL) {
     return absl::UnavailableError(absl::StrCat(dir, ": cannot sync: ", ErrnoText(err)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MakeDirectories(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(dir, ec);
+  if (status.type() == fs::file_type::directory) return absl::OkStatus();
+  if (status.type() != fs::file_type::not_found) {
+    return absl::InvalidArgumentError(
+        ec ? absl::StrCat(dir, ": cannot use the directory: ", ec.message())
+           : absl::StrCat(dir, ": exists and is not a directory"));
+  }
+  if (fs::create_directories(dir, ec); ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": cannot create the directory: ", ec.message()));
   }
   return absl::OkStatus();
 }

@@ -35,6 +35,11 @@ namespace shardkit::io {
 // Errors: kUnavailable naming `dir` and the OS error (e.g. it does not exist).
 [[nodiscard]] absl::Status SyncDirectory(const std::string& dir);
 
+// Creates directory `dir`, and its missing parents, unless it exists. Errors: kInvalidArgument
+// naming `dir` and the OS error if it cannot be examined or created (a path below a regular file,
+// no permission), or if it exists and is not a directory.
+[[nodiscard]] absl::Status MakeDirectories(const std::string& dir);
+
 // A file being written under the temporary name "<path>.tmp.<pid>". Commit() renames it to
 // `path`; destroying an uncommitted AtomicFile removes the temporary file. Movable, not copyable.
 // Not thread-safe: make one call at a time. WriteAt calls need not come in offset order, so one

@@ -93,6 +93,20 @@ def run(args, timeout=60, **kwargs):
     return subprocess.run([BIN] + args, capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
+def rerun_with_clients(script, flag):
+    """Runs `script` again under SHARDKIT_TEST_PYTHON (the .venv with PyPI's safetensors, numpy
+    and huggingface_hub) with the environment variable `flag` set to 1: its exit status, or 0
+    after saying why it skipped when there is no such Python."""
+    python = os.environ.get("SHARDKIT_TEST_PYTHON")
+    if not python or subprocess.run([python, "-c", "import safetensors, numpy, huggingface_hub"],
+                                    capture_output=True).returncode != 0:
+        print("skipped: no SHARDKIT_TEST_PYTHON with safetensors, numpy and huggingface_hub "
+              "(run ./tools/test, which makes .venv with tools/setup --test-venv)")
+        return 0
+    env = dict(os.environ, **{flag: "1"})
+    return subprocess.run([python, os.path.abspath(script)], env=env).returncode
+
+
 def first_lines_per_rank(stderr, world):
     """rank -> the first line that rank wrote to stderr under a launcher ("[rank R] " removed)."""
     firsts = {}

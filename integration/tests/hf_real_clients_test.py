@@ -114,16 +114,11 @@ def main_with_clients():
 
 
 def main():
-    python = os.environ.get("SHARDKIT_TEST_PYTHON")
     if os.environ.get("HF_REAL_CLIENTS") == "1":
         return main_with_clients()
-    if not python or subprocess.run([python, "-c", "import safetensors, numpy, huggingface_hub"],
-                                    capture_output=True).returncode != 0:
-        print("skipped: no SHARDKIT_TEST_PYTHON with safetensors, numpy and huggingface_hub "
-              "(run ./tools/test, which makes .venv with tools/setup --test-venv)")
-        return 0
-    env = dict(os.environ, HF_REAL_CLIENTS="1")
-    return subprocess.run([python, os.path.abspath(__file__)], env=env).returncode
+    sys.path.insert(0, HERE)
+    from checkpoint_testlib import rerun_with_clients
+    return rerun_with_clients(__file__, "HF_REAL_CLIENTS")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,99 @@
+// OutputFiles: the safetensors files `shardkit gather` writes — one checkpoint file, or the files
+// of a Hugging Face checkpoint — as one stream of bytes. Their data regions, in file order, make
+// one virtual data region; the gather pipeline fills windows of it and hands them to Write, which
+// puts every byte at its final offset in its file. Each file is created (an io::AtomicFile: header
+// written, sized to its final length) when the stream reaches it, and committed (fsync, rename,
+// directory fsync) in file order: once kMaxUncommittedFiles later files are complete, or else in
+// Finish. Committing each file as soon as it is complete would stall the stream at every file
+// boundary — the writer waiting in fsync while the disk drains, then the disk idle while the next
+// window is copied — where a file committed later was written back long before, so its fsync is
+// short and the disk never stops. At most kMaxUncommittedFiles + 1 files are open.
+//
+//   SHARDKIT_ASSIGN_OR_RETURN(std::vector<OutputFile> files,
+//                             PlanOutputFiles(infos, file_of, paths, metadata, &placed));
+//   OutputFiles out(std::move(files));
+//   SHARDKIT_RETURN_IF_ERROR(out.Open());                      // the first file, before any read
+//   SHARDKIT_RETURN_IF_ERROR(out.Write(offset, data, size));   // virtual bytes, in order
+//   SHARDKIT_RETURN_IF_ERROR(out.Finish());                    // files with no bytes left
+//
+// Not thread-safe: one thread at a time (the pipeline's writer thread, then the caller).
+#ifndef SHARDKIT_INTEGRATION_CHECKPOINT_OUTPUT_FILES_H_
+#define SHARDKIT_INTEGRATION_CHECKPOINT_OUTPUT_FILES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "integration/io/files.h"
+#include "integration/safetensors/safetensors.h"
+
+namespace shardkit::checkpoint {
+
+// Complete files kept open, uncommitted, while the next ones are written.
+inline constexpr size_t kMaxUncommittedFiles = 16;
+
+struct OutputFile {
+  std::string path;
+  safetensors::FileLayout layout;  // its tensors (offsets in its own data region) and prefix
+  uint64_t begin = 0;              // its data is virtual bytes [begin, end())
+  uint64_t end() const { return begin + layout.data_size; }
+};
+
+// Lays out `tensors` (name order; only name, dtype and shape are used) over the files `paths`:
+// tensor i goes to file file_of[i], every file gets `metadata`, and each file's data follows the
+// previous file's in the virtual region. `placed` receives the tensors again, in the same order,
+// with their virtual offsets. Errors: as safetensors::PlanFile (naming the file).
+[[nodiscard]] absl::StatusOr<std::vector<OutputFile>> PlanOutputFiles(
+    const std::vector<safetensors::TensorInfo>& tensors, const std::vector<size_t>& file_of,
+    const std::vector<std::string>& paths, const std::map<std::string, std::string>& metadata,
+    std::vector<safetensors::TensorInfo>* placed);
+
+class OutputFiles {
+ public:
+  explicit OutputFiles(std::vector<OutputFile> files) : files_(std::move(files)) {}
+
+  const std::vector<OutputFile>& files() const { return files_; }
+  uint64_t total_bytes() const { return files_.empty() ? 0 : files_.back().end(); }
+
+  // Creates the first file, so that an output that cannot be written fails before any input is
+  // read. Errors: as io::AtomicFile::Create, Write and Resize.
+  [[nodiscard]] absl::Status Open();
+
+  // Writes virtual bytes [offset, offset + size): each call starts where the last one ended.
+  // Creates the files the bytes reach; commits the oldest complete files beyond
+  // kMaxUncommittedFiles. Errors: as io::AtomicFile (Create, WriteAt, Commit).
+  [[nodiscard]] absl::Status Write(uint64_t offset, const std::byte* data, size_t size);
+
+  // Creates the files not created yet (those with no data after the last write) and commits
+  // every file, in file order. Call once every byte is written. Errors: as io::AtomicFile.
+  [[nodiscard]] absl::Status Finish();
+
+  // A failed run cleaning up after itself: removes the temporary files of the files not
+  // committed and every path of the files created so far, then syncs their directories. Best
+  // effort. Only for paths that did not exist before this run (files written into an empty
+  // directory).
+  void RemoveAll();
+
+ private:
+  // Completes the open file, if any, and creates the next one.
+  absl::Status OpenNext();
+  // Moves the open file, if any, to complete_, committing the oldest beyond the limit.
+  absl::Status CompleteOpen();
+  // Commits the oldest complete files until `keep` are left.
+  absl::Status CommitOldest(size_t keep);
+
+  std::vector<OutputFile> files_;
+  std::optional<io::AtomicFile> open_;   // files_[next_ - 1] while it is being written
+  std::deque<io::AtomicFile> complete_;  // written, not committed yet, oldest first
+  size_t next_ = 0;                      // the next file to create
+};
+
+}  // namespace shardkit::checkpoint
+
+#endif  // SHARDKIT_INTEGRATION_CHECKPOINT_OUTPUT_FILES_H_

@@ -9,52 +9,14 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "integration/checkpoint/byte_runs.h"
+#include "integration/checkpoint/rank_files.h"
 #include "integration/checkpoint/stream_buffer.h"
 #include "integration/io/files.h"
 #include "specs/fingerprint.h"
 
 namespace shardkit::checkpoint {
-namespace {
-
 using safetensors::Reader;
 using safetensors::TensorInfo;
-
-// Shard `s` of `parameter` in its rank file, with the dtype and shape index.json gives it.
-absl::StatusOr<const TensorInfo*> FindShard(const std::vector<Reader>& files,
-                                            const IndexParameter& parameter, size_t s) {
-  const IndexShard& shard = parameter.shards[s];
-  const Reader& file = files[static_cast<size_t>(shard.metadata.placement.rank())];
-  SHARDKIT_ASSIGN_OR_RETURN(const TensorInfo* info, file.Find(shard.tensor));
-  if (info->dtype != parameter.dtype || info->shape != shard.metadata.sizes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        file.path(), ": tensor \"", shard.tensor, "\" is ",
-        std::string(SafetensorsName(info->dtype)), ShapeToString(info->shape),
-        " but index.json says shard ", s, " of parameter \"", parameter.name, "\" is ",
-        std::string(SafetensorsName(parameter.dtype)), ShapeToString(shard.metadata.sizes)));
-  }
-  return info;
-}
-
-// No rank file holds a tensor index.json does not list.
-absl::Status CheckNothingUnlisted(const std::vector<Reader>& files, const ShardIndex& index) {
-  std::vector<std::set<std::string>> listed(files.size());
-  for (const IndexParameter& parameter : index.parameters) {
-    for (const IndexShard& shard : parameter.shards) {
-      listed[static_cast<size_t>(shard.metadata.placement.rank())].insert(shard.tensor);
-    }
-  }
-  for (size_t rank = 0; rank < files.size(); ++rank) {
-    for (const TensorInfo& info : files[rank].header().tensors) {
-      if (!listed[rank].contains(info.name)) {
-        return absl::InvalidArgumentError(absl::StrCat(files[rank].path(), ": tensor \"", info.name,
-                                                       "\" is not listed in ", kIndexFileName));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ShardDirSource>> ShardDirSource::Open(const std::string& dir,
                                                                      int64_t staging_bytes) {
@@ -76,14 +38,12 @@ absl::StatusOr<std::unique_ptr<ShardDirSource>> ShardDirSource::Open(const std::
   SHARDKIT_ASSIGN_OR_RETURN(std::string text, io::ReadWholeFile(index_path));
   SHARDKIT_ASSIGN_OR_RETURN(source->index_, ParseIndex(text, index_path));
   source->identity_.push_back({kIndexFileName, text.size(), specs::Fingerprint(text), true});
-  for (int64_t rank = 0; rank < source->index_.world_size; ++rank) {
-    SHARDKIT_ASSIGN_OR_RETURN(Reader file,
-                              Reader::Open((fs::path(dir) / RankFileName(rank)).string()));
-    source->identity_.push_back(
-        {RankFileName(rank), file.identity().size, file.identity().header_digest});
-    source->files_.push_back(std::move(file));
+  SHARDKIT_ASSIGN_OR_RETURN(source->files_, OpenRankFiles(dir, source->index_));
+  SHARDKIT_RETURN_IF_ERROR(VerifyShards(source->files_, source->index_));
+  for (const Reader& file : source->files_) {
+    source->identity_.push_back({std::filesystem::path(file.path()).filename().string(),
+                                 file.identity().size, file.identity().header_digest});
   }
-  SHARDKIT_RETURN_IF_ERROR(CheckNothingUnlisted(source->files_, source->index_));
   SHARDKIT_RETURN_IF_ERROR(source->IndexParameters());
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Storage>> staging,
                             AllocateBuffers(1, staging_bytes));

@@ -10,7 +10,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checkpoint_testlib import (ITEM_SIZE, TMP, cells, check, extract, finish, numel,
-                                read_safetensors, run, write_safetensors)
+                                read_safetensors, run, same_rank_files, write_safetensors)
 
 METADATA = {"format": "pt", "note": "shardkit e2e"}
 
@@ -162,13 +162,6 @@ def shard(ck, plan, out, world, strategy, nproc=True):
     if nproc:
         args += ["--nproc", str(world)]
     return run(args)
-
-
-def same_rank_files(out, reference, world, label):
-    for k in range(world):
-        name = f"rank-{k:05d}.safetensors"
-        with open(os.path.join(out, name), "rb") as a, open(os.path.join(reference, name), "rb") as b:
-            check(a.read() == b.read(), f"{label}: {name} differs from scatter's")
 
 
 def round_trips(ck, original):

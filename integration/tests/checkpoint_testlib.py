@@ -107,6 +107,14 @@ def rerun_with_clients(script, flag):
     return subprocess.run([python, os.path.abspath(script)], env=env).returncode
 
 
+def same_rank_files(out, reference, world, label):
+    """Checks that rank-00000.safetensors … of `out` are byte-identical to `reference`'s."""
+    for k in range(world):
+        name = f"rank-{k:05d}.safetensors"
+        with open(os.path.join(out, name), "rb") as a, open(os.path.join(reference, name), "rb") as b:
+            check(a.read() == b.read(), f"{label}: {name} differs from {reference}'s")
+
+
 def first_lines_per_rank(stderr, world):
     """rank -> the first line that rank wrote to stderr under a launcher ("[rank R] " removed)."""
     firsts = {}

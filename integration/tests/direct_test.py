@@ -26,7 +26,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checkpoint_testlib import (BIN, ITEM_SIZE, TMP, check, finish, first_lines_per_rank, io_grew,
                                 io_counter, numel, read_pid, read_safetensors, run,
-                                write_safetensors, writing_file)
+                                same_rank_files, write_safetensors, writing_file)
 
 MIB = 1 << 20
 PLAN = os.path.join(TMP, "direct-plan.json")
@@ -64,13 +64,6 @@ def write_hf(directory, rng):
 def shard(checkpoint, out, world, strategy, extra=()):
     return run(["shard", "--nproc", str(world), "--plan", PLAN, "--checkpoint", checkpoint,
                 "--out", out, "--strategy", strategy, *extra])
-
-
-def same_rank_files(out, reference, world, label):
-    for k in range(world):
-        name = f"rank-{k:05d}.safetensors"
-        with open(os.path.join(out, name), "rb") as a, open(os.path.join(reference, name), "rb") as b:
-            check(a.read() == b.read(), f"{label}: {name} differs from scatter's")
 
 
 def round_trips(directory, originals):

@@ -27,7 +27,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import checkpoint_test  # noqa: E402  (its checkpoint: every byte-sized dtype)
 from checkpoint_testlib import (BIN, TMP, check, finish, first_lines_per_rank, io_grew,  # noqa: E402
-                                read_pid, read_safetensors, run, write_safetensors, writing_file)
+                                read_pid, read_safetensors, run, same_rank_files,
+                                write_safetensors, writing_file)
 
 MIB = 1 << 20
 EVERY = {"ranks": "all"}
@@ -75,13 +76,6 @@ def old_plan(world):
     return path
 
 
-def same_files(a, b, world, label):
-    for k in range(world):
-        name = f"rank-{k:05d}.safetensors"
-        with open(os.path.join(a, name), "rb") as x, open(os.path.join(b, name), "rb") as y:
-            check(x.read() == y.read(), f"{label}: {name} differs from shard's")
-
-
 def across_worlds(ck):
     for old, new in ((4, 3), (3, 4), (1, 4), (4, 1)):
         label = f"reshard {old}->{new}"
@@ -104,7 +98,7 @@ def across_worlds(ck):
         r = run(["shard", "--nproc", str(new), "--plan", new_plan(new), "--checkpoint", ck,
                  "--out", direct])
         if check(r.returncode == 0, f"{label}: shard with the new plan: {r.stderr}"):
-            same_files(out, direct, new, label)
+            same_rank_files(out, direct, new, label)
         back = os.path.join(TMP, f"back-{old}-{new}.safetensors")
         g = run(["gather", "--in", out, "--out", back])
         if check(g.returncode == 0, f"{label}: gather: {g.stderr}"):

@@ -1,5 +1,6 @@
 // `shardkit shard --plan PLAN.json --checkpoint IN.safetensors --out DIR [--src-rank R]
-// [--strategy scatter|broadcast|direct] [--memory-mib M] [--nproc N] [--backend B] [--timeout S]`.
+// [--strategy scatter|broadcast|direct] [--memory-mib M] [--fp8-block B]
+// [--allow-misaligned-scales] [--nproc N] [--backend B] [--timeout S]`.
 //
 // With --nproc N it is exactly `shardkit launch --nproc N -- shardkit shard <the other
 // arguments>`; under a launcher (SHARDKIT_RANK set) it is one rank and --nproc is an error; with
@@ -39,11 +40,10 @@ struct ShardFlags {
 };
 
 FlagParser ShardFlagParser(ShardFlags* out) {
-  FlagParser flags(
-      kCommand,
-      "--plan PLAN.json --checkpoint IN.safetensors --out DIR [--src-rank R] "
-      "[--strategy scatter|broadcast|direct] [--memory-mib M] [--nproc N] [--backend B] "
-      "[--timeout S]");
+  FlagParser flags(kCommand,
+                   "--plan PLAN.json --checkpoint IN.safetensors --out DIR [--src-rank R] "
+                   "[--strategy scatter|broadcast|direct] [--memory-mib M] [--fp8-block B] "
+                   "[--allow-misaligned-scales] [--nproc N] [--backend B] [--timeout S]");
   flags.AddString("plan", &out->options.plan_path, "JSON plan: which spec each parameter gets");
   flags.AddString("checkpoint", &out->options.checkpoint_path,
                   "a .safetensors file, a Hugging Face *.safetensors.index.json, or a directory "
@@ -58,6 +58,7 @@ FlagParser ShardFlagParser(ShardFlags* out) {
                   "everything), or direct (every rank reads its own shards from the checkpoint; "
                   "no tensor data crosses the network) — beats the plan");
   AddMemoryFlag(flags, &out->memory_mib);
+  AddFp8Flags(flags, &out->options.fp8.block, &out->options.fp8.allow_misaligned);
   flags.AddInt("nproc", &out->nproc, "run N local ranks (as `shardkit launch --nproc N`)", 1,
                1 << 16);
   flags.AddString("backend", &out->backend, "communication backend (beats SHARDKIT_BACKEND)");

@@ -17,11 +17,12 @@ absl::Status CheckShape(const Shape& global_shape) {
   return ComputeShapeSize(global_shape, DType::kUInt8).status();
 }
 
-std::vector<ShardMetadata> ChunkShards(int64_t dim, const std::vector<Placement>& placements,
+std::vector<ShardMetadata> ChunkShards(int64_t dim, int64_t align,
+                                       const std::vector<Placement>& placements,
                                        const Shape& global_shape) {
   const int64_t n = global_shape[dim];
   const int64_t k = static_cast<int64_t>(placements.size());
-  const int64_t split = SplitSize(n, k);
+  const int64_t split = SplitSize(n, k, align);
   std::vector<ShardMetadata> shards;
   shards.reserve(placements.size());
   for (int64_t i = 0; i < k; ++i) {
@@ -52,14 +53,16 @@ absl::StatusOr<ShardingSpec> ExpandSpec(const ShardingSpec& spec,
   if (chunk == nullptr) return spec;
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<Placement> placements,
                             ExpandPlacements(chunk->placements, world_size));
-  return ChunkShardingSpec{chunk->dim, std::move(placements)};
+  return ChunkShardingSpec{chunk->dim, std::move(placements), chunk->align};
 }
 
 }  // namespace
 
-int64_t SplitSize(int64_t n, int64_t k) {
-  SHARDKIT_CHECK(n >= 0 && k >= 1) << "n=" << n << " k=" << k;
-  return n / k + (n % k != 0 ? 1 : 0);
+int64_t SplitSize(int64_t n, int64_t k, int64_t align) {
+  SHARDKIT_CHECK(n >= 0 && k >= 1 && align >= 1) << "n=" << n << " k=" << k << " align=" << align;
+  const int64_t split = n / k + (n % k != 0 ? 1 : 0);
+  const int64_t blocks = split / align + (split % align != 0 ? 1 : 0);
+  return static_cast<int64_t>(std::min<Wide>(Wide{blocks} * align, INT64_MAX));
 }
 
 int64_t ChunkSize(int64_t n, int64_t split, int64_t i) {
@@ -96,7 +99,7 @@ absl::StatusOr<std::vector<ShardMetadata>> BuildMetadata(const ShardingSpec& spe
           "the placements shorthand must be expanded for a world size first (Bind)");
     }
     SHARDKIT_ASSIGN_OR_RETURN(int64_t dim, ResolveDim(chunk->dim, global_shape));
-    return ChunkShards(dim, *placements, global_shape);
+    return ChunkShards(dim, chunk->align, *placements, global_shape);
   }
   const auto& shards = std::get<EnumerableShardingSpec>(spec).shards;
   SHARDKIT_RETURN_IF_ERROR(ValidateTiling(shards, global_shape));

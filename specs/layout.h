@@ -3,11 +3,13 @@
 //
 // Chunk specs follow PyTorch's ChunkShardingSpec.build_metadata (docs/architecture.md, "JSON
 // formats") with shardkit's empty-shard semantics: over k placements of a dim of size n,
-//   split      = ceil(n / k)
+//   split      = ceil(n / k), rounded up to a multiple of the spec's align A: ceil(ceil(n/k)/A)*A
 //   size(i)    = max(min(n, split*(i+1)) - split*i, 0)
 //   offset(i)  = min(split*i, n)          (clamped: a zero-size chunk never starts past the end)
 // and chunk i goes to placements[i]. Zero-size chunks are kept, so there is always one shard per
-// placement, in placement order; a rank may appear several times or not at all.
+// placement, in placement order; a rank may appear several times or not at all. With A > 1 every
+// boundary but the tensor's end is a multiple of A (block-quantized weights: README, "FP8
+// block-quantized checkpoints"); the chunks past the end are then zero-size, as without A.
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(ShardingSpec bound, Bind(spec, {12, 4}, /*world_size=*/3));
 //   SHARDKIT_ASSIGN_OR_RETURN(std::vector<ShardMetadata> shards, BuildMetadata(bound, {12, 4}));
@@ -26,8 +28,9 @@
 
 namespace shardkit::specs {
 
-// The arithmetic above; requires n >= 0, k >= 1, 0 <= i < k. Never overflows.
-int64_t SplitSize(int64_t n, int64_t k);
+// The arithmetic above; requires n >= 0, k >= 1, align >= 1, 0 <= i < k. Never overflows: a
+// split past INT64_MAX saturates there (any split >= n gives the same chunks).
+int64_t SplitSize(int64_t n, int64_t k, int64_t align = 1);
 int64_t ChunkSize(int64_t n, int64_t split, int64_t i);
 int64_t ChunkOffset(int64_t n, int64_t split, int64_t i);
 

@@ -65,6 +65,75 @@ TEST(LayoutTest, WorkedExamplesTable) {
   }
 }
 
+// "align": A rounds the split up to a multiple of A: split = ceil(ceil(n/k)/A)*A; otherwise the
+// same rule (sizes clamped, zero-size chunks past the end kept at offset n).
+TEST(LayoutTest, AlignedSplits) {
+  struct AlignedRow {
+    int64_t n, k, align, split;
+    std::vector<int64_t> offsets, sizes;
+  };
+  const AlignedRow rows[] = {
+      {300, 3, 128, 128, {0, 128, 256}, {128, 128, 44}},
+      {300, 4, 128, 128, {0, 128, 256, 300}, {128, 128, 44, 0}},  // zero-size tail
+      {256, 2, 128, 128, {0, 128}, {128, 128}},
+      {100, 3, 128, 128, {0, 100, 100}, {100, 0, 0}},  // one block: all on the first chunk
+      {10, 4, 4, 4, {0, 4, 8, 10}, {4, 4, 2, 0}},
+      {12, 3, 1, 4, {0, 4, 8}, {4, 4, 4}},  // align 1 is PyTorch's split
+      {12, 3, 4, 4, {0, 4, 8}, {4, 4, 4}},  // already a multiple
+      {12, 3, 5, 5, {0, 5, 10}, {5, 5, 2}},
+      {0, 2, 4, 0, {0, 0}, {0, 0}},
+      {1, 3, 7, 7, {0, 1, 1}, {1, 0, 0}},
+  };
+  for (const AlignedRow& row : rows) {
+    const std::string label = absl::StrCat("n ", row.n, " k ", row.k, " align ", row.align);
+    EXPECT_EQ(SplitSize(row.n, row.k, row.align), row.split) << label;
+    ChunkShardingSpec spec{0, Ranks(row.k)};
+    spec.align = row.align;
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(std::vector<ShardMetadata> shards,
+                                  BuildMetadata(spec, {row.n, 3}));
+    ASSERT_EQ(shards.size(), static_cast<size_t>(row.k)) << label;
+    for (int64_t i = 0; i < row.k; ++i) {
+      EXPECT_EQ(shards[i].offsets, (Shape{row.offsets[i], 0})) << label << " shard " << i;
+      EXPECT_EQ(shards[i].sizes, (Shape{row.sizes[i], 3})) << label << " shard " << i;
+    }
+    EXPECT_THAT(ValidateTiling(shards, {row.n, 3}), IsOk()) << label;
+  }
+  // On another dim, with a negative dim.
+  ChunkShardingSpec columns{-1, Ranks(2)};
+  columns.align = 3;
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(std::vector<ShardMetadata> shards, BuildMetadata(columns, {2, 7}));
+  EXPECT_EQ(shards[0].sizes, (Shape{2, 6}));
+  EXPECT_EQ(shards[1].offsets, (Shape{0, 6}));
+  EXPECT_EQ(shards[1].sizes, (Shape{2, 1}));
+}
+
+// What block-quantized FP8 checkpoints rely on: a weight of n rows cut with align b over k
+// placements, and its scales (ceil(n/b) rows) cut without align over the same k, have the same
+// boundaries in blocks (ceil(ceil(n/k)/b) = ceil(ceil(n/b)/k)); every weight boundary but the
+// end is a multiple of b.
+TEST(LayoutTest, AlignedWeightBoundariesMatchTheScaleSplit) {
+  const auto ceil_div = [](int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); };
+  for (int64_t b : {1, 2, 3, 128}) {
+    for (int64_t k = 1; k <= 8; ++k) {
+      for (int64_t n = 0; n <= 600; ++n) {
+        const int64_t blocks = ceil_div(n, b);
+        const int64_t weight_split = SplitSize(n, k, b);
+        const int64_t scale_split = SplitSize(blocks, k);
+        for (int64_t i = 0; i < k; ++i) {
+          const std::string label = absl::StrCat("n ", n, " k ", k, " b ", b, " chunk ", i);
+          const int64_t begin = ChunkOffset(n, weight_split, i);
+          const int64_t end = begin + ChunkSize(n, weight_split, i);
+          ASSERT_TRUE(begin % b == 0 || begin == n) << label;
+          ASSERT_TRUE(end % b == 0 || end == n) << label;
+          const int64_t scale_begin = ChunkOffset(blocks, scale_split, i);
+          ASSERT_EQ(ceil_div(begin, b), scale_begin) << label;
+          ASSERT_EQ(ceil_div(end, b), scale_begin + ChunkSize(blocks, scale_split, i)) << label;
+        }
+      }
+    }
+  }
+}
+
 TEST(LayoutTest, PlacementOrderIsChunkOrderAndRanksMayRepeat) {
   std::vector<Placement> placements = {Placement::ForRank(2), Placement::ForRank(0),
                                        Placement::ForRank(2)};
@@ -84,6 +153,19 @@ TEST(LayoutTest, ArithmeticNeverOverflows) {
   EXPECT_EQ(split, n / 3 + 1);
   EXPECT_EQ(ChunkSize(n, split, 0) + ChunkSize(n, split, 1) + ChunkSize(n, split, 2), n);
   EXPECT_EQ(ChunkOffset(n, split, 2), 2 * split);
+  // Rounding up past what 64 bits hold saturates: the first chunk takes everything.
+  EXPECT_EQ(SplitSize(n, 1, 2), n);
+  EXPECT_EQ(SplitSize(n, 3, n), n);
+  const int64_t saturated = SplitSize(n, 1, n - 1);  // 2 blocks of n - 1
+  EXPECT_EQ(saturated, n);
+  EXPECT_EQ(ChunkSize(n, saturated, 0), n);
+  // Near the limit without saturating: one block of n - 2, then the 1 left, then nothing.
+  const int64_t near = SplitSize(n - 1, 3, n - 2);
+  EXPECT_EQ(near, n - 2);
+  EXPECT_EQ(ChunkSize(n - 1, near, 0), n - 2);
+  EXPECT_EQ(ChunkSize(n - 1, near, 1), 1);
+  EXPECT_EQ(ChunkSize(n - 1, near, 2), 0);
+  EXPECT_EQ(ChunkOffset(n - 1, near, 2), n - 1);
 }
 
 TEST(LayoutTest, DimChecks) {
@@ -104,6 +186,10 @@ TEST(LayoutTest, ValidatesSpecAndShape) {
   EXPECT_THAT(
       BuildMetadata(ChunkShardingSpec{0, std::vector<Placement>{}}, {4}),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("placements must not be empty")));
+  ChunkShardingSpec unaligned{0, Ranks(2)};
+  unaligned.align = 0;
+  EXPECT_THAT(BuildMetadata(unaligned, {4}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("align must be >= 1, got 0")));
   EXPECT_THAT(BuildMetadata(ChunkShardingSpec{0, Ranks(2)}, {-4}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("[-4]")));
   EXPECT_THAT(BuildMetadata(ChunkShardingSpec{0, PlacementShorthand{}}, {4}),
@@ -132,6 +218,20 @@ TEST(BindTest, ResolvesDimAndExpandsShorthand) {
       Bind(ChunkShardingSpec{0, PlacementShorthand{RankList{2, 0, 2}, Device::Cuda()}}, {4}, 3));
   EXPECT_EQ(std::get<std::vector<Placement>>(std::get<ChunkShardingSpec>(listed).placements)[2],
             Placement::ForRank(2, Device::Cuda()));
+
+  // align survives binding (the shorthand expanded, the dim resolved).
+  ChunkShardingSpec aligned{-2, PlacementShorthand{AllRanks{}, Device::Cpu()}};
+  aligned.align = 128;
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(ShardingSpec bound_aligned, Bind(aligned, {300, 256}, 3));
+  ChunkShardingSpec expected{0, Ranks(3)};
+  expected.align = 128;
+  EXPECT_EQ(bound_aligned, ShardingSpec(expected));
+  EXPECT_NE(bound_aligned, ShardingSpec(ChunkShardingSpec{0, Ranks(3)}));
+  ChunkShardingSpec negative_align = aligned;
+  negative_align.align = -1;
+  EXPECT_THAT(
+      Bind(negative_align, {300, 256}, 3),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("align must be >= 1, got -1")));
 }
 
 TEST(BindTest, Errors) {

@@ -118,6 +118,9 @@ TEST(PlanTest, ParseErrorsNameThePath) {
        "rules[0].spec.shards[0].placement: invalid placement \"rank:x\""},
       {R"({"rules": [{"match": "a", "spec": [1]}]})",
        "rules[0].spec: expected spec object, got array"},
+      {R"({"rules": [{"match": "a", "spec": {"type": "chunk", "dim": 0, "placements": ["rank:0"],
+          "align": 0}}]})",
+       "rules[0].spec.align: expected a positive integer, got 0"},
   };
   for (const auto& [json, message] : cases) {
     EXPECT_THAT(ParsePlan(json), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(message)))
@@ -184,6 +187,34 @@ TEST(ResolveTest, ErrorsNameTheParameter) {
   plan.src_rank = 4;
   EXPECT_THAT(Resolve(plan, {}, 4), StatusIs(absl::StatusCode::kInvalidArgument,
                                              HasSubstr("src_rank 4 is outside the world of 4")));
+}
+
+// The README's FP8 plan: a weight cut on 128-row blocks and its scales cut with the same
+// placements hold the same blocks on every rank.
+TEST(ResolveTest, AlignedWeightAndItsScales) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Plan plan, ParsePlan(R"({"rules": [
+      {"match": "**.weight", "spec": {"type": "chunk", "dim": 0, "align": 128,
+                                      "placements": {"ranks": "all"}}},
+      {"match": "**.weight_scale_inv", "spec": {"type": "chunk", "dim": 0,
+                                                "placements": {"ranks": "all"}}}]})"));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(
+      std::vector<ResolvedParameter> resolved,
+      Resolve(plan, {{"mlp.weight", {300, 256}}, {"mlp.weight_scale_inv", {3, 2}}}, 4));
+  const ParameterLayout& weight = resolved[0].layout;
+  const ParameterLayout& scale = resolved[1].layout;
+  EXPECT_EQ(weight.canonical_json,
+            R"({"align":128,"dim":0,"placements":["rank:0","rank:1","rank:2","rank:3"],)"
+            R"("type":"chunk","version":1})");
+  ASSERT_EQ(weight.shards.size(), 4u);
+  ASSERT_EQ(scale.shards.size(), 4u);
+  const int64_t rows[] = {0, 128, 256, 300, 300};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(weight.shards[i].offsets[0], rows[i]) << i;
+    EXPECT_EQ(weight.shards[i].sizes[0], rows[i + 1] - rows[i]) << i;
+    EXPECT_EQ(scale.shards[i].offsets[0], (rows[i] + 127) / 128) << i;
+    EXPECT_EQ(scale.shards[i].sizes[0], (rows[i + 1] + 127) / 128 - (rows[i] + 127) / 128) << i;
+    EXPECT_EQ(scale.shards[i].placement, weight.shards[i].placement) << i;
+  }
 }
 
 // A replicated parameter has one shard per rank: the world size is bounded before laying out.

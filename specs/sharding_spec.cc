@@ -30,6 +30,9 @@ absl::Status ValidateSelection(const RankSelection& ranks) {
 }
 
 absl::Status ValidateChunk(const ChunkShardingSpec& spec) {
+  if (spec.align < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("align must be >= 1, got ", spec.align));
+  }
   if (const auto* list = std::get_if<std::vector<Placement>>(&spec.placements)) {
     if (list->empty()) return absl::InvalidArgumentError("placements must not be empty");
     return absl::OkStatus();

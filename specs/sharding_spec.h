@@ -1,7 +1,8 @@
 // Sharding specs: how one tensor is cut into shards and which rank holds each.
 //
 //   ChunkShardingSpec       PyTorch's rule: dim `dim` split into len(placements) chunks,
-//                           chunk i on placements[i] (see layout.h for the arithmetic).
+//                           chunk i on placements[i], the split optionally rounded up to a
+//                           multiple of `align` (see layout.h for the arithmetic).
 //   EnumerableShardingSpec  an explicit list of shards that must tile the tensor exactly.
 //   ShardingSpec            one of the two.
 //
@@ -57,6 +58,9 @@ using Placements = std::variant<std::vector<Placement>, PlacementShorthand>;
 struct ChunkShardingSpec {
   int64_t dim = 0;  // negative: counts from the end, as in PyTorch
   Placements placements = std::vector<Placement>{};
+  // >= 1: the split is rounded up to a multiple of `align`, so that every chunk boundary but the
+  // tensor's end falls on a multiple of it (layout.h); 1 is PyTorch's rule.
+  int64_t align = 1;
   friend bool operator==(const ChunkShardingSpec&, const ChunkShardingSpec&) = default;
 };
 
@@ -68,8 +72,8 @@ struct EnumerableShardingSpec {
 using ShardingSpec = std::variant<ChunkShardingSpec, EnumerableShardingSpec>;
 
 // Checks what can be checked without a shape or world size: chunk placements (list or shorthand
-// rank list) non-empty, ranks within [0, kMaxRank], a range's first <= last; enumerable shards
-// non-empty, each valid (ValidateShardMetadata), all with the same number of dims, no two
+// rank list) non-empty, ranks within [0, kMaxRank], a range's first <= last, align >= 1; enumerable
+// shards non-empty, each valid (ValidateShardMetadata), all with the same number of dims, no two
 // overlapping (CheckNoOverlap).
 // Errors: kInvalidArgument naming the placement or shard by index.
 [[nodiscard]] absl::Status ValidateSpec(const ShardingSpec& spec);

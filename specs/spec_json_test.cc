@@ -55,7 +55,7 @@ TEST(ParseSpecTest, StructuralErrorsNameThePath) {
   ExpectError(R"({"type": 1})", "type: expected string, got 1");
   ExpectError(R"({"type": "grid"})", "type: expected \"chunk\" or \"enumerable\", got \"grid\"");
   ExpectError(R"({"type": "chunk", "dim": 0, "placements": ["rank:0"], "dims": 1})",
-              "top level: unknown key \"dims\" (expected dim, placements, type, version)");
+              "top level: unknown key \"dims\" (expected align, dim, placements, type, version)");
   ExpectError(R"({"type": "chunk", "dim": 0, "dim": 1, "placements": ["rank:0"]})",
               "top level: duplicate key \"dim\"");
   ExpectError(R"({"type": "chunk", "placements": ["rank:0"]})", "top level: missing key \"dim\"");
@@ -79,6 +79,34 @@ TEST(ParseSpecTest, StructuralErrorsNameThePath) {
               "placements[1]: expected string, got 1");
   ExpectError(R"({"type": "chunk", "dim": 0, "placements": ["rank:0"], "version": 2})",
               "version: unsupported version 2 (expected 1)");
+}
+
+TEST(ParseSpecTest, Align) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(
+      ShardingSpec aligned,
+      ParseSpec(R"({"type": "chunk", "dim": 0, "align": 128, "placements": {"ranks": "all"}})"));
+  EXPECT_EQ(std::get<ChunkShardingSpec>(aligned).align, 128);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(
+      ShardingSpec plain, ParseSpec(R"({"type": "chunk", "dim": 0, "placements": ["rank:0"]})"));
+  EXPECT_EQ(std::get<ChunkShardingSpec>(plain).align, 1);
+
+  const auto with = [](std::string_view align) {
+    return absl::StrCat(R"({"type": "chunk", "dim": 0, "placements": ["rank:0"], "align": )",
+                        absl::string_view(align.data(), align.size()), "}");
+  };
+  ExpectError(with("0"), "align: expected a positive integer, got 0");
+  ExpectError(with("-128"), "align: expected a positive integer, got -128");
+  ExpectError(with("1.5"), "align: expected a positive integer, got 1.5");
+  ExpectError(with("128.0"), "align: expected a positive integer, got 128.0");
+  ExpectError(with(R"("128")"), "align: expected a positive integer, got \"128\"");
+  ExpectError(with("true"), "align: expected a positive integer, got true");
+  ExpectError(with("null"), "align: expected a positive integer, got null");
+  ExpectError(with("18446744073709551615"),
+              "align: expected a positive integer, got 18446744073709551615");
+  // Only chunk specs are aligned.
+  ExpectError(R"({"type": "enumerable", "align": 2, "shards": [
+                  {"offsets": [0], "sizes": [4], "placement": "rank:0"}]})",
+              "top level: unknown key \"align\" (expected shards, type, version)");
 }
 
 TEST(ParseSpecTest, ShorthandErrors) {
@@ -167,6 +195,29 @@ TEST(CanonicalTest, SortedCompactVersionedAsWritten) {
       R"({"dim":0,"placements":{"device":"cuda:1","ranks":[2,0]},"type":"chunk","version":1})");
   EXPECT_EQ(CanonicalJson(*ParseSpec(R"({"type":"chunk","dim":0,"placements":{"ranks":"0..3"}})")),
             R"({"dim":0,"placements":{"ranks":"0..3"},"type":"chunk","version":1})");
+}
+
+// align is in the canonical form only when it is not 1: specs written without it (and with
+// "align": 1) keep the bytes and fingerprints they had before align existed.
+TEST(CanonicalTest, AlignOnlyWhenNotOne) {
+  constexpr char kPlain[] =
+      R"({"dim":0,"placements":["rank:0","rank:1"],"type":"chunk","version":1})";
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(
+      ShardingSpec one,
+      ParseSpec(R"({"type":"chunk","dim":0,"align":1,"placements":["rank:0","rank:1"]})"));
+  EXPECT_EQ(CanonicalJson(one), kPlain);
+  EXPECT_EQ(CanonicalJson(*ParseSpec(kPlain)), kPlain);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(
+      ShardingSpec aligned,
+      ParseSpec(R"({"type":"chunk","dim":-2,"align":128,"placements":{"ranks":"all"}})"));
+  EXPECT_EQ(CanonicalJson(aligned),
+            R"({"align":128,"dim":-2,"placements":{"ranks":"all"},"type":"chunk","version":1})");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(std::string bound, BoundCanonicalJson(aligned, {300, 256}, 2));
+  EXPECT_EQ(bound,
+            R"({"align":128,"dim":0,"placements":["rank:0","rank:1"],"type":"chunk","version":1})");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(ShardingSpec again, ParseSpec(bound));
+  EXPECT_EQ(CanonicalJson(again), bound);  // fixed point
+  EXPECT_NE(Fingerprint(bound), Fingerprint(kPlain));
 }
 
 TEST(CanonicalTest, BoundFormAndEquality) {

@@ -72,7 +72,8 @@ absl::StatusOr<std::string> InspectCheckpoint(const CheckpointPath& where) {
 std::string DescribeSpec(const IndexParameter& parameter) {
   if (!parameter.spec) return "replicated";
   if (const auto* chunk = std::get_if<specs::ChunkShardingSpec>(&*parameter.spec)) {
-    return absl::StrCat("chunk(dim=", chunk->dim, ")");
+    if (chunk->align == 1) return absl::StrCat("chunk(dim=", chunk->dim, ")");
+    return absl::StrCat("chunk(dim=", chunk->dim, ",align=", chunk->align, ")");
   }
   return absl::StrCat("enumerable(", parameter.shards.size(), ")");
 }

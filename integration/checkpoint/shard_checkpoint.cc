@@ -20,6 +20,7 @@
 #include "core/json/json_reader.h"
 #include "integration/checkpoint/checkpoint_identity.h"
 #include "integration/checkpoint/checkpoint_source.h"
+#include "integration/checkpoint/fp8_scales.h"
 #include "integration/checkpoint/progress.h"
 #include "integration/checkpoint/shard_dir.h"
 #include "integration/checkpoint/shard_dir_source.h"
@@ -159,39 +160,75 @@ absl::StatusOr<safetensors::Header> DecodeHeader(std::string_view bytes, int64_t
                                   absl::StrCat("checkpoint header from rank ", src_rank));
 }
 
-// Step 2: every rank's memory budget (8 bytes, little-endian), then the source's header, reach
-// every rank (collective; errors as AllGather).
+// What every rank must be given alike, sent before the source's header: the memory budget, the
+// FP8 block size and --allow-misaligned-scales, 8 bytes each, little-endian.
+constexpr size_t kRankOptionsBytes = 24;
+
+std::string EncodeRankOptions(const ShardCheckpointOptions& options) {
+  std::string out;
+  AppendUint64(out, static_cast<uint64_t>(options.memory_bytes));
+  AppendUint64(out, static_cast<uint64_t>(options.fp8.block));
+  AppendUint64(out, options.fp8.allow_misaligned ? 1 : 0);
+  return out;
+}
+
+// Step 2: every rank's options, then the source's header, reach every rank (collective; errors
+// as AllGather).
 absl::StatusOr<std::vector<std::string>> ShareHeader(Run& run, const CallOptions& call) {
-  std::string mine;
-  AppendUint64(mine, static_cast<uint64_t>(run.options.memory_bytes));
+  std::string mine = EncodeRankOptions(run.options);
   if (run.source) mine += EncodeHeader(run.source->header());
   return run.comm.AllGather(ConstBuffer(mine), call);
 }
 
-// The budget sets the rounds every rank follows: all ranks must be given the same one. The same
-// verdict on every rank (it is computed from the same bytes).
-absl::Status CheckSameBudget(const std::vector<std::string>& shared) {
+// "rank 1: 8 MiB; ranks 0, 2: 512 MiB" for the option at byte `offset` of the shared options, or
+// "" when every rank has the same value.
+template <typename Describe>
+std::string Differing(const std::vector<std::string>& shared, size_t offset, Describe describe) {
   std::map<int64_t, std::vector<int>> ranks_of;
   for (size_t rank = 0; rank < shared.size(); ++rank) {
-    ranks_of[static_cast<int64_t>(ReadUint64(shared[rank]))].push_back(static_cast<int>(rank));
+    ranks_of[static_cast<int64_t>(ReadUint64(std::string_view(shared[rank]).substr(offset)))]
+        .push_back(static_cast<int>(rank));
   }
-  if (ranks_of.size() == 1) return absl::OkStatus();
+  if (ranks_of.size() == 1) return "";
   std::vector<std::string> parts;
-  for (const auto& [bytes, ranks] : ranks_of) {
-    parts.push_back(absl::StrCat(FormatRanks(ranks), ": ",
-                                 bytes % (1 << 20) == 0 ? absl::StrCat(bytes >> 20, " MiB")
-                                                        : absl::StrCat(bytes, " bytes")));
+  for (const auto& [value, ranks] : ranks_of) {
+    parts.push_back(absl::StrCat(FormatRanks(ranks), ": ", describe(value)));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("the ranks were given different memory budgets (--memory-mib): ",
-                   absl::StrJoin(parts, "; ")));
+  return absl::StrJoin(parts, "; ");
+}
+
+// The budget sets the rounds every rank follows, and the FP8 options the verdict of a check every
+// rank runs alone: all ranks must be given the same ones. The same verdict on every rank (it is
+// computed from the same bytes).
+absl::Status CheckSameOptions(const std::vector<std::string>& shared) {
+  const std::string budgets = Differing(shared, 0, [](int64_t bytes) {
+    return bytes % (1 << 20) == 0 ? absl::StrCat(bytes >> 20, " MiB")
+                                  : absl::StrCat(bytes, " bytes");
+  });
+  if (!budgets.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ranks were given different memory budgets (--memory-mib): ", budgets));
+  }
+  const std::string blocks =
+      Differing(shared, 8, [](int64_t block) { return absl::StrCat(block); });
+  if (!blocks.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ranks were given different FP8 block sizes (--fp8-block): ", blocks));
+  }
+  const std::string allow =
+      Differing(shared, 16, [](int64_t set) { return set != 0 ? "set" : "not set"; });
+  if (!allow.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ranks were given different --allow-misaligned-scales: ", allow));
+  }
+  return absl::OkStatus();
 }
 
 // Step 2 (local): parameters from the header, plan resolved, a Module of meta tensors.
 absl::Status ResolveParameters(Run& run, const std::vector<std::string>& shared) {
-  SHARDKIT_RETURN_IF_ERROR(CheckSameBudget(shared));
+  SHARDKIT_RETURN_IF_ERROR(CheckSameOptions(shared));
   const std::string_view header_bytes =
-      std::string_view(shared[static_cast<size_t>(run.plan.src_rank)]).substr(8);
+      std::string_view(shared[static_cast<size_t>(run.plan.src_rank)]).substr(kRankOptionsBytes);
   SHARDKIT_ASSIGN_OR_RETURN(run.header, DecodeHeader(header_bytes, run.plan.src_rank));
   std::vector<specs::ParameterInfo> infos;
   for (const safetensors::TensorInfo& info : run.header.tensors) {
@@ -216,12 +253,28 @@ absl::Status ResolveParameters(Run& run, const std::vector<std::string>& shared)
   return absl::OkStatus();
 }
 
+// Step 3 (local, on agreed data: the same verdict on every rank): FP8 weights and their scales cut
+// on the same block boundaries (fp8_scales.h); warnings join the others.
+absl::Status CheckScales(Run& run) {
+  std::vector<LaidOutTensor> tensors;
+  tensors.reserve(run.agreed.size());
+  for (const AgreedParameter& parameter : run.agreed) {
+    tensors.push_back({parameter.name, parameter.dtype, parameter.shape,
+                       !parameter.spec.has_value(), parameter.shards});
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> warnings,
+                            CheckFp8Scales(tensors, run.options.fp8));
+  run.warnings.insert(run.warnings.end(), warnings.begin(), warnings.end());
+  return absl::OkStatus();
+}
+
 // Step 3: every rank agrees on the whole plan (the engine's agreement: names, bound specs,
 // shapes, dtypes, src_rank, strategy), before any data moves.
 absl::Status AgreeOnLayouts(Run& run, const CallOptions& call) {
   ShardOptions options{
       .src_rank = static_cast<int>(run.plan.src_rank), .strategy = run.plan.strategy, .call = call};
   SHARDKIT_ASSIGN_OR_RETURN(run.agreed, AgreeOnPlan(run.module, run.plan, run.comm, {}, options));
+  SHARDKIT_RETURN_IF_ERROR(CheckScales(run));
   std::vector<StreamTensor> tensors;
   for (size_t i = 0; i < run.agreed.size(); ++i) {
     AgreedParameter& parameter = run.agreed[i];

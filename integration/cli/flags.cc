@@ -7,11 +7,12 @@
 #include <cstdlib>
 #include <iostream>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "core/base/env.h"
 
 namespace shardkit::cli {
@@ -200,12 +201,18 @@ absl::Status FlagParser::Parse(const std::vector<std::string>& args,
 std::string FlagParser::Help() const {
   std::string out = absl::StrCat("usage: ", command_, " ", usage_, "\n");
   if (!flags_.empty()) absl::StrAppend(&out, "\nflags:\n");
+  std::vector<std::pair<std::string, std::string>> rows;
+  size_t width = 22;  // the help texts start in one column, after the longest flag
   for (const Flag& flag : flags_) {
     std::string left = absl::StrCat("--", flag.name);
     if (flag.kind != Kind::kBool) absl::StrAppend(&left, " VALUE");
-    absl::StrAppendFormat(&out, "  %-22s %s\n", left, flag.help);
+    width = std::max(width, left.size());
+    rows.emplace_back(std::move(left), flag.help);
   }
-  absl::StrAppendFormat(&out, "  %-22s %s\n", "-h, --help", "print this help and exit");
+  rows.emplace_back("-h, --help", "print this help and exit");
+  for (const auto& [left, help] : rows) {
+    absl::StrAppend(&out, "  ", left, std::string(width - left.size() + 1, ' '), help, "\n");
+  }
   return out;
 }
 
@@ -234,6 +241,16 @@ void AddMemoryFlag(FlagParser& flags, int64_t* mib) {
                absl::StrCat("at most M MiB of tensor data in memory on any rank at once (default ",
                             kDefaultMemoryMib, ")"),
                1, int64_t{1} << 30);
+}
+
+void AddFp8Flags(FlagParser& flags, int64_t* block, bool* allow_misaligned) {
+  flags.AddInt("fp8-block", block,
+               absl::StrCat("block size B of FP8 weights' X_scale_inv scales: cuts of an F8_* "
+                            "tensor must fall on multiples of B, its scales cut alike (default ",
+                            *block, ")"),
+               1, int64_t{1} << 30);
+  flags.AddBool("allow-misaligned-scales", allow_misaligned,
+                "warn instead of refusing a plan that cuts an FP8 weight off its scale blocks");
 }
 
 bool ProgressWanted() {

@@ -158,6 +158,10 @@ inline constexpr char kSeeHelp[] = " (see --help)";
 inline constexpr int64_t kDefaultMemoryMib = 512;
 void AddMemoryFlag(FlagParser& flags, int64_t* mib);
 
+// --fp8-block B (>= 1) and --allow-misaligned-scales of the commands that check FP8 weights'
+// block scales (shard; reshard): `*block` holds the default when this is called.
+void AddFp8Flags(FlagParser& flags, int64_t* block, bool* allow_misaligned);
+
 // Whether long phases print progress lines on stderr: SHARDKIT_PROGRESS=1 (or 0) decides, else
 // whether stderr is a terminal.
 bool ProgressWanted();

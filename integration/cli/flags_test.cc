@@ -85,6 +85,37 @@ TEST_F(FlagParserTest, HelpListsFlags) {
   EXPECT_THAT(parser_.Help(), HasSubstr("--nproc VALUE"));
 }
 
+// The help texts start in one column, after the longest flag (at least 22 wide).
+TEST(FlagHelpTest, LongFlagsWidenTheColumn) {
+  Parsed v;
+  EXPECT_THAT(TestParser(&v).Help(), HasSubstr("\n  --nproc VALUE          ranks\n"));
+  int64_t block = 128;
+  bool allow = false;
+  FlagParser parser("shardkit test", "");
+  parser.AddInt("nproc", &v.nproc, "ranks");
+  AddFp8Flags(parser, &block, &allow);
+  const std::string help = parser.Help();
+  EXPECT_THAT(help, HasSubstr("\n  --nproc VALUE             ranks\n"));
+  EXPECT_THAT(help, HasSubstr("\n  --allow-misaligned-scales warn instead"));
+  EXPECT_THAT(help, HasSubstr("\n  -h, --help                print this help"));
+  EXPECT_THAT(help, HasSubstr("(default 128)"));
+}
+
+TEST(FlagHelpTest, Fp8Flags) {
+  int64_t block = 128;
+  bool allow = false;
+  FlagParser parser("shardkit test", "");
+  AddFp8Flags(parser, &block, &allow);
+  std::vector<std::string> positional;
+  ASSERT_THAT(parser.Parse({"--fp8-block", "64", "--allow-misaligned-scales"}, &positional),
+              IsOk());
+  EXPECT_EQ(block, 64);
+  EXPECT_TRUE(allow);
+  EXPECT_THAT(parser.Parse({"--fp8-block", "0"}, &positional),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--fp8-block: 0 is out of range [1, 1073741824]")));
+}
+
 // ParseCommand over a fresh TestParser per call, stdout and stderr captured across calls.
 class ParseCommandTest : public ::testing::Test {
  protected:

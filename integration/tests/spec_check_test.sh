@@ -24,6 +24,29 @@ grep -Eq '^sha256:[0-9a-f]{64}$' <<<"$(sed -n 2p <<<"$out")" || fail "bound fing
 [ "$(sed -n 6p <<<"$out" | tr -s ' ')" = "2 2 [0, 6] [5, 1]" ] || fail "table row 2: $(sed -n 6p <<<"$out")"
 [ "$(wc -l <<<"$out")" -eq 6 ] || fail "bound: line count"
 
+# "align": in the canonical form only when it is not 1; the shard table follows the aligned split.
+out=$("$bin" spec check "$data/chunk_align.json") || fail "chunk_align exit $?"
+[ "$(sed -n 1p <<<"$out")" = "$(cat "$data/chunk_align.canonical")" ] || fail "chunk_align canonical"
+[ "$(sed -n 2p <<<"$out")" = "$(cat "$data/chunk_align.fingerprint")" ] || fail "chunk_align fingerprint"
+out=$("$bin" spec check "$data/chunk_align_one.json") || fail "chunk_align_one exit $?"
+[ "$out" = "$("$bin" spec check "$data/chunk_rows.json")" ] || fail "align 1 is not chunk_rows: $out"
+out=$("$bin" spec check "$data/chunk_align.json" --shape 300,256 --world 3) || fail "aligned bound exit $?"
+[ "$(sed -n 1p <<<"$out")" = "$(cat "$data/chunk_align.canonical")" ] || fail "aligned bound canonical"
+[ "$(sed -n 4,6p <<<"$out" | tr -s ' ')" = "0 0 [0, 0] [128, 256]
+1 1 [128, 0] [128, 256]
+2 2 [256, 0] [44, 256]" ] || fail "aligned table: $(sed -n 4,6p <<<"$out")"
+echo '{"type": "chunk", "dim": -1, "align": 128, "placements": {"ranks": "all"}}' >"$tmp/align_all.json"
+out=$("$bin" spec check "$tmp/align_all.json" --shape 256,300 --world 4) || fail "aligned shorthand exit $?"
+expected='{"align":128,"dim":1,"placements":["rank:0","rank:1","rank:2","rank:3"],"type":"chunk","version":1}'
+[ "$(sed -n 1p <<<"$out")" = "$expected" ] || fail "aligned shorthand canonical: $(sed -n 1p <<<"$out")"
+# Zero-size tail: 300 columns in 128-column chunks over 4 ranks leave rank 3 none, at the end.
+[ "$(sed -n 4,7p <<<"$out" | tr -s ' ')" = "0 0 [0, 0] [256, 128]
+1 1 [0, 128] [256, 128]
+2 2 [0, 256] [256, 44]
+3 3 [0, 300] [256, 0]" ] || fail "aligned shorthand table: $(sed -n 4,7p <<<"$out")"
+out=$("$bin" spec check "$data/plan_fp8_blocks.json") || fail "plan_fp8_blocks exit $?"
+[ "$(sed -n 1p <<<"$out")" = "$(cat "$data/plan_fp8_blocks.canonical")" ] || fail "plan_fp8_blocks canonical"
+
 # A plan is recognised by "rules".
 out=$("$bin" spec check "$data/plan_example.json") || fail "plan exit $?"
 [ "$(sed -n 1p <<<"$out")" = "$(cat "$data/plan_example.canonical")" ] || fail "plan canonical"
@@ -51,6 +74,9 @@ expect_invalid() {  # NAME EXPECTED_SUBSTRING ARGS...
 expect_invalid dim_string 'dim: expected integer, got "x"' "$data/invalid/dim_string.json"
 expect_invalid truncated 'invalid JSON: parse error at line 1, column 18' "$data/invalid/truncated.json"
 expect_invalid plan_bad_dim 'rules[1].spec.dim: expected integer' "$data/invalid/plan_bad_dim.json"
+expect_invalid align_zero 'align: expected a positive integer, got 0' "$data/invalid/align_zero.json"
+expect_invalid plan_align_string 'rules[0].spec.align: expected a positive integer, got "128"' \
+  "$data/invalid/plan_align_string.json"
 expect_invalid zero_d 'a 0-d tensor cannot be chunked' "$data/chunk_rows.json" --shape ''
 expect_invalid world 'outside the world of 2 ranks' "$data/enumerable_grid.json" --shape 10,10 --world 2
 # Overlapping enumerable shards need no --shape to be rejected.

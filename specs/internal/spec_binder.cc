@@ -97,14 +97,25 @@ absl::StatusOr<Placements> PlacementsFromJson(const Json& value, std::string_vie
   return placements;
 }
 
+// An optional "align": an integer >= 1 (1 when absent).
+absl::StatusOr<int64_t> AlignFromJson(const Json* value, std::string_view path) {
+  if (value == nullptr) return 1;
+  absl::StatusOr<int64_t> align = GetInt(*value, path);
+  if (!align.ok() || *align < 1) return TypeError(path, "a positive integer", *value);
+  return *align;
+}
+
 absl::StatusOr<ChunkShardingSpec> ChunkFromJson(const Json& value, std::string_view path) {
-  SHARDKIT_RETURN_IF_ERROR(CheckObject(value, path, {"type", "version", "dim", "placements"}));
+  SHARDKIT_RETURN_IF_ERROR(
+      CheckObject(value, path, {"type", "version", "dim", "placements", "align"}));
   SHARDKIT_ASSIGN_OR_RETURN(const Json* dim, Required(value, path, "dim"));
   SHARDKIT_ASSIGN_OR_RETURN(const Json* placements, Required(value, path, "placements"));
   ChunkShardingSpec spec;
   SHARDKIT_ASSIGN_OR_RETURN(spec.dim, GetInt(*dim, ChildPath(path, "dim")));
   SHARDKIT_ASSIGN_OR_RETURN(spec.placements,
                             PlacementsFromJson(*placements, ChildPath(path, "placements")));
+  SHARDKIT_ASSIGN_OR_RETURN(spec.align,
+                            AlignFromJson(Optional(value, "align"), ChildPath(path, "align")));
   return spec;
 }
 
@@ -185,6 +196,8 @@ Json SpecToJson(const ShardingSpec& spec) {
     out["type"] = "chunk";
     out["dim"] = chunk->dim;
     out["placements"] = PlacementsToJson(chunk->placements);
+    // Only when it matters: specs without align keep their canonical bytes and fingerprints.
+    if (chunk->align != 1) out["align"] = chunk->align;
     return out;
   }
   out["type"] = "enumerable";

@@ -15,7 +15,8 @@ using json::Json;
 // Parses and validates (ValidateSpec) the spec at `path`. Errors: kInvalidArgument with the path.
 [[nodiscard]] absl::StatusOr<ShardingSpec> SpecFromJson(const Json& value, std::string_view path);
 
-// The canonical JSON value of `spec`: "version": 1 added, placements as written.
+// The canonical JSON value of `spec`: "version": 1 added, placements as written, a chunk's
+// "align" only when it is not 1.
 Json SpecToJson(const ShardingSpec& spec);
 
 }  // namespace shardkit::specs::internal

@@ -185,6 +185,30 @@ def overrides(rng):
           f"block 0: {r.returncode}: {r.stderr}")
 
 
+def resharded(rng):
+    """reshard checks the new layout the same way: the aligned rows of W moved to 2 ranks are
+    accepted and gather back; the misaligned plan is refused on every rank; the override warns."""
+    ck, tensors = checkpoint("reshard.safetensors", rng)
+    src, r = shard("reshard src", plan("reshard-src.json", ALIGNED), ck)
+    if not check(r.returncode == 0, f"reshard src: {r.stderr}"):
+        return
+    def reshard(label, plan_path, *flags):
+        out = path(label.replace(" ", "-") + "-out")
+        return out, run(["reshard", "--nproc", str(WORLD), "--in", src, "--plan", plan_path,
+                         "--out", out] + list(flags))
+    out, r = reshard("reshard aligned", plan("reshard-aligned.json",
+                                             [(W, chunk(0, [1, 0], 128)), (WS, chunk(0, [1, 0]))]))
+    if check(r.returncode == 0, f"reshard aligned: exit {r.returncode}: {r.stderr}"):
+        round_trip("reshard aligned", out, tensors)
+    misaligned = plan("reshard-misaligned.json", [(W, chunk(0)), (WS, chunk(0))])
+    out, r = reshard("reshard misaligned", misaligned)
+    expect_refused("reshard misaligned", r, out, "shardkit reshard: FP8 block scales: "
+                   "layers.0.mlp.weight (F8_E4M3 [300, 256]) is cut at 100 on dim 0")
+    out, r = reshard("reshard override", misaligned, "--allow-misaligned-scales")
+    check(r.returncode == 0 and "--allow-misaligned-scales" in r.stderr,
+          f"reshard override: exit {r.returncode}: {r.stderr}")
+
+
 def disagreeing(rng):
     """Each rank checks alone, so the ranks must be given the same FP8 options (exit 2 if not)."""
     ck, _ = checkpoint("disagree.safetensors", rng)
@@ -208,6 +232,7 @@ def main():
     aligned(rng)
     refused(rng)
     overrides(rng)
+    resharded(rng)
     disagreeing(rng)
     finish("fp8 scales")
 

@@ -1,5 +1,6 @@
-"""The checkpoint mode of compare_torch.py: `shardkit shard`/`gather` beside PyTorch 1.13 and the
-durable-copy floor, in one run.
+"""The checkpoint mode of compare_torch.py: `shardkit shard`/`gather`/`reshard` beside PyTorch 1.13
+and the durable-copy floor, in one run (PyTorch's side in checkpoint_torch.py, the checkpoint and
+the output comparisons in checkpoint_files.py).
 
 Checkpoint mode (issue 14): one run, side by side, on a checkpoint of ck_mib/64 tensors "w000"...
 of [4096, 4096] F32 (64 MiB each) written in WORKDIR, chunked on dim 0 over every rank:
@@ -21,7 +22,14 @@ of [4096, 4096] F32 (64 MiB each) written in WORKDIR, chunked on dim 0 over ever
   compared with CK's);
 - `shardkit gather --max-shard-size 500MB` of the same output into WORKDIR/gathered-hf/ (issue 17:
   Hugging Face files, 5 of them for 2 GiB; every tensor compared with CK's in the file the index
-  names, total_size checked).
+  names, total_size checked);
+- R1 (issue 17), to 3 ranks with a plan chunking every tensor on dim 1 (WORKDIR/plan-dim1.json):
+  `shardkit shard --strategy direct --nproc 3` of CK, and `shardkit reshard --nproc 3` of the
+  default scatter output (chunk dim 0 over --nproc ranks: 4 by default, as the issue asks; with
+  another --nproc it reshards from those ranks and says so), both with the default --memory-mib;
+  reshard's rank files compared byte for byte with the direct run's (index.json records the
+  strategy and is not compared); per-rank peak RSS and the "planned in" seconds from reshard's
+  summary.
 Each timed step starts after a `sync`, so none pays for an earlier step's dirty pages; with
 --repeats R every step runs R times, each figure is the median wall time and the highest peak RSS.
 Targets (M = 512, the default --memory-mib), each with pass/fail:
@@ -30,16 +38,17 @@ Targets (M = 512, the default --memory-mib), each with pass/fail:
   0.22x torch's time in the job), every rank's peak RSS <= M + 160 MiB, rank files identical;
 - C3: shard --memory-mib 32: every rank's peak RSS <= 200 MiB, output identical;
 - C4: gather wall <= 2x floor, peak RSS <= M + 160 MiB, gathered tensors equal CK's;
+- R1: reshard wall <= 1.5x shard --strategy direct's to 3 ranks in the same run, every rank's peak
+  RSS <= M + 160 MiB, rank files identical (planning seconds reported);
 - R2: gather --max-shard-size 500MB wall <= 1.2x the single-file gather's in the same run, peak
   RSS <= M + 160 MiB, its tensors equal CK's.
 Prints a table, the targets and one JSON line last; exits 1 only if an output is wrong (a missed
 target is reported, not an error). Without torch the torch step is skipped (and said so). WORKDIR
 defaults to a fresh temporary directory, removed afterwards; a given --workdir keeps what the run
-wrote (out-default/, out-m32/, out-direct/, gathered.safetensors, gathered-hf/ and each step's
-.log).
+wrote (plan.json, plan-dim1.json, out-default/, out-m32/, out-direct/, gathered.safetensors,
+gathered-hf/, out-direct3/, out-reshard/ and each step's .log).
 """
 import json
-import mmap
 import os
 import re
 import shutil
@@ -49,18 +58,15 @@ import sys
 import tempfile
 import time
 
-from checkpoint_files import (CK_COLS, CK_ROWS, read_header, read_through, same_hf_tensors,
-                              same_output, same_tensors, write_checkpoint)
-from torch_fix import TORCH_PYTHON, FixFinder, status_mib, torch_importable
+from checkpoint_files import (CK_COLS, CK_ROWS, read_through, same_hf_tensors, same_output,
+                              same_tensors, write_checkpoint)
+from checkpoint_torch import time_torch
+from torch_fix import TORCH_PYTHON, torch_importable
 
-# The torch ranks run the entry script (compare_torch.py --torch-rank R --torch-ck ...).
-COMPARE_TORCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compare_torch.py")
-
-TORCH_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
-                "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
-                "BOOL": "bool"}
 CK_PLAN = {"rules": [{"match": "*", "spec": {"type": "chunk", "dim": 0,
                                               "placements": {"ranks": "all"}}}]}
+RESHARD_PLAN = {"rules": [{"match": "*", "spec": {"type": "chunk", "dim": 1,      # R1's new plan
+                                                   "placements": {"ranks": "all"}}}]}
 BUDGET_MIB = 512                              # shardkit's default --memory-mib
 RSS_SLACK_MIB = 160
 SMALL_BUDGET_MIB = 32
@@ -73,83 +79,16 @@ HF_SHARD_SIZE = "500MB"                       # R2: gather --max-shard-size
 # The timed `shardkit gather` runs of the default shard output: step -> (output in WORKDIR, flags).
 GATHER_STEPS = {"gather": ("gathered.safetensors", []),
                 "gather_hf": ("gathered-hf", ["--max-shard-size", HF_SHARD_SIZE])}
-
-
-def torch_checkpoint_rank(args):
-    """One rank of the PyTorch 1.13 script: rank 0 maps the checkpoint, the others give every
-    parameter a meta tensor of its shape; shard_parameter per tensor; torch.save of the local
-    shards."""
-    sys.meta_path.insert(0, FixFinder)
-    import torch
-    import torch.distributed as dist
-    from torch.distributed._shard import shard_parameter
-    from torch.distributed._shard.sharding_spec import ChunkShardingSpec
-
-    rank, world = args.torch_rank, args.nproc
-    dist.init_process_group("gloo", init_method="file://" + args.store, rank=rank,
-                            world_size=world)
-    baseline = status_mib("VmRSS")
-    dist.barrier()
-    start = time.perf_counter()
-    base, header = read_header(args.torch_ck)   # every rank knows the shapes (the model's)
-    module = torch.nn.Module()
-    if rank == 0:
-        with open(args.torch_ck, "rb") as f:   # the mapping outlives the file object
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-    for name in sorted(header):
-        entry = header[name]
-        dtype = getattr(torch, TORCH_DTYPES[entry["dtype"]])
-        if rank == 0:
-            begin, end = entry["data_offsets"]
-            count = (end - begin) // torch.empty(0, dtype=dtype).element_size()
-            tensor = torch.frombuffer(mapped, dtype=dtype, count=count,
-                                      offset=base + begin).view(entry["shape"])
-        else:
-            tensor = torch.empty(entry["shape"], dtype=dtype, device="meta")
-        module.register_parameter(name, torch.nn.Parameter(tensor, requires_grad=False))
-    spec = ChunkShardingSpec(dim=0, placements=[f"rank:{r}/cpu" for r in range(world)])
-    for name in sorted(header):
-        shard_parameter(module, name, spec, src_rank=0)
-    local = {name: getattr(module, name).local_shards()[0].tensor.detach()
-             for name in sorted(header)}
-    torch.save(local, os.path.join(args.torch_out, f"rank-{rank}.pt"))
-    dist.barrier()
-    seconds = time.perf_counter() - start
-    print(json.dumps({"rank": rank, "in_job_s": seconds, "baseline_rss_mib": baseline,
-                      "peak_rss_mib": status_mib("VmHWM"),
-                      "local_bytes": sum(t.numel() * t.element_size() for t in local.values())}),
-          flush=True)
-
-
-def run_torch_checkpoint(args, ck, work, attempt):
-    """One PyTorch job: (wall seconds with start-up, the ranks' JSON rows)."""
-    out = os.path.join(work, "torch-out")
-    shutil.rmtree(out, ignore_errors=True)
-    os.makedirs(out)
-    store = os.path.join(work, f"torch-store-{attempt}")
-    flags = ["--nproc", str(args.nproc), "--store", store, "--torch-ck", ck, "--torch-out", out]
-    os.sync()
-    start = time.perf_counter()
-    procs = [subprocess.Popen([TORCH_PYTHON, COMPARE_TORCH, "--torch-rank", str(r)]
-                              + flags, stdout=subprocess.PIPE, text=True)
-             for r in range(args.nproc)]
-    try:
-        texts = [p.communicate(timeout=args.timeout)[0] for p in procs]
-    except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-        sys.exit(f"compare_torch: the PyTorch job ran past {args.timeout} s")
-    wall = time.perf_counter() - start
-    if os.path.exists(store):
-        os.remove(store)
-    if any(p.returncode != 0 for p in procs):
-        sys.exit("compare_torch: a PyTorch rank failed")
-    rows = [json.loads(line) for text in texts for line in text.splitlines() if line.strip()]
-    return wall, sorted(rows, key=lambda r: r["rank"])
+RESHARD_NPROC = 3                             # R1: the new world size
+RESHARD_FROM_NPROC = 4                        # R1: the issue's old world size
+RESHARD_TARGET = 1.5                          # R1: reshard wall / direct to 3 ranks
+# R1's timed runs to RESHARD_NPROC ranks with RESHARD_PLAN: step -> output directory in WORKDIR.
+RESHARD_STEPS = {"direct3": "out-direct3", "reshard": "out-reshard"}
 
 
 def parse_rank_table(text):
-    """{rank: {column: value}} from the summary table `shardkit shard` prints on stderr."""
+    """{rank: {column: value}} from the summary table `shardkit shard` (or `reshard`) prints on
+    stderr."""
     columns, table = None, {}
     for line in text.splitlines():
         cells = re.sub(r"^\[rank \d+\]\s*", "", line).split()
@@ -160,8 +99,9 @@ def parse_rank_table(text):
         if len(cells) != len(columns) or not cells[0].isdigit():
             break
         row = dict(zip(columns, cells))
-        for key in ("tensors", "bytes"):
-            row[key] = int(row[key])
+        for key in ("tensors", "bytes", "bytes_read", "old_files"):    # the last two: reshard's
+            if key in row:
+                row[key] = int(row[key])
         for key in ("peak_rss_mib", "rss_growth_mib"):
             row[key] = float(row[key])
         table[int(cells[0])] = row
@@ -210,43 +150,50 @@ def checkpoint_mode(args):
 
 
 class Step:
-    """One timed step over the repeats: its wall times and each rank's highest peak RSS."""
+    """One timed step over the repeats: its wall times, each rank's highest peak RSS and, for a
+    shard or reshard run, the seconds its summary says planning took."""
 
     def __init__(self):
-        self.walls, self.rss = [], {}
+        self.walls, self.rss, self.planned = [], {}, []
 
-    def add(self, wall, rss=None):
+    def add(self, wall, rss=None, planned=None):
         self.walls.append(wall)
         for r, value in (rss or {}).items():
             self.rss[r] = max(self.rss.get(r, 0.0), value)
+        if planned is not None:
+            self.planned.append(planned)
 
     def median(self):
         return statistics.median(self.walls) if self.walls else None
+
+    def median_planned(self):
+        return statistics.median(self.planned) if self.planned else None
 
     def peaks(self):
         return [self.rss[r] for r in sorted(self.rss)]
 
 
 def checkpoint_bench(args, work, have_torch):
-    ck, plan, warm = prepare(args, work)
-    steps, torch_rows = time_steps(args, work, ck, plan, have_torch)
+    ck, plans, warm = prepare(args, work)
+    steps, torch_rows = time_steps(args, work, ck, plans, have_torch)
     outputs = check_outputs(work, ck)
     print_table(args, steps)
-    passed = print_targets(steps, outputs)
+    passed = print_targets(args, steps, outputs)
     print(json.dumps(result_json(args, warm, steps, torch_rows, outputs, passed)))
     ok = (outputs["identical"] and outputs["direct_identical"] and outputs["gather"][0]
-          and outputs["gather_hf"][0])
+          and outputs["gather_hf"][0] and outputs["reshard_identical"])
     return 0 if ok else 1    # a missed target alone is not an error
 
 
 def prepare(args, work):
-    """Writes the plan and the checkpoint, then warms the page cache: (checkpoint, plan, seconds
-    the warm read took)."""
+    """Writes the plans and the checkpoint, then warms the page cache: (checkpoint, (plan, R1's
+    dim-1 plan), seconds the warm read took)."""
     count = args.ck_mib // 64
     ck = os.path.join(work, "checkpoint.safetensors")
-    plan = os.path.join(work, "plan.json")
-    with open(plan, "w") as f:
-        json.dump(CK_PLAN, f)
+    plans = (os.path.join(work, "plan.json"), os.path.join(work, "plan-dim1.json"))
+    for path, content in zip(plans, (CK_PLAN, RESHARD_PLAN)):
+        with open(path, "w") as f:
+            json.dump(content, f)
     start = time.perf_counter()
     write_checkpoint(ck, count)
     print(f"checkpoint: {count} x [{CK_ROWS}, {CK_COLS}] F32 = {os.path.getsize(ck) / 2**20:.1f} "
@@ -255,29 +202,49 @@ def prepare(args, work):
     read_through(ck)
     warm = time.perf_counter() - start
     print(f"warm read: {warm:.2f} s ({os.path.getsize(ck) / warm / 1e9:.1f} GB/s)", flush=True)
-    return ck, plan, warm
+    return ck, plans, warm
 
 
-def time_steps(args, work, ck, plan, have_torch):
+def time_steps(args, work, ck, plans, have_torch):
     """Every timed step, args.repeats times: ({step name: Step}, torch's rows per rank)."""
-    names = ["floor", "torch", "torch_wall", *SHARD_STEPS, *GATHER_STEPS]
+    names = ["floor", "torch", "torch_wall", *SHARD_STEPS, *GATHER_STEPS, *RESHARD_STEPS]
     steps, torch_rows = {name: Step() for name in names}, {}
-    shard_cmd = [args.shardkit, "shard", "--nproc", str(args.nproc), "--plan", plan,
+    shard_cmd = [args.shardkit, "shard", "--nproc", str(args.nproc), "--plan", plans[0],
                  "--checkpoint", ck]
+    to_three = ["--nproc", str(RESHARD_NPROC), "--plan", plans[1]]
+    reshard_cmds = {"direct3": [args.shardkit, "shard", "--strategy", "direct", *to_three,
+                                "--checkpoint", ck],
+                    "reshard": [args.shardkit, "reshard", *to_three,
+                                "--in", shard_out(work, "shard")]}
+    if args.nproc != RESHARD_FROM_NPROC:
+        print(f"R1: reshard from the default shard output's {args.nproc} ranks (--nproc "
+              f"{args.nproc}), not the issue's {RESHARD_FROM_NPROC}", flush=True)
     for attempt in range(args.repeats):
         steps["floor"].add(time_floor(ck, work))
         print(f"[{attempt}] floor (cp + sync): {steps['floor'].walls[-1]:.3f} s", flush=True)
         if have_torch:
             time_torch(args, ck, work, attempt, steps, torch_rows)
         for name, (out, extra) in SHARD_STEPS.items():
-            steps[name].add(*time_shard(args, shard_cmd + extra, os.path.join(work, out)))
+            steps[name].add(*time_shard(shard_cmd + extra, os.path.join(work, out), args.nproc))
             print(f"[{attempt}] shard {' '.join(extra) or '(default --memory-mib)'}: "
                   f"{steps[name].walls[-1]:.3f} s", flush=True)
         for name, (out, extra) in GATHER_STEPS.items():
             steps[name].add(*time_gather(args, os.path.join(work, out), extra))
             print(f"[{attempt}] {' '.join(['gather', *extra])}: {steps[name].walls[-1]:.3f} s",
                   flush=True)
+        for name, out in RESHARD_STEPS.items():
+            steps[name].add(*time_shard(reshard_cmds[name], os.path.join(work, out),
+                                        RESHARD_NPROC))
+            print(f"[{attempt}] {reshard_label(args, name)}: {steps[name].walls[-1]:.3f} s, "
+                  f"planned in {steps[name].planned[-1]:.3f} s", flush=True)
     return steps, torch_rows
+
+
+def reshard_label(args, name):
+    """R1's runs as the table and the log name them."""
+    if name == "direct3":
+        return f"direct to {RESHARD_NPROC} ranks, dim 1"
+    return f"reshard {args.nproc} -> {RESHARD_NPROC} ranks, dim 0->1"
 
 
 def time_floor(ck, work):
@@ -292,32 +259,19 @@ def time_floor(ck, work):
     return wall
 
 
-def time_torch(args, ck, work, attempt, steps, torch_rows):
-    """One PyTorch job into steps["torch"] (in the job) and steps["torch_wall"]; torch_rows keeps
-    each rank's row of highest peak RSS."""
-    wall, rows = run_torch_checkpoint(args, ck, work, attempt)
-    steps["torch"].add(rows[0]["in_job_s"], {row["rank"]: row["peak_rss_mib"] for row in rows})
-    steps["torch_wall"].add(wall)
-    for row in rows:
-        old = torch_rows.get(row["rank"])
-        if old is None or row["peak_rss_mib"] > old["peak_rss_mib"]:
-            torch_rows[row["rank"]] = row
-    shutil.rmtree(os.path.join(work, "torch-out"), ignore_errors=True)
-    print(f"[{attempt}] torch: {rows[0]['in_job_s']:.3f} s in the job, {wall:.3f} s wall",
-          flush=True)
-
-
-def time_shard(args, cmd, out):
-    """One `shardkit shard` run into out, after a sync: (wall seconds, {rank: peak RSS MiB} from
-    the summary table it prints)."""
+def time_shard(cmd, out, nproc):
+    """One `shardkit shard` or `reshard` run on nproc ranks into out, after a sync: (wall
+    seconds, {rank: peak RSS MiB} from the summary table it prints, the seconds its summary says
+    planning took)."""
     shutil.rmtree(out, ignore_errors=True)
     log = out + ".log"
     wall, _ = run_checked(cmd + ["--out", out], log)
     with open(log) as f:
-        table = parse_rank_table(f.read())
-    if sorted(table) != list(range(args.nproc)):
-        sys.exit(f"compare_torch: no per-rank summary table in {log}")
-    return wall, {r: row["peak_rss_mib"] for r, row in table.items()}
+        text = f.read()
+    table, planned = parse_rank_table(text), re.search(r"planned in ([0-9.]+) s", text)
+    if sorted(table) != list(range(nproc)) or planned is None:
+        sys.exit(f"compare_torch: no per-rank summary table or planning time in {log}")
+    return wall, {r: row["peak_rss_mib"] for r, row in table.items()}, float(planned.group(1))
 
 
 def time_gather(args, gathered, extra):
@@ -337,19 +291,28 @@ def shard_out(work, name):
     return os.path.join(work, SHARD_STEPS[name][0])
 
 
+def reshard_out(work, name):
+    return os.path.join(work, RESHARD_STEPS[name])
+
+
 def check_outputs(work, ck):
     """identical: the --memory-mib 32 output's rank files and index.json are the default run's;
     direct_identical: so are the direct output's rank files (index.json, which records the
     strategy, is not compared);
     gather: (the gathered tensors are CK's, why not); gather_hf: (the same for the Hugging Face
-    output's files, why not, how many files)."""
+    output's files, why not, how many files);
+    reshard_identical: reshard's rank files are those of the direct run to 3 ranks (index.json
+    records the strategy and is not compared)."""
     default = shard_out(work, "shard")
     return {"identical": same_output(default, shard_out(work, "shard_m32"),
                                      lambda n: n.endswith(".safetensors") or n == "index.json"),
             "direct_identical": same_output(default, shard_out(work, "direct"),
                                             lambda n: n.endswith(".safetensors")),
             "gather": same_tensors(os.path.join(work, "gathered.safetensors"), ck),
-            "gather_hf": same_hf_tensors(os.path.join(work, "gathered-hf"), ck)}
+            "gather_hf": same_hf_tensors(os.path.join(work, "gathered-hf"), ck),
+            "reshard_identical": same_output(reshard_out(work, "direct3"),
+                                             reshard_out(work, "reshard"),
+                                             lambda n: n.endswith(".safetensors"))}
 
 
 def print_table(args, steps):
@@ -374,10 +337,13 @@ def print_table(args, steps):
     line("shard --strategy direct", steps["direct"])
     line("gather", steps["gather"])
     line(f"gather --max-shard-size {HF_SHARD_SIZE}", steps["gather_hf"])
+    line(reshard_label(args, "direct3"), steps["direct3"])
+    line(reshard_label(args, "reshard"), steps["reshard"],
+         f"  planned in {steps['reshard'].median_planned():.3f} s")
 
 
-def print_targets(steps, outputs):
-    """Prints the targets C1-C4 and R2 with pass/fail (the ratios to torch only reported):
+def print_targets(args, steps, outputs):
+    """Prints the targets C1-C4, R1 and R2 with pass/fail (the ratios to torch only reported):
     whether every one passed."""
     floor, s1, direct, g = (steps[n].median() for n in ("floor", "shard", "direct", "gather"))
     rss_limit, checks = BUDGET_MIB + RSS_SLACK_MIB, []
@@ -399,8 +365,22 @@ def print_targets(steps, outputs):
     target(checks, "C4", max(steps["gather"].peaks()), rss_limit, "gather peak RSS MiB (M + 160)")
     gather_ok, why = outputs["gather"]
     check(checks, "C4", gather_ok, "gathered tensors equal the checkpoint", why)
+    reshard_targets(args, checks, steps, outputs["reshard_identical"], rss_limit)
     hf_targets(checks, steps, outputs["gather_hf"], rss_limit)
     return all(checks)
+
+
+def reshard_targets(args, checks, steps, identical, rss_limit):
+    """R1: reshard to 3 ranks against shard --strategy direct to 3 ranks of the same run."""
+    ratio = steps["reshard"].median() / steps["direct3"].median()
+    origin = "" if args.nproc == RESHARD_FROM_NPROC else f" (from {args.nproc} ranks)"
+    target(checks, "R1", ratio, RESHARD_TARGET,
+           f"reshard{origin} wall / direct to {RESHARD_NPROC} ranks")
+    target(checks, "R1", max(steps["reshard"].peaks()), rss_limit,
+           "reshard: max rank peak RSS MiB (M + 160)")
+    check(checks, "R1", identical, "reshard: rank files byte-identical to direct's")
+    print(f"{'R1':<4} {'reshard: planned in (s, its summary)':<52} "
+          f"{steps['reshard'].median_planned():>9.3f}    (reported)")
 
 
 def hf_targets(checks, steps, hf_output, rss_limit):
@@ -458,9 +438,14 @@ def result_json(args, warm, steps, torch_rows, outputs, passed):
         "gather_hf": {"max_shard_size": HF_SHARD_SIZE, "wall_s": steps["gather_hf"].median(),
                       "peak_rss_mib": steps["gather_hf"].rss[0], "files": outputs["gather_hf"][2],
                       "equal": outputs["gather_hf"][0]},
+        "direct3": run("direct3", nproc=RESHARD_NPROC, chunk_dim=1),
+        "reshard": run("reshard", from_nproc=args.nproc, nproc=RESHARD_NPROC, chunk_dims=[0, 1],
+                       planned_s=steps["reshard"].median_planned(),
+                       identical_to_direct=outputs["reshard_identical"]),
         "ratios": {"shard_over_floor": over("shard", floor),
                    "gather_over_floor": over("gather", floor),
                    "gather_hf_over_gather": over("gather_hf", steps["gather"].median()),
+                   "reshard_over_direct3": over("reshard", steps["direct3"].median()),
                    "shard_over_torch_in_job": over("shard", tj),
                    "shard_over_torch_wall": over("shard", tw),
                    "direct_over_floor": over("direct", floor),

@@ -16,7 +16,8 @@ Each side: rank 0 holds the parameter(s) (chunked on dim 0 over every rank), sha
 PyTorch needs the full parameter on every rank: non-source ranks create and fill it (as a model's
 initialisation would), after their baseline. shardkit's non-source ranks start from meta tensors.
 
-Checkpoint mode (issue 14, `--checkpoint-mode`): see checkpoint_compare.py.
+Checkpoint mode (issue 14, `--checkpoint-mode`): see checkpoint_compare.py (its PyTorch side:
+checkpoint_torch.py).
 """
 import argparse
 import json
@@ -27,6 +28,7 @@ import tempfile
 import time
 
 import checkpoint_compare
+import checkpoint_torch
 from torch_fix import TORCH_PYTHON, FixFinder, reset_peak_rss, status_mib, torch_importable
 
 
@@ -128,7 +130,7 @@ def main():
     if args.repeats is None:
         args.repeats = 1 if args.checkpoint_mode else 5
     if args.torch_rank is not None and args.torch_ck:
-        return checkpoint_compare.torch_checkpoint_rank(args)
+        return checkpoint_torch.torch_checkpoint_rank(args)
     if args.torch_rank is not None:
         return torch_rank(args)
     if args.checkpoint_mode:

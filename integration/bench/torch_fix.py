@@ -1,6 +1,6 @@
-"""What compare_torch.py and checkpoint_compare.py share: Debian's PyTorch 1.13 (its Python 3.11
-import fix for torch.distributed._shard, applied at import time; the installed package is not
-touched) and this process's memory figures from /proc/self/status."""
+"""What compare_torch.py, checkpoint_compare.py and checkpoint_torch.py share: Debian's PyTorch
+1.13 (its Python 3.11 import fix for torch.distributed._shard, applied at import time; the
+installed package is not touched) and this process's memory figures from /proc/self/status."""
 import importlib.machinery
 import subprocess
 

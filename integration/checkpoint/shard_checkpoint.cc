@@ -48,9 +48,10 @@ struct Run {
   const ShardCheckpointOptions& options;
   Communicator& comm;
   std::ostream& log;
-  specs::Plan plan;                                // flags applied
-  std::unique_ptr<TensorSource> source;            // the source rank (every rank under direct)
-  const ShardDirSource* shard_dir = nullptr;       // `source`, when it is a shard directory
+  specs::Plan plan;                           // flags applied
+  std::unique_ptr<TensorSource> source;       // the source rank (every rank under direct)
+  const ShardDirSource* shard_dir = nullptr;  // `source`, when it is a shard directory
+  absl::Status open_status;  // reshard, not the source: opening it (reported in AgreeOnFiles)
   std::optional<io::DirectoryLock> lock;           // the source: held for the whole run
   safetensors::Header header;                      // the source's, on every rank
   std::vector<specs::ResolvedParameter> resolved;  // header order
@@ -126,11 +127,18 @@ absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
 }
 
 // Step 1 (local): plan, output directory; the source opens the checkpoint.
+// Under reshard every rank opens the shard directory here, all at once (parsing a large
+// index.json is most of planning); another rank's failure to is reported with the identity check
+// (AgreeOnFiles), naming the rank.
 absl::Status LoadInputs(Run& run) {
   SHARDKIT_RETURN_IF_ERROR(LoadPlan(run));
   SHARDKIT_RETURN_IF_ERROR(PrepareOutputDir(run.options.out_dir));
-  if (!run.is_source()) return absl::OkStatus();
-  return OpenCheckpoint(run, &run.warnings);
+  if (run.is_source()) return OpenCheckpoint(run, &run.warnings);
+  if (run.reshard()) {
+    std::vector<std::string> warnings;  // the source's are kept; others' would repeat them
+    run.open_status = OpenCheckpoint(run, &warnings);
+  }
+  return absl::OkStatus();
 }
 
 // How sizes travel in the header exchange: 8 bytes, little-endian.
@@ -297,7 +305,9 @@ absl::Status AgreeOnLayouts(Run& run, const CallOptions& call) {
 absl::Status AgreeOnFiles(Run& run, const CallOptions& call) {
   if (run.plan.strategy != specs::Strategy::kDirect) return absl::OkStatus();
   std::vector<std::string> warnings;  // the source's were kept; others' would repeat them
-  const absl::Status opened = run.source ? absl::OkStatus() : OpenCheckpoint(run, &warnings);
+  const absl::Status opened = run.source      ? absl::OkStatus()
+                              : run.reshard() ? run.open_status
+                                              : OpenCheckpoint(run, &warnings);
   const absl::StatusOr<const TensorSource*> mine =
       opened.ok() ? absl::StatusOr<const TensorSource*>(run.source.get()) : opened;
   return AgreeOnCheckpoint(run.comm, mine, run.options.checkpoint_path,

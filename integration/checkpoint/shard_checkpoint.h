@@ -67,7 +67,7 @@ struct ShardCheckpointOptions {
   // `shardkit reshard`: checkpoint_path is an earlier shard directory (shard_dir.h), which every
   // rank reads its new shards from (the plan bound to its parameters and this world); strategy
   // direct, src_rank 0 (a plan's src_rank or strategy is ignored, with a warning; src_rank and
-  // strategy here must be unset); index.json says "reshard". out_dir must lie outside it.
+  // strategy here are ignored); index.json says "reshard". out_dir must lie outside it.
   bool reshard = false;
   // No rank holds more than this much tensor data at once (stream_shard.h, SplitBudget).
   int64_t memory_bytes = int64_t{512} << 20;

@@ -12,6 +12,10 @@ absl::StatusOr<ShardingSpec> ParseSpec(std::string_view json_text) {
   return internal::SpecFromJson(json, "");
 }
 
+absl::StatusOr<ShardingSpec> ParseSpecValue(const json::Json& value) {
+  return internal::SpecFromJson(value, "");
+}
+
 std::string CanonicalJson(const ShardingSpec& spec) {
   return json::Dump(internal::SpecToJson(spec));
 }

@@ -27,6 +27,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "core/json/json_reader.h"
 #include "core/tensor/shape.h"
 #include "specs/sharding_spec.h"
 
@@ -38,6 +39,11 @@ namespace shardkit::specs {
 // `placements[1]: invalid placement "worker0/cpu": ...`,
 // `top level: duplicate key "dim"`, `shards[2]: sizes must be >= 0, found sizes [-1, 4]`.
 [[nodiscard]] absl::StatusOr<ShardingSpec> ParseSpec(std::string_view json_text);
+
+// The same from a value already parsed (strictly: json::ParseJson), without printing and parsing
+// it again — for specs inside larger files (a shard directory's index.json). Errors: as ParseSpec
+// but for syntax, paths relative to the value.
+[[nodiscard]] absl::StatusOr<ShardingSpec> ParseSpecValue(const json::Json& value);
 
 // The canonical bytes of `spec` (which need not be valid).
 std::string CanonicalJson(const ShardingSpec& spec);

@@ -176,9 +176,9 @@ absl::StatusOr<IndexParameter> ParseParameter(const std::string& name, const Jso
   SHARDKIT_RETURN_IF_ERROR(AtPath(ChildPath(path, "shape"),
                                   ComputeShapeSize(parameter.shape, parameter.dtype).status()));
   SHARDKIT_ASSIGN_OR_RETURN(const Json* spec, Required(value, path, "spec"));
-  if (Dump(*spec) != specs::kReplicatedJson) {
+  if (!(spec->is_string() && spec->get<std::string>() == "replicated")) {
     SHARDKIT_ASSIGN_OR_RETURN(parameter.spec,
-                              At(ChildPath(path, "spec"), specs::ParseSpec(Dump(*spec))));
+                              At(ChildPath(path, "spec"), specs::ParseSpecValue(*spec)));
     // The bound form lists every placement. Checked before laying out, as below: expanding a
     // shorthand for the file's world_size would allocate one placement per rank.
     const auto* chunk = std::get_if<specs::ChunkShardingSpec>(&*parameter.spec);

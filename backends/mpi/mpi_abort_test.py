@@ -38,9 +38,11 @@ def rank_wrapper(rc_dir, command):
     return code if code >= 0 else 128 - code
 
 
-def run(command):
+def run(command, mca=()):
     start = time.monotonic()
-    result = subprocess.run(MPIRUN + command, capture_output=True, text=True, timeout=120)
+    env = dict(os.environ, TMPDIR=TMP)  # Open MPI's session directory: this test's own
+    result = subprocess.run(MPIRUN + list(mca) + command, capture_output=True, text=True,
+                            timeout=120, env=env)
     return result, time.monotonic() - start
 
 
@@ -61,8 +63,10 @@ def main():
     # The same job, each rank under a wrapper that records how it ended.
     rc_dir = os.path.join(TMP, "rc")
     os.makedirs(rc_dir, exist_ok=True)
+    # Open MPI sends each rank's process group SIGTERM, then SIGKILL after 1 s: on a loaded
+    # machine that can come before a wrapper has written down how its rank ended. 10 s for them.
     result, elapsed = run([sys.executable, os.path.abspath(__file__), "--rank-wrapper", rc_dir,
-                           RANKS, str(DEADLINE_S)])
+                           RANKS, str(DEADLINE_S)], mca=["--mca", "odls_base_sigkill_timeout", "10"])
     check(result.returncode == 1, f"wrapped: mpirun exited {result.returncode}, expected 1")
     codes = {}
     for rank in range(3):

@@ -117,9 +117,10 @@ absl::Status CheckOptions(MPI_Comm comm, const ConnectOptions& options, int rank
   }
   if (wrong.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      "the MPI job has ", size, " ranks, and the rank options of ", FormatRanks(wrong),
-      " disagree with MPI_COMM_WORLD", example,
-      ": under mpirun leave SHARDKIT_RANK and SHARDKIT_WORLD_SIZE unset, or set them to MPI's"));
+      "the MPI job has ", size, size == 1 ? " rank" : " ranks", ", and the rank options of ",
+      FormatRanks(wrong), " disagree with MPI_COMM_WORLD", example,
+      ": start every rank with mpirun, and leave SHARDKIT_RANK and SHARDKIT_WORLD_SIZE unset or "
+      "set them to MPI's"));
 }
 
 }  // namespace

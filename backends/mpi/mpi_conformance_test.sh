@@ -7,6 +7,7 @@ ranks="$TEST_SRCDIR/shardkit/backends/mpi/mpi_conformance_ranks"
 out="$TEST_TMPDIR/out"
 # Each rank would write Bazel's XML_OUTPUT_FILE; Bazel writes the test's own instead.
 unset XML_OUTPUT_FILE GTEST_OUTPUT
+export TMPDIR="$TEST_TMPDIR"  # Open MPI's session directory
 export SHARDKIT_TIMEOUT=30 GTEST_COLOR=no
 failures=0
 for n in 1 2 3 4; do

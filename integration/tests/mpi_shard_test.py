@@ -19,8 +19,9 @@ from checkpoint_testlib import (TMP, check, finish, run, same_rank_files,  # noq
 
 MPI_BIN = os.path.join(os.environ.get("TEST_SRCDIR", "."), "shardkit/integration/shardkit_mpi")
 MPIRUN = ["mpirun", "-np", "3", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
-# What a user's environment under mpirun has: no SHARDKIT_* launcher variables.
-ENV = {k: v for k, v in os.environ.items() if not k.startswith("SHARDKIT_")}
+# What a user's environment under mpirun has: no SHARDKIT_* launcher variables. TMPDIR: Open
+# MPI's session directory in this test's own folder.
+ENV = dict({k: v for k, v in os.environ.items() if not k.startswith("SHARDKIT_")}, TMPDIR=TMP)
 
 
 def mpi_shard(args, extra_env=None):

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <map>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/check.h"
+#include "core/base/deadline.h"
 #include "core/base/rank_text.h"
 
 namespace shardkit::mpi_backend {
@@ -80,7 +80,7 @@ absl::Status RequestSet::Poll() {
 
 absl::Status RequestSet::WaitAll(absl::Time deadline) {
   const absl::Time start = absl::Now();
-  absl::Duration pause = absl::Microseconds(1);
+  PollBackoff backoff;
   while (pending() > 0) {
     if (absl::Status status = Poll(); !status.ok()) return status;
     if (pending() == 0) break;
@@ -88,12 +88,7 @@ absl::Status RequestSet::WaitAll(absl::Time deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "timed out after ", absl::FormatDuration(absl::Now() - start), ": ", DescribeProgress()));
     }
-    if (pause < absl::Microseconds(50)) {
-      std::this_thread::yield();
-    } else {
-      absl::SleepFor(pause);
-    }
-    pause = std::min(pause * 2, absl::Milliseconds(1));
+    backoff.Pause();
   }
   return absl::OkStatus();
 }

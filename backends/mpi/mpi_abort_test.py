@@ -64,9 +64,11 @@ def main():
     rc_dir = os.path.join(TMP, "rc")
     os.makedirs(rc_dir, exist_ok=True)
     # Open MPI sends each rank's process group SIGTERM, then SIGKILL after 1 s: on a loaded
-    # machine that can come before a wrapper has written down how its rank ended. 10 s for them.
+    # machine that can come before a wrapper has written down how its rank ended. 3 s for them
+    # (mpirun then waits about twice that before it exits).
     result, elapsed = run([sys.executable, os.path.abspath(__file__), "--rank-wrapper", rc_dir,
-                           RANKS, str(DEADLINE_S)], mca=["--mca", "odls_base_sigkill_timeout", "10"])
+                           RANKS, str(DEADLINE_S)], mca=["--mca", "odls_base_sigkill_timeout", "3"])
+    print(f"wrapped: mpirun exited {result.returncode} after {elapsed:.2f} s")
     check(result.returncode == 1, f"wrapped: mpirun exited {result.returncode}, expected 1")
     codes = {}
     for rank in range(3):

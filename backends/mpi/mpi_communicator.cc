@@ -44,16 +44,16 @@ class MpiCommunicator final : public Communicator {
   bool SupportsDevice(const Device& device) const override { return device.is_cpu(); }
 
  private:
-  // "Exchange (backend=mpi, rank=1/3, world rank 1, seq=7, MPI tag 30)"
-  std::string Context(const std::string& what, uint64_t seq, int mpi_tag) const;
+  // "Exchange (backend=mpi, rank=1/3, world rank 1, seq=7, MPI tag 30)": `what`, then `detail`.
+  std::string Context(const std::string& what, const std::string& detail) const;
 
   MPI_Comm comm_;
   const Job job_;
 };
 
-std::string MpiCommunicator::Context(const std::string& what, uint64_t seq, int mpi_tag) const {
+std::string MpiCommunicator::Context(const std::string& what, const std::string& detail) const {
   return absl::StrCat(what, " (backend=mpi, rank=", rank(), "/", world_size(), ", world rank ",
-                      job_.world_rank, ", seq=", seq, ", MPI tag ", mpi_tag, ")");
+                      job_.world_rank, ", ", detail, ")");
 }
 
 absl::Status MpiCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
@@ -73,7 +73,7 @@ absl::Status MpiCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<con
   }
   if (status.ok()) status = requests.WaitAll(deadline);
   if (status.ok()) return status;
-  status = Annotate(status, Context("Exchange", seq, mpi_tag));
+  status = Annotate(status, Context("Exchange", absl::StrCat("seq=", seq, ", MPI tag ", mpi_tag)));
   // Pending messages cannot be taken back: MPI may still write into buffers the caller frees.
   if (requests.pending() > 0) AbortJob(status, kAbortExitCode);
   return status;
@@ -83,7 +83,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> MpiCommunicator::CreateSubgroup(
     const std::vector<int>& members, int new_rank, uint64_t split_id, absl::Time deadline) {
   MPI_Comm sub = MPI_COMM_NULL;
   {
-    Watchdog watchdog(deadline, Context("MPI_Comm_split", split_id, 0), kAbortExitCode);
+    Watchdog watchdog(deadline, Context("MPI_Comm_split", absl::StrCat("split ", split_id)),
+                      kAbortExitCode);
     SHARDKIT_RETURN_IF_ERROR(
         MpiStatus(MPI_Comm_split(comm_, new_rank >= 0 ? 0 : MPI_UNDEFINED, new_rank, &sub),
                   "MPI_Comm_split"));

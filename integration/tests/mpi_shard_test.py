@@ -3,7 +3,7 @@
 as `shardkit shard --nproc 3` with Gloo: byte-identical rank files, equivalent index.json — for
 checkpoint_test's checkpoint (every byte-sized dtype, zero-size shards) with scatter and
 broadcast, and for a 6 MiB tensor streamed under a 1 MiB memory budget (several rounds, messages
-larger than the agreement's). Rank and world come from MPI alone (no SHARDKIT_RANK); options
+larger than the agreement's); and `reshard` of the MPI output onto 2 ranks. Rank and world come from MPI alone (no SHARDKIT_RANK); options
 that disagree with MPI are exit 2 on every rank."""
 
 import json
@@ -24,28 +24,29 @@ MPIRUN = ["mpirun", "-np", "3", "--allow-run-as-root", "--oversubscribe", "--bin
 ENV = dict({k: v for k, v in os.environ.items() if not k.startswith("SHARDKIT_")}, TMPDIR=TMP)
 
 
-def mpi_shard(args, extra_env=None):
+def mpi_shard(args, extra_env=None, command="shard", nproc=3):
     env = dict(ENV, SHARDKIT_BACKEND="mpi", **(extra_env or {}))
-    return subprocess.run(MPIRUN + [MPI_BIN, "shard"] + args, capture_output=True, text=True,
+    mpirun = MPIRUN[:2] + [str(nproc)] + MPIRUN[3:]
+    return subprocess.run(mpirun + [MPI_BIN, command] + args, capture_output=True, text=True,
                           timeout=120, env=env)
 
 
-def same_output(label, args):
-    """Shards with Gloo (--nproc 3) and under mpirun; compares the two directories."""
+def same_output(label, args, command="shard", nproc=3):
+    """Runs `command` with Gloo (--nproc) and under mpirun; compares the two directories."""
     gloo_out, mpi_out = os.path.join(TMP, label + "-gloo"), os.path.join(TMP, label + "-mpi")
-    r = run(["shard"] + args + ["--out", gloo_out, "--nproc", "3"])
-    if not check(r.returncode == 0, f"{label}: gloo shard exit {r.returncode}: {r.stderr}"):
+    r = run([command] + args + ["--out", gloo_out, "--nproc", str(nproc)])
+    if not check(r.returncode == 0, f"{label}: gloo {command} exit {r.returncode}: {r.stderr}"):
         return
-    r = mpi_shard(args + ["--out", mpi_out])
-    if not check(r.returncode == 0, f"{label}: mpirun shard exit {r.returncode}: {r.stderr}"):
+    r = mpi_shard(args + ["--out", mpi_out], command=command, nproc=nproc)
+    if not check(r.returncode == 0, f"{label}: mpirun {command} exit {r.returncode}: {r.stderr}"):
         return
     check(sorted(os.listdir(mpi_out)) == sorted(os.listdir(gloo_out)),
           f"{label}: files {sorted(os.listdir(mpi_out))} vs {sorted(os.listdir(gloo_out))}")
-    same_rank_files(mpi_out, gloo_out, 3, label)
+    same_rank_files(mpi_out, gloo_out, nproc, label)
     with open(os.path.join(gloo_out, "index.json")) as a, \
             open(os.path.join(mpi_out, "index.json")) as b:
         check(json.load(a) == json.load(b), f"{label}: index.json differs")
-    print(f"{label}: same files from mpirun (mpi) and --nproc 3 (gloo)")
+    print(f"{label}: same files from mpirun -np {nproc} (mpi) and --nproc {nproc} (gloo)")
 
 
 def big_checkpoint():
@@ -82,6 +83,9 @@ def main():
     same_output("broadcast", ["--plan", plan, "--checkpoint", ck, "--strategy", "broadcast"])
     big, big_plan = big_checkpoint()
     same_output("big", ["--plan", big_plan, "--checkpoint", big, "--memory-mib", "1"])
+    # The MPI run's shard directory laid out anew on 2 ranks (reshard: range reads, AllToAll).
+    same_output("reshard", ["--in", os.path.join(TMP, "scatter-mpi"), "--plan",
+                            checkpoint_test.make_plan(2)], command="reshard", nproc=2)
     disagreeing_options()
     finish("mpi shard")
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A deadline that passes with MPI messages pending ends the whole MPI job: `mpirun -np 3` of
 mpi_abort_ranks, where rank 0 waits in a Barrier with a 2 s deadline for rank 2, which never
-enters it. Checks that mpirun returns within the deadline (plus the time to stop the job), with
+enters it (and, as a second job, ranks waiting for rank 2 to connect). Checks that mpirun returns within the deadline (plus the time to stop the job), with
 exit code 1 (MPI_Abort's code), that rank 0's stderr names the missing peer, and, with each rank
 started under a small wrapper that records how it ended, each rank's exit: rank 0 exits 1, the
 others are killed by SIGTERM."""
@@ -46,9 +46,24 @@ def run(command, mca=()):
     return result, time.monotonic() - start
 
 
+def connect_deadline():
+    """Ranks 0 and 1 wait in the communicator's creation for rank 2, which never connects: the
+    watchdog aborts the job at the creation's deadline."""
+    result, elapsed = run([RANKS, str(DEADLINE_S), "connect"])
+    print(f"connect: mpirun exited {result.returncode} after {elapsed:.2f} s")
+    check(result.returncode == 1, f"connect: mpirun exited {result.returncode}, expected 1")
+    check(elapsed < DEADLINE_S + 10, f"connect: the job took {elapsed:.2f} s to end")
+    lines = [line for line in result.stderr.splitlines() if line.startswith("shardkit: ")]
+    check(len(lines) >= 1 and all(
+        "DEADLINE_EXCEEDED: creating the MPI communicator (world rank" in line and
+        "aborting the MPI job (MPI_Abort, exit code 1)" in line for line in lines),
+        f"connect: the watchdog's message: {result.stderr}")
+    check("Connect returned" not in result.stderr, "connect: no rank returned from Connect")
+
+
 def main():
     # The job as users run it.
-    result, elapsed = run([RANKS, str(DEADLINE_S)])
+    result, elapsed = run([RANKS, str(DEADLINE_S), "barrier"])
     print(f"mpirun exited {result.returncode} after {elapsed:.2f} s; stderr:\n{result.stderr}")
     check(result.returncode == 1, f"mpirun exited {result.returncode}, expected 1")
     check(elapsed < DEADLINE_S + 10, f"the job took {elapsed:.2f} s to end (deadline {DEADLINE_S} s)")
@@ -67,7 +82,7 @@ def main():
     # machine that can come before a wrapper has written down how its rank ended. 3 s for them
     # (mpirun then waits about twice that before it exits).
     result, elapsed = run([sys.executable, os.path.abspath(__file__), "--rank-wrapper", rc_dir,
-                           RANKS, str(DEADLINE_S)], mca=["--mca", "odls_base_sigkill_timeout", "3"])
+                           RANKS, str(DEADLINE_S), "barrier"], mca=["--mca", "odls_base_sigkill_timeout", "3"])
     print(f"wrapped: mpirun exited {result.returncode} after {elapsed:.2f} s")
     check(result.returncode == 1, f"wrapped: mpirun exited {result.returncode}, expected 1")
     codes = {}
@@ -79,6 +94,7 @@ def main():
     for rank in (1, 2):
         check(codes[rank] == -signal.SIGTERM, f"rank {rank} ended with {codes[rank]}, "
               f"expected to be killed by SIGTERM ({-signal.SIGTERM})")
+    connect_deadline()
     if failures:
         print(f"{len(failures)} checks failed")
         return 1

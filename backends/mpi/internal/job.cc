@@ -85,7 +85,7 @@ void Watchdog::Watch(absl::Time deadline, int code) {
   // An infinite deadline waits a year: as good as forever, and no clock overflow.
   const absl::Duration wait =
       std::clamp(deadline - start, absl::ZeroDuration(), absl::Hours(24 * 365));
-  const auto until = std::chrono::system_clock::now() + absl::ToChronoMilliseconds(wait);
+  const auto until = std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(wait);
   if (cv_.wait_until(lock, until, [this] { return done_; })) return;
   AbortJob(absl::DeadlineExceededError(
                absl::StrCat(what_, ": not done after ", absl::FormatDuration(absl::Now() - start),

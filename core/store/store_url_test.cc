@@ -14,6 +14,7 @@ using ::absl::StatusCode;
 using ::shardkit::testing::IsOk;
 using ::shardkit::testing::IsOkAndHolds;
 using ::shardkit::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 TEST(StoreUrlTest, ParsesFileAndRedis) {
@@ -46,6 +47,27 @@ TEST(StoreUrlTest, RejectsBadUrls) {
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("bad port \"0\"")));
   EXPECT_THAT(ParseStoreUrl("redis://h:http/x"),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("bad port \"http\"")));
+}
+
+TEST(StoreUrlTest, ParsesTcp) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(StoreUrl tcp, ParseStoreUrl("tcp://host-a:29500/jobs/"));
+  EXPECT_EQ(tcp.kind, StoreUrl::Kind::kTcp);
+  EXPECT_EQ(tcp.host, "host-a");
+  EXPECT_EQ(tcp.port, 29500);
+  EXPECT_EQ(tcp.prefix, "jobs");
+  EXPECT_EQ(tcp.ToString(), "tcp://host-a:29500/jobs");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(StoreUrl any_port, ParseStoreUrl("tcp://127.0.0.1:0"));
+  EXPECT_EQ(any_port.port, 0);
+  EXPECT_THAT(ParseStoreUrl("tcp://host-a"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("a tcp:// URL needs a port")));
+  EXPECT_THAT(ParseStoreUrl("tcp://:29500"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("missing host")));
+  EXPECT_THAT(ParseStoreUrl("tcp://h:65536"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("bad port \"65536\"")));
+  EXPECT_THAT(ParseStoreUrl("tcp://h:-1"),
+              StatusIs(StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("bad port \"-1\""), HasSubstr("tcp://host:port"))));
+  EXPECT_THAT(StoreUrlWithSubPrefix("tcp://h:1", "run-1"), IsOkAndHolds("tcp://h:1/run-1"));
 }
 
 TEST(StoreUrlTest, SubPrefix) {

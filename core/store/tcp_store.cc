@@ -14,6 +14,9 @@ namespace wire = internal::tcp_wire;
 
 namespace {
 
+// A request always gets this long, even for a Get whose deadline has (nearly) passed.
+constexpr absl::Duration kMinRequestTime = absl::Milliseconds(100);
+
 // What a client should suspect when the connection breaks.
 constexpr char kServerGone[] =
     " (did the process serving the store exit: the launcher of rank 0, or rank 0?)";
@@ -66,7 +69,8 @@ absl::Status TcpStore::Annotate(std::string_view what, const absl::Status& statu
 absl::Status TcpStore::ConnectLocked(absl::Time deadline) {
   SHARDKIT_ASSIGN_OR_RETURN(internal::Fd fd, internal::ConnectTcp(host_, port_, deadline));
   fd_ = std::move(fd);
-  absl::StatusOr<std::string> reply = RequestOnceLocked(wire::EncodeHello());
+  absl::StatusOr<std::string> reply =
+      RequestOnceLocked(wire::EncodeHello(), std::min(deadline, absl::Now() + timeout_));
   if (!reply.ok()) return reply.status();
   wire::Reader reader(*reply);
   if (reader.String() != wire::kMagic || !reader.AtEnd()) {
@@ -76,8 +80,9 @@ absl::Status TcpStore::ConnectLocked(absl::Time deadline) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> TcpStore::RequestOnceLocked(const std::string& body) {
-  const absl::Time deadline = absl::Now() + timeout_;
+absl::StatusOr<std::string> TcpStore::RequestOnceLocked(const std::string& body,
+                                                        absl::Time deadline) {
+  const absl::Time start = absl::Now();
   absl::Status sent = internal::SendAll(fd_.get(), wire::EncodeFrame(body), deadline);
   absl::StatusOr<std::string> reply =
       sent.ok() ? internal::RecvFrame(fd_.get(), wire::kMaxFrame, deadline) : sent;
@@ -85,7 +90,7 @@ absl::StatusOr<std::string> TcpStore::RequestOnceLocked(const std::string& body)
     fd_.reset();  // A connection with a request in flight cannot be reused.
     if (absl::IsDeadlineExceeded(reply.status())) {
       return absl::DeadlineExceededError(
-          absl::StrCat("no reply within ", absl::FormatDuration(timeout_)));
+          absl::StrCat("no reply within ", absl::FormatDuration(absl::Now() - start)));
     }
     return reply.status();
   }
@@ -103,16 +108,21 @@ absl::StatusOr<std::string> TcpStore::RequestOnceLocked(const std::string& body)
 }
 
 absl::StatusOr<std::string> TcpStore::Request(std::string_view what, const std::string& body,
-                                              bool idempotent) {
+                                              bool idempotent, absl::Time deadline) {
   std::lock_guard<std::mutex> lock(mu_);
+  const absl::Time now = absl::Now();
+  deadline = std::min(now + timeout_, std::max(deadline, now + kMinRequestTime));
   absl::StatusOr<std::string> reply = absl::UnavailableError("not connected");
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool was_connected = fd_.get() >= 0;
-    absl::Status connected =
-        was_connected ? absl::OkStatus() : ConnectLocked(absl::Now() + timeout_);
-    reply = connected.ok() ? RequestOnceLocked(body) : connected;
-    // Only a connection that broke (not one that could not be made) is worth a second try.
-    if (reply.ok() || fd_.get() >= 0 || !idempotent || !was_connected) break;
+    absl::Status connected = was_connected ? absl::OkStatus() : ConnectLocked(deadline);
+    reply = connected.ok() ? RequestOnceLocked(body, deadline) : connected;
+    // Only a connection that broke (not one that could not be made, nor a server that did not
+    // reply in time) is worth a second try.
+    if (reply.ok() || fd_.get() >= 0 || !idempotent || !was_connected ||
+        !absl::IsUnavailable(reply.status())) {
+      break;
+    }
   }
   // Error replies of the server (a bad key, Add on a non-integer) already name the store.
   if (reply.ok() || !(Retryable(reply.status()) || absl::IsDataLoss(reply.status()))) return reply;
@@ -140,9 +150,10 @@ absl::StatusOr<int64_t> TcpStore::Add(std::string_view key, int64_t delta) {
   return *value;
 }
 
-absl::StatusOr<std::optional<std::string>> TcpStore::TryGet(std::string_view key) {
+absl::StatusOr<std::optional<std::string>> TcpStore::TryGet(std::string_view key,
+                                                            absl::Time deadline) {
   SHARDKIT_ASSIGN_OR_RETURN(std::string payload,
-                            Request(Quoted("GET", key), wire::EncodeGet(key), true));
+                            Request(Quoted("GET", key), wire::EncodeGet(key), true, deadline));
   wire::Reader reader(payload);
   const std::optional<uint8_t> found = reader.Byte();
   if (found == 0) return std::nullopt;
@@ -153,9 +164,9 @@ absl::StatusOr<std::optional<std::string>> TcpStore::TryGet(std::string_view key
   return std::string(*value);
 }
 
-absl::StatusOr<bool> TcpStore::Exists(std::string_view key) {
-  SHARDKIT_ASSIGN_OR_RETURN(std::string payload,
-                            Request(Quoted("EXISTS", key), wire::EncodeExists(key), true));
+absl::StatusOr<bool> TcpStore::Exists(std::string_view key, absl::Time deadline) {
+  SHARDKIT_ASSIGN_OR_RETURN(
+      std::string payload, Request(Quoted("EXISTS", key), wire::EncodeExists(key), true, deadline));
   const std::optional<uint8_t> found = wire::Reader(payload).Byte();
   if (!found.has_value() || *found > 1) {
     return Annotate(Quoted("EXISTS", key), absl::DataLossError("bad reply"));

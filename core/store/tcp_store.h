@@ -8,7 +8,8 @@
 //   SHARDKIT_ASSIGN_OR_RETURN(int64_t joined, store->Add("joined", 1));  // atomic on the server
 //
 // Get/Wait/Check poll the server (1 ms doubling to 10 ms), as RedisStore does. One connection per
-// instance, guarded by a mutex; every request is bounded by the timeout given to Connect. After a
+// instance, guarded by a mutex; every request is bounded by the timeout given to Connect (and by
+// the deadline of the Get or Wait it serves, less 100 ms of slack). After a
 // connection error the next request reconnects once; Set, Get and Exists are retried once on a
 // fresh connection, Add is not (it may already have been applied). Errors name the store:
 // "TcpStore(tcp://10.0.0.5:29500): GET "k": the connection was closed by the other side (...)".
@@ -45,16 +46,19 @@ class TcpStore final : public internal::PollingStore {
  private:
   TcpStore(std::string host, int port, absl::Duration timeout);
 
-  absl::StatusOr<std::optional<std::string>> TryGet(std::string_view key) override;
-  absl::StatusOr<bool> Exists(std::string_view key) override;
+  absl::StatusOr<std::optional<std::string>> TryGet(std::string_view key,
+                                                    absl::Time deadline) override;
+  absl::StatusOr<bool> Exists(std::string_view key, absl::Time deadline) override;
 
   // One connection attempt and the hello. Requires mu_.
   absl::Status ConnectLocked(absl::Time deadline);
   // Sends a request body and returns the payload of its success reply; a server error reply is
-  // returned as its Status. `what` names the request in messages (`GET "key"`).
+  // returned as its Status. `what` names the request in messages (`GET "key"`). The reply is
+  // awaited up to the timeout, and not past `deadline` (the caller's; at least 100 ms are given).
   absl::StatusOr<std::string> Request(std::string_view what, const std::string& body,
-                                      bool idempotent);
-  absl::StatusOr<std::string> RequestOnceLocked(const std::string& body);
+                                      bool idempotent,
+                                      absl::Time deadline = absl::InfiniteFuture());
+  absl::StatusOr<std::string> RequestOnceLocked(const std::string& body, absl::Time deadline);
   absl::Status Annotate(std::string_view what, const absl::Status& status) const;
 
   const std::string host_;

@@ -286,16 +286,22 @@ TEST(TcpStoreTest, AStoppedServerIsADeadlineNotAHang) {
   ASSERT_GT(child.port, 0);
   SHARDKIT_ASSERT_OK_AND_ASSIGN(
       auto store, TcpStore::Connect("127.0.0.1", child.port, absl::Milliseconds(500)));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(auto patient,
+                                TcpStore::Connect("127.0.0.1", child.port, absl::Seconds(30)));
   ASSERT_THAT(store->Set("k", "v"), IsOk());
   ::kill(child.pid, SIGSTOP);
   int wstatus = 0;
   ASSERT_EQ(::waitpid(child.pid, &wstatus, WUNTRACED), child.pid);  // stopped for sure
   ASSERT_TRUE(WIFSTOPPED(wstatus));
-  const absl::Time start = absl::Now();
-  EXPECT_THAT(store->Get("k", absl::Seconds(30)),
+  absl::Time start = absl::Now();
+  EXPECT_THAT(store->Get("k", absl::Seconds(30)),  // bounded by the store's timeout
               StatusIs(StatusCode::kDeadlineExceeded,
-                       AllOf(HasSubstr(Url(child.port)), HasSubstr("no reply within 500ms"))));
+                       AllOf(HasSubstr(Url(child.port)), HasSubstr("no reply within 50"))));
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  start = absl::Now();
+  EXPECT_THAT(patient->Wait({"k"}, absl::Milliseconds(300)),  // and by the caller's deadline
+              StatusIs(StatusCode::kDeadlineExceeded, HasSubstr("no reply within 3")));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   Reap(child);
 }
 

@@ -26,6 +26,18 @@ std::string Quoted(std::string_view op, std::string_view key) {
                       "\"");
 }
 
+// Errors: kInvalidArgument for a key that is empty, holds a NUL or is longer than the protocol's
+// limit (the server would close the connection), or a value over the limit.
+absl::Status CheckSizes(std::string_view store, std::string_view key, size_t value_size = 0) {
+  SHARDKIT_RETURN_IF_ERROR(internal::ValidateKey(store, key));
+  if (key.size() <= wire::kMaxKey && value_size <= wire::kMaxValue) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(internal::AbslView(store), ": key \"",
+                   absl::CHexEscape(internal::AbslView(key.substr(0, 64))), "\" (", key.size(),
+                   " bytes) or value (", value_size, " bytes) over the limits (", wire::kMaxKey,
+                   " and ", wire::kMaxValue, " bytes)"));
+}
+
 bool Retryable(const absl::Status& status) {
   return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
 }
@@ -130,18 +142,12 @@ absl::StatusOr<std::string> TcpStore::Request(std::string_view what, const std::
 }
 
 absl::Status TcpStore::Set(std::string_view key, std::string_view value) {
-  SHARDKIT_RETURN_IF_ERROR(internal::ValidateKey(name(), key));
-  if (key.size() > wire::kMaxKey || value.size() > wire::kMaxValue) {
-    return absl::InvalidArgumentError(absl::StrCat(name(), ": ", Quoted("SET", key.substr(0, 64)),
-                                                   ": key of ", key.size(), " bytes or value of ",
-                                                   value.size(), " bytes over the limits (",
-                                                   wire::kMaxKey, " and ", wire::kMaxValue, ")"));
-  }
+  SHARDKIT_RETURN_IF_ERROR(CheckSizes(name(), key, value.size()));
   return Request(Quoted("SET", key), wire::EncodeSet(key, value), /*idempotent=*/true).status();
 }
 
 absl::StatusOr<int64_t> TcpStore::Add(std::string_view key, int64_t delta) {
-  SHARDKIT_RETURN_IF_ERROR(internal::ValidateKey(name(), key));
+  SHARDKIT_RETURN_IF_ERROR(CheckSizes(name(), key));
   SHARDKIT_ASSIGN_OR_RETURN(
       std::string payload,
       Request(Quoted("ADD", key), wire::EncodeAdd(key, delta), /*idempotent=*/false));
@@ -152,6 +158,7 @@ absl::StatusOr<int64_t> TcpStore::Add(std::string_view key, int64_t delta) {
 
 absl::StatusOr<std::optional<std::string>> TcpStore::TryGet(std::string_view key,
                                                             absl::Time deadline) {
+  SHARDKIT_RETURN_IF_ERROR(CheckSizes(name(), key));
   SHARDKIT_ASSIGN_OR_RETURN(std::string payload,
                             Request(Quoted("GET", key), wire::EncodeGet(key), true, deadline));
   wire::Reader reader(payload);
@@ -165,6 +172,7 @@ absl::StatusOr<std::optional<std::string>> TcpStore::TryGet(std::string_view key
 }
 
 absl::StatusOr<bool> TcpStore::Exists(std::string_view key, absl::Time deadline) {
+  SHARDKIT_RETURN_IF_ERROR(CheckSizes(name(), key));
   SHARDKIT_ASSIGN_OR_RETURN(
       std::string payload, Request(Quoted("EXISTS", key), wire::EncodeExists(key), true, deadline));
   const std::optional<uint8_t> found = wire::Reader(payload).Byte();

@@ -37,7 +37,8 @@ class TcpStore final : public internal::PollingStore {
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<TcpStore>> Connect(
       std::string host, int port, absl::Duration timeout = absl::Seconds(10));
 
-  // Errors: kInvalidArgument for a bad key or a value over 16 MiB; kUnavailable if the server
+  // Get, Wait, Check, Set and Add: kInvalidArgument for a bad key (or one over 4 KiB) or a value
+  // over 16 MiB; kUnavailable if the server
   // is gone; kDeadlineExceeded if it does not reply within the timeout.
   absl::Status Set(std::string_view key, std::string_view value) override;
   // Errors: as Set; kFailedPrecondition if the value is not an integer; kOutOfRange on overflow.

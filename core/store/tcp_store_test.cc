@@ -167,10 +167,18 @@ TEST(TcpStoreServerTest, ManyConnectionsAddAtomically) {
   EXPECT_THAT(store->Add("n", 0), IsOkAndHolds(kClients * 50));
 }
 
-TEST(TcpStoreTest, OversizedValuesAreRefusedByTheClient) {
+TEST(TcpStoreTest, OversizedKeysAndValuesAreRefusedByTheClient) {
   SHARDKIT_ASSERT_OK_AND_ASSIGN(auto store, OpenStore(Url(SharedServer().port())));
   EXPECT_THAT(store->Set("huge", std::string(wire::kMaxValue + 1, 'x')),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("over the limits")));
+  const std::string long_key(wire::kMaxKey + 1, 'k');
+  EXPECT_THAT(store->Get(long_key, absl::Seconds(1)),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("(4097 bytes)")));
+  EXPECT_THAT(store->Add(long_key, 1),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("over the limits")));
+  EXPECT_THAT(store->Check({long_key}),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("over the limits")));
+  EXPECT_THAT(store->Set("fine", "still connected"), IsOk());
 }
 
 TEST(TcpStoreTest, ConnectWaitsForALateServer) {

@@ -1,14 +1,17 @@
 // TcpStore and TcpStoreServer over real sockets on 127.0.0.1: the Store contract (through tcp://
 // URLs, a fresh prefix per test), hostile clients that must not hang or crash the server, a server
-// process that dies or stops (forked, SIGKILL/SIGSTOP), and connecting before the server is up.
+// process that dies or stops (SIGKILL/SIGSTOP), and connecting before the server is up.
 #include "core/store/tcp_store.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,6 +28,8 @@
 #include "core/store/tcp_store_server.h"
 #include "gmock/gmock.h"
 #include "testing/status_matchers.h"
+
+extern char** environ;
 
 namespace shardkit::testing {
 namespace {
@@ -232,29 +237,32 @@ TEST(TcpStoreTest, NotAStoreIsDataLoss) {
   impostor.join();
 }
 
-// A server in a forked child; the parent is the client.
+// A server in a process of its own (tcp_store_test_server); this test is the client.
 struct ChildServer {
   pid_t pid = -1;
   int port = 0;
 };
 
-ChildServer ForkServer() {
+ChildServer SpawnServer() {
+  const std::string bin =
+      absl::StrCat(std::getenv("TEST_SRCDIR"), "/shardkit/core/store/tcp_store_test_server");
   int fds[2];
-  EXPECT_EQ(::pipe(fds), 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    auto server = TcpStoreServer::Start("127.0.0.1", 0);
-    const int port = server.ok() ? (*server)->port() : -1;
-    (void)!::write(fds[1], &port, sizeof(port));
-    ::pause();  // until killed
-    ::_exit(0);
-  }
+  EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  char* argv[] = {const_cast<char*>(bin.c_str()), nullptr};
+  ChildServer child;
+  EXPECT_EQ(::posix_spawn(&child.pid, bin.c_str(), &actions, nullptr, argv, environ), 0) << bin;
+  posix_spawn_file_actions_destroy(&actions);
   ::close(fds[1]);
-  ChildServer child{pid, -1};
-  EXPECT_EQ(::read(fds[0], &child.port, sizeof(child.port)),
-            static_cast<ssize_t>(sizeof(child.port)));
+  char line[16] = {};
+  ssize_t got = 0, n = 0;
+  while (got < 15 && (n = ::read(fds[0], line + got, 15 - got)) > 0 && line[got + n - 1] != '\n') {
+    got += n;
+  }
   ::close(fds[0]);
+  child.port = std::atoi(line);
   return child;
 }
 
@@ -264,7 +272,7 @@ void Reap(const ChildServer& child) {
 }
 
 TEST(TcpStoreTest, AServerThatDiesFailsEveryWaiterAtOnceNamingTheStore) {
-  const ChildServer child = ForkServer();
+  const ChildServer child = SpawnServer();
   ASSERT_GT(child.port, 0);
   SHARDKIT_ASSERT_OK_AND_ASSIGN(auto waiter, OpenStore(Url(child.port) + "/job"));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(auto setter, OpenStore(Url(child.port) + "/job"));
@@ -290,7 +298,7 @@ TEST(TcpStoreTest, AServerThatDiesFailsEveryWaiterAtOnceNamingTheStore) {
 }
 
 TEST(TcpStoreTest, AStoppedServerIsADeadlineNotAHang) {
-  const ChildServer child = ForkServer();
+  const ChildServer child = SpawnServer();
   ASSERT_GT(child.port, 0);
   SHARDKIT_ASSERT_OK_AND_ASSIGN(
       auto store, TcpStore::Connect("127.0.0.1", child.port, absl::Milliseconds(500)));

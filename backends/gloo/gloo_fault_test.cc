@@ -150,7 +150,7 @@ TEST(GlooFaults, TimeoutIsDeadlineExceededAndPoisons) {
     EXPECT_THAT(
         comm.Barrier(quick),
         StatusIs(absl::StatusCode::kDeadlineExceeded,
-                 AllOf(HasSubstr("Barrier (backend=gloo, rank=0/2, seq=1)"), HasSubstr("peer 1"))));
+                 AllOf(HasSubstr("Barrier (backend=gloo, rank=0/2, seq=2)"), HasSubstr("peer 1"))));
     EXPECT_THAT(comm.Barrier(),
                 StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("must be recreated")));
   }));

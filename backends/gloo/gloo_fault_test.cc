@@ -31,7 +31,8 @@ TEST(GlooRegistry, UnknownBackendListsAvailable) {
   options.backend = "carrier-pigeon";
   EXPECT_THAT(Connect(options),
               StatusIs(absl::StatusCode::kNotFound,
-                       AllOf(HasSubstr("\"carrier-pigeon\""), HasSubstr("available: gloo"))));
+                       AllOf(HasSubstr("backend \"carrier-pigeon\" not found: built in: gloo; "),
+                             HasSubstr("no libshardkit_backend_carrier-pigeon.so in: "))));
 }
 
 TEST(GlooRegistry, WorldSizeZero) {

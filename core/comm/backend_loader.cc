@@ -31,7 +31,7 @@ constexpr char kPluginSuffix[] = ".so";
 
 bool ValidName(std::string_view name) {
   return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
   });
 }
 
@@ -197,8 +197,9 @@ std::vector<std::string> PluginSearchPath() {
 
 absl::StatusOr<LoadedBackend> FindBackendOrPlugin(const std::string& name) {
   if (!ValidName(name)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "backend name \"", name, "\" must be lowercase letters, digits and '_' (e.g. \"nccl\")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend name \"", name,
+                     "\" must be lowercase letters, digits, '_' and '-' (e.g. \"nccl\")"));
   }
   if (absl::StatusOr<BackendFactory> built_in = FindBackend(name); built_in.ok()) {
     return LoadedBackend{name, "", BuildId(), *built_in};

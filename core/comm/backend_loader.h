@@ -39,7 +39,7 @@ std::string PluginFileName(std::string_view name);
 std::vector<std::string> PluginSearchPath();
 
 // The built-in backend `name`, else the first plugin file for it on PluginSearchPath(), loaded.
-// Errors: kInvalidArgument for a name that is not lowercase letters, digits and '_';
+// Errors: kInvalidArgument for a name that is not lowercase letters, digits, '_' and '-';
 // kNotFound `backend "nccl" not found: built in: gloo; no libshardkit_backend_nccl.so in: <dirs>
 // (set SHARDKIT_PLUGIN_PATH)`; kFailedPrecondition as LoadBackendPlugin.
 [[nodiscard]] absl::StatusOr<LoadedBackend> FindBackendOrPlugin(const std::string& name);

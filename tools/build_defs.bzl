@@ -25,6 +25,30 @@ def shardkit_cc_test(name, copts = [], deps = [], **kwargs):
         **kwargs
     )
 
+def shardkit_backend_plugin(name, backend, deps = [], linkopts = [], visibility = None, **kwargs):
+    """A backend plugin (core/comm/backend_plugin.h): the cc_binary libshardkit_backend_<backend>.so.
+
+    linkshared, exporting only ShardkitGetBackendPlugin (tools/backend_plugin.lds); `name` is an
+    alias of it (//backends/nccl:plugin). One of `srcs` uses SHARDKIT_BACKEND_PLUGIN("<backend>", …).
+    """
+    so = "libshardkit_backend_%s.so" % backend
+    lds = "//tools:backend_plugin.lds"
+    shardkit_cc_binary(
+        name = so,
+        deps = deps + ["//core/comm:backend_plugin"],
+        linkshared = True,
+        linkopts = linkopts + ["-Wl,--version-script=$(location %s)" % lds],
+        additional_linker_inputs = [lds],
+        visibility = visibility,
+        **kwargs
+    )
+    native.alias(
+        name = name,
+        actual = so,
+        visibility = visibility,
+        testonly = kwargs.get("testonly", False),
+    )
+
 # Targets that need CUDA: skipped (SKIPPED, not failed) unless built with --config=cuda.
 CUDA_ONLY = select({
     "//third_party:cuda_enabled": [],

@@ -1,8 +1,10 @@
 // The CUDA allocator for `cuda`/`cuda:N` tensors, registered for DeviceType::kCuda when this
-// library is linked (//backends:all under --config=cuda). cudaMalloc/cudaFree on the tensor's
-// device; copies go through cudaMemcpy with cudaMemcpyDefault (unified addressing picks the
-// direction: host⇄device and device⇄device, also across devices). Registration itself makes no
+// library is linked (into the NCCL plugin, or into a test directly). cudaMalloc/cudaFree on the
+// tensor's device; copies go through cudaMemcpy with cudaMemcpyDefault (unified addressing picks
+// the direction: host⇄device and device⇄device, also across devices). Registration itself makes no
 // CUDA call, so merely linking this never initialises CUDA; the first allocation does.
+#include "backends/nccl/cuda_allocator.h"
+
 #include <cuda_runtime_api.h>
 
 #include "absl/strings/str_cat.h"
@@ -53,9 +55,14 @@ class CudaAllocator final : public Allocator {
   }
 };
 
-CudaAllocator cuda_allocator;
 [[maybe_unused]] const bool registered =
-    (RegisterAllocator(DeviceType::kCuda, &cuda_allocator), true);
+    (RegisterAllocator(DeviceType::kCuda, CudaAllocatorInstance()), true);
 
 }  // namespace
+
+Allocator* CudaAllocatorInstance() {
+  static CudaAllocator* allocator = new CudaAllocator();
+  return allocator;
+}
+
 }  // namespace shardkit::nccl_backend

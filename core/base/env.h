@@ -21,6 +21,10 @@ inline constexpr char kTimeout[] = "SHARDKIT_TIMEOUT";                  // secon
 inline constexpr char kHostname[] = "SHARDKIT_HOSTNAME";                // address the backend binds
 inline constexpr char kIfname[] = "SHARDKIT_IFNAME";                    // or the interface it binds
 
+// Where backend plugins are searched first (colon-separated directories;
+// core/comm/backend_loader.h).
+inline constexpr char kPluginPath[] = "SHARDKIT_PLUGIN_PATH";
+
 // Read by the CLI and the CPU allocator.
 inline constexpr char kProgress[] = "SHARDKIT_PROGRESS";          // "1": progress lines on stderr
 inline constexpr char kCpuCacheMib[] = "SHARDKIT_CPU_CACHE_MIB";  // allocator block cache size

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/env.h"
 #include "core/base/status_macros.h"
-#include "core/comm/backend_registry.h"
+#include "core/comm/backend_loader.h"
 #include "core/store/store_url.h"
 
 namespace shardkit {
@@ -72,7 +72,15 @@ absl::StatusOr<int> IntFromEnv(const char* name, int fallback) {
 
 absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options) {
   SHARDKIT_RETURN_IF_ERROR(Validate(options));
-  SHARDKIT_ASSIGN_OR_RETURN(BackendFactory factory, FindBackend(options.backend));
+  SHARDKIT_ASSIGN_OR_RETURN(LoadedBackend backend, FindBackendOrPlugin(options.backend));
+  return internal::ConnectWithBackend(backend, std::move(options));
+}
+
+namespace internal {
+
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectWithBackend(const LoadedBackend& backend,
+                                                                 ConnectOptions options) {
+  SHARDKIT_RETURN_IF_ERROR(Validate(options));
   options.key_prefix = NextKeyPrefix(options);
   if (options.store == nullptr && !options.store_url.empty()) {
     // Rank 0 serves a tcp:// store itself unless `shardkit launch` already does.
@@ -84,8 +92,15 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a world of ", options.world_size, " ranks needs a store (SHARDKIT_STORE or store_url)"));
   }
-  return factory(options);
+  SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, backend.factory(options));
+  // The communicator's first collective (seq 1): a job mixing two builds fails here, on every
+  // rank. Its bytes are not the caller's: the counters start at zero.
+  SHARDKIT_RETURN_IF_ERROR(AgreeOnBackendBuild(*comm, backend));
+  comm->ResetCounters();
+  return comm;
 }
+
+}  // namespace internal
 
 absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv() {
   ConnectOptions o;

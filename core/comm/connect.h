@@ -24,13 +24,24 @@
 
 namespace shardkit {
 
-// Connects this rank. Errors: kInvalidArgument for world_size < 1, a rank outside the world, a
-// non-positive timeout, a missing store, or both hostname and ifname; kNotFound for a backend that
-// is not registered (the message lists the registered ones); the backend's errors (e.g.
+// Connects this rank. The backend is found by name: built in, else a plugin
+// (core/comm/backend_loader.h). The communicator's first collective checks that every rank runs
+// the same build of the backend (AgreeOnBackendBuild), so its first call of yours has seq 2.
+// Errors: kInvalidArgument for world_size < 1, a rank outside the world, a non-positive timeout, a
+// missing store, or both hostname and ifname; kNotFound for a backend that is neither built in nor
+// a plugin on the search path (the message lists both); kFailedPrecondition for a plugin that
+// cannot be loaded or for ranks running different builds; the backend's errors (e.g.
 // kDeadlineExceeded naming the ranks that never joined the rendezvous).
 // A tcp:// store_url is served by rank 0's process unless its port is served already (by
 // `shardkit launch`): see OpenStoreAsRank (core/store/store_url.h).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options);
+
+struct LoadedBackend;
+namespace internal {
+// Connect with a backend already found (tests load plugins of other builds this way).
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> ConnectWithBackend(
+    const LoadedBackend& backend, ConnectOptions options);
+}  // namespace internal
 
 // Reads SHARDKIT_RANK (default 0), SHARDKIT_WORLD_SIZE (default 1), SHARDKIT_LOCAL_RANK (default
 // the rank), SHARDKIT_BACKEND (default gloo), SHARDKIT_STORE, SHARDKIT_TIMEOUT (seconds, default

@@ -213,7 +213,8 @@ absl::StatusOr<Allocator*> GetAllocator(const Device& device) {
   if (allocator == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("no allocator for device ", device.ToString(),
-                     ": this build of shardkit has no CUDA support (build with --config=cuda)"));
+                     ": no backend plugin serving it is loaded (for cuda: connect with the nccl "
+                     "backend, whose plugin brings the CUDA allocator)"));
   }
   return allocator;
 }

@@ -5,7 +5,9 @@
 // from 1 MiB on are mapped directly too. Freed mapped blocks are kept in a small cache (CpuCache*
 // below) and handed out again for a request of the same rounded size, so repeated shardings reuse
 // memory that is already faulted in (docs/performance.md). Other device types (CUDA, from the NCCL
-// plugin) register their allocator at load time:
+// plugin) register their allocator at load time — from inside the process, or, for a plugin,
+// through its plugin struct (core/comm/backend_plugin.h), which the host hands to
+// RegisterAllocator:
 //
 //   static bool registered = (RegisterAllocator(DeviceType::kCuda, &my_cuda_allocator), true);
 //
@@ -44,8 +46,8 @@ class Allocator {
 // Registers `allocator` (not owned; must outlive every tensor) for `type`, replacing any earlier.
 void RegisterAllocator(DeviceType type, Allocator* allocator);
 
-// Errors: kFailedPrecondition if no allocator is registered for the device's type (for CUDA:
-// shardkit was built without --config=cuda).
+// Errors: kFailedPrecondition if no allocator is registered for the device's type (for CUDA: the
+// NCCL plugin, which registers it when Connect loads it, is not loaded).
 [[nodiscard]] absl::StatusOr<Allocator*> GetAllocator(const Device& device);
 
 // The CPU allocator's cache of freed blocks of >= 1 MiB. A block is reused only for a request of

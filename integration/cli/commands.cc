@@ -30,7 +30,8 @@ std::string Usage() {
     absl::StrAppendFormat(&out, "  %-9s %s\n", command.name, command.summary);
   }
   out +=
-      "\nRun 'shardkit COMMAND --help' for a command's flags.\n"
+      "\nRun 'shardkit COMMAND --help' for a command's flags, 'shardkit --version' for the\n"
+      "version, the build id and the backends this program finds (built in and plugins).\n"
       "Exit status: 0 success, 2 invalid request (arguments or inputs), 1 anything else.\n";
   return out;
 }
@@ -46,6 +47,9 @@ int RunShardkit(const std::vector<std::string>& args) {
   if (name == "--help" || name == "-h" || name == "help") {
     std::cout << Usage();
     return 0;
+  }
+  if (name == "--version") {
+    return RunVersion(std::vector<std::string>(args.begin() + 1, args.end()));
   }
   for (const Command& command : kCommands) {
     if (name == command.name) {

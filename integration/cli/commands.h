@@ -37,6 +37,9 @@ int RunSpec(const std::vector<std::string>& args);
 // `shardkit demo` (demo_command.cc).
 int RunDemo(const std::vector<std::string>& args);
 
+// `shardkit --version` (version_command.cc): version, build id, the backends found.
+int RunVersion(const std::vector<std::string>& args);
+
 // Runs `shardkit ARGS...` (argv without the program name); returns the exit status.
 int RunShardkit(const std::vector<std::string>& args);
 

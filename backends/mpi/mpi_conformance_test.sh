@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The conformance suite on the MPI backend: `mpirun -np N` of the suite's binary for N = 1..4,
+# The conformance suite on the MPI backend plugin: `mpirun -np N` of the suite's binary for N = 1..4,
 # each rank one process running the cases of its world size (--gtest_filter '*/wN_*'). Passes
 # when every run exits 0 and every rank of it reports passed cases.
 set -u
 ranks="$TEST_SRCDIR/shardkit/backends/mpi/mpi_conformance_ranks"
+# The suite binary has no MPI in it: it loads libshardkit_backend_mpi.so by name.
+export SHARDKIT_PLUGIN_PATH="$TEST_SRCDIR/shardkit/backends/mpi"
 out="$TEST_TMPDIR/out"
 # Each rank would write Bazel's XML_OUTPUT_FILE; Bazel writes the test's own instead.
 unset XML_OUTPUT_FILE GTEST_OUTPUT

@@ -1,5 +1,5 @@
-// Registers the MPI backend as the built-in backend "mpi". Linked only into MPI programs and
-// tests (//backends/mpi:mpi_registered, //integration:shardkit_mpi), never into //backends:all.
+// Registers the MPI backend as the built-in backend "mpi", for the one test program that starts
+// MPI itself (mpi_abort_ranks.cc); everything else loads the plugin (mpi_plugin.cc).
 #include "backends/mpi/mpi_communicator.h"
 #include "core/comm/backend_registry.h"
 

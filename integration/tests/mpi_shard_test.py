@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""`mpirun -np 3 shardkit_mpi shard …` with SHARDKIT_BACKEND=mpi writes the same shard directory
+"""`mpirun -np 3 shardkit shard …` with SHARDKIT_BACKEND=mpi (the plugin libshardkit_backend_mpi.so,
+found on SHARDKIT_PLUGIN_PATH) writes the same shard directory
 as `shardkit shard --nproc 3` with Gloo: byte-identical rank files, equivalent index.json — for
 checkpoint_test's checkpoint (every byte-sized dtype, zero-size shards) with scatter and
 broadcast, and for a 6 MiB tensor streamed under a 1 MiB memory budget (several rounds, messages
@@ -17,11 +18,13 @@ import checkpoint_test  # noqa: E402  (its checkpoint and plan)
 from checkpoint_testlib import (TMP, check, finish, run, same_rank_files,  # noqa: E402
                                 write_safetensors)
 
-MPI_BIN = os.path.join(os.environ.get("TEST_SRCDIR", "."), "shardkit/integration/shardkit_mpi")
+RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", "."), "shardkit")
+MPI_BIN = os.path.join(RUNFILES, "integration/shardkit")  # the contract binary: Gloo built in
 MPIRUN = ["mpirun", "-np", "3", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 # What a user's environment under mpirun has: no SHARDKIT_* launcher variables. TMPDIR: Open
 # MPI's session directory in this test's own folder.
-ENV = dict({k: v for k, v in os.environ.items() if not k.startswith("SHARDKIT_")}, TMPDIR=TMP)
+ENV = dict({k: v for k, v in os.environ.items() if not k.startswith("SHARDKIT_")}, TMPDIR=TMP,
+           SHARDKIT_PLUGIN_PATH=os.path.join(RUNFILES, "backends/mpi"))
 
 
 def mpi_shard(args, extra_env=None, command="shard", nproc=3):

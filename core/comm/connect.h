@@ -1,5 +1,6 @@
 // Connecting a rank, the program side: a rank program picks its backend by name at run time —
-// from ConnectOptions or from the environment that `shardkit launch` sets (core/base/env.h). The
+// from ConnectOptions or from the environment that `shardkit launch` (core/base/env.h), torchrun,
+// mpirun or srun sets (launcher_env.h). The
 // backends themselves register by name (backend_registry.h); link //backends:all to get every
 // backend built for this configuration.
 //
@@ -30,10 +31,14 @@ namespace shardkit {
 // kDeadlineExceeded naming the ranks that never joined the rendezvous).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options);
 
-// Reads SHARDKIT_RANK (default 0), SHARDKIT_WORLD_SIZE (default 1), SHARDKIT_LOCAL_RANK (default
-// the rank), SHARDKIT_BACKEND (default gloo), SHARDKIT_STORE, SHARDKIT_TIMEOUT (seconds, default
-// env::kDefaultTimeout), SHARDKIT_HOSTNAME, SHARDKIT_IFNAME. Errors: kInvalidArgument naming a
-// malformed variable.
+// Reads rank, world size and local rank from the launcher that started this process
+// (launcher_env.h: SHARDKIT_RANK / SHARDKIT_WORLD_SIZE / SHARDKIT_LOCAL_RANK of `shardkit launch`,
+// defaults 0, 1 and the rank; else torchrun's, Open MPI's or srun's variables; else a world of
+// one), SHARDKIT_BACKEND (default gloo), SHARDKIT_STORE, SHARDKIT_TIMEOUT (seconds, default
+// env::kDefaultTimeout), SHARDKIT_HOSTNAME, SHARDKIT_IFNAME; then CompleteForLauncher (a run
+// namespace in the store, the host's address) for a rank of another launcher, whose warnings about
+// disagreeing outer launchers go to stderr once. Errors: kInvalidArgument naming a malformed
+// variable, or saying to set SHARDKIT_STORE; those of CompleteForLauncher.
 [[nodiscard]] absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv();
 
 // Connect(ConnectOptionsFromEnv()).

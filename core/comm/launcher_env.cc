@@ -89,7 +89,10 @@ absl::Status CheckInWorld(const LauncherVars& v, const char* name, int value, in
 // The launcher's own name for the run, checked to be usable as a store namespace.
 absl::StatusOr<std::string> RunId(Launcher launcher, const EnvLookup& lookup) {
   std::string id, source;
-  if (launcher == Launcher::kTorchrun) {
+  if (const char* chosen = Get(lookup, env::kRunId)) {
+    id = chosen;
+    source = env::kRunId;
+  } else if (launcher == Launcher::kTorchrun) {
     id = Get(lookup, env::kTorchrunRunId);  // the marker: set
     if (id == kTorchrunDefaultRunId) return std::string();
     source = env::kTorchrunRunId;

@@ -33,9 +33,10 @@ struct LauncherEnv {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
-  // The launcher's own name for this run, fit for a store namespace: TORCHELASTIC_RUN_ID (with
-  // ".restart<N>" after a torchrun restart; empty for torchrun's default "none"), or
-  // "<SLURM_JOB_ID>.<SLURM_STEP_ID>". Empty when the launcher gives none.
+  // This run's name, fit for a store namespace: SHARDKIT_RUN_ID if set (chosen by the user), else
+  // TORCHELASTIC_RUN_ID (with ".restart<N>" after a torchrun restart; empty for torchrun's default
+  // "none"), or "<SLURM_JOB_ID>.<SLURM_STEP_ID>". Empty when there is none (Open MPI). Unused for
+  // kShardkit, whose SHARDKIT_STORE already holds the run's namespace.
   std::string run_id;
   // What was detected, for messages: `torchrun (RANK=1, WORLD_SIZE=4)`. Empty for kNone.
   std::string description;

@@ -91,6 +91,9 @@ TEST(DetectLauncherTest, RunIds) {
   EXPECT_EQ(Detect(Merge({{"TORCHELASTIC_RUN_ID", "none"}}, kTorchrun))->run_id, "");
   EXPECT_EQ(Detect(kSlurmStep)->run_id, "812.3");
   EXPECT_EQ(Detect(kOpenMpi)->run_id, "");
+  // The user's choice beats the launcher's.
+  EXPECT_EQ(Detect(Merge({{"SHARDKIT_RUN_ID", "mine"}}, kOpenMpi))->run_id, "mine");
+  EXPECT_EQ(Detect(Merge({{"SHARDKIT_RUN_ID", "mine"}}, kSlurmStep))->run_id, "mine");
   EXPECT_THAT(Detect(Merge({{"TORCHELASTIC_RUN_ID", "a/b"}}, kTorchrun)),
               StatusIs(StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("\"a/b\""), HasSubstr("TORCHELASTIC_RUN_ID"))));

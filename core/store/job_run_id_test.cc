@@ -27,7 +27,8 @@ TEST(JobRunIdTest, RejectsCountsOutsideTheWorld) {
   MemoryStore store;
   EXPECT_THAT(JobRunId(store, 2, 3),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("world of 2")));
-  EXPECT_THAT(JobRunId(store, 0, 1), StatusIs(StatusCode::kInvalidArgument, HasSubstr("world of 0")));
+  EXPECT_THAT(JobRunId(store, 0, 1),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("world of 0")));
 }
 
 }  // namespace

@@ -5,8 +5,8 @@
 //
 // With --nproc N each is exactly `shardkit launch --nproc N -- shardkit shard|reshard <the other
 // arguments>`; under a launcher (UnderLauncher: shardkit launch, torchrun, mpirun, srun) it is
-// one rank and --nproc is an error; with neither it runs as a world of one. The work is checkpoint::ShardCheckpoint (reshard: with
-// `reshard` set, the input a shard directory).
+// one rank and --nproc is an error; with neither it runs as a world of one. The work is
+// checkpoint::ShardCheckpoint (reshard: with `reshard` set, the input a shard directory).
 #include <unistd.h>
 
 #include <cstdlib>

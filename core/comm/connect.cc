@@ -78,7 +78,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options) {
 
 absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv() {
   SHARDKIT_ASSIGN_OR_RETURN(LauncherEnv launcher, DetectLauncherFromEnv());
-  ReportLauncherWarnings(launcher);
   ConnectOptions o;
   o.rank = launcher.rank;
   o.world_size = launcher.world_size;
@@ -96,6 +95,7 @@ absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv() {
     o.timeout = absl::Seconds(seconds);
   }
   SHARDKIT_RETURN_IF_ERROR(CompleteForLauncher(launcher, &o));
+  ReportLauncherWarnings(launcher);  // after the errors, which must come first on stderr
   return o;
 }
 

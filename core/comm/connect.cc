@@ -69,7 +69,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options) {
     SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(options.store_url));
     options.store = std::move(store);
   }
-  if (options.store == nullptr && options.world_size > 1) {
+  if (options.store == nullptr && options.world_size > 1 && BackendNeedsStore(options.backend)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a world of ", options.world_size, " ranks needs a store (SHARDKIT_STORE or store_url)"));
   }

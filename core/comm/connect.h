@@ -26,9 +26,10 @@
 namespace shardkit {
 
 // Connects this rank. Errors: kInvalidArgument for world_size < 1, a rank outside the world, a
-// non-positive timeout, a missing store, or both hostname and ifname; kNotFound for a backend that
-// is not registered (the message lists the registered ones); the backend's errors (e.g.
-// kDeadlineExceeded naming the ranks that never joined the rendezvous).
+// non-positive timeout, a missing store (a world of more than one with a backend that needs one,
+// BackendNeedsStore), or both hostname and ifname; kNotFound for a backend that is not registered
+// (the message lists the registered ones); the backend's errors (e.g. kDeadlineExceeded naming the
+// ranks that never joined the rendezvous).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options);
 
 // Reads rank, world size and local rank from the launcher that started this process

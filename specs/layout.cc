@@ -1,6 +1,7 @@
 #include "specs/layout.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/check.h"
@@ -106,8 +107,8 @@ absl::StatusOr<std::vector<ShardMetadata>> BuildMetadata(const ShardingSpec& spe
   return shards;
 }
 
-absl::StatusOr<ShardingSpec> Bind(const ShardingSpec& spec, const Shape& global_shape,
-                                  std::optional<int64_t> world_size) {
+absl::StatusOr<BoundSpec> BindWithShards(const ShardingSpec& spec, const Shape& global_shape,
+                                         std::optional<int64_t> world_size) {
   if (world_size.has_value()) SHARDKIT_RETURN_IF_ERROR(ValidateWorldSize(*world_size));
   SHARDKIT_RETURN_IF_ERROR(ValidateSpec(spec));
   SHARDKIT_ASSIGN_OR_RETURN(ShardingSpec bound, ExpandSpec(spec, world_size));
@@ -116,7 +117,14 @@ absl::StatusOr<ShardingSpec> Bind(const ShardingSpec& spec, const Shape& global_
   if (auto* chunk = std::get_if<ChunkShardingSpec>(&bound)) {
     SHARDKIT_ASSIGN_OR_RETURN(chunk->dim, ResolveDim(chunk->dim, global_shape));
   }
-  return bound;
+  return BoundSpec{std::move(bound), std::move(shards)};
+}
+
+absl::StatusOr<ShardingSpec> Bind(const ShardingSpec& spec, const Shape& global_shape,
+                                  std::optional<int64_t> world_size) {
+  absl::StatusOr<BoundSpec> bound = BindWithShards(spec, global_shape, world_size);
+  if (!bound.ok()) return bound.status();
+  return std::move(bound).value().spec;
 }
 
 }  // namespace shardkit::specs

@@ -57,6 +57,15 @@ int64_t ChunkOffset(int64_t n, int64_t split, int64_t i);
 [[nodiscard]] absl::StatusOr<ShardingSpec> Bind(const ShardingSpec& spec, const Shape& global_shape,
                                                 std::optional<int64_t> world_size);
 
+// Bind, with the bound spec's shards (its BuildMetadata), computed once.
+struct BoundSpec {
+  ShardingSpec spec;
+  std::vector<ShardMetadata> shards;
+};
+[[nodiscard]] absl::StatusOr<BoundSpec> BindWithShards(const ShardingSpec& spec,
+                                                       const Shape& global_shape,
+                                                       std::optional<int64_t> world_size);
+
 }  // namespace shardkit::specs
 
 #endif  // SHARDKIT_SPECS_LAYOUT_H_

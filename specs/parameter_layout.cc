@@ -29,10 +29,10 @@ absl::StatusOr<ParameterLayout> LayOutParameter(const std::optional<ShardingSpec
                                                 const Shape& global_shape, int64_t world_size) {
   ParameterLayout layout;
   if (spec.has_value()) {
-    SHARDKIT_ASSIGN_OR_RETURN(ShardingSpec bound, Bind(*spec, global_shape, world_size));
-    SHARDKIT_ASSIGN_OR_RETURN(layout.shards, BuildMetadata(bound, global_shape));
-    layout.canonical_json = CanonicalJson(bound);
-    layout.spec = std::move(bound);
+    SHARDKIT_ASSIGN_OR_RETURN(BoundSpec bound, BindWithShards(*spec, global_shape, world_size));
+    layout.shards = std::move(bound.shards);
+    layout.canonical_json = CanonicalJson(bound.spec);
+    layout.spec = std::move(bound.spec);
   } else {
     SHARDKIT_ASSIGN_OR_RETURN(layout, Replicated(global_shape, world_size));
   }

@@ -16,9 +16,7 @@ absl::StatusOr<ShardingSpec> ParseSpecValue(const json::Json& value) {
   return internal::SpecFromJson(value, "");
 }
 
-std::string CanonicalJson(const ShardingSpec& spec) {
-  return json::Dump(internal::SpecToJson(spec));
-}
+std::string CanonicalJson(const ShardingSpec& spec) { return internal::SpecToText(spec); }
 
 absl::StatusOr<std::string> BoundCanonicalJson(const ShardingSpec& spec, const Shape& global_shape,
                                                std::optional<int64_t> world_size) {

@@ -1,6 +1,7 @@
 // Strict parsing (each error's path text), canonical and bound forms, equality.
 #include "specs/spec_json.h"
 
+#include "core/json/json_reader.h"
 #include "specs/fingerprint.h"
 #include "testing/status_matchers.h"
 
@@ -195,6 +196,22 @@ TEST(CanonicalTest, SortedCompactVersionedAsWritten) {
       R"({"dim":0,"placements":{"device":"cuda:1","ranks":[2,0]},"type":"chunk","version":1})");
   EXPECT_EQ(CanonicalJson(*ParseSpec(R"({"type":"chunk","dim":0,"placements":{"ranks":"0..3"}})")),
             R"({"dim":0,"placements":{"ranks":"0..3"},"type":"chunk","version":1})");
+}
+
+// Enumerable specs are written without a DOM: the bytes must still be json::Dump's.
+TEST(CanonicalTest, EnumerableTextIsTheDumpOfItsJson) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(ShardingSpec spec, ParseSpec(R"({"type": "enumerable", "shards": [
+          {"sizes": [3, 8], "offsets": [0, 0], "placement": "rank:1/cuda:12"},
+          {"offsets": [3, 0], "placement": "rank:0/cpu", "sizes": [0, 8]},
+          {"placement": "rank:10", "offsets": [3, 0], "sizes": [7, 8]}]})"));
+  const std::string canonical = CanonicalJson(spec);
+  EXPECT_EQ(canonical,
+            R"({"shards":[{"offsets":[0,0],"placement":"rank:1/cuda:12","sizes":[3,8]},)"
+            R"({"offsets":[3,0],"placement":"rank:0/cpu","sizes":[0,8]},)"
+            R"({"offsets":[3,0],"placement":"rank:10","sizes":[7,8]}],"type":"enumerable",)"
+            R"("version":1})");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(json::Json parsed, json::ParseJson(canonical));
+  EXPECT_EQ(json::Dump(parsed), canonical);
 }
 
 // align is in the canonical form only when it is not 1: specs written without it (and with

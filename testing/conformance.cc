@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <numeric>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "core/comm/communicator.h"
+#include "core/comm/connect.h"
 #include "core/tensor/allocator.h"
 #include "gmock/gmock.h"
 #include "testing/rank_group.h"
@@ -288,16 +291,43 @@ void MismatchedOpsCase(int rank, Communicator& comm, std::string_view arg) {
   SHARDKIT_EXPECT_OK(comm.Barrier());
 }
 
+// This process's rank of an externally launched job, connected on first use and kept for every
+// later case (never destroyed: the job's ranks leave together at exit).
+absl::StatusOr<Communicator*> ExternalRank(const std::string& backend) {
+  static auto* comms = new std::map<std::string, absl::StatusOr<std::unique_ptr<Communicator>>>();
+  auto it = comms->find(backend);
+  if (it == comms->end()) {
+    absl::StatusOr<ConnectOptions> options = ConnectOptionsFromEnv();
+    if (options.ok()) options->backend = backend;
+    it = comms->emplace(backend, options.ok() ? Connect(*options) : options.status()).first;
+  }
+  if (!it->second.ok()) return it->second.status();
+  return it->second->get();
+}
+
+void RunExternalCase(RankGroup::CaseFn fn, const ConformanceParam& p, std::string_view arg) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Communicator * comm, ExternalRank(p.backend));
+  if (comm->world_size() != p.world_size) {
+    GTEST_SKIP() << "a case for " << p.world_size << " ranks; this job has " << comm->world_size();
+  }
+  SHARDKIT_ASSERT_OK(comm->poisoned()) << "an earlier case broke this rank's communicator";
+  fn(comm->rank(), *comm, arg);
+}
+
 void RunCase(RankGroup::CaseFn fn) {
   const ConformanceParam& p = CommunicatorConformanceTest::GetParam();
+  const CaseArg arg{p.bytes, p.root, p.device};
+  const std::string_view packed(reinterpret_cast<const char*>(&arg), sizeof(arg));
+  if (p.external) {
+    RunExternalCase(fn, p, packed);
+    return;
+  }
   if (p.device_count != nullptr && p.device_count() < p.world_size) {
     GTEST_SKIP() << p.world_size << " ranks need " << p.world_size << " " << p.device.ToString()
                  << " devices; this machine has " << p.device_count();
   }
   SHARDKIT_ASSERT_OK_AND_ASSIGN(RankGroup * group, RankGroup::Shared(p.world_size, p.backend));
-  const CaseArg arg{p.bytes, p.root, p.device};
-  SHARDKIT_EXPECT_OK(
-      group->Run(fn, std::string_view(reinterpret_cast<const char*>(&arg), sizeof(arg))));
+  SHARDKIT_EXPECT_OK(group->Run(fn, packed));
 }
 
 TEST_P(CommunicatorConformanceTest, Broadcast) { RunCase(&BroadcastCase); }
@@ -330,6 +360,12 @@ std::vector<ConformanceParam> ConformanceParams(const std::string& backend, cons
       for (int root : roots) params.push_back({backend, n, bytes, root, device});
     }
   }
+  return params;
+}
+
+std::vector<ConformanceParam> ExternalConformanceParams(const std::string& backend) {
+  std::vector<ConformanceParam> params = ConformanceParams(backend);
+  for (ConformanceParam& p : params) p.external = true;
   return params;
 }
 

@@ -10,6 +10,17 @@
 //                            ::testing::ValuesIn(ConformanceParams("gloo")), ConformanceParamName);
 //
 // A device backend passes the device and a device counter (backends/nccl/nccl_conformance_test.cc).
+//
+// Externally launched ranks (mpirun, srun, `shardkit launch`): every process of the job runs the
+// test binary and is one rank. ExternalConformanceParams marks the sweep so: each process connects
+// once, from its environment (ConnectOptionsFromEnv with the backend's name), runs every case of
+// its job's world size on that communicator, and skips the cases of other sizes. Each rank
+// reports its own gtest result; the launcher's exit status is the job's. Select one size with
+// `--gtest_filter='*/w3_*'` to leave nothing skipped (backends/mpi/mpi_conformance_test.sh):
+//
+//   INSTANTIATE_TEST_SUITE_P(Mpi, CommunicatorConformanceTest,
+//                            ::testing::ValuesIn(ExternalConformanceParams("mpi")),
+//                            ConformanceParamName);
 #ifndef SHARDKIT_TESTING_CONFORMANCE_H_
 #define SHARDKIT_TESTING_CONFORMANCE_H_
 
@@ -32,11 +43,16 @@ struct ConformanceParam {
   // For device backends: how many devices this machine has (one per rank); cases with more ranks
   // skip. Called lazily in the test process; must not initialise CUDA there (probe in a child).
   int (*device_count)() = nullptr;
+  // Ranks started outside the test (see the file comment) instead of forked by it.
+  bool external = false;
 };
 
 // The sweep for `backend`, with buffers on `device`.
 std::vector<ConformanceParam> ConformanceParams(const std::string& backend,
                                                 const Device& device = Device::Cpu());
+
+// The same sweep for externally launched ranks (see the file comment).
+std::vector<ConformanceParam> ExternalConformanceParams(const std::string& backend);
 
 // "w4_b100003_root3"
 std::string ConformanceParamName(const ::testing::TestParamInfo<ConformanceParam>& info);

@@ -170,3 +170,54 @@ cuda_repository = repository_rule(
     environ = ["CUDA_HOME"],
     local = True,
 )
+
+_MPI_BUILD_PRESENT = """
+package(default_visibility = ["//visibility:public"])
+
+# Open MPI's C API (mpi.h and the headers it includes). OMPI_SKIP_MPICXX: the deprecated C++
+# bindings are neither included nor linked.
+cc_library(
+    name = "mpi",
+    hdrs = glob(["include/*.h"]),
+    defines = ["OMPI_SKIP_MPICXX=1"],
+    includes = ["include"],
+    linkopts = ["-L{libdir}", "-lmpi"],
+)
+"""
+
+_MPI_BUILD_ABSENT = """
+package(default_visibility = ["//visibility:public"])
+
+genrule(
+    name = "missing",
+    outs = ["missing.h"],
+    cmd = "echo 'Open MPI not found ({why}): run tools/setup (libopenmpi-dev, openmpi-bin)' >&2; exit 1",
+)
+
+cc_library(name = "mpi", hdrs = [":missing"])
+"""
+
+def _mpi_impl(ctx):
+    # mpicc knows where its distribution keeps mpi.h and libmpi (Debian: a multiarch folder).
+    mpicc = ctx.which("mpicc")
+    why = "no mpicc on PATH"
+    if mpicc != None:
+        incdirs = ctx.execute([mpicc, "--showme:incdirs"])
+        libdirs = ctx.execute([mpicc, "--showme:libdirs"])
+        why = "mpicc --showme failed: " + incdirs.stderr + libdirs.stderr
+        if incdirs.return_code == 0 and libdirs.return_code == 0:
+            incdir = incdirs.stdout.split(" ")[0].strip()
+            libdir = libdirs.stdout.split(" ")[0].strip()
+            if ctx.path(incdir + "/mpi.h").exists:
+                ctx.symlink(incdir, "include")
+                ctx.file("BUILD", _MPI_BUILD_PRESENT.format(libdir = libdir))
+                return
+            why = "no mpi.h in " + incdir
+    ctx.file("BUILD", _MPI_BUILD_ABSENT.format(why = why.replace("'", "").replace("\n", " ")))
+
+# Open MPI (Debian's libopenmpi-dev), found through mpicc; stubs that fail with a clear message
+# when it is not installed.
+mpi_repository = repository_rule(
+    implementation = _mpi_impl,
+    local = True,
+)

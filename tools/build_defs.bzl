@@ -31,6 +31,14 @@ CUDA_ONLY = select({
     "//conditions:default": ["//third_party:incompatible"],
 })
 
+# Tests that run uninstrumented system code (Debian's Open MPI: ASan/LSan report its own leaks,
+# TSan its own threads, as ours) are skipped (SKIPPED, not failed) in the asan and tsan
+# configurations; tag them "no-sanitizers" too, so the reason shows in `bazel query`.
+NOT_UNDER_SANITIZERS = select({
+    "//third_party:sanitizers_enabled": ["//third_party:incompatible"],
+    "//conditions:default": [],
+})
+
 def shardkit_gpu_cc_test(name, tags = [], linkopts = [], **kwargs):
     """A test that needs CUDA devices: built only with --config=cuda, tagged requires-gpu.
 

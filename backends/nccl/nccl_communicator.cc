@@ -7,13 +7,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backends/nccl/cuda_util.h"
+#include "core/base/deadline.h"
 #include "core/base/status_macros.h"
 #include "core/comm/backend_registry.h"
 #include "core/store/rendezvous.h"
@@ -47,22 +47,17 @@ absl::Status NcclStatus(ncclResult_t result, ncclComm_t comm, std::string_view w
 }
 
 // Calls poll(finished) until it fails or sets `finished`; kDeadlineExceeded once the deadline
-// passes. Yields at first, then sleeps up to 1 ms, so a fast collective costs microseconds and a
-// slow one little CPU.
+// passes. Pauses as PollBackoff does, so a fast collective costs microseconds and a slow one
+// little CPU.
 template <typename Fn>
 absl::Status PollUntil(absl::Time deadline, Fn&& poll) {
-  absl::Duration pause = absl::Microseconds(1);
+  PollBackoff backoff;
   for (;;) {
     bool finished = false;
     SHARDKIT_RETURN_IF_ERROR(poll(finished));
     if (finished) return absl::OkStatus();
     if (absl::Now() >= deadline) return absl::DeadlineExceededError("deadline passed");
-    if (pause < absl::Microseconds(50)) {
-      std::this_thread::yield();
-    } else {
-      absl::SleepFor(pause);
-    }
-    pause = std::min(pause * 2, absl::Milliseconds(1));
+    backoff.Pause();
   }
 }
 

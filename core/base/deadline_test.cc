@@ -28,5 +28,17 @@ TEST(PollTimeoutMs, FarDeadlinesSaturate) {
   EXPECT_LE(ten_s, 10000);
 }
 
+TEST(PollBackoff, YieldsFirstThenSleepsUpToOneMillisecond) {
+  PollBackoff backoff;
+  absl::Time start = absl::Now();
+  for (int i = 0; i < 6; ++i) backoff.Pause();  // 1-32 us: yields only
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(50));
+  start = absl::Now();
+  for (int i = 0; i < 14; ++i) backoff.Pause();  // sleeps of 64-512 us, then 10 of 1 ms
+  const absl::Duration slept = absl::Now() - start;
+  EXPECT_GE(slept, absl::Microseconds(64 + 128 + 256 + 512) + absl::Milliseconds(10));
+  EXPECT_LT(slept, absl::Seconds(1));  // capped at 1 ms each (generous for a loaded machine)
+}
+
 }  // namespace
 }  // namespace shardkit

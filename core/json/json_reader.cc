@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -54,7 +53,8 @@ class StrictDomBuilder : public nlohmann::json_sax<Json> {
 
   bool key(string_t& value) override {
     Frame& frame = frames_.back();
-    if (!frame.keys.insert(value).second) {
+    // Every earlier member of this object is in it already (Add inserts before the next key).
+    if (frame.container->contains(value)) {
       return Fail(PathError(Path(/*into_last=*/false),
                             absl::StrCat("duplicate key ", DescribeValue(Json(value)))));
     }
@@ -79,8 +79,7 @@ class StrictDomBuilder : public nlohmann::json_sax<Json> {
  private:
   struct Frame {
     Json* container;
-    std::set<std::string> keys;  // objects only
-    std::string key;             // objects: the member being read
+    std::string key;  // objects: the member being read
   };
 
   std::pair<size_t, size_t> LineColumn(size_t position) const {
@@ -131,7 +130,7 @@ class StrictDomBuilder : public nlohmann::json_sax<Json> {
           PathError(Path(), absl::StrCat("JSON nesting deeper than ", kMaxJsonDepth, " levels")));
     }
     Json* child = Add(std::move(empty));
-    frames_.push_back(Frame{child, {}, {}});
+    frames_.push_back(Frame{child, {}});
     return true;
   }
 
@@ -269,7 +268,18 @@ absl::StatusOr<std::vector<int64_t>> GetIntArray(const Json& value, std::string_
   std::vector<int64_t> out;
   out.reserve(value.size());
   for (size_t i = 0; i < value.size(); ++i) {
-    SHARDKIT_ASSIGN_OR_RETURN(int64_t v, GetInt(value[i], IndexPath(path, i)));
+    const Json& element = value[i];
+    // The common cases without building a path (positive integers are stored unsigned).
+    if (element.is_number_unsigned() &&
+        element.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      out.push_back(static_cast<int64_t>(element.get<uint64_t>()));
+      continue;
+    }
+    if (element.is_number_integer() && !element.is_number_unsigned()) {
+      out.push_back(element.get<int64_t>());
+      continue;
+    }
+    SHARDKIT_ASSIGN_OR_RETURN(int64_t v, GetInt(element, IndexPath(path, i)));
     out.push_back(v);
   }
   return out;

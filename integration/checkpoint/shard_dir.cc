@@ -129,12 +129,7 @@ absl::StatusOr<IndexShard> ParseShard(const Json& value, const std::string& path
 // The listed shards must be exactly the layout of the spec: same shards, files and names.
 absl::Status CheckShardsMatchLayout(const IndexParameter& parameter,
                                     const specs::ParameterLayout& layout, const std::string& path) {
-  if (parameter.spec.has_value()) {
-    std::vector<specs::ShardMetadata> listed;
-    for (const IndexShard& shard : parameter.shards) listed.push_back(shard.metadata);
-    SHARDKIT_RETURN_IF_ERROR(
-        Annotate(specs::ValidateTiling(listed, parameter.shape), ChildPath(path, "shards")));
-  }
+  // Shard for shard equal to the layout, which tiles the tensor (LayOutParameter checked it).
   if (parameter.shards.size() != layout.shards.size()) {
     return PathError(ChildPath(path, "shards"),
                      absl::StrCat("the spec has ", layout.shards.size(), " shards, ",
@@ -213,10 +208,13 @@ absl::StatusOr<IndexParameter> ParseParameter(const std::string& name, const Jso
     return PathError(ChildPath(path, "fingerprint"),
                      absl::StrCat("does not match the spec (", layout.fingerprint, ")"));
   }
+  parameter.shards.reserve(shards->size());
   for (size_t i = 0; i < shards->size(); ++i) {
-    SHARDKIT_ASSIGN_OR_RETURN(IndexShard shard,
-                              ParseShard((*shards)[i], IndexPath(ChildPath(path, "shards"), i)));
-    parameter.shards.push_back(std::move(shard));
+    // Read without its path first (no string built per shard), again with it for the message.
+    absl::StatusOr<IndexShard> shard = ParseShard((*shards)[i], "");
+    if (!shard.ok()) shard = ParseShard((*shards)[i], IndexPath(ChildPath(path, "shards"), i));
+    if (!shard.ok()) return shard.status();
+    parameter.shards.push_back(*std::move(shard));
   }
   SHARDKIT_RETURN_IF_ERROR(CheckShardsMatchLayout(parameter, layout, path));
   return parameter;

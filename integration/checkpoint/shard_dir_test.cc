@@ -78,7 +78,8 @@ TEST(ShardDirTest, InconsistentIndexesNameThePath) {
   };
   EXPECT_THAT(replaced(R"("sizes":[10,3],"rank":0)", R"("sizes":[10,4],"rank":0)"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr(R"(dir/index.json: parameters["embed.weight"].shards: )")));
+                       HasSubstr(R"(dir/index.json: parameters["embed.weight"].shards[1]: )"
+                                 R"(does not match the spec's shard)")));
   EXPECT_THAT(replaced(R"("tensor":"twice#1")", R"("tensor":"twice")"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr(R"(parameters["twice"].shards[1]: expected file)")));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -14,6 +15,7 @@
 #include "core/base/status_macros.h"
 #include "core/json/json_reader.h"
 #include "integration/io/files.h"
+#include "integration/safetensors/internal/header_sax.h"
 #include "nlohmann/json.hpp"
 #include "specs/fingerprint.h"
 
@@ -48,7 +50,26 @@ absl::StatusOr<uint64_t> AsUnsigned(const Json& value, std::string_view what) {
       absl::StrCat(std::string(what), ": expected a non-negative integer, got ", value.dump()));
 }
 
-absl::StatusOr<TensorInfo> ParseEntry(const std::string& name, const Json& entry) {
+// The checks of a tensor's fields against each other, for both paths of ParseHeader.
+absl::StatusOr<TensorInfo> CheckEntry(internal::RawEntry raw) {
+  const std::string where = absl::StrCat("tensor \"", raw.name, "\"");
+  absl::StatusOr<DType> dtype = DTypeFromSafetensors(raw.dtype);
+  if (!dtype.ok()) return Annotate(dtype.status(), where);
+  TensorInfo info{std::move(raw.name), *dtype, std::move(raw.shape), raw.begin, raw.end};
+  absl::StatusOr<ShapeSize> size = ComputeShapeSize(info.shape, info.dtype);
+  if (!size.ok()) return Annotate(size.status(), where);
+  if (info.end < info.begin || info.end - info.begin != static_cast<uint64_t>(size->nbytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": data_offsets [", info.begin, ", ", info.end, "] hold ",
+                     info.end >= info.begin ? info.end - info.begin : 0, " bytes but shape ",
+                     ShapeToString(info.shape), " of ", std::string(SafetensorsName(info.dtype)),
+                     " needs ", size->nbytes));
+  }
+  return info;
+}
+
+// A tensor's fields from the DOM, each checked for its type.
+absl::StatusOr<internal::RawEntry> ReadEntry(const std::string& name, const Json& entry) {
   if (!entry.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\": expected an object"));
   }
@@ -67,11 +88,7 @@ absl::StatusOr<TensorInfo> ParseEntry(const std::string& name, const Json& entry
     return absl::InvalidArgumentError(
         absl::StrCat("tensor \"", name, "\": dtype must be a string"));
   }
-  TensorInfo info{name, DType::kFloat32, {}, 0, 0};
-  absl::StatusOr<DType> parsed_dtype = DTypeFromSafetensors(dtype.get<std::string>());
-  if (!parsed_dtype.ok())
-    return Annotate(parsed_dtype.status(), absl::StrCat("tensor \"", name, "\""));
-  info.dtype = *parsed_dtype;
+  internal::RawEntry raw{name, dtype.get<std::string>(), {}, 0, 0};
   const Json& shape = entry["shape"];
   const Json& offsets = entry["data_offsets"];
   if (!shape.is_array() || shape.size() > 64) {
@@ -84,25 +101,16 @@ absl::StatusOr<TensorInfo> ParseEntry(const std::string& name, const Json& entry
     if (d > static_cast<uint64_t>(INT64_MAX)) {
       return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\": shape overflows"));
     }
-    info.shape.push_back(static_cast<int64_t>(d));
+    raw.shape.push_back(static_cast<int64_t>(d));
   }
   if (!offsets.is_array() || offsets.size() != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor \"", name, "\": data_offsets must be [begin, end]"));
   }
   std::string what = absl::StrCat("tensor \"", name, "\" data_offsets");
-  SHARDKIT_ASSIGN_OR_RETURN(info.begin, AsUnsigned(offsets[0], what));
-  SHARDKIT_ASSIGN_OR_RETURN(info.end, AsUnsigned(offsets[1], what));
-  absl::StatusOr<ShapeSize> size = ComputeShapeSize(info.shape, info.dtype);
-  if (!size.ok()) return Annotate(size.status(), absl::StrCat("tensor \"", name, "\""));
-  if (info.end < info.begin || info.end - info.begin != static_cast<uint64_t>(size->nbytes)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor \"", name, "\": data_offsets [", info.begin, ", ", info.end, "] hold ",
-                     info.end >= info.begin ? info.end - info.begin : 0, " bytes but shape ",
-                     ShapeToString(info.shape), " of ", std::string(SafetensorsName(info.dtype)),
-                     " needs ", size->nbytes));
-  }
-  return info;
+  SHARDKIT_ASSIGN_OR_RETURN(raw.begin, AsUnsigned(offsets[0], what));
+  SHARDKIT_ASSIGN_OR_RETURN(raw.end, AsUnsigned(offsets[1], what));
+  return raw;
 }
 
 absl::StatusOr<std::map<std::string, std::string>> ParseMetadata(const Json& value) {
@@ -164,10 +172,28 @@ absl::Status ReadFully(int fd, uint64_t offset, uint64_t size, void* dst, std::s
   return absl::OkStatus();
 }
 
+// The fast path: a well-formed header that passes every check, or nullopt.
+std::optional<Header> ParseValidHeader(std::string_view json, uint64_t data_size) {
+  std::optional<internal::RawHeader> raw = internal::ParseWellFormedHeader(json);
+  if (!raw.has_value()) return std::nullopt;
+  Header header;
+  header.metadata = std::move(raw->metadata);
+  header.tensors.reserve(raw->tensors.size());
+  for (internal::RawEntry& entry : raw->tensors) {
+    absl::StatusOr<TensorInfo> info = CheckEntry(std::move(entry));
+    if (!info.ok()) return std::nullopt;
+    header.tensors.push_back(*std::move(info));
+  }
+  if (!CheckLayout(header.tensors, data_size).ok()) return std::nullopt;
+  return header;
+}
+
 }  // namespace
 
+// The DOM path parses what the fast path gave up on, and words the error.
 absl::StatusOr<Header> ParseHeader(std::string_view json, uint64_t data_size,
                                    std::string_view source) {
+  if (std::optional<Header> header = ParseValidHeader(json, data_size)) return *std::move(header);
   SHARDKIT_ASSIGN_OR_RETURN(Json parsed, ParseJson(json, source));
   if (!parsed.is_object()) return Invalid(source, "header must be a JSON object");
   Header header;
@@ -178,7 +204,9 @@ absl::StatusOr<Header> ParseHeader(std::string_view json, uint64_t data_size,
       header.metadata = *std::move(metadata);
       continue;
     }
-    absl::StatusOr<TensorInfo> info = ParseEntry(key, value);
+    absl::StatusOr<internal::RawEntry> raw = ReadEntry(key, value);
+    if (!raw.ok()) return Annotate(raw.status(), source);
+    absl::StatusOr<TensorInfo> info = CheckEntry(*std::move(raw));
     if (!info.ok()) return Annotate(info.status(), source);
     header.tensors.push_back(*std::move(info));
   }

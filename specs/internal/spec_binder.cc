@@ -1,10 +1,12 @@
 #include "specs/internal/spec_binder.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
 
 namespace shardkit::specs::internal {
@@ -15,6 +17,7 @@ using json::CheckObject;
 using json::CheckVersion;
 using json::ChildPath;
 using json::DescribeValue;
+using json::Dump;
 using json::GetInt;
 using json::GetIntArray;
 using json::GetString;
@@ -143,9 +146,11 @@ absl::StatusOr<EnumerableShardingSpec> EnumerableFromJson(const Json& value,
   EnumerableShardingSpec spec;
   spec.shards.reserve(shards->size());
   for (size_t i = 0; i < shards->size(); ++i) {
-    SHARDKIT_ASSIGN_OR_RETURN(ShardMetadata shard,
-                              ShardFromJson((*shards)[i], IndexPath(shards_path, i)));
-    spec.shards.push_back(std::move(shard));
+    // Read without its path first (no string built per shard), again with it for the message.
+    absl::StatusOr<ShardMetadata> shard = ShardFromJson((*shards)[i], "");
+    if (!shard.ok()) shard = ShardFromJson((*shards)[i], IndexPath(shards_path, i));
+    if (!shard.ok()) return shard.status();
+    spec.shards.push_back(*std::move(shard));
   }
   return spec;
 }
@@ -189,26 +194,63 @@ absl::StatusOr<ShardingSpec> SpecFromJson(const Json& value, std::string_view pa
   return spec;
 }
 
-Json SpecToJson(const ShardingSpec& spec) {
+namespace {
+
+Json ChunkToJson(const ChunkShardingSpec& chunk) {
   Json out = Json::object();
   out["version"] = 1;
-  if (const auto* chunk = std::get_if<ChunkShardingSpec>(&spec)) {
-    out["type"] = "chunk";
-    out["dim"] = chunk->dim;
-    out["placements"] = PlacementsToJson(chunk->placements);
-    // Only when it matters: specs without align keep their canonical bytes and fingerprints.
-    if (chunk->align != 1) out["align"] = chunk->align;
-    return out;
-  }
-  out["type"] = "enumerable";
-  Json shards = Json::array();
-  for (const ShardMetadata& shard : std::get<EnumerableShardingSpec>(spec).shards) {
-    shards.push_back(Json{{"offsets", shard.offsets},
-                          {"sizes", shard.sizes},
-                          {"placement", shard.placement.ToString()}});
-  }
-  out["shards"] = std::move(shards);
+  out["type"] = "chunk";
+  out["dim"] = chunk.dim;
+  out["placements"] = PlacementsToJson(chunk.placements);
+  // Only when it matters: specs without align keep their canonical bytes and fingerprints.
+  if (chunk.align != 1) out["align"] = chunk.align;
   return out;
+}
+
+// `text` as a JSON string, as json::Dump writes it: printable ASCII but '"' and '\\' is copied.
+void AppendString(std::string_view text, std::string* out) {
+  const bool plain = std::all_of(text.begin(), text.end(), [](char c) {
+    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+  });
+  if (!plain) {
+    absl::StrAppend(out, Dump(Json(std::string(text))));
+    return;
+  }
+  absl::StrAppend(out, "\"", absl::string_view(text.data(), text.size()), "\"");
+}
+
+void AppendInts(const std::vector<int64_t>& values, std::string* out) {
+  absl::StrAppend(out, "[", absl::StrJoin(values, ","), "]");
+}
+
+// Written directly, not through a DOM: a spec of 10^5 shards is laid out for every parameter of
+// every index.json read. Keys sorted, compact: the bytes json::Dump gives for the same object.
+std::string EnumerableToText(const EnumerableShardingSpec& spec) {
+  std::string out = "{\"shards\":[";
+  for (size_t i = 0; i < spec.shards.size(); ++i) {
+    const ShardMetadata& shard = spec.shards[i];
+    absl::StrAppend(&out, i == 0 ? "" : ",", "{\"offsets\":");
+    AppendInts(shard.offsets, &out);
+    out += ",\"placement\":";
+    AppendString(shard.placement.ToString(), &out);
+    out += ",\"sizes\":";
+    AppendInts(shard.sizes, &out);
+    out += "}";
+  }
+  out += "],\"type\":\"enumerable\",\"version\":1}";
+  return out;
+}
+
+}  // namespace
+
+Json SpecToJson(const ShardingSpec& spec) {
+  if (const auto* chunk = std::get_if<ChunkShardingSpec>(&spec)) return ChunkToJson(*chunk);
+  return Json::parse(EnumerableToText(std::get<EnumerableShardingSpec>(spec)));
+}
+
+std::string SpecToText(const ShardingSpec& spec) {
+  if (const auto* chunk = std::get_if<ChunkShardingSpec>(&spec)) return Dump(ChunkToJson(*chunk));
+  return EnumerableToText(std::get<EnumerableShardingSpec>(spec));
 }
 
 }  // namespace shardkit::specs::internal

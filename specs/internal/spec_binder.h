@@ -2,6 +2,7 @@
 #ifndef SHARDKIT_SPECS_INTERNAL_SPEC_BINDER_H_
 #define SHARDKIT_SPECS_INTERNAL_SPEC_BINDER_H_
 
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -18,6 +19,8 @@ using json::Json;
 // The canonical JSON value of `spec`: "version": 1 added, placements as written, a chunk's
 // "align" only when it is not 1.
 Json SpecToJson(const ShardingSpec& spec);
+// The canonical text: json::Dump(SpecToJson(spec)), written without the DOM for enumerable specs.
+std::string SpecToText(const ShardingSpec& spec);
 
 }  // namespace shardkit::specs::internal
 

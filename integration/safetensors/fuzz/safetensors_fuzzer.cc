@@ -3,7 +3,8 @@
 // framing checks run too. Besides "never crash", it checks invariants:
 //   - every rejection is kInvalidArgument;
 //   - an accepted header's tensors tile the data region exactly, and each one reads back;
-//   - SerializeHeader of an accepted header parses again to the same tensors and metadata.
+//   - SerializeHeader of an accepted header parses again to the same tensors and metadata;
+//   - ParseHeader's SAX fast path accepts no header that the strict DOM reader rejects.
 // Built with clang by `tools/fuzz safetensors` (corpus seeded from testing/corpus); without
 // libFuzzer, //integration/safetensors/fuzz:safetensors_fuzzer runs the files given as arguments.
 #include <sys/mman.h>
@@ -11,10 +12,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/base/check.h"
+#include "integration/safetensors/internal/header_sax.h"
 #include "integration/safetensors/safetensors.h"
+#include "nlohmann/json.hpp"
 
 namespace shardkit::safetensors {
 namespace {
@@ -41,7 +46,24 @@ bool SameTensors(const Header& a, const Header& b) {
   return true;
 }
 
+// ParseHeader's SAX fast path accepts nothing that the strict DOM reader rejects.
+void CheckFastPathAgrees(const uint8_t* data, size_t size) {
+  if (size < 8) return;
+  uint64_t length = 0;
+  for (int i = 7; i >= 0; --i) length = (length << 8) | data[i];
+  if (length > size - 8) return;
+  const std::string_view json(reinterpret_cast<const char*>(data) + 8, length);
+  std::optional<internal::RawHeader> fast = internal::ParseWellFormedHeader(json);
+  if (!fast.has_value()) return;
+  const nlohmann::json dom = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  SHARDKIT_CHECK(dom.is_object()) << "the fast path accepted what is not a JSON object";
+  // nlohmann keeps one of two duplicate keys: a size mismatch would be a duplicate let through.
+  const size_t metadata = dom.contains("__metadata__") ? 1 : 0;
+  SHARDKIT_CHECK(dom.size() == fast->tensors.size() + metadata) << "duplicate keys let through";
+}
+
 void FuzzOne(const uint8_t* data, size_t size) {
+  CheckFastPathAgrees(data, size);
   absl::StatusOr<Reader> reader = Reader::Open(InputPath(data, size));
   if (!reader.ok()) {
     SHARDKIT_CHECK(reader.status().code() == absl::StatusCode::kInvalidArgument)

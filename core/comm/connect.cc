@@ -70,8 +70,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options) {
     options.store = std::move(store);
   }
   if (options.store == nullptr && options.world_size > 1 && BackendNeedsStore(options.backend)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a world of ", options.world_size, " ranks needs a store (SHARDKIT_STORE or store_url)"));
+    return MissingStoreError(DetectLauncherFromEnv().value_or(LauncherEnv()), options);
   }
   return factory(options);
 }

@@ -203,7 +203,15 @@ absl::StatusOr<std::string> HostAddress() {
   return std::string(address);
 }
 
-absl::Status NoStoreError(const LauncherEnv& launcher, const std::string& backend) {
+}  // namespace
+
+absl::Status MissingStoreError(const LauncherEnv& launcher, const ConnectOptions& options) {
+  if (launcher.launcher == Launcher::kNone || launcher.launcher == Launcher::kShardkit) {
+    return absl::InvalidArgumentError(absl::StrCat("a world of ", options.world_size,
+                                                   " ranks needs a store (", env::kStore,
+                                                   " or store_url)"));
+  }
+  const std::string& backend = options.backend;
   std::string message = absl::StrCat(launcher.description, " started this rank, and backend ",
                                      backend, " needs a rendezvous store every rank reaches: set ",
                                      env::kStore, " (file:///shared/dir or redis://host:port)");
@@ -212,8 +220,6 @@ absl::Status NoStoreError(const LauncherEnv& launcher, const std::string& backen
   }
   return absl::InvalidArgumentError(message);
 }
-
-}  // namespace
 
 absl::StatusOr<LauncherEnv> DetectLauncher(const EnvLookup& lookup) {
   if (Present(kShardkitVars, lookup)) return Parse(kShardkitVars, lookup);
@@ -237,11 +243,12 @@ absl::StatusOr<LauncherEnv> DetectLauncherFromEnv() {
 bool BackendNeedsStore(std::string_view backend) { return backend != "mpi"; }
 
 absl::Status CompleteForLauncher(const LauncherEnv& launcher, ConnectOptions* options) {
+  // Without a store there is nothing to do here; Connect reports it if the backend needs one
+  // (the backend may still change: a --backend flag is applied after the environment).
   if (launcher.launcher == Launcher::kNone || launcher.launcher == Launcher::kShardkit ||
-      !BackendNeedsStore(options->backend)) {
+      !BackendNeedsStore(options->backend) || options->store_url.empty()) {
     return absl::OkStatus();
   }
-  if (options->store_url.empty()) return NoStoreError(launcher, options->backend);
   std::string run_id = launcher.run_id;
   if (run_id.empty()) {
     SHARDKIT_ASSIGN_OR_RETURN(run_id, AgreedRunId(options->store_url, launcher.world_size));

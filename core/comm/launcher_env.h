@@ -11,7 +11,7 @@
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(LauncherEnv launcher, DetectLauncherFromEnv());
 //   if (launcher.launcher == Launcher::kNone) { /* a world of one: run alone or start ranks */ }
-//   SHARDKIT_RETURN_IF_ERROR(CompleteForLauncher(launcher, &options));  // store, run id, address
+//   SHARDKIT_RETURN_IF_ERROR(CompleteForLauncher(launcher, &options));  // run id, address
 #ifndef SHARDKIT_CORE_COMM_LAUNCHER_ENV_H_
 #define SHARDKIT_CORE_COMM_LAUNCHER_ENV_H_
 
@@ -61,16 +61,24 @@ using EnvLookup = std::function<const char*(const char* name)>;
 // through MPI itself).
 bool BackendNeedsStore(std::string_view backend);
 
-// For a rank of torchrun, mpirun or srun whose backend needs a store (a no-op otherwise, and for
-// kNone and kShardkit: `shardkit launch` already did this): `options->store_url` gets the run's own
-// namespace — the launcher's run id, else one agreed through the store (JobRunId, once per process
-// and store) — and when neither hostname nor ifname is set, `options->hostname` becomes the
-// numeric address this host's name resolves to (the first getaddrinfo gives).
-// Errors: kInvalidArgument saying to set SHARDKIT_STORE when the backend needs a store and none is
-// given; kFailedPrecondition when the host name cannot be read or resolved (naming
+// For a rank of torchrun, mpirun or srun given a store, whose backend needs one (a no-op
+// otherwise, and for kNone and kShardkit: `shardkit launch` already did this):
+// `options->store_url` gets the run's own namespace — the launcher's run id, else one agreed
+// through the store (JobRunId, once per process and store) — and when neither hostname nor ifname
+// is set, `options->hostname` becomes the numeric address this host's name resolves to (the
+// first getaddrinfo gives). A missing store is left to Connect (MissingStoreError), since the
+// backend may still change after the environment is read.
+// Errors: kFailedPrecondition when the host name cannot be read or resolved (naming
 // SHARDKIT_HOSTNAME and SHARDKIT_IFNAME); the store's errors while agreeing on a run id.
 [[nodiscard]] absl::Status CompleteForLauncher(const LauncherEnv& launcher,
                                                ConnectOptions* options);
+
+// Connect's error for a world of more than one without a store, with a backend that needs one:
+// kInvalidArgument saying to set SHARDKIT_STORE, and under torchrun, mpirun or srun naming what
+// started the rank (`torchrun (RANK=1, WORLD_SIZE=4) started this rank, and backend gloo needs
+// a rendezvous store every rank reaches: set SHARDKIT_STORE (…)`).
+[[nodiscard]] absl::Status MissingStoreError(const LauncherEnv& launcher,
+                                             const ConnectOptions& options);
 
 // Prints each warning once per process to stderr, as "shardkit: warning: <line>".
 void ReportLauncherWarnings(const LauncherEnv& launcher);

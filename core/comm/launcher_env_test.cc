@@ -191,14 +191,26 @@ class CompleteForLauncherTest : public ::testing::Test {
   }
 };
 
-TEST_F(CompleteForLauncherTest, GlooNeedsAStore) {
+TEST_F(CompleteForLauncherTest, MissingStoreIsLeftToConnect) {
   ConnectOptions options;
-  EXPECT_THAT(CompleteForLauncher(*Detect(kTorchrun), &options),
+  EXPECT_THAT(CompleteForLauncher(*Detect(kTorchrun), &options), IsOk());
+  EXPECT_EQ(options.store_url, "");
+}
+
+TEST(MissingStoreErrorTest, SaysWhichVariableToSetAndWhatStartedTheRank) {
+  ConnectOptions options;
+  options.world_size = 4;
+  EXPECT_THAT(MissingStoreError(*Detect(kTorchrun), options),
               StatusIs(StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("torchrun (RANK=1, WORLD_SIZE=4) started this rank"),
-                             HasSubstr("set SHARDKIT_STORE"), HasSubstr("MASTER_PORT"))));
-  EXPECT_THAT(CompleteForLauncher(*Detect(kSlurmStep), &options),
-              StatusIs(StatusCode::kInvalidArgument, HasSubstr("Slurm srun")));
+                             HasSubstr("backend gloo"), HasSubstr("set SHARDKIT_STORE"),
+                             HasSubstr("MASTER_PORT"))));
+  EXPECT_THAT(MissingStoreError(*Detect(kSlurmStep), options),
+              StatusIs(StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("Slurm srun"), HasSubstr("set SHARDKIT_STORE"))));
+  EXPECT_THAT(MissingStoreError(LauncherEnv(), options),
+              StatusIs(StatusCode::kInvalidArgument,
+                       HasSubstr("a world of 4 ranks needs a store (SHARDKIT_STORE")));
 }
 
 TEST_F(CompleteForLauncherTest, MpiNeedsNothing) {

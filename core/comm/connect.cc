@@ -66,7 +66,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options) {
   SHARDKIT_ASSIGN_OR_RETURN(BackendFactory factory, FindBackend(options.backend));
   options.key_prefix = NextKeyPrefix(options);
   if (options.store == nullptr && !options.store_url.empty()) {
-    SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(options.store_url));
+    // Rank 0 serves a tcp:// store itself unless `shardkit launch` already does.
+    SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
+                              OpenStoreAsRank(options.store_url, options.rank, options.timeout));
     options.store = std::move(store);
   }
   if (options.store == nullptr && options.world_size > 1 && BackendNeedsStore(options.backend)) {

@@ -30,6 +30,8 @@ namespace shardkit {
 // BackendNeedsStore), or both hostname and ifname; kNotFound for a backend that is not registered
 // (the message lists the registered ones); the backend's errors (e.g. kDeadlineExceeded naming the
 // ranks that never joined the rendezvous).
+// A tcp:// store_url is served by rank 0's process unless its port is served already (by
+// `shardkit launch`): see OpenStoreAsRank (core/store/store_url.h).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options);
 
 // Reads rank, world size and local rank from the launcher that started this process

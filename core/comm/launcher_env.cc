@@ -249,11 +249,17 @@ absl::Status CompleteForLauncher(const LauncherEnv& launcher, ConnectOptions* op
       !BackendNeedsStore(options->backend) || options->store_url.empty()) {
     return absl::OkStatus();
   }
+  SHARDKIT_ASSIGN_OR_RETURN(StoreUrl url, ParseStoreUrl(options->store_url));
   std::string run_id = launcher.run_id;
-  if (run_id.empty()) {
+  // A tcp:// store rank 0 serves (in Connect) holds this run's keys only, and nobody serves it
+  // yet to agree through: without a run id from the launcher it needs no namespace.
+  if (run_id.empty() && url.kind != StoreUrl::Kind::kTcp) {
     SHARDKIT_ASSIGN_OR_RETURN(run_id, AgreedRunId(options->store_url, launcher.world_size));
   }
-  SHARDKIT_ASSIGN_OR_RETURN(options->store_url, StoreUrlWithSubPrefix(options->store_url, run_id));
+  if (!run_id.empty()) {
+    SHARDKIT_ASSIGN_OR_RETURN(options->store_url,
+                              StoreUrlWithSubPrefix(options->store_url, run_id));
+  }
   if (options->hostname.empty() && options->ifname.empty()) {
     SHARDKIT_ASSIGN_OR_RETURN(options->hostname, HostAddress());
   }

@@ -64,10 +64,11 @@ bool BackendNeedsStore(std::string_view backend);
 // For a rank of torchrun, mpirun or srun given a store, whose backend needs one (a no-op
 // otherwise, and for kNone and kShardkit: `shardkit launch` already did this):
 // `options->store_url` gets the run's own namespace — the launcher's run id, else one agreed
-// through the store (JobRunId, once per process and store) — and when neither hostname nor ifname
-// is set, `options->hostname` becomes the numeric address this host's name resolves to (the
-// first getaddrinfo gives). A missing store is left to Connect (MissingStoreError), since the
-// backend may still change after the environment is read.
+// through the store (JobRunId, once per process and store; none for a tcp:// store, which rank 0
+// serves for this run alone) — and when neither hostname nor ifname is set, `options->hostname`
+// becomes the numeric address this host's name resolves to (the first getaddrinfo gives). A
+// missing store is left to Connect (MissingStoreError): the backend may still change after the
+// environment is read.
 // Errors: kFailedPrecondition when the host name cannot be read or resolved (naming
 // SHARDKIT_HOSTNAME and SHARDKIT_IFNAME); the store's errors while agreeing on a run id.
 [[nodiscard]] absl::Status CompleteForLauncher(const LauncherEnv& launcher,

@@ -243,6 +243,17 @@ TEST_F(CompleteForLauncherTest, RunIdWithoutOneFromTheLauncherIsAgreedOnce) {
   }
 }
 
+// A tcp:// store is served by rank 0 for this run alone: no agreement (nobody serves it yet).
+TEST_F(CompleteForLauncherTest, TcpStoreWithoutRunIdKeepsItsUrl) {
+  ConnectOptions options;
+  options.store_url = "tcp://127.0.0.1:29511";
+  options.ifname = "lo";
+  ASSERT_THAT(CompleteForLauncher(*Detect(kOpenMpi), &options), IsOk());
+  EXPECT_EQ(options.store_url, "tcp://127.0.0.1:29511");
+  ASSERT_THAT(CompleteForLauncher(*Detect(kSlurmStep), &options), IsOk());
+  EXPECT_EQ(options.store_url, "tcp://127.0.0.1:29511/812.3");
+}
+
 TEST_F(CompleteForLauncherTest, AddressDefaultsToWhatTheHostNameResolvesTo) {
   ConnectOptions options;
   options.store_url = StoreUrl();

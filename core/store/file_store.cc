@@ -174,12 +174,14 @@ absl::StatusOr<int64_t> FileStore::Add(std::string_view key, int64_t delta) {
   return value;  // `lock` closes here, releasing the flock.
 }
 
-absl::StatusOr<std::optional<std::string>> FileStore::TryGet(std::string_view key) {
+// A file read: `deadline` is not needed.
+absl::StatusOr<std::optional<std::string>> FileStore::TryGet(std::string_view key,
+                                                             absl::Time /*deadline*/) {
   SHARDKIT_ASSIGN_OR_RETURN(std::string encoded, Encode(key));
   return ReadEncoded(encoded);
 }
 
-absl::StatusOr<bool> FileStore::Exists(std::string_view key) {
+absl::StatusOr<bool> FileStore::Exists(std::string_view key, absl::Time /*deadline*/) {
   SHARDKIT_ASSIGN_OR_RETURN(std::string encoded, Encode(key));
   const std::string path = PathOf('k', encoded);
   if (::access(path.c_str(), F_OK) == 0) return true;

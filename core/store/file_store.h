@@ -41,8 +41,9 @@ class FileStore final : public internal::PollingStore {
  private:
   explicit FileStore(std::string dir);
 
-  absl::StatusOr<std::optional<std::string>> TryGet(std::string_view key) override;
-  absl::StatusOr<bool> Exists(std::string_view key) override;
+  absl::StatusOr<std::optional<std::string>> TryGet(std::string_view key,
+                                                    absl::Time deadline) override;
+  absl::StatusOr<bool> Exists(std::string_view key, absl::Time deadline) override;
 
   // The key's encoded file name (without the k_/l_/t_ kind prefix).
   absl::StatusOr<std::string> Encode(std::string_view key) const;

@@ -26,14 +26,17 @@ class PollingStore : public Store {
   explicit PollingStore(std::string name) : name_(std::move(name)) {}
   const std::string& name() const { return name_; }
 
-  // The value of a valid `key`, or nullopt if it is not set. Errors: kUnavailable on I/O errors.
-  [[nodiscard]] virtual absl::StatusOr<std::optional<std::string>> TryGet(std::string_view key) = 0;
-  // Whether a valid `key` is set. Errors: kUnavailable on I/O errors.
-  [[nodiscard]] virtual absl::StatusOr<bool> Exists(std::string_view key) = 0;
+  // The value of a valid `key`, or nullopt if it is not set. `deadline` is the caller's (infinite
+  // for Check): a probe that waits on a server stops there. Errors: kUnavailable on I/O errors.
+  [[nodiscard]] virtual absl::StatusOr<std::optional<std::string>> TryGet(std::string_view key,
+                                                                          absl::Time deadline) = 0;
+  // Whether a valid `key` is set. Errors: as TryGet.
+  [[nodiscard]] virtual absl::StatusOr<bool> Exists(std::string_view key, absl::Time deadline) = 0;
 
  private:
   // The subset of `keys` not set yet (in order).
-  absl::StatusOr<std::vector<std::string>> Missing(const std::vector<std::string>& keys);
+  absl::StatusOr<std::vector<std::string>> Missing(const std::vector<std::string>& keys,
+                                                   absl::Time deadline);
 
   std::string name_;
 };

@@ -97,7 +97,9 @@ absl::StatusOr<int64_t> RedisStore::Add(std::string_view key, int64_t delta) {
   return absl::UnavailableError(message);
 }
 
-absl::StatusOr<std::optional<std::string>> RedisStore::TryGet(std::string_view key) {
+// One command, bounded by the connection's own timeout.
+absl::StatusOr<std::optional<std::string>> RedisStore::TryGet(std::string_view key,
+                                                              absl::Time /*deadline*/) {
   SHARDKIT_ASSIGN_OR_RETURN(Reply reply, Command({"GET", key}, /*idempotent=*/true));
   if (reply->type == REDIS_REPLY_NIL) return std::nullopt;
   if (reply->type == REDIS_REPLY_STRING) return std::string(reply->str, reply->len);
@@ -106,7 +108,7 @@ absl::StatusOr<std::optional<std::string>> RedisStore::TryGet(std::string_view k
                    "\" failed: ", reply->str != nullptr ? reply->str : "?"));
 }
 
-absl::StatusOr<bool> RedisStore::Exists(std::string_view key) {
+absl::StatusOr<bool> RedisStore::Exists(std::string_view key, absl::Time /*deadline*/) {
   SHARDKIT_ASSIGN_OR_RETURN(Reply reply, Command({"EXISTS", key}, /*idempotent=*/true));
   if (reply->type == REDIS_REPLY_INTEGER) return reply->integer > 0;
   return absl::UnavailableError(

@@ -48,8 +48,9 @@ class RedisStore final : public internal::PollingStore {
 
   RedisStore(std::string host, int port, absl::Duration timeout);
 
-  absl::StatusOr<std::optional<std::string>> TryGet(std::string_view key) override;
-  absl::StatusOr<bool> Exists(std::string_view key) override;
+  absl::StatusOr<std::optional<std::string>> TryGet(std::string_view key,
+                                                    absl::Time deadline) override;
+  absl::StatusOr<bool> Exists(std::string_view key, absl::Time deadline) override;
 
   // (Re)connects if there is no live connection. Requires mu_.
   absl::Status EnsureConnectedLocked();

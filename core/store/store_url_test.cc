@@ -14,7 +14,20 @@ using ::absl::StatusCode;
 using ::shardkit::testing::IsOk;
 using ::shardkit::testing::IsOkAndHolds;
 using ::shardkit::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+
+// Parses `text`, a redis:// or tcp:// URL, and expects these parts and canonical form.
+void ExpectHostUrl(const std::string& text, StoreUrl::Kind kind, const std::string& host, int port,
+                   const std::string& prefix, const std::string& canonical) {
+  SCOPED_TRACE(text);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(StoreUrl url, ParseStoreUrl(text));
+  EXPECT_EQ(url.kind, kind);
+  EXPECT_EQ(url.host, host);
+  EXPECT_EQ(url.port, port);
+  EXPECT_EQ(url.prefix, prefix);
+  EXPECT_EQ(url.ToString(), canonical);
+}
 
 TEST(StoreUrlTest, ParsesFileAndRedis) {
   SHARDKIT_ASSERT_OK_AND_ASSIGN(StoreUrl file, ParseStoreUrl("file:///data/run1/"));
@@ -22,16 +35,10 @@ TEST(StoreUrlTest, ParsesFileAndRedis) {
   EXPECT_EQ(file.path, "/data/run1");
   EXPECT_EQ(file.ToString(), "file:///data/run1");
 
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(StoreUrl redis, ParseStoreUrl("redis://10.0.0.5:7000/jobs/a/"));
-  EXPECT_EQ(redis.kind, StoreUrl::Kind::kRedis);
-  EXPECT_EQ(redis.host, "10.0.0.5");
-  EXPECT_EQ(redis.port, 7000);
-  EXPECT_EQ(redis.prefix, "jobs/a");
-  EXPECT_EQ(redis.ToString(), "redis://10.0.0.5:7000/jobs/a");
-
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(StoreUrl plain, ParseStoreUrl("redis://localhost"));
-  EXPECT_EQ(plain.port, 6379);
-  EXPECT_EQ(plain.prefix, "");
+  ExpectHostUrl("redis://10.0.0.5:7000/jobs/a/", StoreUrl::Kind::kRedis, "10.0.0.5", 7000, "jobs/a",
+                "redis://10.0.0.5:7000/jobs/a");
+  ExpectHostUrl("redis://localhost", StoreUrl::Kind::kRedis, "localhost", 6379, "",
+                "redis://localhost:6379");
 }
 
 TEST(StoreUrlTest, RejectsBadUrls) {
@@ -46,6 +53,22 @@ TEST(StoreUrlTest, RejectsBadUrls) {
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("bad port \"0\"")));
   EXPECT_THAT(ParseStoreUrl("redis://h:http/x"),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("bad port \"http\"")));
+}
+
+TEST(StoreUrlTest, ParsesTcp) {
+  ExpectHostUrl("tcp://host-a:29500/jobs/", StoreUrl::Kind::kTcp, "host-a", 29500, "jobs",
+                "tcp://host-a:29500/jobs");
+  ExpectHostUrl("tcp://127.0.0.1:0", StoreUrl::Kind::kTcp, "127.0.0.1", 0, "", "tcp://127.0.0.1:0");
+  EXPECT_THAT(ParseStoreUrl("tcp://host-a"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("a tcp:// URL needs a port")));
+  EXPECT_THAT(ParseStoreUrl("tcp://:29500"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("missing host")));
+  EXPECT_THAT(ParseStoreUrl("tcp://h:65536"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("bad port \"65536\"")));
+  EXPECT_THAT(ParseStoreUrl("tcp://h:-1"),
+              StatusIs(StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("bad port \"-1\""), HasSubstr("tcp://host:port"))));
+  EXPECT_THAT(StoreUrlWithSubPrefix("tcp://h:1", "run-1"), IsOkAndHolds("tcp://h:1/run-1"));
 }
 
 TEST(StoreUrlTest, SubPrefix) {

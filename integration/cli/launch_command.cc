@@ -29,8 +29,9 @@ FlagParser LaunchFlagParser(LaunchFlags* out) {
   flags.AddInt("nproc", &out->nproc, "number of local ranks to start (required)", 1, 1 << 16);
   flags.AddString("backend", &out->backend, "SHARDKIT_BACKEND for every rank (default gloo)");
   flags.AddString("store", &out->options.store_url,
-                  "file:///dir or redis://host:port[/prefix]; a fresh run id is appended "
-                  "(default: a fresh temporary directory, removed afterwards)");
+                  "file:///dir, redis://host:port[/prefix] or tcp://host:port[/prefix] "
+                  "(served by the launcher of rank 0; port 0: a free one, single host); a fresh "
+                  "run id is appended (default: a fresh temporary directory, removed afterwards)");
   flags.AddDouble("timeout", &out->timeout, "per-operation deadline in seconds (SHARDKIT_TIMEOUT)");
   flags.AddDouble("grace", &out->grace, "seconds the other ranks get after one fails (default 5)");
   flags.AddInt("world", &out->world, "total ranks of a multi-host job (default: --nproc)", 1,

@@ -13,6 +13,7 @@
 #include "core/base/status_macros.h"
 #include "core/store/job_run_id.h"
 #include "core/store/store_url.h"
+#include "core/store/tcp_store_server.h"
 #include "integration/launch/temp_dir.h"
 
 extern char** environ;
@@ -28,11 +29,35 @@ std::string RandomRunId() {
   return absl::StrFormat("run-%016x", bits);
 }
 
+// How long the launcher waits for its store: a tcp:// store may be served by a launcher on
+// another host that starts later.
+absl::Duration StoreTimeout(const LaunchOptions& options) {
+  return options.timeout_s.has_value() ? absl::Seconds(*options.timeout_s) : env::kDefaultTimeout;
+}
+
+// The launcher of rank 0 serves a tcp:// --store for the whole run (it needs it before any rank
+// exists, for the run id). Port 0 becomes the port chosen, in options->store_url. Null for other
+// stores and for the other hosts' launchers, which connect to it.
+absl::StatusOr<std::unique_ptr<TcpStoreServer>> ServeTcpStore(LaunchOptions* options) {
+  SHARDKIT_ASSIGN_OR_RETURN(StoreUrl url, ParseStoreUrl(options->store_url));
+  if (url.kind != StoreUrl::Kind::kTcp || options->rank_offset != 0) return nullptr;
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
+      TcpStoreServer::Start(url.host, url.port);
+  if (!server.ok()) {
+    return absl::Status(server.status().code(), absl::StrCat("serving --store ", url.ToString(),
+                                                             ": ", server.status().message()));
+  }
+  url.port = (*server)->port();
+  options->store_url = url.ToString();
+  return server;
+}
+
 // Every launcher of a multi-host job adds its nproc to one counter in the store (JobRunId), so
 // all hosts derive the same fresh run id without talking to each other (provided earlier jobs on
 // this store were joined completely; --run-id overrides).
 absl::StatusOr<std::string> AgreedRunId(const LaunchOptions& options) {
-  SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(options.store_url));
+  SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
+                            OpenStore(options.store_url, StoreTimeout(options)));
   return JobRunId(*store, options.world, options.nproc);
 }
 
@@ -76,7 +101,16 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
                                 " (--rank-offset + --nproc) do not fit in --world ", world));
   }
   if (world > options.nproc && options.store_url.empty()) {
-    return Invalid("a multi-host job (--world > --nproc) needs a shared --store redis://...");
+    return Invalid(
+        "a multi-host job (--world > --nproc) needs a shared --store redis://... or tcp://...");
+  }
+  if (world > options.nproc) {
+    absl::StatusOr<StoreUrl> url = ParseStoreUrl(options.store_url);
+    if (url.ok() && url->kind == StoreUrl::Kind::kTcp && url->port == 0) {
+      return Invalid(
+          "--store tcp://HOST:0 (any free port) is for a single-host job: the launchers of a "
+          "multi-host job (--world > --nproc) must all name the same port");
+    }
   }
   if (options.timeout_s.has_value() && !(*options.timeout_s > 0)) {
     return Invalid(absl::StrCat("--timeout must be > 0 seconds, got ", *options.timeout_s));
@@ -134,17 +168,19 @@ std::vector<RankProcessSpec> RankSpecs(const LaunchOptions& options,
 absl::StatusOr<int> Launch(const LaunchOptions& options) {
   SHARDKIT_RETURN_IF_ERROR(ValidateLaunchOptions(options));
   TempDir temp_dir;
+  LaunchOptions resolved = options;
+  std::unique_ptr<TcpStoreServer> server;  // a tcp:// store, served until the ranks are done
   std::string run_id, store_url;
   if (options.store_url.empty()) {
     SHARDKIT_RETURN_IF_ERROR(temp_dir.Create("shardkit-launch"));
     run_id = RandomRunId();
     store_url = absl::StrCat("file://", temp_dir.path());
   } else {
-    SHARDKIT_RETURN_IF_ERROR(ParseStoreUrl(options.store_url).status());
-    SHARDKIT_ASSIGN_OR_RETURN(run_id, ChooseRunId(options));
-    SHARDKIT_ASSIGN_OR_RETURN(store_url, StoreUrlWithSubPrefix(options.store_url, run_id));
+    SHARDKIT_ASSIGN_OR_RETURN(server, ServeTcpStore(&resolved));
+    SHARDKIT_ASSIGN_OR_RETURN(run_id, ChooseRunId(resolved));
+    SHARDKIT_ASSIGN_OR_RETURN(store_url, StoreUrlWithSubPrefix(resolved.store_url, run_id));
     // Fail here, once, rather than in every rank: bad path, unreachable server.
-    SHARDKIT_RETURN_IF_ERROR(OpenStore(store_url).status());
+    SHARDKIT_RETURN_IF_ERROR(OpenStore(store_url, StoreTimeout(resolved)).status());
   }
   RunOptions run;
   run.command = options.command;

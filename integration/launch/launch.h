@@ -1,5 +1,6 @@
 // Launch: `shardkit launch` as a library — validates the options, prepares the run's store
-// (a fresh temporary directory, or a fresh run-id namespace in the store given), builds each
+// (a fresh temporary directory, or a fresh run-id namespace in the store given; a tcp:// store is
+// served by the launcher of rank 0, from a thread, until its ranks are done), builds each
 // rank's SHARDKIT_* environment and runs the ranks (rank_processes.h).
 //
 //   LaunchOptions options;
@@ -41,7 +42,8 @@ struct LaunchOptions {
 };
 
 // Errors: kInvalidArgument naming the flag: nproc < 1, world < 1, rank offset < 0,
-// rank_offset + nproc > world, a multi-host job (world > nproc) without a store, a timeout
+// rank_offset + nproc > world, a multi-host job (world > nproc) without a store or with a
+// tcp:// store on port 0, a timeout
 // <= 0, a negative grace, an empty command, a run id containing '/'.
 [[nodiscard]] absl::Status ValidateLaunchOptions(const LaunchOptions& options);
 
@@ -54,7 +56,9 @@ std::vector<RankProcessSpec> RankSpecs(const LaunchOptions& options,
 // Runs the job; returns the launcher's exit status (LaunchExitCode). Removes the temporary store
 // directory, if it made one, before returning.
 // Errors: those of ValidateLaunchOptions; of OpenStore for a bad or unreachable --store
-// (kInvalidArgument, kPermissionDenied, kUnavailable); kUnavailable if processes cannot start.
+// (kInvalidArgument, kPermissionDenied, kUnavailable; a tcp:// store is waited for up to the
+// timeout); of TcpStoreServer::Start when rank 0's launcher cannot serve its tcp:// store (port
+// in use, host not this machine); kUnavailable if processes cannot start.
 [[nodiscard]] absl::StatusOr<int> Launch(const LaunchOptions& options);
 
 }  // namespace shardkit::launch

@@ -66,6 +66,11 @@ TEST(LaunchOptionsTest, RejectsBadInput) {
   multi.world = 4;
   EXPECT_THAT(ValidateLaunchOptions(multi),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("needs a shared --store")));
+  multi.store_url = "tcp://127.0.0.1:0";
+  EXPECT_THAT(ValidateLaunchOptions(multi),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("must all name the same port")));
+  multi.store_url = "tcp://127.0.0.1:29500";
+  EXPECT_THAT(ValidateLaunchOptions(multi), IsOk());
   LaunchOptions no_command = Options(1);
   no_command.command.clear();
   EXPECT_THAT(ValidateLaunchOptions(no_command),

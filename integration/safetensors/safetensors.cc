@@ -172,46 +172,44 @@ absl::Status ReadFully(int fd, uint64_t offset, uint64_t size, void* dst, std::s
   return absl::OkStatus();
 }
 
-// The fast path: a well-formed header that passes every check, or nullopt.
-std::optional<Header> ParseValidHeader(std::string_view json, uint64_t data_size) {
-  std::optional<internal::RawHeader> raw = internal::ParseWellFormedHeader(json);
-  if (!raw.has_value()) return std::nullopt;
+// The checks after reading, on entries in name order: the same first error as the DOM path.
+absl::StatusOr<Header> CheckRawHeader(internal::RawHeader raw, uint64_t data_size,
+                                      std::string_view source) {
   Header header;
-  header.metadata = std::move(raw->metadata);
-  header.tensors.reserve(raw->tensors.size());
-  for (internal::RawEntry& entry : raw->tensors) {
+  header.metadata = std::move(raw.metadata);
+  header.tensors.reserve(raw.tensors.size());
+  for (internal::RawEntry& entry : raw.tensors) {
     absl::StatusOr<TensorInfo> info = CheckEntry(std::move(entry));
-    if (!info.ok()) return std::nullopt;
-    header.tensors.push_back(*std::move(info));
-  }
-  if (!CheckLayout(header.tensors, data_size).ok()) return std::nullopt;
-  return header;
-}
-
-}  // namespace
-
-// The DOM path parses what the fast path gave up on, and words the error.
-absl::StatusOr<Header> ParseHeader(std::string_view json, uint64_t data_size,
-                                   std::string_view source) {
-  if (std::optional<Header> header = ParseValidHeader(json, data_size)) return *std::move(header);
-  SHARDKIT_ASSIGN_OR_RETURN(Json parsed, ParseJson(json, source));
-  if (!parsed.is_object()) return Invalid(source, "header must be a JSON object");
-  Header header;
-  for (const auto& [key, value] : parsed.items()) {
-    if (key == "__metadata__") {
-      absl::StatusOr<std::map<std::string, std::string>> metadata = ParseMetadata(value);
-      if (!metadata.ok()) return Annotate(metadata.status(), source);
-      header.metadata = *std::move(metadata);
-      continue;
-    }
-    absl::StatusOr<internal::RawEntry> raw = ReadEntry(key, value);
-    if (!raw.ok()) return Annotate(raw.status(), source);
-    absl::StatusOr<TensorInfo> info = CheckEntry(*std::move(raw));
     if (!info.ok()) return Annotate(info.status(), source);
     header.tensors.push_back(*std::move(info));
   }
   SHARDKIT_RETURN_IF_ERROR(Annotate(CheckLayout(header.tensors, data_size), source));
   return header;
+}
+
+}  // namespace
+
+// The DOM path reads what the fast path gave up on, and words the error.
+absl::StatusOr<Header> ParseHeader(std::string_view json, uint64_t data_size,
+                                   std::string_view source) {
+  if (std::optional<internal::RawHeader> raw = internal::ParseWellFormedHeader(json)) {
+    return CheckRawHeader(*std::move(raw), data_size, source);
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(Json parsed, ParseJson(json, source));
+  if (!parsed.is_object()) return Invalid(source, "header must be a JSON object");
+  internal::RawHeader raw;
+  for (const auto& [key, value] : parsed.items()) {  // in name order
+    if (key == "__metadata__") {
+      absl::StatusOr<std::map<std::string, std::string>> metadata = ParseMetadata(value);
+      if (!metadata.ok()) return Annotate(metadata.status(), source);
+      raw.metadata = *std::move(metadata);
+      continue;
+    }
+    absl::StatusOr<internal::RawEntry> entry = ReadEntry(key, value);
+    if (!entry.ok()) return Annotate(entry.status(), source);
+    raw.tensors.push_back(*std::move(entry));
+  }
+  return CheckRawHeader(std::move(raw), data_size, source);
 }
 
 std::string SerializeHeader(const std::vector<TensorInfo>& tensors,

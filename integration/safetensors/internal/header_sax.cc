@@ -141,12 +141,14 @@ class HeaderSax : public nlohmann::json_sax<Json> {
   bool seen_metadata_ = false;
 };
 
-bool HasDuplicateName(const std::vector<RawEntry>& tensors) {
-  std::vector<std::string_view> names;
-  names.reserve(tensors.size());
-  for (const RawEntry& entry : tensors) names.push_back(entry.name);
-  std::sort(names.begin(), names.end());
-  return std::adjacent_find(names.begin(), names.end()) != names.end();
+// Sorts by name, as the DOM path visits them; true if two share one.
+bool SortAndFindDuplicate(std::vector<RawEntry>& tensors) {
+  std::sort(tensors.begin(), tensors.end(),
+            [](const RawEntry& a, const RawEntry& b) { return a.name < b.name; });
+  return std::adjacent_find(tensors.begin(), tensors.end(),
+                            [](const RawEntry& a, const RawEntry& b) {
+                              return a.name == b.name;
+                            }) != tensors.end();
 }
 
 }  // namespace
@@ -163,7 +165,7 @@ std::optional<RawHeader> ParseWellFormedHeader(std::string_view json) {
   } catch (const std::exception&) {
     return std::nullopt;
   }
-  if (!sax.done() || HasDuplicateName(sax.header().tensors)) return std::nullopt;
+  if (!sax.done() || SortAndFindDuplicate(sax.header().tensors)) return std::nullopt;
   return std::move(sax.header());
 }
 

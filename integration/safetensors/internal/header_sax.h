@@ -6,8 +6,10 @@
 //   [b, e]}, ...}
 //
 // with no duplicate key anywhere, and gives up (nullopt) on anything else: the caller then parses
-// the text again on the strict DOM path, which finds and words the error. So the two paths agree
-// on every header this one accepts, and errors have one source.
+// the text again on the strict DOM path, which finds and words the error. What it accepts passes
+// every check of the DOM path's reading; the checks of the values against each other are the
+// caller's, on the entries in name order as the DOM path visits them, so both paths give the
+// same header or the same first error.
 #ifndef SHARDKIT_INTEGRATION_SAFETENSORS_INTERNAL_HEADER_SAX_H_
 #define SHARDKIT_INTEGRATION_SAFETENSORS_INTERNAL_HEADER_SAX_H_
 
@@ -30,7 +32,7 @@ struct RawEntry {
 };
 
 struct RawHeader {
-  std::vector<RawEntry> tensors;  // in the text's order
+  std::vector<RawEntry> tensors;  // sorted by name
   std::map<std::string, std::string> metadata;
 };
 

@@ -2,7 +2,8 @@
 """Ranks started by torchrun, Open MPI's mpirun or Slurm's srun, without those launchers: this
 test starts N real `shardkit shard` (and `shardkit demo`) processes itself, each with the variables
 the launcher would set (RANK/WORLD_SIZE/LOCAL_RANK/TORCHELASTIC_RUN_ID, OMPI_COMM_WORLD_*,
-SLURM_STEP_ID/SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) and a file store in SHARDKIT_STORE, over
+SLURM_STEP_ID/SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID) and a file (or tcp://) store in
+SHARDKIT_STORE, over
 real Gloo on 127.0.0.1. Their files must be byte-identical to `shardkit shard --nproc N`'s. Also:
 a store reused by a second mpirun-style job, an outer launcher that disagrees (warning), a world
 of one (`srun --pty bash`, where --nproc works), a Slurm batch script's environment, and the
@@ -65,7 +66,7 @@ def start_ranks(args, rank_vars, store, world=WORLD, hostname="127.0.0.1"):
     for rank in range(world):
         env = dict(base_env(), **rank_vars(rank))
         if store is not None:
-            env["SHARDKIT_STORE"] = "file://" + store
+            env["SHARDKIT_STORE"] = store if "://" in store else "file://" + store
         if hostname is not None:
             env["SHARDKIT_HOSTNAME"] = hostname
         procs.append(subprocess.Popen([BIN] + args, env=env, text=True, stdout=subprocess.PIPE,
@@ -102,6 +103,12 @@ def shard_under(label, rank_vars, reference, store, **kwargs):
     return results
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def host_name_binds():
     """Whether this host's name resolves to an address a socket here can bind."""
     try:
@@ -121,6 +128,8 @@ def each_launcher(reference):
     check(sorted(d for d in os.listdir(store) if d.startswith("job-w3-")) == ["job-w3-0", "job-w3-1"],
           f"two mpirun jobs: store namespaces {sorted(os.listdir(store))}")
     check(os.path.isdir(os.path.join(store, "tr-1")), "torchrun: no namespace tr-1 in the store")
+    # A tcp:// store: rank 0's process serves it, no run id needed.
+    shard_under("ompi-tcp", lambda r: ompi_vars(r, WORLD), reference, f"tcp://127.0.0.1:{free_port()}")
     if host_name_binds():  # Gloo binds what the host's name resolves to
         shard_under("slurm", lambda r: slurm_vars(r, WORLD), reference, store, hostname=None)
         check(os.path.isdir(os.path.join(store, "4242.0")), "srun: no namespace 4242.0")

@@ -24,6 +24,21 @@ inline constexpr char kIfname[] = "SHARDKIT_IFNAME";                    // or th
 // Where backend plugins are searched first (colon-separated directories;
 // core/comm/backend_loader.h).
 inline constexpr char kPluginPath[] = "SHARDKIT_PLUGIN_PATH";
+// Set by the launchers users already have; read only when kRank and kWorldSize are both unset
+// (core/comm/launcher_env.h), innermost first: torchrun, Open MPI's mpirun, Slurm's srun.
+inline constexpr char kTorchrunRunId[] = "TORCHELASTIC_RUN_ID";  // marks torchrun; its run id
+inline constexpr char kTorchrunRestartCount[] = "TORCHELASTIC_RESTART_COUNT";
+inline constexpr char kTorchrunRank[] = "RANK";
+inline constexpr char kTorchrunWorldSize[] = "WORLD_SIZE";
+inline constexpr char kTorchrunLocalRank[] = "LOCAL_RANK";
+inline constexpr char kOmpiRank[] = "OMPI_COMM_WORLD_RANK";
+inline constexpr char kOmpiWorldSize[] = "OMPI_COMM_WORLD_SIZE";
+inline constexpr char kOmpiLocalRank[] = "OMPI_COMM_WORLD_LOCAL_RANK";
+inline constexpr char kSlurmStepId[] = "SLURM_STEP_ID";  // set inside an srun step only
+inline constexpr char kSlurmJobId[] = "SLURM_JOB_ID";
+inline constexpr char kSlurmRank[] = "SLURM_PROCID";
+inline constexpr char kSlurmWorldSize[] = "SLURM_NTASKS";
+inline constexpr char kSlurmLocalRank[] = "SLURM_LOCALID";
 
 // Read by the CLI and the CPU allocator.
 inline constexpr char kProgress[] = "SHARDKIT_PROGRESS";          // "1": progress lines on stderr

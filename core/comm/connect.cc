@@ -11,6 +11,7 @@
 #include "core/base/env.h"
 #include "core/base/status_macros.h"
 #include "core/comm/backend_loader.h"
+#include "core/comm/launcher_env.h"
 #include "core/store/store_url.h"
 
 namespace shardkit {
@@ -58,16 +59,6 @@ const char* GetEnv(const char* name) {
   return value != nullptr && *value != '\0' ? value : nullptr;
 }
 
-absl::StatusOr<int> IntFromEnv(const char* name, int fallback) {
-  const char* text = GetEnv(name);
-  if (text == nullptr) return fallback;
-  int value = 0;
-  if (!absl::SimpleAtoi(text, &value)) {
-    return absl::InvalidArgumentError(absl::StrCat(name, "=\"", text, "\" is not an integer"));
-  }
-  return value;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options) {
@@ -88,9 +79,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectWithBackend(const LoadedBac
                               OpenStoreAsRank(options.store_url, options.rank, options.timeout));
     options.store = std::move(store);
   }
-  if (options.store == nullptr && options.world_size > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a world of ", options.world_size, " ranks needs a store (SHARDKIT_STORE or store_url)"));
+  if (options.store == nullptr && options.world_size > 1 && BackendNeedsStore(options.backend)) {
+    return MissingStoreError(DetectLauncherFromEnv().value_or(LauncherEnv()), options);
   }
   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, backend.factory(options));
   // The communicator's first collective (seq 1): a job mixing two builds fails here, on every
@@ -103,10 +93,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectWithBackend(const LoadedBac
 }  // namespace internal
 
 absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv() {
+  SHARDKIT_ASSIGN_OR_RETURN(LauncherEnv launcher, DetectLauncherFromEnv());
   ConnectOptions o;
-  SHARDKIT_ASSIGN_OR_RETURN(o.rank, IntFromEnv(env::kRank, 0));
-  SHARDKIT_ASSIGN_OR_RETURN(o.world_size, IntFromEnv(env::kWorldSize, 1));
-  SHARDKIT_ASSIGN_OR_RETURN(o.local_rank, IntFromEnv(env::kLocalRank, o.rank));
+  o.rank = launcher.rank;
+  o.world_size = launcher.world_size;
+  o.local_rank = launcher.local_rank;
   if (const char* backend = GetEnv(env::kBackend)) o.backend = backend;
   if (const char* store = GetEnv(env::kStore)) o.store_url = store;
   if (const char* hostname = GetEnv(env::kHostname)) o.hostname = hostname;
@@ -119,6 +110,8 @@ absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv() {
     }
     o.timeout = absl::Seconds(seconds);
   }
+  SHARDKIT_RETURN_IF_ERROR(CompleteForLauncher(launcher, &o));
+  ReportLauncherWarnings(launcher);  // after the errors, which must come first on stderr
   return o;
 }
 

@@ -1,5 +1,6 @@
 // Connecting a rank, the program side: a rank program picks its backend by name at run time —
-// from ConnectOptions or from the environment that `shardkit launch` sets (core/base/env.h). The
+// from ConnectOptions or from the environment that `shardkit launch` (core/base/env.h), torchrun,
+// mpirun or srun sets (launcher_env.h). The
 // backends themselves register by name (backend_registry.h); link //backends:all to get every
 // backend built for this configuration.
 //
@@ -28,10 +29,11 @@ namespace shardkit {
 // (core/comm/backend_loader.h). The communicator's first collective checks that every rank runs
 // the same build of the backend (AgreeOnBackendBuild), so its first call of yours has seq 2.
 // Errors: kInvalidArgument for world_size < 1, a rank outside the world, a non-positive timeout, a
-// missing store, or both hostname and ifname; kNotFound for a backend that is neither built in nor
-// a plugin on the search path (the message lists both); kFailedPrecondition for a plugin that
-// cannot be loaded or for ranks running different builds; the backend's errors (e.g.
-// kDeadlineExceeded naming the ranks that never joined the rendezvous).
+// missing store (a world of more than one with a backend that needs one, BackendNeedsStore), or
+// both hostname and ifname; kNotFound for a backend that is neither built in nor a plugin on the
+// search path (the message lists both); kFailedPrecondition for a plugin that cannot be loaded or
+// for ranks running different builds; the backend's errors (e.g. kDeadlineExceeded naming the
+// ranks that never joined the rendezvous).
 // A tcp:// store_url is served by rank 0's process unless its port is served already (by
 // `shardkit launch`): see OpenStoreAsRank (core/store/store_url.h).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options);
@@ -43,10 +45,14 @@ namespace internal {
     const LoadedBackend& backend, ConnectOptions options);
 }  // namespace internal
 
-// Reads SHARDKIT_RANK (default 0), SHARDKIT_WORLD_SIZE (default 1), SHARDKIT_LOCAL_RANK (default
-// the rank), SHARDKIT_BACKEND (default gloo), SHARDKIT_STORE, SHARDKIT_TIMEOUT (seconds, default
-// env::kDefaultTimeout), SHARDKIT_HOSTNAME, SHARDKIT_IFNAME. Errors: kInvalidArgument naming a
-// malformed variable.
+// Reads rank, world size and local rank from the launcher that started this process
+// (launcher_env.h: SHARDKIT_RANK / SHARDKIT_WORLD_SIZE / SHARDKIT_LOCAL_RANK of `shardkit launch`,
+// defaults 0, 1 and the rank; else torchrun's, Open MPI's or srun's variables; else a world of
+// one), SHARDKIT_BACKEND (default gloo), SHARDKIT_STORE, SHARDKIT_TIMEOUT (seconds, default
+// env::kDefaultTimeout), SHARDKIT_HOSTNAME, SHARDKIT_IFNAME; then CompleteForLauncher (a run
+// namespace in the store, the host's address) for a rank of another launcher, whose warnings about
+// disagreeing outer launchers go to stderr once. Errors: kInvalidArgument naming a malformed
+// variable, or saying to set SHARDKIT_STORE; those of CompleteForLauncher.
 [[nodiscard]] absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv();
 
 // Connect(ConnectOptionsFromEnv()).

@@ -3,10 +3,11 @@
 // back and verified (integration/demo/). The summary goes to stdout, progress to stderr; exit 0
 // only if verification passed.
 //
-// Without SHARDKIT_RANK it starts --nproc ranks of this binary through the launcher (each rank's
-// lines prefixed `[rank R] `), has rank 0 write the summary into a temporary file and prints it
-// unprefixed, followed by the total wall time. Under a launcher (`shardkit launch -- shardkit
-// demo`) it is one rank, rank 0 printing the summary itself, and --nproc is an error.
+// Without a launcher it starts --nproc ranks of this binary through `shardkit launch` (each
+// rank's lines prefixed `[rank R] `), has rank 0 write the summary into a temporary file and
+// prints it unprefixed, followed by the total wall time. Under a launcher (`shardkit launch --
+// shardkit demo`, torchrun, mpirun, srun: UnderLauncher) it is one rank, rank 0 printing the
+// summary itself, and --nproc is an error.
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -64,10 +65,7 @@ absl::Status CheckDemoFlags(const FlagParser& parser, DemoFlags* flags) {
   flags->nproc_set = parser.WasSet("nproc");
   flags->backend_set = parser.WasSet("backend");
   flags->timeout_set = parser.WasSet("timeout");
-  if (UnderLauncher() && flags->nproc_set) {
-    return absl::InvalidArgumentError(
-        "--nproc cannot be used under a launcher (SHARDKIT_RANK is set): each process is one rank");
-  }
+  if (flags->nproc_set) return CheckNprocAllowed("each process is one rank");
   return absl::OkStatus();
 }
 

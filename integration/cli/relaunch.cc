@@ -1,16 +1,25 @@
 #include "integration/cli/relaunch.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/env.h"
 #include "core/base/status_macros.h"
+#include "core/comm/launcher_env.h"
 
 namespace shardkit::cli {
 
-bool UnderLauncher() { return std::getenv(env::kRank) != nullptr; }
+bool UnderLauncher() {
+  absl::StatusOr<LauncherEnv> launcher = DetectLauncherFromEnv();
+  return !launcher.ok() || launcher->launcher != Launcher::kNone;
+}
+
+absl::Status CheckNprocAllowed(const std::string& hint) {
+  SHARDKIT_ASSIGN_OR_RETURN(LauncherEnv launcher, DetectLauncherFromEnv());
+  if (launcher.launcher == Launcher::kNone) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--nproc cannot be used under a launcher (",
+                                                 launcher.description, " detected): ", hint));
+}
 
 absl::StatusOr<std::string> SelfExecutable() {
   std::error_code error;

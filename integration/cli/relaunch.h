@@ -3,7 +3,7 @@
 // (integration/launch/launch.h), so `--nproc N` means exactly
 // `shardkit launch --nproc N -- shardkit <the other arguments>`.
 //
-//   if (UnderLauncher()) return RunOneRank(...);             // SHARDKIT_RANK is set
+//   if (UnderLauncher()) return RunOneRank(...);  // shardkit launch, torchrun, mpirun, srun
 //   launch::LaunchOptions options;
 //   options.nproc = 4;
 //   SHARDKIT_ASSIGN_OR_RETURN(int exit_code, LaunchSelf(options, {"demo", "--summary", path}));
@@ -13,13 +13,22 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "integration/launch/launch.h"
 
 namespace shardkit::cli {
 
-// True if this process is one rank of a launched job (SHARDKIT_RANK is set).
+// True if this process is one rank of a launched job: DetectLauncherFromEnv
+// (core/comm/launcher_env.h) finds `shardkit launch`, or torchrun, mpirun or srun with a world
+// larger than one. Launcher variables that cannot be read count as a launcher, so that connecting
+// reports them.
 bool UnderLauncher();
+
+// OK when no launcher is detected, so that --nproc may start local ranks.
+// Errors: kInvalidArgument "--nproc cannot be used under a launcher (<what was detected>):
+// <hint>"; detection's errors (a malformed launcher variable).
+[[nodiscard]] absl::Status CheckNprocAllowed(const std::string& hint);
 
 // The absolute path of the running executable (the target of /proc/self/exe).
 // Errors: kInternal if it cannot be read.

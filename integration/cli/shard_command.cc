@@ -4,9 +4,9 @@
 // --in DIR --plan PLAN.json --out DIR2` with the same flags but --src-rank and --strategy.
 //
 // With --nproc N each is exactly `shardkit launch --nproc N -- shardkit shard|reshard <the other
-// arguments>`; under a launcher (SHARDKIT_RANK set) it is one rank and --nproc is an error; with
-// neither it runs as a world of one. The work is checkpoint::ShardCheckpoint (reshard: with
-// `reshard` set, the input a shard directory).
+// arguments>`; under a launcher (UnderLauncher: shardkit launch, torchrun, mpirun, srun) it is
+// one rank and --nproc is an error; with neither it runs as a world of one. The work is
+// checkpoint::ShardCheckpoint (reshard: with `reshard` set, the input a shard directory).
 #include <unistd.h>
 
 #include <cstdlib>
@@ -133,12 +133,8 @@ std::vector<std::string> WithoutNproc(const std::vector<std::string>& args) {
 // --nproc N: `shardkit launch --nproc N -- shardkit <command> <the other arguments>`.
 absl::StatusOr<int> LaunchRanks(const std::string& command, const std::vector<std::string>& args,
                                 int64_t nproc) {
-  if (UnderLauncher()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--nproc cannot be used under a launcher (SHARDKIT_RANK is set): each rank "
-                     "runs 'shardkit ",
-                     command, "' without it"));
-  }
+  SHARDKIT_RETURN_IF_ERROR(
+      CheckNprocAllowed(absl::StrCat("each rank runs 'shardkit ", command, "' without it")));
   launch::LaunchOptions options;
   options.nproc = static_cast<int>(nproc);
   std::vector<std::string> rank_args = {command};

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "core/base/env.h"
 #include "core/base/status_macros.h"
+#include "core/store/job_run_id.h"
 #include "core/store/store_url.h"
 #include "core/store/tcp_store_server.h"
 #include "integration/launch/temp_dir.h"
@@ -51,16 +52,13 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> ServeTcpStore(LaunchOptions* opt
   return server;
 }
 
-// Every launcher of a multi-host job adds its nproc to one counter; the counter's value tells
-// which job generation it joined, so all hosts derive the same fresh run id without talking to
-// each other (provided earlier jobs on this store were joined completely; --run-id overrides).
+// Every launcher of a multi-host job adds its nproc to one counter in the store (JobRunId), so
+// all hosts derive the same fresh run id without talking to each other (provided earlier jobs on
+// this store were joined completely; --run-id overrides).
 absl::StatusOr<std::string> AgreedRunId(const LaunchOptions& options) {
   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
                             OpenStore(options.store_url, StoreTimeout(options)));
-  SHARDKIT_ASSIGN_OR_RETURN(
-      int64_t joined,
-      store->Add(absl::StrCat("shardkit-launch/world-", options.world, "/joined"), options.nproc));
-  return absl::StrCat("job-w", options.world, "-", (joined - 1) / options.world);
+  return JobRunId(*store, options.world, options.nproc);
 }
 
 absl::StatusOr<std::string> ChooseRunId(const LaunchOptions& options) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -246,15 +247,27 @@ const Json* Optional(const Json& object, std::string_view key) {
   return it == object.end() ? nullptr : &*it;
 }
 
-absl::StatusOr<int64_t> GetInt(const Json& value, std::string_view path) {
-  if (value.is_number_unsigned()) {
+namespace {
+
+// `value` as an int64, or nullopt when it is not an integer or does not fit (GetInt words why).
+std::optional<int64_t> AsInt64(const Json& value) {
+  if (value.is_number_unsigned()) {  // non-negative integers are stored unsigned
     const uint64_t u = value.get<uint64_t>();
-    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return PathError(path, absl::StrCat("integer ", u, " does not fit in 64 bits"));
-    }
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
     return static_cast<int64_t>(u);
   }
   if (value.is_number_integer()) return value.get<int64_t>();
+  return std::nullopt;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> GetInt(const Json& value, std::string_view path) {
+  if (std::optional<int64_t> v = AsInt64(value)) return *v;
+  if (value.is_number_unsigned()) {
+    return PathError(path,
+                     absl::StrCat("integer ", value.get<uint64_t>(), " does not fit in 64 bits"));
+  }
   return TypeError(path, "integer", value);
 }
 
@@ -268,19 +281,12 @@ absl::StatusOr<std::vector<int64_t>> GetIntArray(const Json& value, std::string_
   std::vector<int64_t> out;
   out.reserve(value.size());
   for (size_t i = 0; i < value.size(); ++i) {
-    const Json& element = value[i];
-    // The common cases without building a path (positive integers are stored unsigned).
-    if (element.is_number_unsigned() &&
-        element.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      out.push_back(static_cast<int64_t>(element.get<uint64_t>()));
+    // The element's path is built only for the error.
+    if (std::optional<int64_t> v = AsInt64(value[i])) {
+      out.push_back(*v);
       continue;
     }
-    if (element.is_number_integer() && !element.is_number_unsigned()) {
-      out.push_back(element.get<int64_t>());
-      continue;
-    }
-    SHARDKIT_ASSIGN_OR_RETURN(int64_t v, GetInt(element, IndexPath(path, i)));
-    out.push_back(v);
+    return GetInt(value[i], IndexPath(path, i)).status();
   }
   return out;
 }

@@ -43,6 +43,14 @@ struct Example {
   absl::StatusOr<std::vector<OutputFile>> Plan() {
     return PlanOutputFiles(tensors, file_of, paths, {{"format", "pt"}}, &placed);
   }
+  // The planned files, opened (the first one created).
+  absl::StatusOr<OutputFiles> Open() {
+    absl::StatusOr<std::vector<OutputFile>> files = Plan();
+    if (!files.ok()) return files.status();
+    OutputFiles out(*std::move(files));
+    if (absl::Status s = out.Open(); !s.ok()) return s;
+    return out;
+  }
 };
 
 std::vector<std::byte> TensorBytes(const std::string& path, const std::string& name) {
@@ -89,10 +97,9 @@ std::pair<int, int> TemporaryAndFinal(const std::string& dir) {
 TEST(OutputFilesTest, WritesAcrossFilesAndCommitsInFinish) {
   const std::string dir = TempDir("write");
   Example example(dir);
-  absl::StatusOr<std::vector<OutputFile>> files = example.Plan();
-  ASSERT_THAT(files.status(), IsOk());
-  OutputFiles out(*std::move(files));
-  ASSERT_THAT(out.Open(), IsOk());
+  absl::StatusOr<OutputFiles> opened = example.Open();
+  ASSERT_THAT(opened.status(), IsOk());
+  OutputFiles& out = *opened;
   const std::vector<std::byte> data = Range(0, 15);
   for (size_t at = 0; at < data.size(); at += 4) {  // pieces cross the files' boundaries
     const size_t n = std::min<size_t>(4, data.size() - at);
@@ -120,10 +127,9 @@ TEST(OutputFilesTest, CommitsTheOldestBeyondTheLimit) {
     example.file_of.push_back(i);
     example.paths.push_back(absl::StrFormat("%s/f%03d.safetensors", dir, i));
   }
-  absl::StatusOr<std::vector<OutputFile>> files = example.Plan();
-  ASSERT_THAT(files.status(), IsOk());
-  OutputFiles out(*std::move(files));
-  ASSERT_THAT(out.Open(), IsOk());
+  absl::StatusOr<OutputFiles> opened = example.Open();
+  ASSERT_THAT(opened.status(), IsOk());
+  OutputFiles& out = *opened;
   const std::vector<std::byte> data = Range(0, static_cast<int>(count));
   ASSERT_THAT(out.Write(0, data.data(), data.size()), IsOk());
   EXPECT_EQ(TemporaryAndFinal(dir), std::make_pair(static_cast<int>(kMaxUncommittedFiles), 4));
@@ -152,10 +158,9 @@ TEST(OutputFilesTest, FinishCreatesFilesWithNoData) {
 TEST(OutputFilesTest, RemoveAllLeavesNothing) {
   const std::string dir = TempDir("remove");
   Example example(dir);
-  absl::StatusOr<std::vector<OutputFile>> files = example.Plan();
-  ASSERT_THAT(files.status(), IsOk());
-  OutputFiles out(*std::move(files));
-  ASSERT_THAT(out.Open(), IsOk());
+  absl::StatusOr<OutputFiles> opened = example.Open();
+  ASSERT_THAT(opened.status(), IsOk());
+  OutputFiles& out = *opened;
   const std::vector<std::byte> data = Range(0, 10);
   ASSERT_THAT(out.Write(0, data.data(), data.size()), IsOk());  // file 0 and 1 done, 2 open
   EXPECT_EQ(TemporaryAndFinal(dir), std::make_pair(3, 0));
@@ -167,10 +172,9 @@ TEST(OutputFilesTest, RemoveAllLeavesNothing) {
 TEST(OutputFilesTest, RemoveAllAfterFinishRemovesTheCommittedFiles) {
   const std::string dir = TempDir("remove-committed");
   Example example(dir);
-  absl::StatusOr<std::vector<OutputFile>> files = example.Plan();
-  ASSERT_THAT(files.status(), IsOk());
-  OutputFiles out(*std::move(files));
-  ASSERT_THAT(out.Open(), IsOk());
+  absl::StatusOr<OutputFiles> opened = example.Open();
+  ASSERT_THAT(opened.status(), IsOk());
+  OutputFiles& out = *opened;
   const std::vector<std::byte> data = Range(0, 15);
   ASSERT_THAT(out.Write(0, data.data(), data.size()), IsOk());
   ASSERT_THAT(out.Finish(), IsOk());

@@ -61,22 +61,23 @@ std::vector<Piece> PlanPieces(const std::vector<ShardMetadata>& old_shards,
 // Copies `piece` between the old shard tensor and a contiguous buffer or the new shard tensor.
 absl::Status CopyPiece(const Piece& piece, const std::vector<ShardMetadata>& old_shards,
                        const std::vector<ShardMetadata>& new_shards, const Tensor* old_tensor,
-                       Tensor* new_tensor, std::byte* wire, DType dtype) {
+                       Tensor* new_tensor, std::byte* wire, const Device& wire_device,
+                       DType dtype) {
   Tensor from;
   Tensor to;
   if (old_tensor != nullptr) {
     SHARDKIT_ASSIGN_OR_RETURN(
         from, NarrowToShard(*old_tensor, Relative(piece.box, old_shards[piece.old_index])));
   } else {
-    SHARDKIT_ASSIGN_OR_RETURN(
-        from, internal::TensorOverBytes(wire, piece.box.sizes, dtype, Device::Cpu()));
+    SHARDKIT_ASSIGN_OR_RETURN(from,
+                              internal::TensorOverBytes(wire, piece.box.sizes, dtype, wire_device));
   }
   if (new_tensor != nullptr) {
     SHARDKIT_ASSIGN_OR_RETURN(
         to, NarrowToShard(*new_tensor, Relative(piece.box, new_shards[piece.new_index])));
   } else {
-    SHARDKIT_ASSIGN_OR_RETURN(
-        to, internal::TensorOverBytes(wire, piece.box.sizes, dtype, Device::Cpu()));
+    SHARDKIT_ASSIGN_OR_RETURN(to,
+                              internal::TensorOverBytes(wire, piece.box.sizes, dtype, wire_device));
   }
   return to.CopyFrom(from);
 }
@@ -104,11 +105,18 @@ absl::StatusOr<ShardedTensor> Reshard(const ShardedTensor& tensor,
   const std::vector<ShardMetadata>& old_shards = tensor.shards();
   std::vector<const Tensor*> old_local(old_shards.size(), nullptr);
   for (const LocalShard& shard : tensor.local_shards()) old_local[shard.index] = &shard.tensor;
+  // The wire lives where this rank's old shards do (else the backend's default device); new shards
+  // where their placements say.
+  const Device wire_device = tensor.local_shards().empty()
+                                 ? internal::DefaultDevice(comm)
+                                 : tensor.local_shards().front().tensor.device();
   std::vector<LocalShard> local;
   std::vector<Tensor*> new_local(new_shards->size(), nullptr);
   for (size_t j = 0; j < new_shards->size(); ++j) {
     if ((*new_shards)[j].placement.rank() != me) continue;
-    SHARDKIT_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty((*new_shards)[j].sizes, tensor.dtype()));
+    SHARDKIT_ASSIGN_OR_RETURN(
+        Tensor t, Tensor::Empty((*new_shards)[j].sizes, tensor.dtype(),
+                                internal::PlacementDevice((*new_shards)[j].placement, comm)));
     local.push_back({j, std::move(t)});
   }
   for (LocalShard& shard : local) new_local[shard.index] = &shard.tensor;
@@ -127,29 +135,39 @@ absl::StatusOr<ShardedTensor> Reshard(const ShardedTensor& tensor,
     send_at[r] = send_at[r - 1] + send_bytes[r - 1];
     recv_at[r] = recv_at[r - 1] + recv_bytes[r - 1];
   }
-  std::vector<std::byte> send_wire(static_cast<size_t>(send_at[world - 1] + send_bytes[world - 1]));
-  std::vector<std::byte> recv_wire(static_cast<size_t>(recv_at[world - 1] + recv_bytes[world - 1]));
+  SHARDKIT_ASSIGN_OR_RETURN(
+      std::shared_ptr<Storage> send_storage,
+      Storage::Allocate(wire_device,
+                        static_cast<size_t>(send_at[world - 1] + send_bytes[world - 1])));
+  SHARDKIT_ASSIGN_OR_RETURN(
+      std::shared_ptr<Storage> recv_storage,
+      Storage::Allocate(wire_device,
+                        static_cast<size_t>(recv_at[world - 1] + recv_bytes[world - 1])));
+  std::byte* send_wire = static_cast<std::byte*>(send_storage->data());
+  std::byte* recv_wire = static_cast<std::byte*>(recv_storage->data());
   std::vector<int64_t> send_cursor = send_at;
   for (const Piece& p : pieces) {
     if (p.from != me) continue;
-    std::byte* wire = p.to == me ? nullptr : send_wire.data() + send_cursor[p.to];
+    std::byte* wire = p.to == me ? nullptr : send_wire + send_cursor[p.to];
     SHARDKIT_RETURN_IF_ERROR(CopyPiece(p, old_shards, *new_shards, old_local[p.old_index],
                                        p.to == me ? new_local[p.new_index] : nullptr, wire,
-                                       tensor.dtype()));
+                                       wire_device, tensor.dtype()));
     if (p.to != me) send_cursor[p.to] += internal::ShardBytes(p.box, tensor.dtype());
   }
   std::vector<ConstBuffer> sends(world);
   std::vector<MutableBuffer> recvs(world);
   for (size_t r = 0; r < world; ++r) {
-    sends[r] = ConstBuffer(send_wire.data() + send_at[r], static_cast<size_t>(send_bytes[r]));
-    recvs[r] = MutableBuffer(recv_wire.data() + recv_at[r], static_cast<size_t>(recv_bytes[r]));
+    sends[r] = ConstBuffer(send_wire + send_at[r], static_cast<size_t>(send_bytes[r]), wire_device);
+    recvs[r] =
+        MutableBuffer(recv_wire + recv_at[r], static_cast<size_t>(recv_bytes[r]), wire_device);
   }
   SHARDKIT_RETURN_IF_ERROR(comm.AllToAll(sends, recvs, options));
   std::vector<int64_t> recv_cursor = recv_at;
   for (const Piece& p : pieces) {
     if (p.to != me || p.from == me) continue;
     SHARDKIT_RETURN_IF_ERROR(CopyPiece(p, old_shards, *new_shards, nullptr, new_local[p.new_index],
-                                       recv_wire.data() + recv_cursor[p.from], tensor.dtype()));
+                                       recv_wire + recv_cursor[p.from], wire_device,
+                                       tensor.dtype()));
     recv_cursor[p.from] += internal::ShardBytes(p.box, tensor.dtype());
   }
   return ShardedTensor::Create(tensor.global_shape(), tensor.dtype(), tensor.requires_grad(),

@@ -24,8 +24,10 @@ absl::Status CheckLocalShard(const ShardMetadata& shard, const Tensor& tensor, D
 }
 
 // Validates `out` on the destination rank (allocating it if it is meta) and its absence elsewhere.
-absl::Status PrepareGatherOutput(const ShardedTensor& st, int dst, Tensor* out, int rank,
-                                 int world_size) {
+absl::Status PrepareGatherOutput(const ShardedTensor& st, int dst, Tensor* out,
+                                 const Communicator& comm) {
+  const int rank = comm.rank();
+  const int world_size = comm.world_size();
   if (dst < 0 || dst >= world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("dst ", dst, " is outside the group of ", world_size, " ranks"));
@@ -41,7 +43,8 @@ absl::Status PrepareGatherOutput(const ShardedTensor& st, int dst, Tensor* out, 
     return absl::InvalidArgumentError(absl::StrCat("out is nullptr on dst rank ", dst));
   }
   if (out->is_meta()) {
-    SHARDKIT_ASSIGN_OR_RETURN(*out, Tensor::Empty(st.global_shape(), st.dtype()));
+    SHARDKIT_ASSIGN_OR_RETURN(
+        *out, Tensor::Empty(st.global_shape(), st.dtype(), internal::DefaultDevice(comm)));
   }
   if (out->shape() != st.global_shape() || out->dtype() != st.dtype()) {
     return absl::InvalidArgumentError(
@@ -114,29 +117,32 @@ int64_t ShardedTensor::local_nbytes() const {
 absl::Status ShardedTensor::Gather(int dst, Tensor* out, Communicator& comm,
                                    const CallOptions& options) const {
   const int rank = comm.rank();
-  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(
-      comm, PrepareGatherOutput(*this, dst, out, rank, comm.world_size()), "Gather", options));
+  SHARDKIT_RETURN_IF_ERROR(
+      AgreeOnStatus(comm, PrepareGatherOutput(*this, dst, out, comm), "Gather", options));
   const auto by_rank = internal::ShardIndicesByRank(shards_, comm.world_size());
 
   if (rank != dst) {
     // This rank's shards back to back: in place when it holds one, else packed once.
-    std::vector<std::byte> packed;
+    std::shared_ptr<Storage> packed;
     ConstBuffer send;
     if (local_.size() == 1) {
       const Tensor& t = local_[0].tensor;
       send = ConstBuffer(t.data(), static_cast<size_t>(t.nbytes()), t.device());
     } else {
-      packed.resize(static_cast<size_t>(local_nbytes()));
-      std::byte* cursor = packed.data();
+      // Packed beside the shards (several shards of one rank share a device).
+      const Device device =
+          local_.empty() ? internal::DefaultDevice(comm) : local_[0].tensor.device();
+      SHARDKIT_ASSIGN_OR_RETURN(packed,
+                                Storage::Allocate(device, static_cast<size_t>(local_nbytes())));
+      std::byte* cursor = static_cast<std::byte*>(packed->data());
       for (const LocalShard& shard : local_) {
         if (shard.tensor.numel() == 0) continue;
         SHARDKIT_ASSIGN_OR_RETURN(
-            Tensor view,
-            internal::TensorOverBytes(cursor, shard.tensor.shape(), dtype_, Device::Cpu()));
+            Tensor view, internal::TensorOverBytes(cursor, shard.tensor.shape(), dtype_, device));
         SHARDKIT_RETURN_IF_ERROR(view.CopyFrom(shard.tensor));
         cursor += shard.tensor.nbytes();
       }
-      send = ConstBuffer(packed.data(), packed.size());
+      send = ConstBuffer(packed->data(), packed->nbytes(), device);
     }
     return comm.Gather(send, {}, dst, options);
   }
@@ -162,19 +168,21 @@ absl::Status ShardedTensor::Gather(int dst, Tensor* out, Communicator& comm,
       staging_bytes += nbytes;
     }
   }
-  std::vector<std::byte> staging(static_cast<size_t>(staging_bytes));
+  SHARDKIT_ASSIGN_OR_RETURN(std::shared_ptr<Storage> staging_storage,
+                            Storage::Allocate(out->device(), static_cast<size_t>(staging_bytes)));
+  std::byte* staging = static_cast<std::byte*>(staging_storage->data());
   for (size_t r = 0; r < by_rank.size(); ++r) {
     if (staging_offset[r] >= 0) {
-      recvs[r] =
-          MutableBuffer(staging.data() + staging_offset[r],
-                        static_cast<size_t>(internal::PackedBytes(shards_, by_rank[r], dtype_)));
+      recvs[r] = MutableBuffer(
+          staging + staging_offset[r],
+          static_cast<size_t>(internal::PackedBytes(shards_, by_rank[r], dtype_)), out->device());
     }
   }
   SHARDKIT_RETURN_IF_ERROR(comm.Gather(ConstBuffer(), recvs, dst, options));
   for (size_t r = 0; r < by_rank.size(); ++r) {
     if (staging_offset[r] < 0) continue;
     SHARDKIT_RETURN_IF_ERROR(
-        internal::UnpackRegions(staging.data() + staging_offset[r], shards_, by_rank[r], *out));
+        internal::UnpackRegions(staging + staging_offset[r], shards_, by_rank[r], *out));
   }
   return absl::OkStatus();
 }

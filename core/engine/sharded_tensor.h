@@ -70,8 +70,9 @@ class ShardedTensor {
 
   // Collective: reassembles the whole tensor on rank `dst`, exactly (bytes are copied, never
   // converted). On `dst`, `out` must point to a tensor of the global shape and dtype (a meta or
-  // default-constructed tensor is replaced by a fresh CPU tensor); on other ranks `out` must be
-  // nullptr. Every rank sends only its own shard bytes; ranks without shards send nothing.
+  // default-constructed tensor is replaced by a fresh one on the CPU, or on the rank's current CUDA
+  // device for a backend that moves only CUDA memory); on other ranks `out` must be nullptr. Every
+  // rank sends only its own shard bytes; ranks without shards send nothing.
   // Errors: kInvalidArgument, the same on every rank, if `dst` or any rank's `out` is wrong;
   // transport errors as the Communicator's.
   [[nodiscard]] absl::Status Gather(int dst, Tensor* out, Communicator& comm,

@@ -30,6 +30,23 @@ absl::Status CheckDevices(const ShardJob& job, const Communicator& comm, bool is
   return absl::OkStatus();
 }
 
+// Where this rank's shards of `job` land: their placements' device (one block receives them all,
+// so it must be the same for every shard of the rank), else DefaultDevice.
+absl::StatusOr<Device> LandingDevice(const ShardJob& job, const Communicator& comm) {
+  std::optional<Device> device;
+  for (const specs::ShardMetadata& shard : job.shards) {
+    if (shard.placement.rank() != comm.rank()) continue;
+    const Device here = PlacementDevice(shard.placement, comm);
+    if (device && *device != here) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", comm.rank(), " holds shards on both ", device->ToString(), " and ",
+                       here.ToString(), "; a rank's shards of one parameter share one device"));
+    }
+    device = here;
+  }
+  return device.value_or(DefaultDevice(comm));
+}
+
 // The layout of the last (spec, shape) laid out: a plan's parameters mostly share both, and laying
 // out (binding, canonical JSON, fingerprint) is most of a parameter's local check.
 class LayoutCache {
@@ -91,7 +108,9 @@ absl::Status CheckJob(ShardJob& job, const std::optional<specs::ShardingSpec>& s
   if (is_source && !job.source->IsContiguous()) {
     return absl::InvalidArgumentError("is not a contiguous Tensor on the source rank");
   }
-  return CheckDevices(job, comm, is_source);
+  SHARDKIT_RETURN_IF_ERROR(CheckDevices(job, comm, is_source));
+  SHARDKIT_ASSIGN_OR_RETURN(job.device, LandingDevice(job, comm));
+  return absl::OkStatus();
 }
 
 // Scatter delivers a non-source rank's shards straight into one block allocated up front, so an
@@ -104,7 +123,7 @@ absl::Status AllocateReceive(ShardJob& job, const Communicator& comm, const Shar
   const int64_t bytes =
       PackedBytes(job.shards, by_rank[static_cast<size_t>(comm.rank())], job.dtype);
   SHARDKIT_ASSIGN_OR_RETURN(job.recv_storage,
-                            Storage::Allocate(Device::Cpu(), static_cast<size_t>(bytes)));
+                            Storage::Allocate(job.device, static_cast<size_t>(bytes)));
   return absl::OkStatus();
 }
 
@@ -160,12 +179,12 @@ std::vector<std::string> LocalErrors(const std::vector<ShardJob>& jobs) {
   return errors;
 }
 
-std::byte* PackBuffer::Reserve(size_t bytes) {
-  if (bytes > capacity_) {
-    data_.reset(new std::byte[bytes]);  // uninitialised: packing writes every byte it sends
-    capacity_ = bytes;
+absl::StatusOr<std::byte*> PackBuffer::Reserve(size_t bytes, const Device& device) {
+  if (storage_ == nullptr || storage_->nbytes() < bytes || storage_->device() != device) {
+    storage_.reset();  // uninitialised: packing writes every byte it sends
+    SHARDKIT_ASSIGN_OR_RETURN(storage_, Storage::Allocate(device, bytes));
   }
-  return data_.get();
+  return static_cast<std::byte*>(storage_->data());
 }
 
 }  // namespace shardkit::internal

@@ -28,7 +28,8 @@ struct ShardJob {
   std::vector<specs::ShardMetadata> shards;  // sharded: the layout, in spec order
   std::string spec_json;                     // bound canonical JSON, or specs::kReplicatedJson
   std::string error;                         // this rank's local problem, or empty
-  std::shared_ptr<Storage> recv_storage;     // scatter, non-source: this rank's shard bytes
+  Device device;  // where this rank's shards (or its replicated copy) are allocated
+  std::shared_ptr<Storage> recv_storage;  // scatter, non-source: this rank's shard bytes
 };
 
 // Step 1 for every parameter: local checks and receive storage. Never fails as a whole: problems
@@ -48,11 +49,12 @@ std::vector<std::string> LocalErrors(const std::vector<ShardJob>& jobs);
 // Reused packing memory of the source rank, across parameters.
 class PackBuffer {
  public:
-  std::byte* Reserve(size_t bytes);
+  // At least `bytes` of uninitialised memory on `device`, reused while it is large enough.
+  // Errors: as Storage::Allocate.
+  [[nodiscard]] absl::StatusOr<std::byte*> Reserve(size_t bytes, const Device& device);
 
  private:
-  std::unique_ptr<std::byte[]> data_;
-  size_t capacity_ = 0;
+  std::shared_ptr<Storage> storage_;
 };
 
 using ShardResult = std::variant<Tensor, ShardedTensor>;

@@ -19,7 +19,7 @@ absl::StatusOr<Tensor> BroadcastWhole(const ShardJob& job, Communicator& comm,
                                       const ShardOptions& options) {
   Tensor full = *job.source;
   if (comm.rank() != options.src_rank) {
-    SHARDKIT_ASSIGN_OR_RETURN(full, Tensor::Empty(job.shape, job.dtype));
+    SHARDKIT_ASSIGN_OR_RETURN(full, Tensor::Empty(job.shape, job.dtype, job.device));
   }
   SHARDKIT_RETURN_IF_ERROR(comm.Broadcast(WholeBuffer(full), options.src_rank, options.call));
   full.set_requires_grad(job.requires_grad);
@@ -32,7 +32,13 @@ absl::StatusOr<std::vector<LocalShard>> CopyOwnShards(const ShardJob& job, const
   std::vector<LocalShard> local;
   for (size_t index : mine) {
     SHARDKIT_ASSIGN_OR_RETURN(Tensor region, NarrowToShard(full, job.shards[index]));
-    SHARDKIT_ASSIGN_OR_RETURN(Tensor copy, region.Clone());
+    Tensor copy;
+    if (region.device() == job.device) {
+      SHARDKIT_ASSIGN_OR_RETURN(copy, region.Clone());
+    } else {  // the source keeps its shard on another device than its tensor's
+      SHARDKIT_ASSIGN_OR_RETURN(copy, Tensor::Empty(region.shape(), region.dtype(), job.device));
+      SHARDKIT_RETURN_IF_ERROR(copy.CopyFrom(region));
+    }
     local.push_back({index, std::move(copy)});
   }
   return local;
@@ -82,11 +88,14 @@ absl::Status ScatterBatchFromSource(const std::vector<const ShardJob*>& jobs, Co
         continue;
       }
       parts.push_back({job, r, sends[r].size(), pack_bytes});
-      sends[r].push_back(ConstBuffer(nullptr, static_cast<size_t>(bytes)));
+      sends[r].push_back(ConstBuffer(nullptr, static_cast<size_t>(bytes), job->source->device()));
       pack_bytes += bytes;
     }
   }
-  std::byte* packed = pack.Reserve(static_cast<size_t>(pack_bytes));
+  // Packed regions live beside the source tensors (one device for a rank's whole batch).
+  const Device device = jobs.empty() ? Device::Cpu() : jobs.front()->source->device();
+  SHARDKIT_ASSIGN_OR_RETURN(std::byte * packed,
+                            pack.Reserve(static_cast<size_t>(pack_bytes), device));
   for (const PackedPart& part : parts) {
     const auto by_rank = ShardIndicesByRank(part.job->shards, comm.world_size());
     SHARDKIT_RETURN_IF_ERROR(
@@ -107,7 +116,8 @@ absl::StatusOr<std::vector<std::vector<LocalShard>>> ScatterBatch(
     std::vector<MutableBuffer> recvs;  // one segment per parameter this rank holds bytes of
     for (const ShardJob* job : jobs) {
       if (job->recv_storage->nbytes() > 0) {
-        recvs.push_back(MutableBuffer(job->recv_storage->data(), job->recv_storage->nbytes()));
+        recvs.push_back(MutableBuffer(job->recv_storage->data(), job->recv_storage->nbytes(),
+                                      job->recv_storage->device()));
       }
     }
     SHARDKIT_RETURN_IF_ERROR(comm.ScatterSegments({}, recvs, options.src_rank, options.call));

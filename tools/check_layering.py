@@ -52,8 +52,13 @@ FORBIDDEN = [
 ]
 
 
-# Sources of test targets whose names do not end in _test (manual benchmarks run as tests).
-TEST_SOURCES = {"backends/gloo/control_latency_bench.cc"}
+# Sources of test targets whose names do not end in _test (manual benchmarks run as tests) and of
+# testonly suites that backends instantiate.
+TEST_SOURCES = {
+    "backends/gloo/control_latency_bench.cc",
+    "core/engine/engine_test_suite.cc",
+    "core/engine/engine_test_suite.h",
+}
 
 
 def is_test_file(path):

@@ -91,22 +91,24 @@ absl::Status OpenAndMatch(Load& load) {
   return MatchModule(load);
 }
 
-// Reads shard `shard` of parameter `p` (tensor `t` of the source) into `dst`, piece by piece in
-// increasing offset order: each piece is a range of tensor bytes, read from the old shards that
-// overlap it.
+// Reads shard `s` of parameter `p` (tensor `t` of the source) into `dst`, piece by piece in
+// increasing offset order: each piece a range of tensor bytes, read from the old shards that
+// overlap it. Short pieces are staged, never past the shard's last byte in the tensor, so the
+// reads touch only the old shards overlapping the span of tensor bytes the new shard covers.
 absl::Status ReadShard(const ShardDirSource& source, size_t t, const StreamTensor& p, size_t s,
                        TensorBytesReader& reader, std::byte* dst) {
-  reader.Reset(source, t);
   if (p.replicated) {
+    reader.Reset(source, t);
     const safetensors::TensorInfo& info = source.header().tensors[t];
     return reader.Copy(0, static_cast<int64_t>(info.end - info.begin), dst);
   }
-  absl::Status status;
   const ByteRuns& runs = p.runs[s];
-  ForEachPiece(runs, runs.base, runs.Offset(runs.count - 1) + runs.length,
-               [&](int64_t tensor_at, int64_t shard_at, int64_t n) {
-                 if (status.ok()) status = reader.Copy(tensor_at, n, dst + shard_at);
-               });
+  const int64_t end = runs.Offset(runs.count - 1) + runs.length;
+  reader.Reset(source, t, end);
+  absl::Status status;
+  ForEachPiece(runs, runs.base, end, [&](int64_t tensor_at, int64_t shard_at, int64_t n) {
+    if (status.ok()) status = reader.Copy(tensor_at, n, dst + shard_at);
+  });
   return status;
 }
 
@@ -195,6 +197,7 @@ absl::Status LoadShards(const std::string& dir, Module& module, const specs::Pla
       SHARDKIT_RETURN_IF_ERROR(module.SetTensor(name, std::get<Tensor>(std::move(load.loaded[i]))));
     }
   }
+  if (options.stats != nullptr) options.stats->files_read = load.source->files_read();
   return absl::OkStatus();
 }
 

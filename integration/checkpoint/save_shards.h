@@ -74,13 +74,19 @@ struct SaveShardsOptions {
 [[nodiscard]] absl::Status SaveShards(const std::string& dir, const Module& module,
                                       Communicator& comm, const SaveShardsOptions& options = {});
 
+// What one rank's LoadShards did, for callers and tests that check its reads.
+struct LoadShardsStats {
+  int64_t files_read = 0;  // DIR's rank files its reads touched (ShardDirSource::files_read)
+};
+
 struct LoadShardsOptions {
   // Parameters of DIR that `module` does not hold are skipped; by default they are an error
   // (a module that would silently miss part of a checkpoint is usually a mistake).
   bool allow_unused = false;
   // The staging buffers for short pieces (> 0): each gets SplitBudget(memory_bytes, 2).staging.
   int64_t memory_bytes = int64_t{512} << 20;
-  CallOptions call;  // deadline of the whole call
+  CallOptions call;                  // deadline of the whole call
+  LoadShardsStats* stats = nullptr;  // filled in for this rank on success, when set
 };
 
 // Collective. Errors (the same on every rank): kNotFound if DIR has no index.json or lacks a rank

@@ -83,9 +83,8 @@ TEST(PlanTest, DefaultsAndCanonicalForm) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("strategy: expected \"scatter\", \"broadcast\" or "
                                  "\"direct\", got \"reshard\"")));
-  for (Strategy s :
-       {Strategy::kScatter, Strategy::kBroadcast, Strategy::kDirect, Strategy::kReshard,
-        Strategy::kSave}) {
+  for (Strategy s : {Strategy::kScatter, Strategy::kBroadcast, Strategy::kDirect,
+                     Strategy::kReshard, Strategy::kSave}) {
     EXPECT_THAT(ParseRecordedStrategy(StrategyName(s)), ::shardkit::testing::IsOkAndHolds(s));
   }
   EXPECT_THAT(ParseRecordedStrategy("gather"),

@@ -80,11 +80,7 @@ absl::Status MatchModule(Load& load) {
 
 // Step 1 (local): DIR opened and validated, the module checked against it.
 absl::Status OpenAndMatch(Load& load) {
-  if (load.options.memory_bytes <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("memory_bytes must be > 0, got ", load.options.memory_bytes));
-  }
-  SHARDKIT_ASSIGN_OR_RETURN(load.meta, GlobalMetaModule(load.module));
+  SHARDKIT_ASSIGN_OR_RETURN(load.meta, GlobalMetaModule(load.module, load.options.memory_bytes));
   SHARDKIT_ASSIGN_OR_RETURN(
       load.source,
       ShardDirSource::Open(load.dir, SplitBudget(load.options.memory_bytes, 2).staging));

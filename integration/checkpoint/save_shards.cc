@@ -51,11 +51,7 @@ absl::Status CheckData(const Tensor& tensor, const std::string& what) {
 
 // Step 1 (local): every slot has its data in host memory and a name the format allows.
 absl::Status CheckSlots(Save& save) {
-  if (save.options.memory_bytes <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("memory_bytes must be > 0, got ", save.options.memory_bytes));
-  }
-  SHARDKIT_ASSIGN_OR_RETURN(save.meta, GlobalMetaModule(save.module));
+  SHARDKIT_ASSIGN_OR_RETURN(save.meta, GlobalMetaModule(save.module, save.options.memory_bytes));
   for (const std::string& name : save.module.names()) {
     SHARDKIT_RETURN_IF_ERROR(CheckNoShardSuffix(name));
     const std::string what = absl::StrCat("parameter \"", name, "\"");
@@ -195,7 +191,10 @@ absl::Status WriteSavedIndex(const Save& save) {
 
 }  // namespace
 
-absl::StatusOr<Module> GlobalMetaModule(const Module& module) {
+absl::StatusOr<Module> GlobalMetaModule(const Module& module, int64_t memory_bytes) {
+  if (memory_bytes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("memory_bytes must be > 0, got ", memory_bytes));
+  }
   Module meta;
   for (const std::string& name : module.names()) {
     absl::StatusOr<Tensor> tensor;

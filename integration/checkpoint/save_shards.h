@@ -101,7 +101,9 @@ struct LoadShardsOptions {
 
 // A Module of meta tensors with each slot's global shape, dtype and requires_grad (a
 // ShardedTensor's global ones), in `module`'s order: what SaveShards and LoadShards agree on.
-[[nodiscard]] absl::StatusOr<Module> GlobalMetaModule(const Module& module);
+// Their first local step: `memory_bytes` is their options' budget.
+// Errors: kInvalidArgument if memory_bytes <= 0; as Tensor::Meta, naming the parameter.
+[[nodiscard]] absl::StatusOr<Module> GlobalMetaModule(const Module& module, int64_t memory_bytes);
 
 }  // namespace shardkit::checkpoint
 

@@ -308,6 +308,11 @@ void LoadErrorsCase(int rank, Communicator& comm, std::string_view arg) {
   }
   expect_error(one_off, absl::StatusCode::kInvalidArgument, "rank 1: parameter \"norm.weight\"",
                dir);
+  Module budget = MetaModule();
+  EXPECT_THAT(LoadShards(dir, budget, plan, comm, {.memory_bytes = -1}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("memory_bytes must be > 0, got -1")));
+  ExpectUnchanged(budget);
   // allow_unused skips what the module does not hold.
   ASSERT_THAT(LoadShards(dir, fewer, plan, comm, {.allow_unused = true}), testing::IsOk());
   EXPECT_TRUE(*fewer.IsSharded("embed.weight"));
@@ -330,6 +335,9 @@ void SaveErrorsCase(int rank, Communicator& comm, std::string_view arg) {
               testing::StatusIs(absl::StatusCode::kInvalidArgument,
                                 ::testing::AllOf(HasSubstr("rank 1"), HasSubstr("norm.weight"))));
   EXPECT_TRUE(no_index(base + "/disagree"));
+  EXPECT_THAT(SaveShards(base + "/budget", module, comm, {.memory_bytes = 0}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("memory_bytes must be > 0, got 0")));
   Module meta = MetaModule();
   EXPECT_THAT(SaveShards(base + "/meta", meta, comm),
               testing::StatusIs(absl::StatusCode::kInvalidArgument,

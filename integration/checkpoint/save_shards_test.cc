@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -25,6 +26,7 @@
 #include "integration/checkpoint/inspect.h"
 #include "integration/checkpoint/shard_checkpoint.h"
 #include "integration/checkpoint/shard_dir.h"
+#include "integration/io/dir_lock.h"
 #include "integration/io/files.h"
 #include "integration/safetensors/safetensors.h"
 #include "nlohmann/json.hpp"
@@ -213,6 +215,11 @@ void SaveCase(int rank, Communicator& comm, std::string_view arg) {
   for (const char* name : {"embed.weight", "layers.0.proj.weight", "head.weight"}) {
     EXPECT_EQ((*loaded.GetSharded(name))->shards(), (*module.GetSharded(name))->shards()) << name;
   }
+  // Slots that hold ShardedTensors already are laid out anew.
+  ASSERT_THAT(LoadShards(dir, loaded, LoadPlan(comm.world_size()), comm), testing::IsOk());
+  ExpectLoaded(loaded, rank);
+  EXPECT_TRUE(*loaded.IsSharded("norm.weight"));
+  EXPECT_FALSE(*loaded.IsSharded("head.weight"));
 }
 
 // World 1, 2 or 3: the world-4 directory laid out by LoadPlan; then `shardkit reshard` of it
@@ -313,6 +320,18 @@ void LoadErrorsCase(int rank, Communicator& comm, std::string_view arg) {
               testing::StatusIs(absl::StatusCode::kInvalidArgument,
                                 HasSubstr("memory_bytes must be > 0, got -1")));
   ExpectUnchanged(budget);
+  // A rank file cut short (in a copy): every rank fails opening it, nothing changes.
+  const std::string cut = dir + "-cut";
+  if (rank == 0) {
+    fs::copy(dir, cut, fs::copy_options::recursive);
+    const fs::path file = fs::path(cut) / RankFileName(1);
+    fs::resize_file(file, fs::file_size(file) - 2);
+  }
+  ASSERT_THAT(AgreeOnStatus(comm, absl::OkStatus(), "setup"), testing::IsOk());
+  Module truncated = MetaModule();
+  EXPECT_THAT(LoadShards(cut, truncated, plan, comm),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(RankFileName(1))));
+  ExpectUnchanged(truncated);
   // allow_unused skips what the module does not hold.
   ASSERT_THAT(LoadShards(dir, fewer, plan, comm, {.allow_unused = true}), testing::IsOk());
   EXPECT_TRUE(*fewer.IsSharded("embed.weight"));
@@ -351,6 +370,18 @@ void SaveErrorsCase(int rank, Communicator& comm, std::string_view arg) {
   EXPECT_THAT(SaveShards(foreign, module, comm),
               testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("notes.txt")));
   EXPECT_TRUE(no_index(foreign));
+  // Another writer holds the directory's lock: every rank fails, naming it.
+  const std::string locked = base + "/locked";
+  std::optional<io::DirectoryLock> lock;
+  if (rank == 0) {
+    fs::create_directories(locked);
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(lock, io::DirectoryLock::Acquire(locked));
+  }
+  ASSERT_THAT(AgreeOnStatus(comm, absl::OkStatus(), "setup"), testing::IsOk());
+  EXPECT_THAT(SaveShards(locked, module, comm),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(io::kLockFileName)));
+  EXPECT_TRUE(no_index(locked));
+  lock.reset();
   // A saved directory, then a save where rank 1 cannot put its file in place (a directory holds
   // its name): the earlier index.json is gone and no new one is written.
   const std::string dir = base + "/late";

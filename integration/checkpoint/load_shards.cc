@@ -1,9 +1,9 @@
 // LoadShards (save_shards.h): a shard directory's parameters into a Module, laid out by a plan.
 #include <map>
 #include <memory>
-#include <optional>
 #include <span>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"

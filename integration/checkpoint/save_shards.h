@@ -34,12 +34,17 @@
 // first matching rule, else replicated), whatever DIR's world size and layout were.
 //  1. Every rank opens DIR (ShardDirSource: index.json validated, every rank file checked) and
 //     checks the module against it; then all agree on the plan's layout (AgreeOnPlan).
-//  2. Every rank allocates its new shards and reads exactly their bytes from DIR's old shards
-//     (ShardDirSource::ReadBytes: a read touches only the old shards it overlaps), straight into
-//     place, short pieces through two staging buffers within memory_bytes.
+//  2. Every rank allocates its new shards (host memory) and reads their bytes from DIR's old
+//     shards (ShardDirSource::ReadBytes, reshard's range reads: a read touches only the old shards
+//     it overlaps), long pieces straight into place, short ones through two staging buffers
+//     within memory_bytes, staged from the new shard's span of tensor bytes and never past it. A
+//     replicated parameter is read from DIR's src_rank copy, as `gather` does.
 //  3. One status round (the commit); only then is every slot replaced — a ShardedTensor of the
-//     new shards (a sharded parameter), or a fresh Tensor (a replicated one). On failure no slot
-//     changes on any rank.
+//     new shards (a sharded parameter), or a fresh Tensor (a replicated one), requires_grad as
+//     the slot had it. On failure no slot changes on any rank.
+// LoadShards takes no lock: like `gather`, it does not guard against a writer rewriting DIR (a
+// writer removes index.json first; a rank file resized or replaced after opening is
+// kInvalidArgument).
 // Both: one deadline (options.call) bounds the whole call; a local failure never returns early,
 // every rank returns the same error; transport errors as the Communicator's.
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_SAVE_SHARDS_H_
@@ -89,12 +94,14 @@ struct LoadShardsOptions {
   LoadShardsStats* stats = nullptr;  // filled in for this rank on success, when set
 };
 
-// Collective. Errors (the same on every rank): kNotFound if DIR has no index.json or lacks a rank
+// Collective. Errors (the same on every rank): kNotFound if DIR does not exist, has no index.json
+// or lacks a rank
 // file; kInvalidArgument for an invalid shard directory, a module parameter DIR lacks, another
 // shape or dtype than DIR's (naming the parameter and both), a DIR parameter the module lacks
 // (unless allow_unused), a plan that does not bind or placements on devices other than cpu, ranks
-// disagreeing (as AgreeOnPlan), memory_bytes <= 0; kUnavailable for I/O errors or a file changed
-// while reading; transport errors as the Communicator's. On any error `module` is unchanged.
+// disagreeing (as AgreeOnPlan), memory_bytes <= 0, a rank file cut short, resized or replaced;
+// kUnavailable for I/O errors; kResourceExhausted if shards cannot be allocated; transport errors
+// as the Communicator's. On any error `module` is unchanged.
 [[nodiscard]] absl::Status LoadShards(const std::string& dir, Module& module,
                                       const specs::Plan& plan, Communicator& comm,
                                       const LoadShardsOptions& options = {});

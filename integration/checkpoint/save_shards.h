@@ -95,13 +95,12 @@ struct LoadShardsOptions {
 };
 
 // Collective. Errors (the same on every rank): kNotFound if DIR does not exist, has no index.json
-// or lacks a rank
-// file; kInvalidArgument for an invalid shard directory, a module parameter DIR lacks, another
-// shape or dtype than DIR's (naming the parameter and both), a DIR parameter the module lacks
-// (unless allow_unused), a plan that does not bind or placements on devices other than cpu, ranks
-// disagreeing (as AgreeOnPlan), memory_bytes <= 0, a rank file cut short, resized or replaced;
-// kUnavailable for I/O errors; kResourceExhausted if shards cannot be allocated; transport errors
-// as the Communicator's. On any error `module` is unchanged.
+// or lacks a rank file; kInvalidArgument for an invalid shard directory, a module parameter DIR
+// lacks, another shape or dtype than DIR's (naming the parameter and both), a DIR parameter the
+// module lacks (unless allow_unused), a plan that does not bind or placements on devices other
+// than cpu, ranks disagreeing (as AgreeOnPlan), memory_bytes <= 0, a rank file cut short, resized
+// or replaced; kUnavailable for I/O errors; kResourceExhausted if shards cannot be allocated;
+// transport errors as the Communicator's. On any error `module` is unchanged.
 [[nodiscard]] absl::Status LoadShards(const std::string& dir, Module& module,
                                       const specs::Plan& plan, Communicator& comm,
                                       const LoadShardsOptions& options = {});

@@ -83,6 +83,8 @@ std::string_view StrategyName(Strategy strategy) {
       return "direct";
     case Strategy::kReshard:
       return "reshard";
+    case Strategy::kSave:
+      return "save";
     case Strategy::kScatter:
       break;
   }
@@ -100,10 +102,11 @@ absl::StatusOr<Strategy> ParseStrategy(std::string_view name) {
 
 absl::StatusOr<Strategy> ParseRecordedStrategy(std::string_view name) {
   if (name == "reshard") return Strategy::kReshard;
+  if (name == "save") return Strategy::kSave;
   absl::StatusOr<Strategy> strategy = ParseStrategy(name);
   if (strategy.ok()) return strategy;
   return absl::InvalidArgumentError(
-      absl::StrCat("expected \"scatter\", \"broadcast\", \"direct\" or \"reshard\", got ",
+      absl::StrCat("expected \"scatter\", \"broadcast\", \"direct\", \"reshard\" or \"save\", got ",
                    json::DescribeValue(Json(std::string(name)))));
 }
 

@@ -35,15 +35,16 @@ namespace shardkit::specs {
 // reads its own shards from a checkpoint it sees itself (`shardkit shard` only: tensors in memory
 // cannot be read that way, so the engine refuses it). kReshard is not a plan's: a shard directory's
 // index.json records it when `shardkit reshard` wrote the directory (every rank read its new
-// shards from an earlier shard directory).
-enum class Strategy { kScatter, kBroadcast, kDirect, kReshard };
+// shards from an earlier shard directory). Nor is kSave: index.json records it when a running
+// program wrote the directory with checkpoint::SaveShards (every rank wrote the shards it held).
+enum class Strategy { kScatter, kBroadcast, kDirect, kReshard, kSave };
 
-// "scatter" / "broadcast" / "direct" / "reshard".
+// "scatter" / "broadcast" / "direct" / "reshard" / "save".
 std::string_view StrategyName(Strategy strategy);
 // A plan's strategy: "scatter", "broadcast" or "direct". Errors: kInvalidArgument naming the
 // string.
 [[nodiscard]] absl::StatusOr<Strategy> ParseStrategy(std::string_view name);
-// A strategy as index.json records it: a plan's, or "reshard". Errors: kInvalidArgument.
+// A strategy as index.json records it: a plan's, "reshard" or "save". Errors: kInvalidArgument.
 [[nodiscard]] absl::StatusOr<Strategy> ParseRecordedStrategy(std::string_view name);
 
 struct PlanRule {

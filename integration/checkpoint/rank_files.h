@@ -1,18 +1,28 @@
-// The rank files of a shard directory, opened and checked against its index.json — what `gather`
-// and `reshard` (ShardDirSource) read before any data.
+// The rank files of a shard directory: opened and checked against its index.json — what `gather`
+// and `reshard` (ShardDirSource) read before any data — and created, by the writers of a shard
+// directory (`shard`, `reshard`: ShardCheckpoint; SaveShards).
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(std::vector<safetensors::Reader> files, OpenRankFiles(dir, index));
 //   SHARDKIT_RETURN_IF_ERROR(VerifyShards(files, index));
 //   SHARDKIT_ASSIGN_OR_RETURN(const safetensors::TensorInfo* at, FindShard(files, parameter, s));
+//
+//   std::optional<io::AtomicFile> file;
+//   StreamOutput output;
+//   SHARDKIT_RETURN_IF_ERROR(CreateRankFile(dir, rank, tensors, file, output));
+//   // ... file->WriteAt(output.data_start + output.dest[t][s] + k, ...) ...; file->Commit()
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_RANK_FILES_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_RANK_FILES_H_
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "integration/checkpoint/shard_dir.h"
+#include "integration/checkpoint/stream_schedule.h"
+#include "integration/checkpoint/stream_shard.h"
+#include "integration/io/files.h"
 #include "integration/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {
@@ -31,6 +41,18 @@ namespace shardkit::checkpoint {
 // index.json does not list. Errors: as FindShard; kInvalidArgument naming the unlisted tensor.
 [[nodiscard]] absl::Status VerifyShards(const std::vector<safetensors::Reader>& files,
                                         const ShardIndex& index);
+
+// Creates rank `rank`'s file DIR/rank-RRRRR.safetensors under its temporary name (`file`, an
+// io::AtomicFile: committed by the caller, removed if never committed), its header written and the
+// file sized to its final length. It holds, in name order, every replicated tensor of `tensors`
+// whole and every shard placed on `rank` (zero-size ones included), named by ShardTensorNames.
+// `output` gets the file, its data start and dest[t][s]: where shard s of tensors[t] (s = 0 for a
+// replicated one; -1 for shards of other ranks) starts in the data region.
+// Errors: as safetensors::PlanFile and io::AtomicFile (Create, Write, Resize), naming the file.
+[[nodiscard]] absl::Status CreateRankFile(const std::string& dir, int rank,
+                                          const std::vector<StreamTensor>& tensors,
+                                          std::optional<io::AtomicFile>& file,
+                                          StreamOutput& output);
 
 }  // namespace shardkit::checkpoint
 

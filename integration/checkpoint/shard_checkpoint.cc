@@ -1,8 +1,6 @@
 #include "integration/checkpoint/shard_checkpoint.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <map>
 #include <memory>
 #include <sstream>
 #include <utility>
@@ -21,6 +19,7 @@
 #include "integration/checkpoint/fp8_scales.h"
 #include "integration/checkpoint/header_exchange.h"
 #include "integration/checkpoint/progress.h"
+#include "integration/checkpoint/rank_files.h"
 #include "integration/checkpoint/shard_dir.h"
 #include "integration/checkpoint/shard_dir_source.h"
 #include "integration/checkpoint/stream_schedule.h"
@@ -69,9 +68,6 @@ struct Run {
   bool reshard() const { return options.reshard; }
   // A shard directory's source reads through a staging buffer of its own: two of them.
   Budget budget() const { return SplitBudget(options.memory_bytes, reshard() ? 2 : 1); }
-  std::string RankPath(int rank) const {
-    return (std::filesystem::path(options.out_dir) / RankFileName(rank)).string();
-  }
 };
 
 // `shardkit reshard`: every rank reads its new shards from the old directory (strategy direct),
@@ -241,44 +237,10 @@ absl::Status LockAndClear(Run& run) {
 }
 
 // Step 4 (local): this rank's file under its temporary name, header written, sized; where each of
-// its tensors' bytes go. Schedule tensors are in file order, as the header's.
-absl::Status CreateRankFile(Run& run) {
-  const int rank = run.comm.rank();
-  std::vector<safetensors::TensorInfo> infos;
-  std::map<std::string, std::pair<size_t, size_t>> slot_of;  // tensor name -> (tensor, shard)
-  const std::vector<StreamTensor>& tensors = run.schedule->tensors();
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    const StreamTensor& tensor = tensors[t];
-    if (tensor.replicated) {
-      infos.push_back({tensor.name, tensor.dtype, tensor.shape, 0, 0});
-      slot_of[tensor.name] = {t, 0};
-      continue;
-    }
-    const std::vector<std::string> names = ShardTensorNames(tensor.name, tensor.shards);
-    for (size_t s = 0; s < tensor.shards.size(); ++s) {
-      if (tensor.shards[s].placement.rank() != rank) continue;
-      const std::string& name = names[s];
-      infos.push_back({name, tensor.dtype, tensor.shards[s].sizes, 0, 0});
-      slot_of[name] = {t, s};
-    }
-  }
-  const std::string path = run.RankPath(rank);
-  SHARDKIT_ASSIGN_OR_RETURN(safetensors::FileLayout layout,
-                            safetensors::PlanFile(path, std::move(infos)));
-  run.output.dest.assign(tensors.size(), {});
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    run.output.dest[t].assign(std::max<size_t>(tensors[t].shards.size(), 1), -1);
-  }
-  for (const safetensors::TensorInfo& info : layout.tensors) {
-    const auto [t, s] = slot_of[info.name];
-    run.output.dest[t][s] = static_cast<int64_t>(info.begin);
-  }
-  SHARDKIT_ASSIGN_OR_RETURN(run.file, io::AtomicFile::Create(path));
-  SHARDKIT_RETURN_IF_ERROR(run.file->Write(layout.prefix.data(), layout.prefix.size()));
-  SHARDKIT_RETURN_IF_ERROR(run.file->Resize(layout.prefix.size() + layout.data_size));
-  run.output.file = &*run.file;
-  run.output.data_start = static_cast<int64_t>(layout.prefix.size());
-  return absl::OkStatus();
+// its tensors' bytes go (rank_files.h).
+absl::Status CreateOwnFile(Run& run) {
+  return CreateRankFile(run.options.out_dir, run.comm.rank(), run.schedule->tensors(), run.file,
+                        run.output);
 }
 
 // Step 5: the rounds (stream_shard.h), with progress on the source. The peak RSS is reset first,
@@ -407,7 +369,7 @@ absl::Status ShardCheckpoint(const ShardCheckpointOptions& options, Communicator
   SHARDKIT_RETURN_IF_ERROR(AgreeOnFiles(run, call));
   SHARDKIT_RETURN_IF_ERROR(
       AgreeOnStatus(comm, LockAndClear(run), "clearing the output directory", call));
-  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, CreateRankFile(run), "creating shard files", call));
+  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, CreateOwnFile(run), "creating shard files", call));
   run.plan_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   (void)io::ResetPeakRss();  // best effort: the growth below is then what streaming took
   absl::StatusOr<int64_t> hwm_before = io::ProcStatusBytes("VmHWM");

@@ -1,0 +1,233 @@
+#include "integration/checkpoint/save_shards.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/comm/collective_status.h"
+#include "core/engine/shard_parameter.h"
+#include "integration/checkpoint/rank_files.h"
+#include "integration/checkpoint/shard_dir.h"
+#include "integration/checkpoint/stream_schedule.h"
+#include "integration/checkpoint/stream_shard.h"
+#include "integration/io/dir_lock.h"
+#include "integration/io/files.h"
+#include "specs/parameter_layout.h"
+
+namespace shardkit::checkpoint {
+namespace {
+
+// Everything one rank knows about the call, filled in step by step.
+struct Save {
+  const std::string& dir;
+  const Module& module;
+  Communicator& comm;
+  const SaveShardsOptions& options;
+  CallOptions call;     // one deadline for the whole call
+  std::string context;  // "SaveShards(DIR)"
+  Module meta;          // global shapes and dtypes
+  std::vector<AgreedParameter> agreed;
+  std::optional<io::DirectoryLock> lock;  // rank 0
+  std::vector<StreamTensor> tensors;      // the agreed layouts, module order
+  std::optional<io::AtomicFile> file;     // this rank's, until committed
+  StreamOutput output;
+
+  absl::Status Agree(const absl::Status& local, std::string_view step) {
+    return AgreeOnStatus(comm, local, absl::StrCat(context, ": ", std::string(step)), call);
+  }
+};
+
+absl::Status CheckData(const Tensor& tensor, const std::string& what) {
+  if (tensor.is_meta()) return absl::InvalidArgumentError(absl::StrCat(what, " has no data"));
+  if (!tensor.device().is_cpu()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " is on ", tensor.device().ToString(),
+                                                   " (SaveShards writes host memory)"));
+  }
+  return absl::OkStatus();
+}
+
+// Step 1 (local): every slot has its data in host memory and a name the format allows.
+absl::Status CheckSlots(Save& save) {
+  SHARDKIT_ASSIGN_OR_RETURN(save.meta, GlobalMetaModule(save.module, save.options.memory_bytes));
+  for (const std::string& name : save.module.names()) {
+    SHARDKIT_RETURN_IF_ERROR(CheckNoShardSuffix(name));
+    const std::string what = absl::StrCat("parameter \"", name, "\"");
+    if (!*save.module.IsSharded(name)) {
+      SHARDKIT_RETURN_IF_ERROR(CheckData(**save.module.GetTensor(name), what));
+      continue;
+    }
+    for (const LocalShard& shard : (*save.module.GetSharded(name))->local_shards()) {
+      SHARDKIT_RETURN_IF_ERROR(CheckData(shard.tensor, absl::StrCat(what, " shard ", shard.index)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Step 1: the engine's agreement on names, global shapes, dtypes, requires_grad and bound specs
+// (a plain Tensor: replicated). Collective; errors identical on every rank.
+absl::Status AgreeOnModule(Save& save) {
+  std::vector<ParameterSpec> parameters;
+  for (const std::string& name : save.module.names()) {
+    std::optional<specs::ShardingSpec> spec;
+    if (*save.module.IsSharded(name)) spec = (*save.module.GetSharded(name))->spec();
+    parameters.push_back({name, std::move(spec)});
+  }
+  ShardOptions options{.src_rank = 0, .strategy = specs::Strategy::kSave, .call = save.call};
+  absl::StatusOr<std::vector<AgreedParameter>> agreed =
+      AgreeOnParameters(save.meta, parameters, save.comm, options);
+  if (!agreed.ok()) return Annotate(agreed.status(), save.context);
+  save.agreed = *std::move(agreed);
+  return absl::OkStatus();
+}
+
+// Step 2 (local): each ShardedTensor's shards are its agreed spec's layout (what index.json will
+// list); DIR is ready for a new output.
+absl::Status CheckLayoutsAndDir(Save& save) {
+  for (const AgreedParameter& parameter : save.agreed) {
+    if (!parameter.spec) continue;
+    const ShardedTensor& tensor = **save.module.GetSharded(parameter.name);
+    const bool same = std::equal(tensor.shards().begin(), tensor.shards().end(),
+                                 parameter.shards.begin(), parameter.shards.end(),
+                                 [](const specs::ShardMetadata& a, const specs::ShardMetadata& b) {
+                                   return a.offsets == b.offsets && a.sizes == b.sizes &&
+                                          a.placement.rank() == b.placement.rank();
+                                 });
+    if (!same) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter \"", parameter.name, "\": its shards are not the layout of its spec ",
+          parameter.spec_json, " over this communicator's ", save.comm.world_size(), " ranks"));
+    }
+  }
+  return PrepareOutputDir(save.dir);
+}
+
+// Step 2 (rank 0): the lock, held until the call returns; an earlier index.json removed durably.
+absl::Status LockAndClear(Save& save) {
+  if (save.comm.rank() != 0) return absl::OkStatus();
+  SHARDKIT_ASSIGN_OR_RETURN(save.lock, io::DirectoryLock::Acquire(save.dir));
+  return RemoveEarlierOutput(save.dir, save.comm.world_size());
+}
+
+// Step 3 (local): this rank's file created at its final size.
+absl::Status CreateOwnFile(Save& save) {
+  for (AgreedParameter& parameter : save.agreed) {
+    StreamTensor& tensor = save.tensors.emplace_back();
+    tensor.name = parameter.name;
+    tensor.dtype = parameter.dtype;
+    tensor.shape = parameter.shape;
+    tensor.replicated = !parameter.spec.has_value();
+    tensor.shards = parameter.shards;
+  }
+  return CreateRankFile(save.dir, save.comm.rank(), save.tensors, save.file, save.output);
+}
+
+// `tensor`'s bytes, row-major, written at file offset `at`: straight from its memory when it is
+// contiguous, else through contiguous copies of at most `budget` bytes — pieces along its first
+// dimension longer than 1 (a piece of one index along it is cut along the next such dimension).
+absl::Status WriteTensor(io::AtomicFile& file, uint64_t at, const Tensor& tensor, int64_t budget) {
+  if (tensor.nbytes() == 0) return absl::OkStatus();
+  if (tensor.IsContiguous() || tensor.nbytes() <= budget) {
+    SHARDKIT_ASSIGN_OR_RETURN(const Tensor bytes, tensor.Contiguous());
+    SHARDKIT_RETURN_IF_ERROR(file.WriteAt(at, bytes.data(), static_cast<size_t>(bytes.nbytes())));
+    file.StartWriteback(at, static_cast<uint64_t>(bytes.nbytes()));
+    return absl::OkStatus();
+  }
+  // Not contiguous, so some dimension is longer than 1; the ones before it are of size 1.
+  const auto dim = static_cast<int64_t>(
+      std::find_if(tensor.shape().begin(), tensor.shape().end(), [](int64_t n) { return n > 1; }) -
+      tensor.shape().begin());
+  const int64_t size = tensor.shape()[static_cast<size_t>(dim)];
+  const int64_t slice_bytes = tensor.nbytes() / size;
+  const int64_t step = std::max<int64_t>(1, budget / slice_bytes);
+  for (int64_t i = 0; i < size; i += step) {
+    SHARDKIT_ASSIGN_OR_RETURN(const Tensor piece, tensor.Narrow(dim, i, std::min(step, size - i)));
+    SHARDKIT_RETURN_IF_ERROR(
+        WriteTensor(file, at + static_cast<uint64_t>(i * slice_bytes), piece, budget));
+  }
+  return absl::OkStatus();
+}
+
+// Step 3 (local): every tensor this rank holds, at its place in its file; then the file durable
+// under its final name.
+absl::Status WriteAndCommit(Save& save) {
+  const auto at = [&](size_t t, size_t s) {
+    return static_cast<uint64_t>(save.output.data_start + save.output.dest[t][s]);
+  };
+  const int64_t budget = save.options.memory_bytes;
+  for (size_t t = 0; t < save.tensors.size(); ++t) {
+    const std::string& name = save.tensors[t].name;
+    if (save.tensors[t].replicated) {
+      SHARDKIT_RETURN_IF_ERROR(
+          WriteTensor(*save.file, at(t, 0), **save.module.GetTensor(name), budget));
+      continue;
+    }
+    for (const LocalShard& shard : (*save.module.GetSharded(name))->local_shards()) {
+      SHARDKIT_RETURN_IF_ERROR(WriteTensor(*save.file, at(t, shard.index), shard.tensor, budget));
+    }
+  }
+  absl::Status status = save.file->Commit();
+  save.file.reset();
+  return status;
+}
+
+// Step 4 (rank 0): index.json, last.
+absl::Status WriteSavedIndex(const Save& save) {
+  if (save.comm.rank() != 0) return absl::OkStatus();
+  ShardIndex index{save.comm.world_size(), 0, specs::Strategy::kSave, save.options.metadata, {}};
+  for (const AgreedParameter& parameter : save.agreed) {
+    SHARDKIT_ASSIGN_OR_RETURN(
+        specs::ParameterLayout layout,
+        specs::LayOutParameter(parameter.spec, parameter.shape, save.comm.world_size()));
+    index.parameters.push_back(
+        MakeIndexParameter(parameter.name, parameter.dtype, parameter.shape, layout));
+  }
+  std::sort(index.parameters.begin(), index.parameters.end(),
+            [](const IndexParameter& a, const IndexParameter& b) { return a.name < b.name; });
+  return WriteIndex(save.dir, index);
+}
+
+}  // namespace
+
+absl::StatusOr<Module> GlobalMetaModule(const Module& module, int64_t memory_bytes) {
+  if (memory_bytes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("memory_bytes must be > 0, got ", memory_bytes));
+  }
+  Module meta;
+  for (const std::string& name : module.names()) {
+    absl::StatusOr<Tensor> tensor;
+    bool requires_grad = false;
+    if (*module.IsSharded(name)) {
+      const ShardedTensor& sharded = **module.GetSharded(name);
+      tensor = Tensor::Meta(sharded.global_shape(), sharded.dtype());
+      requires_grad = sharded.requires_grad();
+    } else {
+      const Tensor& plain = **module.GetTensor(name);
+      tensor = Tensor::Meta(plain.shape(), plain.dtype());
+      requires_grad = plain.requires_grad();
+    }
+    if (!tensor.ok()) return Annotate(tensor.status(), absl::StrCat("parameter \"", name, "\""));
+    tensor->set_requires_grad(requires_grad);
+    SHARDKIT_RETURN_IF_ERROR(meta.AddParameter(name, *std::move(tensor)));
+  }
+  return meta;
+}
+
+absl::Status SaveShards(const std::string& dir, const Module& module, Communicator& comm,
+                        const SaveShardsOptions& options) {
+  Save save{dir, module, comm, options};
+  save.call = options.call;
+  save.call.deadline = comm.Deadline(options.call);
+  save.context = absl::StrCat("SaveShards(", dir, ")");
+  SHARDKIT_RETURN_IF_ERROR(save.Agree(CheckSlots(save), "checking the module"));
+  SHARDKIT_RETURN_IF_ERROR(AgreeOnModule(save));
+  SHARDKIT_RETURN_IF_ERROR(save.Agree(CheckLayoutsAndDir(save), "preparing the directory"));
+  SHARDKIT_RETURN_IF_ERROR(save.Agree(LockAndClear(save), "clearing the directory"));
+  SHARDKIT_RETURN_IF_ERROR(save.Agree(CreateOwnFile(save), "creating shard files"));
+  SHARDKIT_RETURN_IF_ERROR(save.Agree(WriteAndCommit(save), "writing shard files"));
+  return save.Agree(WriteSavedIndex(save), "writing index.json");
+}
+
+}  // namespace shardkit::checkpoint

@@ -69,7 +69,7 @@ absl::StatusOr<Module> EngineModel(const BenchFlags& f, int rank) {
   return module;
 }
 
-// One timed call of `mode` (index 0: ShardTorchModule, 1: ShardModule); inputs built untimed.
+// One timed call: ShardTorchModule (`torch_mode`) or ShardModule; the inputs are built untimed.
 absl::Status Round(const BenchFlags& f, const specs::Plan& plan, Communicator& comm, Mode& mode,
                    bool torch_mode) {
   std::unique_ptr<torch::nn::Module> model;

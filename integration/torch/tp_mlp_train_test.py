@@ -100,6 +100,16 @@ def check_bad_input(name, overrides, needle):
     lib.check(not os.path.exists(out), f"bad IN {name}: OUT was written")
 
 
+def check_save_shards_not_wired():
+    """--save-shards is parsed; until SaveShards is merged it is exit 1 "not implemented"."""
+    inp = os.path.join(lib.TMP, "save.safetensors")
+    make_input(inp, 4, seed=3)
+    got = launch(2, train_args(inp, os.path.join(lib.TMP, "save-out.safetensors"), steps=1) +
+                 ["--save-shards", os.path.join(lib.TMP, "shards")])
+    lib.check(got.returncode == 1 and "not implemented" in got.stderr,
+              f"--save-shards: exit {got.returncode}: {got.stderr}")
+
+
 def main():
     for world, hidden in [(1, 8), (2, 8), (3, 8), (4, 6), (4, 3)]:
         check_against_reference(world, hidden)
@@ -108,6 +118,7 @@ def main():
                     'tensor "x" is F64')
     check_bad_input("shapes", {"fc2.weight": ("F32", [O, 5], f32([0.0] * (O * 5)))},
                     "inconsistent shapes")
+    check_save_shards_not_wired()
     lib.finish("tp_mlp_train")
 
 

@@ -147,9 +147,9 @@ absl::Status TieSlots(Module& module, const NamedTorchTensors& tensors,
 
 // The common path: checks, one AgreeOnStatus, ShardModule over zero-copy views, then this rank's
 // tensors (tied ones sharing the first one's).
-absl::StatusOr<TorchShards> Shard(const NamedTorchTensors& tensors, const specs::Plan& plan,
-                                  Communicator& comm, const TorchShardOptions& options,
-                                  bool allow_meta) {
+absl::StatusOr<TorchShards> ShardNamed(const NamedTorchTensors& tensors, const specs::Plan& plan,
+                                       Communicator& comm, const TorchShardOptions& options,
+                                       bool allow_meta) {
   ShardOptions shard = options.shard;
   shard.call.deadline = comm.Deadline(options.shard.call);  // one deadline for both steps
   absl::StatusOr<std::map<size_t, size_t>> ties =
@@ -183,7 +183,7 @@ absl::StatusOr<TorchShards> ShardTorchModule(torch::nn::Module& module, const sp
                                              Communicator& comm, const TorchShardOptions& options) {
   NamedTorchTensors tensors = NamedTensorsOf(module);
   SHARDKIT_ASSIGN_OR_RETURN(TorchShards out,
-                            Shard(tensors, plan, comm, options, /*allow_meta=*/false));
+                            ShardNamed(tensors, plan, comm, options, /*allow_meta=*/false));
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < tensors.size(); ++i) {
     torch::Tensor& param = tensors[i].second;  // shares its TensorImpl with the module's
@@ -197,7 +197,7 @@ absl::StatusOr<TorchShards> ShardTorchTensors(const NamedTorchTensors& tensors,
                                               const specs::Plan& plan, Communicator& comm,
                                               const TorchShardOptions& options) {
   SHARDKIT_ASSIGN_OR_RETURN(TorchShards out,
-                            Shard(tensors, plan, comm, options, /*allow_meta=*/true));
+                            ShardNamed(tensors, plan, comm, options, /*allow_meta=*/true));
   for (size_t i = 0; i < tensors.size(); ++i) {
     torch::Tensor& local = out.local[i].second;
     if (tensors[i].second.requires_grad() && local.is_floating_point()) {

@@ -106,6 +106,17 @@ TEST(FromTorch, StridedViewsAreSharedWithTheirStrides) {
   EXPECT_EQ(again.data_ptr(), cols.data_ptr());
 }
 
+TEST(ToTorch, AViewWithAnOffsetStartsAtItsFirstElement) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor t, Tensor::Arange({4, 3}, DType::kInt32));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor rows, t.Narrow(0, 1, 2));  // elements 3..8
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(torch::Tensor tt, ToTorch(rows));
+  EXPECT_TRUE(torch::equal(tt, torch::arange(3, 9, torch::kInt32).reshape({2, 3})));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor cols, t.Narrow(1, 2, 1));  // strided: 2, 5, 8, 11
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(torch::Tensor tc, ToTorch(cols));
+  EXPECT_EQ(tc.strides(), torch::IntArrayRef({3, 1}));
+  EXPECT_TRUE(torch::equal(tc.flatten(), torch::tensor({2, 5, 8, 11}, torch::kInt32)));
+}
+
 TEST(Convert, MetaAndRequiresGrad) {
   torch::Tensor meta = torch::empty({7, 2}, torch::dtype(torch::kFloat16).device(torch::kMeta));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor m, FromTorch(meta));

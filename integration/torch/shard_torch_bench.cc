@@ -4,8 +4,10 @@
 // tensors. Run as ranks: `shardkit launch --nproc 4 --
 // bazel-bin/integration/torch/shard_torch_bench`. Rounds alternate the two; each rank prints one
 // JSON line per mode:
-//   {"rank":R,"world":W,"mode":"torch"|"engine","median_s":…,"min_s":…,"peak_rss_mib":…}
-// (peak = the highest VmHWM over the rounds, reset before each).
+//   {"rank":R,"world":W,"mode":"torch"|"engine","median_s":…,"min_s":…,"peak_rss_mib":…,
+//    "growth_mib":…}
+// (peak: the highest VmHWM over the rounds, reset before each call once its inputs exist; growth:
+// the most one call added to the resident memory it started with).
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -39,7 +41,8 @@ struct BenchFlags {
 struct Mode {
   std::string name;
   std::vector<double> seconds;
-  int64_t peak = 0;
+  int64_t peak = 0;    // the highest VmHWM at the end of a call
+  int64_t growth = 0;  // the highest VmHWM - VmRSS before the call (what the call added)
 };
 
 int64_t Rows(const BenchFlags& f) { return (f.mib << 20) / f.params / kCols / 4; }
@@ -80,6 +83,7 @@ absl::Status Round(const BenchFlags& f, const specs::Plan& plan, Communicator& c
     SHARDKIT_ASSIGN_OR_RETURN(module, EngineModel(f, comm.rank()));
   }
   SHARDKIT_RETURN_IF_ERROR(io::ResetPeakRss());
+  SHARDKIT_ASSIGN_OR_RETURN(int64_t baseline, io::ProcStatusBytes("VmRSS"));
   SHARDKIT_RETURN_IF_ERROR(comm.Barrier());
   const absl::Time start = absl::Now();
   if (torch_mode) {
@@ -90,6 +94,7 @@ absl::Status Round(const BenchFlags& f, const specs::Plan& plan, Communicator& c
   mode.seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
   SHARDKIT_ASSIGN_OR_RETURN(int64_t peak, io::ProcStatusBytes("VmHWM"));
   mode.peak = std::max(mode.peak, peak);
+  mode.growth = std::max(mode.growth, peak - baseline);
   return absl::OkStatus();
 }
 
@@ -97,9 +102,9 @@ void Print(const Mode& mode, const Communicator& comm) {
   std::vector<double> s = mode.seconds;
   std::sort(s.begin(), s.end());
   std::cout << absl::StrFormat(R"({"rank":%d,"world":%d,"mode":"%s","median_s":%.4f,"min_s":%.4f,)"
-                               R"("peak_rss_mib":%d})",
+                               R"("peak_rss_mib":%d,"growth_mib":%d})",
                                comm.rank(), comm.world_size(), mode.name, s[s.size() / 2],
-                               s.front(), mode.peak >> 20)
+                               s.front(), mode.peak >> 20, mode.growth >> 20)
             << std::endl;
 }
 

@@ -221,3 +221,45 @@ mpi_repository = repository_rule(
     implementation = _mpi_impl,
     local = True,
 )
+
+_TORCH_BUILD_PRESENT = """
+package(default_visibility = ["//visibility:public"])
+
+# LibTorch's C++ frontend headers live outside the built-in include directories
+# (/usr/include/torch/csrc/api/include): `includes` makes Bazel pass them with -isystem, so
+# warnings inside them do not trip shardkit's -Werror. ATen/, c10/ and torch/csrc/ come from
+# /usr/include itself (a system directory already). The libraries are in the multiarch lib dir.
+cc_library(
+    name = "torch",
+    hdrs = glob(["api_include/**/*.h"]),
+    includes = ["api_include"],
+    linkopts = ["-ltorch", "-ltorch_cpu", "-lc10", "-pthread"],
+)
+"""
+
+_TORCH_BUILD_ABSENT = """
+package(default_visibility = ["//visibility:public"])
+
+genrule(
+    name = "missing",
+    outs = ["missing.h"],
+    cmd = "echo 'LibTorch not found ({why}): run tools/setup (libtorch-dev)' >&2; exit 1",
+)
+
+cc_library(name = "torch", hdrs = [":missing"])
+"""
+
+def _torch_impl(ctx):
+    api = "/usr/include/torch/csrc/api/include"
+    if ctx.path(api + "/torch/torch.h").exists:
+        ctx.symlink(api, "api_include")
+        ctx.file("BUILD", _TORCH_BUILD_PRESENT)
+    else:
+        ctx.file("BUILD", _TORCH_BUILD_ABSENT.format(why = "no " + api + "/torch/torch.h"))
+
+# Debian's LibTorch 1.13 (libtorch-dev, CPU only); stubs that fail with a clear message when it is
+# not installed.
+torch_repository = repository_rule(
+    implementation = _torch_impl,
+    local = True,
+)

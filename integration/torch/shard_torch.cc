@@ -1,0 +1,210 @@
+#include "integration/torch/shard_torch.h"
+
+#include <map>
+#include <optional>
+#include <string_view>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/comm/collective_status.h"
+#include "integration/torch/torch_tensor.h"
+#include "specs/spec_json.h"
+
+namespace shardkit::libtorch {
+namespace {
+
+// The canonical JSON of the spec `plan` gives `name`, or "replicated".
+std::string SpecOf(const specs::Plan& plan, std::string_view name) {
+  std::optional<size_t> rule = specs::MatchRule(plan, name);
+  return rule ? specs::CanonicalJson(plan.rules[*rule].spec) : std::string("replicated");
+}
+
+absl::Status CheckTensor(const std::string& name, const torch::Tensor& t, bool allow_meta) {
+  if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat(name, ": undefined tensor"));
+  if (t.is_meta() && !allow_meta) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name,
+                     ": a meta tensor (ShardTorchModule needs materialised tensors on every rank, "
+                     "because LibTorch refuses set_data from meta; use ShardTorchTensors)"));
+  }
+  if (!t.is_meta() && !t.is_contiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": not contiguous (the engine shards contiguous tensors)"));
+  }
+  return FromTorchDtype(t.scalar_type()).status();
+}
+
+// Tensors over the same memory must be the same view with the same spec. Returns, for each tied
+// tensor, the index of the first tensor it is tied to.
+absl::StatusOr<std::map<size_t, size_t>> FindTies(const NamedTorchTensors& tensors,
+                                                  const specs::Plan& plan) {
+  std::map<size_t, size_t> ties;
+  absl::flat_hash_map<const void*, size_t> by_storage;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const torch::Tensor& t = tensors[i].second;
+    if (t.is_meta() || t.numel() == 0) continue;
+    auto [it, first] = by_storage.try_emplace(t.storage().unsafeGetStorageImpl(), i);
+    if (first) continue;
+    const auto& [name0, t0] = tensors[it->second];
+    const auto& name = tensors[i].first;
+    if (!t0.is_same(t) && (t0.data_ptr() != t.data_ptr() || t0.sizes() != t.sizes() ||
+                           t0.strides() != t.strides() || t0.dtype() != t.dtype())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", name0, "\" and \"", name, "\" share storage but are different views"));
+    }
+    if (SpecOf(plan, name0) != SpecOf(plan, name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tied parameters \"", name0, "\" and \"", name,
+                       "\" share storage but get different specs: ", SpecOf(plan, name0), " and ",
+                       SpecOf(plan, name)));
+    }
+    ties[i] = it->second;
+  }
+  return ties;
+}
+
+// A torch parameter is one tensor: no rank may hold two or more shards of it. Decided from the
+// plan's layout of the shapes (the same on every rank whose shapes agree; the engine's agreement
+// catches those that do not). A plan that does not resolve is left to the engine to report.
+absl::Status CheckOneShardPerRank(const NamedTorchTensors& tensors, const specs::Plan& plan,
+                                  int world_size) {
+  std::vector<specs::ParameterInfo> infos;
+  for (const auto& [name, t] : tensors) infos.push_back({name, FromTorchSizes(t.sizes())});
+  specs::Plan unchecked = plan;
+  unchecked.src_rank = 0;  // src_rank is the engine's to check
+  absl::StatusOr<std::vector<specs::ResolvedParameter>> resolved =
+      specs::Resolve(unchecked, infos, world_size);
+  if (!resolved.ok()) return absl::OkStatus();
+  for (const specs::ResolvedParameter& p : *resolved) {
+    if (!p.rule) continue;
+    std::map<int64_t, int> count;
+    for (const specs::ShardMetadata& shard : p.layout.shards) {
+      if (++count[shard.placement.rank()] == 2) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "parameter \"", p.name, "\": rank ", shard.placement.rank(),
+            " would hold two or more of its shards, which one torch::Tensor cannot be"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<size_t, size_t>> LocalChecks(const NamedTorchTensors& tensors,
+                                                     const specs::Plan& plan, int world_size,
+                                                     bool allow_meta) {
+  for (const auto& [name, t] : tensors) SHARDKIT_RETURN_IF_ERROR(CheckTensor(name, t, allow_meta));
+  SHARDKIT_RETURN_IF_ERROR(CheckOneShardPerRank(tensors, plan, world_size));
+  return FindTies(tensors, plan);
+}
+
+absl::StatusOr<Module> ViewsOf(const NamedTorchTensors& tensors) {
+  Module module;
+  for (const auto& [name, t] : tensors) {
+    SHARDKIT_ASSIGN_OR_RETURN(Tensor view, FromTorch(t));
+    SHARDKIT_RETURN_IF_ERROR(module.AddParameter(name, std::move(view)));
+  }
+  return module;
+}
+
+// This rank's tensor of `name` after the commit: its one shard, an empty tensor when it holds
+// none, or the replicated tensor (plain tensors: autograd flags are the caller's business).
+absl::StatusOr<torch::Tensor> LocalTensor(const Module& module, const std::string& name) {
+  SHARDKIT_ASSIGN_OR_RETURN(bool sharded, module.IsSharded(name));
+  const Tensor* tensor = nullptr;
+  if (sharded) {
+    SHARDKIT_ASSIGN_OR_RETURN(const ShardedTensor* st, module.GetSharded(name));
+    if (st->local_shards().empty()) {
+      SHARDKIT_ASSIGN_OR_RETURN(torch::Dtype dtype, ToTorchDtype(st->dtype()));
+      return torch::empty({0}, torch::dtype(dtype));
+    }
+    tensor = &st->local_shards().front().tensor;
+  } else {
+    SHARDKIT_ASSIGN_OR_RETURN(tensor, module.GetTensor(name));
+  }
+  Tensor plain = *tensor;
+  plain.set_requires_grad(false);
+  return ToTorch(plain);
+}
+
+// Tied tensors share the first one's slot in shardkit's view too.
+absl::Status TieSlots(Module& module, const NamedTorchTensors& tensors,
+                      const std::map<size_t, size_t>& ties) {
+  for (const auto& [tied, first] : ties) {
+    const std::string& from = tensors[first].first;
+    const std::string& to = tensors[tied].first;
+    SHARDKIT_ASSIGN_OR_RETURN(bool sharded, module.IsSharded(from));
+    if (sharded) {
+      SHARDKIT_ASSIGN_OR_RETURN(const ShardedTensor* st, module.GetSharded(from));
+      SHARDKIT_RETURN_IF_ERROR(module.SetSharded(to, *st));
+    } else {
+      SHARDKIT_ASSIGN_OR_RETURN(const Tensor* t, module.GetTensor(from));
+      SHARDKIT_RETURN_IF_ERROR(module.SetTensor(to, *t));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The common path: checks, one AgreeOnStatus, ShardModule over zero-copy views, then this rank's
+// tensors (tied ones sharing the first one's).
+absl::StatusOr<TorchShards> ShardNamed(const NamedTorchTensors& tensors, const specs::Plan& plan,
+                                       Communicator& comm, const TorchShardOptions& options,
+                                       bool allow_meta) {
+  ShardOptions shard = options.shard;
+  shard.call.deadline = comm.Deadline(options.shard.call);  // one deadline for both steps
+  absl::StatusOr<std::map<size_t, size_t>> ties =
+      LocalChecks(tensors, plan, comm.world_size(), allow_meta);
+  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ties.status(), "ShardTorch", shard.call));
+  TorchShards out;
+  SHARDKIT_ASSIGN_OR_RETURN(out.module, ViewsOf(tensors));
+  SHARDKIT_RETURN_IF_ERROR(ShardModule(out.module, plan, comm, options.overrides, shard));
+  SHARDKIT_RETURN_IF_ERROR(TieSlots(out.module, tensors, *ties));
+  for (const auto& [name, t] : tensors) {
+    SHARDKIT_ASSIGN_OR_RETURN(torch::Tensor local, LocalTensor(out.module, name));
+    out.local.emplace_back(name, std::move(local));
+  }
+  return out;
+}
+
+}  // namespace
+
+NamedTorchTensors NamedTensorsOf(const torch::nn::Module& module) {
+  NamedTorchTensors out;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    out.emplace_back(item.key(), item.value());
+  }
+  for (const auto& item : module.named_buffers(/*recurse=*/true)) {
+    out.emplace_back(item.key(), item.value());
+  }
+  return out;
+}
+
+absl::StatusOr<TorchShards> ShardTorchModule(torch::nn::Module& module, const specs::Plan& plan,
+                                             Communicator& comm, const TorchShardOptions& options) {
+  NamedTorchTensors tensors = NamedTensorsOf(module);
+  SHARDKIT_ASSIGN_OR_RETURN(TorchShards out,
+                            ShardNamed(tensors, plan, comm, options, /*allow_meta=*/false));
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    torch::Tensor& param = tensors[i].second;  // shares its TensorImpl with the module's
+    if (param.data_ptr() != out.local[i].second.data_ptr()) param.set_data(out.local[i].second);
+    out.local[i].second = param;
+  }
+  return out;
+}
+
+absl::StatusOr<TorchShards> ShardTorchTensors(const NamedTorchTensors& tensors,
+                                              const specs::Plan& plan, Communicator& comm,
+                                              const TorchShardOptions& options) {
+  SHARDKIT_ASSIGN_OR_RETURN(TorchShards out,
+                            ShardNamed(tensors, plan, comm, options, /*allow_meta=*/true));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    torch::Tensor& local = out.local[i].second;
+    if (tensors[i].second.requires_grad() && local.is_floating_point()) {
+      local.set_requires_grad(true);
+    }
+  }
+  return out;
+}
+
+}  // namespace shardkit::libtorch

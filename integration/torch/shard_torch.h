@@ -1,0 +1,89 @@
+// Sharding LibTorch parameters with shardkit's engine: ShardTorchModule and ShardTorchTensors.
+//
+//   // Every rank builds the same model; rank 0's holds the real weights.
+//   Mlp model;  // a torch::nn::Module
+//   torch::optim::SGD sgd(model->parameters(), 0.1);  // may be built before sharding
+//   SHARDKIT_ASSIGN_OR_RETURN(TorchShards shards, ShardTorchModule(*model, plan, *comm));
+//   // model's sharded parameters now ARE this rank's shards (same torch::Tensor objects).
+//   ... train ...
+//   SHARDKIT_ASSIGN_OR_RETURN(const ShardedTensor* w, shards.module.GetSharded("fc1.weight"));
+//   SHARDKIT_RETURN_IF_ERROR(w->Gather(0, comm->rank() == 0 ? &full : nullptr, *comm));
+//
+// Both are collectives built on ShardModule (core/engine/shard_parameter.h): a shardkit::Module of
+// zero-copy views of the tensors (torch_tensor.h), one agreement, the transfers, one commit. The
+// engine's checks and errors apply unchanged (the same on every rank, nothing changed on failure);
+// before it, one AgreeOnStatus round makes this layer's own checks the same on every rank too:
+//  - every tensor is a CPU tensor (ShardTorchTensors: or meta, on ranks other than the source) of
+//    a dtype shardkit has, contiguous;
+//  - no rank holds two or more shards of one parameter under the plan (a torch parameter is one
+//    tensor): kInvalidArgument naming the parameter and the rank — decided from the plan's layout,
+//    the same on every rank;
+//  - tensors sharing storage (tied weights) are the same view and match the same spec:
+//    kInvalidArgument naming both otherwise (ShardTorchModule keeps them tied: both parameters get
+//    the same shard tensor).
+//
+// Which to use:
+//  - ShardTorchModule(module, …): every rank has materialised the module's parameters and buffers
+//    (named_parameters()/named_buffers(), recursively: "layers.0.attn.qkv.weight") with the right
+//    shapes and dtypes; the source's hold the data. Afterwards each sharded parameter or buffer is
+//    its local shard in place (Tensor::set_data: the same torch::Tensor object, so optimizers and
+//    references built before still work; requires_grad kept), and the full-size memory of the
+//    other ranks is released. A rank without a shard of a parameter gets an empty tensor
+//    (shape [0]). Replicated tensors get the source's values. LibTorch 1.13 refuses set_data from a
+//    meta tensor, so ShardTorchModule needs materialised tensors everywhere.
+//  - ShardTorchTensors(named tensors, …): when non-source ranks should never allocate full
+//    tensors: they pass meta tensors (torch::kMeta). Returns this rank's tensors as new
+//    torch::Tensors (by name, in input order; requires_grad as the input's); the caller wires them
+//    into its model.
+// Both return `TorchShards::module`: shardkit's view — a ShardedTensor per sharded name (global
+// shape, the bound spec, every shard's offsets and sizes, this rank's shard sharing memory with
+// the torch tensor, so a later ShardedTensor::Gather sees in-place updates such as an optimizer
+// step) and a Tensor per replicated one. Keep it for gathers or SaveShards.
+#ifndef SHARDKIT_INTEGRATION_TORCH_SHARD_TORCH_H_
+#define SHARDKIT_INTEGRATION_TORCH_SHARD_TORCH_H_
+
+#include <torch/torch.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/comm/communicator.h"
+#include "core/engine/module.h"
+#include "core/engine/shard_parameter.h"
+#include "specs/plan.h"
+
+namespace shardkit::libtorch {
+
+using NamedTorchTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+struct TorchShardOptions {
+  PlanOverrides overrides;  // src_rank / strategy beyond the plan's
+  ShardOptions shard;       // the deadline (for the whole call) and stats; src_rank/strategy unused
+};
+
+struct TorchShards {
+  Module module;            // shardkit's view of every tensor, by name, in input order
+  NamedTorchTensors local;  // this rank's tensors, same order (ShardTorchModule: the module's own)
+};
+
+// Collective. Errors: kInvalidArgument (the same on every rank) as described above and as
+// ShardModule's; transport errors as ShardModule's. On failure the module is unchanged.
+[[nodiscard]] absl::StatusOr<TorchShards> ShardTorchModule(torch::nn::Module& module,
+                                                           const specs::Plan& plan,
+                                                           Communicator& comm,
+                                                           const TorchShardOptions& options = {});
+
+// Collective. Errors: as ShardTorchModule. The input tensors are never changed.
+[[nodiscard]] absl::StatusOr<TorchShards> ShardTorchTensors(const NamedTorchTensors& tensors,
+                                                            const specs::Plan& plan,
+                                                            Communicator& comm,
+                                                            const TorchShardOptions& options = {});
+
+// The module's parameters, then its buffers, by dotted name (recursively).
+NamedTorchTensors NamedTensorsOf(const torch::nn::Module& module);
+
+}  // namespace shardkit::libtorch
+
+#endif  // SHARDKIT_INTEGRATION_TORCH_SHARD_TORCH_H_

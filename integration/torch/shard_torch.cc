@@ -1,5 +1,6 @@
 #include "integration/torch/shard_torch.h"
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -25,8 +26,9 @@ absl::Status CheckTensor(const std::string& name, const torch::Tensor& t, bool a
   if (t.is_meta() && !allow_meta) {
     return absl::InvalidArgumentError(
         absl::StrCat(name,
-                     ": a meta tensor (ShardTorchModule needs materialised tensors on every rank, "
-                     "because LibTorch refuses set_data from meta; use ShardTorchTensors)"));
+                     ": a meta tensor (ShardTorchModule and LoadTorchModule need materialised "
+                     "tensors on every rank, because LibTorch refuses set_data from meta; use "
+                     "ShardTorchTensors or LoadTorchShards)"));
   }
   if (!t.is_meta() && !t.is_contiguous()) {
     return absl::InvalidArgumentError(
@@ -145,25 +147,90 @@ absl::Status TieSlots(Module& module, const NamedTorchTensors& tensors,
   return absl::OkStatus();
 }
 
-// The common path: checks, one AgreeOnStatus, ShardModule over zero-copy views, then this rank's
-// tensors (tied ones sharing the first one's).
-absl::StatusOr<TorchShards> ShardNamed(const NamedTorchTensors& tensors, const specs::Plan& plan,
-                                       Communicator& comm, const TorchShardOptions& options,
-                                       bool allow_meta) {
-  ShardOptions shard = options.shard;
-  shard.call.deadline = comm.Deadline(options.shard.call);  // one deadline for both steps
+// Meta tensors of the tensors' shapes, dtypes and requires_grad (what LoadShards fills).
+absl::StatusOr<Module> MetaOf(const NamedTorchTensors& tensors) {
+  Module module;
+  for (const auto& [name, t] : tensors) {
+    SHARDKIT_ASSIGN_OR_RETURN(DType dtype, FromTorchDtype(t.scalar_type()));
+    SHARDKIT_ASSIGN_OR_RETURN(Tensor meta, Tensor::Meta(FromTorchSizes(t.sizes()), dtype));
+    meta.set_requires_grad(t.requires_grad());
+    SHARDKIT_RETURN_IF_ERROR(module.AddParameter(name, std::move(meta)));
+  }
+  return module;
+}
+
+// Builds shardkit's module for `tensors` and distributes it (ShardModule or LoadShards).
+using Distribute = std::function<absl::StatusOr<Module>(const NamedTorchTensors&, absl::Time)>;
+
+// The common path: checks, one AgreeOnStatus, `distribute`, then this rank's tensors (tied ones
+// sharing the first one's). `context` names the step in errors.
+absl::StatusOr<TorchShards> DistributeNamed(const NamedTorchTensors& tensors,
+                                            const specs::Plan& plan, Communicator& comm,
+                                            CallOptions call, bool allow_meta,
+                                            std::string_view context,
+                                            const Distribute& distribute) {
+  call.deadline = comm.Deadline(call);  // one deadline for both steps
   absl::StatusOr<std::map<size_t, size_t>> ties =
       LocalChecks(tensors, plan, comm.world_size(), allow_meta);
-  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ties.status(), "ShardTorch", shard.call));
+  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ties.status(), context, call));
   TorchShards out;
-  SHARDKIT_ASSIGN_OR_RETURN(out.module, ViewsOf(tensors));
-  SHARDKIT_RETURN_IF_ERROR(ShardModule(out.module, plan, comm, options.overrides, shard));
+  SHARDKIT_ASSIGN_OR_RETURN(out.module, distribute(tensors, call.deadline));
   SHARDKIT_RETURN_IF_ERROR(TieSlots(out.module, tensors, *ties));
   for (const auto& [name, t] : tensors) {
     SHARDKIT_ASSIGN_OR_RETURN(torch::Tensor local, LocalTensor(out.module, name));
     out.local.emplace_back(name, std::move(local));
   }
   return out;
+}
+
+absl::StatusOr<TorchShards> ShardNamed(const NamedTorchTensors& tensors, const specs::Plan& plan,
+                                       Communicator& comm, const TorchShardOptions& options,
+                                       bool allow_meta) {
+  return DistributeNamed(
+      tensors, plan, comm, options.shard.call, allow_meta, "ShardTorch",
+      [&](const NamedTorchTensors& named, absl::Time deadline) -> absl::StatusOr<Module> {
+        ShardOptions shard = options.shard;
+        shard.call.deadline = deadline;
+        SHARDKIT_ASSIGN_OR_RETURN(Module module, ViewsOf(named));
+        SHARDKIT_RETURN_IF_ERROR(ShardModule(module, plan, comm, options.overrides, shard));
+        return module;
+      });
+}
+
+absl::StatusOr<TorchShards> LoadNamed(const std::string& dir, const NamedTorchTensors& tensors,
+                                      const specs::Plan& plan, Communicator& comm,
+                                      const checkpoint::LoadShardsOptions& options,
+                                      bool allow_meta) {
+  return DistributeNamed(
+      tensors, plan, comm, options.call, allow_meta, "LoadTorchShards",
+      [&](const NamedTorchTensors& named, absl::Time deadline) -> absl::StatusOr<Module> {
+        checkpoint::LoadShardsOptions load = options;
+        load.call.deadline = deadline;
+        SHARDKIT_ASSIGN_OR_RETURN(Module module, MetaOf(named));
+        SHARDKIT_RETURN_IF_ERROR(checkpoint::LoadShards(dir, module, plan, comm, load));
+        return module;
+      });
+}
+
+// Makes each of `tensors` its counterpart in `out.local` in place (set_data), so that the module's
+// own torch::Tensor objects (and optimizers holding them) now hold this rank's data.
+void SetDataInPlace(NamedTorchTensors& tensors, TorchShards& out) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    torch::Tensor& param = tensors[i].second;  // shares its TensorImpl with the module's
+    if (param.data_ptr() != out.local[i].second.data_ptr()) param.set_data(out.local[i].second);
+    out.local[i].second = param;
+  }
+}
+
+// requires_grad of floating-point inputs carried to the new local tensors.
+void KeepRequiresGrad(const NamedTorchTensors& tensors, TorchShards& out) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    torch::Tensor& local = out.local[i].second;
+    if (tensors[i].second.requires_grad() && local.is_floating_point()) {
+      local.set_requires_grad(true);
+    }
+  }
 }
 
 }  // namespace
@@ -184,12 +251,7 @@ absl::StatusOr<TorchShards> ShardTorchModule(torch::nn::Module& module, const sp
   NamedTorchTensors tensors = NamedTensorsOf(module);
   SHARDKIT_ASSIGN_OR_RETURN(TorchShards out,
                             ShardNamed(tensors, plan, comm, options, /*allow_meta=*/false));
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    torch::Tensor& param = tensors[i].second;  // shares its TensorImpl with the module's
-    if (param.data_ptr() != out.local[i].second.data_ptr()) param.set_data(out.local[i].second);
-    out.local[i].second = param;
-  }
+  SetDataInPlace(tensors, out);
   return out;
 }
 
@@ -198,12 +260,32 @@ absl::StatusOr<TorchShards> ShardTorchTensors(const NamedTorchTensors& tensors,
                                               const TorchShardOptions& options) {
   SHARDKIT_ASSIGN_OR_RETURN(TorchShards out,
                             ShardNamed(tensors, plan, comm, options, /*allow_meta=*/true));
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    torch::Tensor& local = out.local[i].second;
-    if (tensors[i].second.requires_grad() && local.is_floating_point()) {
-      local.set_requires_grad(true);
-    }
-  }
+  KeepRequiresGrad(tensors, out);
+  return out;
+}
+
+absl::Status SaveTorchShards(const std::string& dir, const TorchShards& shards, Communicator& comm,
+                             const checkpoint::SaveShardsOptions& options) {
+  return checkpoint::SaveShards(dir, shards.module, comm, options);
+}
+
+absl::StatusOr<TorchShards> LoadTorchShards(const std::string& dir,
+                                            const NamedTorchTensors& tensors,
+                                            const specs::Plan& plan, Communicator& comm,
+                                            const checkpoint::LoadShardsOptions& options) {
+  SHARDKIT_ASSIGN_OR_RETURN(TorchShards out,
+                            LoadNamed(dir, tensors, plan, comm, options, /*allow_meta=*/true));
+  KeepRequiresGrad(tensors, out);
+  return out;
+}
+
+absl::StatusOr<TorchShards> LoadTorchModule(const std::string& dir, torch::nn::Module& module,
+                                            const specs::Plan& plan, Communicator& comm,
+                                            const checkpoint::LoadShardsOptions& options) {
+  NamedTorchTensors tensors = NamedTensorsOf(module);
+  SHARDKIT_ASSIGN_OR_RETURN(TorchShards out,
+                            LoadNamed(dir, tensors, plan, comm, options, /*allow_meta=*/false));
+  SetDataInPlace(tensors, out);
   return out;
 }
 

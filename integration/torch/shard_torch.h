@@ -52,6 +52,7 @@
 #include "core/comm/communicator.h"
 #include "core/engine/module.h"
 #include "core/engine/shard_parameter.h"
+#include "integration/checkpoint/save_shards.h"
 #include "specs/plan.h"
 
 namespace shardkit::libtorch {
@@ -80,6 +81,28 @@ struct TorchShards {
                                                             const specs::Plan& plan,
                                                             Communicator& comm,
                                                             const TorchShardOptions& options = {});
+
+// Saving and loading shard directories (integration/checkpoint/save_shards.h) from a LibTorch
+// program, without gathering:
+//  - SaveTorchShards(dir, shards, …): SaveShards of `shards.module` — the tensors' current values,
+//    since it shares their memory (after training, the trained shards).
+//  - LoadTorchShards(dir, named tensors, plan, …): every rank passes tensors (meta is fine) of the
+//    global shapes and dtypes; DIR is laid out by `plan` over this communicator's world (which may
+//    differ from DIR's layout and world size) and each rank reads only its shards. Returns them as
+//    new tensors, like ShardTorchTensors (the same one-shard-per-rank and tied-weight rules).
+//  - LoadTorchModule(dir, module, plan, …): the same into a module's materialised parameters and
+//    buffers in place (set_data), like ShardTorchModule.
+// Collectives. Errors: as SaveShards / LoadShards and as ShardTorchTensors' checks (the same on
+// every rank); on failure nothing is changed.
+[[nodiscard]] absl::Status SaveTorchShards(const std::string& dir, const TorchShards& shards,
+                                           Communicator& comm,
+                                           const checkpoint::SaveShardsOptions& options = {});
+[[nodiscard]] absl::StatusOr<TorchShards> LoadTorchShards(
+    const std::string& dir, const NamedTorchTensors& tensors, const specs::Plan& plan,
+    Communicator& comm, const checkpoint::LoadShardsOptions& options = {});
+[[nodiscard]] absl::StatusOr<TorchShards> LoadTorchModule(
+    const std::string& dir, torch::nn::Module& module, const specs::Plan& plan, Communicator& comm,
+    const checkpoint::LoadShardsOptions& options = {});
 
 // The module's parameters, then its buffers, by dotted name (recursively).
 NamedTorchTensors NamedTensorsOf(const torch::nn::Module& module);

@@ -1,8 +1,9 @@
-// ShardTorchModule and ShardTorchTensors on 3 real ranks (forked processes, Gloo over TCP on
-// 127.0.0.1). The parent process never touches LibTorch before forking.
+// ShardTorchModule, ShardTorchTensors and the shard-directory forms on 3 real ranks (forked
+// processes, Gloo over TCP on 127.0.0.1). The parent process never touches LibTorch before forking.
 #include "integration/torch/shard_torch.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -242,6 +243,69 @@ void TensorsFromMeta(int rank, Communicator& comm, std::string_view) {
   EXPECT_EQ(small.is_meta(), rank != 0);  // the input is left alone
 }
 
+// The same path on every rank: the test's temporary directory.
+std::string SaveDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(tmp != nullptr ? tmp : ".", "/", name);
+}
+
+// Trained shards saved at world 3 (SaveTorchShards), then loaded back: by LoadTorchShards from meta
+// tensors with another layout (columns; embed replicated), and by LoadTorchModule in place with
+// the saved layout. A shape that differs from the directory fails alike on every rank.
+void SaveThenLoad(int rank, Communicator& comm, std::string_view) {
+  const std::string dir = SaveDir("torch-save");
+  {
+    Model model;
+    FillSource(model, rank);
+    torch::optim::SGD sgd(model.parameters(), torch::optim::SGDOptions(0.5));
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(TorchShards shards,
+                                  ShardTorchModule(model, MustParsePlan(kModelPlan), comm));
+    for (auto& p : model.parameters()) p.mutable_grad() = torch::ones_like(p);
+    sgd.step();  // what is saved is the trained value
+    SHARDKIT_ASSERT_OK(SaveTorchShards(dir, shards, comm));
+  }
+  const torch::Tensor weight = torch::arange(28, torch::kFloat32).reshape({7, 4}) - 0.5;
+  const torch::Tensor embed = torch::arange(30, torch::kFloat32).reshape({5, 6}) + 2000 - 0.5;
+  NamedTorchTensors metas;
+  for (const auto& [name, t] : NamedTensorsOf(Model())) {
+    metas.emplace_back(name, torch::empty(t.sizes(), torch::device(torch::kMeta)));
+  }
+  const std::string columns =
+      absl::StrCat(R"({"rules": [{"match": "layers.*.fc.weight", "spec": )", Chunk(1), "}]}");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(TorchShards loaded,
+                                LoadTorchShards(dir, metas, MustParsePlan(columns), comm));
+  ASSERT_EQ(loaded.local.size(), 4u);
+  auto local = [&loaded](const std::string& name) {
+    for (const auto& [n, t] : loaded.local) {
+      if (n == name) return t;
+    }
+    return torch::Tensor();
+  };
+  const int64_t cols = rank == 2 ? 0 : 2;
+  EXPECT_TRUE(torch::equal(local("layers.0.fc.weight"), weight.narrow(1, 2 * rank, cols)));
+  EXPECT_TRUE(torch::equal(local("embed"), embed));  // replicated under this plan
+  EXPECT_TRUE(torch::equal(local("layers.0.fc.bias"), torch::arange(7, torch::kFloat32) + 999.5));
+  EXPECT_TRUE(torch::equal(local("layers.0.scale"), torch::arange(4, torch::kFloat32) + 3000));
+
+  Model again;  // materialised zeros on every rank, filled in place
+  const auto* impl = again.layers[0]->as<Layer>()->fc->weight.unsafeGetTensorImpl();
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(TorchShards in_place,
+                                LoadTorchModule(dir, again, MustParsePlan(kModelPlan), comm));
+  torch::Tensor now = again.named_parameters()["layers.0.fc.weight"];
+  EXPECT_EQ(now.unsafeGetTensorImpl(), impl);
+  EXPECT_TRUE(now.requires_grad());
+  EXPECT_TRUE(torch::equal(now, weight.narrow(0, 3 * rank, rank == 2 ? 1 : 3)));
+  EXPECT_TRUE(torch::equal(again.named_parameters()["embed"], embed.narrow(1, 2 * rank, 2)));
+
+  for (auto& [name, t] : metas) {
+    if (name == "embed") t = torch::empty({5, 7}, torch::device(torch::kMeta));  // [5, 6] in DIR
+  }
+  absl::StatusOr<TorchShards> bad = LoadTorchShards(dir, metas, MustParsePlan(columns), comm);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  EXPECT_THAT(bad.status().message(), HasSubstr("embed")) << bad.status();
+  EXPECT_THAT(AllMessages(comm, bad.status()), ::testing::Each(bad.status().message()));
+}
+
 class ShardTorchTest : public ::testing::Test {
  protected:
   void Run(RankGroup::CaseFn fn) {
@@ -259,6 +323,7 @@ TEST_F(ShardTorchTest, TiedWeightsWithDifferentSpecsFail) {
 TEST_F(ShardTorchTest, SeveralShardsOnOneRankFail) { Run(&SeveralShardsOnOneRankFail); }
 TEST_F(ShardTorchTest, MetaNeedsShardTorchTensors) { Run(&MetaNeedsShardTorchTensors); }
 TEST_F(ShardTorchTest, TensorsFromMeta) { Run(&TensorsFromMeta); }
+TEST_F(ShardTorchTest, SaveThenLoad) { Run(&SaveThenLoad); }
 
 }  // namespace
 }  // namespace shardkit::libtorch

@@ -11,6 +11,7 @@
 #include "core/base/status_macros.h"
 #include "core/comm/collective_status.h"
 #include "core/engine/module.h"
+#include "integration/checkpoint/save_shards.h"
 #include "integration/torch/shard_torch.h"
 #include "integration/torch/torch_tensor.h"
 #include "specs/plan.h"
@@ -95,13 +96,16 @@ absl::StatusOr<float> Step(Mlp& model, torch::optim::SGD& sgd, Communicator& com
   return loss.item<float>();
 }
 
-// ---- --save-shards: the one place where the shards are saved. ------------------------------
-// SaveShards(dir, const shardkit::Module&, Communicator&, options) comes from
-// integration/checkpoint/save_shards.h (another branch); wire it here once merged:
-//   return SaveShards(dir, shards, comm, {});
+// --save-shards: the two parameters' shards (not the inputs x and y), saved without gathering.
 absl::Status SaveTrainedShards(const std::string& dir, const Module& shards, Communicator& comm) {
-  return absl::UnimplementedError(
-      absl::StrCat("--save-shards ", dir, ": saving shards is not implemented yet (SaveShards)"));
+  Module weights;
+  for (const char* name : {"fc1.weight", "fc2.weight"}) {
+    SHARDKIT_ASSIGN_OR_RETURN(const ShardedTensor* st, shards.GetSharded(name));
+    SHARDKIT_ASSIGN_OR_RETURN(Tensor meta, Tensor::Meta(st->global_shape(), st->dtype()));
+    SHARDKIT_RETURN_IF_ERROR(weights.AddParameter(name, std::move(meta)));
+    SHARDKIT_RETURN_IF_ERROR(weights.SetSharded(name, *st));
+  }
+  return Annotate(checkpoint::SaveShards(dir, weights, comm), absl::StrCat("--save-shards ", dir));
 }
 
 absl::Status GatherAndWrite(const Module& shards, const std::string& path, Communicator& comm) {

@@ -2,8 +2,10 @@
 """tp_mlp_train under the real `shardkit launch` on 1-4 Gloo ranks against tp_mlp_reference (the
 same training in one process with plain LibTorch): the trained weights agree within 1e-5 after
 20 steps, including an H not divisible by the world and an H below it (zero-size shards); the loss
-lines; a bad IN is exit 2 with the same message on every rank."""
+lines; a bad IN is exit 2 with the same message on every rank; `shardkit gather` of --save-shards
+equals OUT."""
 
+import json
 import os
 import random
 import struct
@@ -100,14 +102,32 @@ def check_bad_input(name, overrides, needle):
     lib.check(not os.path.exists(out), f"bad IN {name}: OUT was written")
 
 
-def check_save_shards_not_wired():
-    """--save-shards is parsed; until SaveShards is merged it is exit 1 "not implemented"."""
-    inp = os.path.join(lib.TMP, "save.safetensors")
-    make_input(inp, 4, seed=3)
-    got = launch(2, train_args(inp, os.path.join(lib.TMP, "save-out.safetensors"), steps=1) +
-                 ["--save-shards", os.path.join(lib.TMP, "shards")])
-    lib.check(got.returncode == 1 and "not implemented" in got.stderr,
-              f"--save-shards: exit {got.returncode}: {got.stderr}")
+def check_save_shards(world, hidden):
+    """--save-shards writes the trained parameters' shards (strategy "save"); `shardkit gather` of
+    that directory equals OUT byte for byte."""
+    label = f"--save-shards, world {world}, H {hidden}"
+    inp = os.path.join(lib.TMP, f"save-{world}.safetensors")
+    out = os.path.join(lib.TMP, f"save-{world}-out.safetensors")
+    shards = os.path.join(lib.TMP, f"shards-{world}")
+    gathered = os.path.join(lib.TMP, f"save-{world}-gathered.safetensors")
+    make_input(inp, hidden, seed=world + 3)
+    got = launch(world, train_args(inp, out, steps=3) + ["--save-shards", shards])
+    if not lib.check(got.returncode == 0, f"{label}: exit {got.returncode}: {got.stderr}"):
+        return
+    with open(os.path.join(shards, "index.json")) as f:
+        index = json.load(f)
+    lib.check(index.get("strategy") == "save" and index.get("world_size") == world and
+              sorted(index.get("parameters", {})) == ["fc1.weight", "fc2.weight"],
+              f"{label}: index.json {index}")
+    g = subprocess.run([SHARDKIT, "gather", "--in", shards, "--out", gathered],
+                       capture_output=True, text=True, timeout=120)
+    if not lib.check(g.returncode == 0, f"{label}: gather exit {g.returncode}: {g.stderr}"):
+        return
+    _, _, trained = lib.read_safetensors(out)
+    _, _, back = lib.read_safetensors(gathered)
+    lib.check(sorted(back) == sorted(trained), f"{label}: gathered {sorted(back)}")
+    for name in sorted(trained):
+        lib.check(back.get(name) == trained[name], f"{label}: gathered {name} differs from OUT")
 
 
 def main():
@@ -118,7 +138,8 @@ def main():
                     'tensor "x" is F64')
     check_bad_input("shapes", {"fc2.weight": ("F32", [O, 5], f32([0.0] * (O * 5)))},
                     "inconsistent shapes")
-    check_save_shards_not_wired()
+    check_save_shards(3, 8)
+    check_save_shards(4, 3)
     lib.finish("tp_mlp_train")
 
 

@@ -32,13 +32,10 @@ absl::StatusOr<std::vector<LocalShard>> CopyOwnShards(const ShardJob& job, const
   std::vector<LocalShard> local;
   for (size_t index : mine) {
     SHARDKIT_ASSIGN_OR_RETURN(Tensor region, NarrowToShard(full, job.shards[index]));
-    Tensor copy;
-    if (region.device() == job.device) {
-      SHARDKIT_ASSIGN_OR_RETURN(copy, region.Clone());
-    } else {  // the source keeps its shard on another device than its tensor's
-      SHARDKIT_ASSIGN_OR_RETURN(copy, Tensor::Empty(region.shape(), region.dtype(), job.device));
-      SHARDKIT_RETURN_IF_ERROR(copy.CopyFrom(region));
-    }
+    // On the shard's device, which may differ from the full tensor's (a source's own shard).
+    SHARDKIT_ASSIGN_OR_RETURN(Tensor copy,
+                              Tensor::Empty(region.shape(), region.dtype(), job.device));
+    SHARDKIT_RETURN_IF_ERROR(copy.CopyFrom(region));
     local.push_back({index, std::move(copy)});
   }
   return local;

@@ -232,7 +232,9 @@ int ExitCodeFor(const absl::Status& status) {
 }
 
 int ReportError(const std::string& command, const absl::Status& status, std::ostream& err) {
-  err << command << ": " << status.message() << std::endl;
+  // One write per line: ranks of one job often share the stream (mpirun, srun), and pieces
+  // written separately to an unbuffered std::cerr interleave with other ranks' lines.
+  err << absl::StrCat(command, ": ", status.message(), "\n") << std::flush;
   return ExitCodeFor(status);
 }
 

@@ -294,8 +294,8 @@ absl::Status Communicator::AllToAll(std::span<const ConstBuffer> sends,
 }
 
 absl::Status Communicator::Barrier(const CallOptions& options) {
-  // Round 1 of the agreement is itself a full-mesh barrier: a rank's header leaves only once the
-  // rank has entered the call, and every rank waits for every header.
+  // Round 1 of the agreement is itself a barrier: a rank's header leaves only once the rank has
+  // entered the call, and the all-gather ends only when every rank's header has arrived.
   Call call = Begin(CollectiveOp::kBarrier, options);
   return Run(call, [] { return absl::OkStatus(); });
 }

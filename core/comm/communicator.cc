@@ -2,6 +2,8 @@
 // backend, counters and poisoning. The op bodies are in collectives.cc.
 #include "core/comm/communicator.h"
 
+#include <algorithm>
+#include <span>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,7 +20,12 @@ using internal::Phase;
 
 const char* PhaseName(Phase phase) {
   if (phase == Phase::kHeader) return "agreement headers";
-  return phase == Phase::kVerdict ? "agreement verdicts" : "payload";
+  return phase == Phase::kVerdict ? "agreement pair declarations" : "payload";
+}
+
+template <typename T>
+std::span<std::byte> AsBytes(std::vector<T>& v) {
+  return std::as_writable_bytes(std::span<T>(v));
 }
 
 }  // namespace
@@ -124,33 +131,58 @@ void Communicator::Count(const Call& call, bool payload, int64_t sent, int64_t r
 absl::Status Communicator::Agree(Call& call) {
   const int n = world_size(), self = rank();
   const internal::Declaration& d = call.decl;
-  std::vector<internal::ControlHeader> out(n), in(n);
-  std::vector<SendOp> sends;
-  std::vector<RecvOp> recvs;
-  for (int peer = 0; peer < n; ++peer) {
-    out[peer] = internal::MakeHeader(d, peer);
-    if (peer == self) continue;
-    sends.push_back({peer, &out[peer], sizeof(out[peer])});
-    recvs.push_back({peer, &in[peer], sizeof(in[peer])});
-  }
-  in[self] = out[self];
-  SHARDKIT_RETURN_IF_ERROR(Move(call, Phase::kHeader, sends, recvs));
-  for (const internal::ControlHeader& h : in) call.params.push_back(h.param);
-  call.headers = in;
-  SHARDKIT_RETURN_IF_ERROR(internal::CheckHeaders(d, in));
-  if (!d.pairwise || n == 1) return absl::OkStatus();
+  std::vector<internal::ControlHeader> headers(n);
+  headers[self] = internal::MakeHeader(d, self);
+  SHARDKIT_RETURN_IF_ERROR(GatherControl(call, Phase::kHeader, AsBytes(headers),
+                                         std::vector<size_t>(n, sizeof(headers[0]))));
+  for (const internal::ControlHeader& h : headers) call.params.push_back(h.param);
+  call.headers = headers;
+  SHARDKIT_RETURN_IF_ERROR(internal::CheckHeaders(d, headers));
+  if (!d.pairwise || internal::PairDigestsAgree(headers)) return absl::OkStatus();
 
-  std::vector<internal::PairVerdict> verdicts(n);
-  verdicts[self] = internal::LocalPairVerdict(d, self, in);
-  sends.clear();
-  recvs.clear();
-  for (int peer = 0; peer < n; ++peer) {
-    if (peer == self) continue;
-    sends.push_back({peer, &verdicts[self], sizeof(verdicts[self])});
-    recvs.push_back({peer, &verdicts[peer], sizeof(verdicts[peer])});
+  // Round 2, only after a disagreement: every rank's declared transfers, to name the pair.
+  std::vector<size_t> sizes(n);
+  size_t offset = 0;
+  for (int r = 0; r < n; ++r) {
+    sizes[r] = headers[r].pairs_declared * sizeof(internal::DeclaredPair);
+    if (r < self) offset += sizes[r];
   }
-  SHARDKIT_RETURN_IF_ERROR(Move(call, Phase::kVerdict, sends, recvs));
-  return internal::CheckVerdicts(verdicts);
+  std::vector<internal::DeclaredPair> pairs(offset / sizeof(internal::DeclaredPair));
+  const std::vector<internal::DeclaredPair> mine = internal::DeclaredPairs(d, self);
+  pairs.insert(pairs.end(), mine.begin(), mine.end());
+  for (int r = self + 1; r < n; ++r) pairs.resize(pairs.size() + headers[r].pairs_declared);
+  SHARDKIT_RETURN_IF_ERROR(GatherControl(call, Phase::kVerdict, AsBytes(pairs), sizes));
+  return internal::CheckDeclaredPairs(headers, pairs);
+}
+
+absl::Status Communicator::GatherControl(Call& call, Phase phase, std::span<std::byte> all,
+                                         std::span<const size_t> sizes) {
+  // Bruck: position i of `rotated` holds rank (self + i) mod n. After round k a rank holds
+  // positions [0, 2^(k+1)); in round k it sends positions [0, count) to rank self - 2^k, which
+  // stores them at [2^k, 2^k + count), and receives those from rank self + 2^k.
+  const int n = world_size(), self = rank();
+  std::vector<size_t> start(n + 1, 0);  // byte offsets in `rotated`, by position
+  for (int i = 0; i < n; ++i) start[i + 1] = start[i] + sizes[(self + i) % n];
+  std::vector<size_t> at(n + 1, 0);  // byte offsets in `all`, by rank
+  for (int r = 0; r < n; ++r) at[r + 1] = at[r] + sizes[r];
+  std::vector<std::byte> rotated(start[n]);
+  std::copy_n(all.begin() + at[self], sizes[self], rotated.begin());
+  for (int distance = 1; distance < n; distance *= 2) {
+    const int count = std::min(distance, n - distance);
+    std::vector<SendOp> sends;
+    std::vector<RecvOp> recvs;
+    if (start[count] > 0)
+      sends.push_back({(self - distance + n) % n, rotated.data(), start[count]});
+    if (const size_t bytes = start[distance + count] - start[distance]; bytes > 0) {
+      recvs.push_back({(self + distance) % n, rotated.data() + start[distance], bytes});
+    }
+    SHARDKIT_RETURN_IF_ERROR(Move(call, phase, sends, recvs));
+  }
+  for (int i = 1; i < n; ++i) {
+    const int r = (self + i) % n;
+    std::copy_n(rotated.begin() + start[i], sizes[r], all.begin() + at[r]);
+  }
+  return absl::OkStatus();
 }
 
 OpCounters Communicator::counters(CollectiveOp op) const {

@@ -16,8 +16,8 @@ namespace internal {
 
 // The phases of a call. Each phase of each call has its own backend tag (Tag below).
 enum class Phase : int {
-  kHeader = 0,   // agreement round 1
-  kVerdict = 1,  // agreement round 2
+  kHeader = 0,   // agreement round 1: the headers
+  kVerdict = 1,  // agreement round 2: declared transfers, only after the pair digests differ
   kPayload = 2,  // the data
   kRaw = 3,      // RawExchange: its own sequence, never matched against collectives
 };
@@ -38,7 +38,7 @@ struct Communicator::Call {
   absl::Time start;
   absl::Time deadline;
   std::vector<uint64_t> params;                  // every rank's header param, after agreement
-  std::vector<internal::ControlHeader> headers;  // every rank's round-1 header to this rank
+  std::vector<internal::ControlHeader> headers;  // every rank's round-1 header
   bool transport_failed = false;
 };
 

@@ -1,7 +1,8 @@
 #include "core/comm/internal/call_agreement.h"
 
 #include <cstring>
-#include <tuple>
+#include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/check.h"
@@ -10,9 +11,8 @@
 namespace shardkit::internal {
 namespace {
 
-constexpr uint32_t kHeaderMagic = 0x53484b31;   // "SHK1"
-constexpr uint32_t kVerdictMagic = 0x53484b56;  // "SHKV"
-constexpr uint16_t kVersion = 3;                // 3: named error fields, 32-bit inline size
+constexpr uint32_t kHeaderMagic = 0x53484b31;  // "SHK1"
+constexpr uint16_t kVersion = 4;               // 4: headers all-gathered, pair sizes as digests
 
 std::string OpName(uint8_t op) {
   if (op >= 1 && op <= kNumCollectiveOps) {
@@ -79,9 +79,28 @@ absl::Status CheckOps(std::span<const ControlHeader> headers) {
   return absl::OkStatus();
 }
 
+// splitmix64's finalizer: a well-mixed 64-bit function of one word.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// A transfer's term in the pair digests: 0 for an empty one (a rank declares only what it sends
+// and receives; the zero entries of everyone else must not count), else a hash of all four
+// values, so that sums over senders and over receivers agree exactly when every transfer does.
+uint64_t PairTerm(int64_t sender, int64_t receiver, uint64_t bytes, uint64_t segment_digest) {
+  if (bytes == 0 || sender == receiver) return 0;
+  uint64_t h = Mix(static_cast<uint64_t>(sender));
+  h = Mix(h ^ static_cast<uint64_t>(receiver));
+  h = Mix(h ^ bytes);
+  return Mix(h ^ segment_digest);
+}
+
 }  // namespace
 
-ControlHeader MakeHeader(const Declaration& d, int peer) {
+ControlHeader MakeHeader(const Declaration& d, int self) {
   ControlHeader h;
   h.magic = kHeaderMagic;
   h.version = kVersion;
@@ -91,10 +110,12 @@ ControlHeader MakeHeader(const Declaration& d, int peer) {
   h.root = d.root;
   h.param = d.param;
   if (d.pairwise) {
-    h.send_bytes = d.send_bytes[peer];
-    h.recv_bytes = d.recv_bytes[peer];
-    h.send_segment_digest = d.send_segment_digest[peer];
-    h.recv_segment_digest = d.recv_segment_digest[peer];
+    for (size_t peer = 0; peer < d.send_bytes.size(); ++peer) {
+      const int64_t p = static_cast<int64_t>(peer);
+      h.sent_digest += PairTerm(self, p, d.send_bytes[peer], d.send_segment_digest[peer]);
+      h.expected_digest += PairTerm(p, self, d.recv_bytes[peer], d.recv_segment_digest[peer]);
+    }
+    h.pairs_declared = DeclaredPairs(d, self).size();
   }
   h.error_index = d.problem.index;
   h.error_value = d.problem.value;
@@ -128,56 +149,65 @@ absl::Status CheckHeaders(const Declaration& mine, std::span<const ControlHeader
   return absl::OkStatus();
 }
 
-PairVerdict LocalPairVerdict(const Declaration& mine, int self,
-                             std::span<const ControlHeader> headers) {
-  PairVerdict best;
-  best.magic = kVerdictMagic;
-  auto consider = [&](int64_t sender, int64_t receiver, uint64_t sent, uint64_t expected,
-                      uint64_t sent_segments, uint64_t expected_segments) {
-    if (sent == expected && sent_segments == expected_segments) return;
-    if (best.found && std::tie(best.sender, best.receiver) <= std::tie(sender, receiver)) {
-      return;
-    }
-    best.found = 1;
-    best.sender = sender;
-    best.receiver = receiver;
-    best.sender_bytes = sent;
-    best.receiver_bytes = expected;
-    best.segments_differ = sent == expected ? 1 : 0;
-  };
-  for (int peer = 0; peer < static_cast<int>(headers.size()); ++peer) {
-    if (peer == self) continue;
-    consider(peer, self, headers[peer].send_bytes, mine.recv_bytes[peer],
-             headers[peer].send_segment_digest, mine.recv_segment_digest[peer]);
-    consider(self, peer, mine.send_bytes[peer], headers[peer].recv_bytes,
-             mine.send_segment_digest[peer], headers[peer].recv_segment_digest);
+bool PairDigestsAgree(std::span<const ControlHeader> headers) {
+  uint64_t sent = 0, expected = 0;  // sums modulo 2^64
+  for (const ControlHeader& h : headers) {
+    sent += h.sent_digest;
+    expected += h.expected_digest;
   }
-  return best;
+  return sent == expected;
 }
 
-absl::Status CheckVerdicts(std::span<const PairVerdict> verdicts) {
-  const PairVerdict* best = nullptr;
-  for (size_t r = 0; r < verdicts.size(); ++r) {
-    const PairVerdict& v = verdicts[r];
-    if (v.magic != kVerdictMagic) {
+std::vector<DeclaredPair> DeclaredPairs(const Declaration& d, int self) {
+  std::vector<DeclaredPair> pairs;
+  if (!d.pairwise) return pairs;
+  for (int sends = 1; sends >= 0; --sends) {
+    const std::vector<uint64_t>& bytes = sends ? d.send_bytes : d.recv_bytes;
+    const std::vector<uint64_t>& digests = sends ? d.send_segment_digest : d.recv_segment_digest;
+    for (size_t peer = 0; peer < bytes.size(); ++peer) {
+      if (bytes[peer] == 0 || static_cast<int>(peer) == self) continue;
+      pairs.push_back(
+          {static_cast<int64_t>(peer), bytes[peer], digests[peer], static_cast<uint64_t>(sends)});
+    }
+  }
+  return pairs;
+}
+
+absl::Status CheckDeclaredPairs(std::span<const ControlHeader> headers,
+                                std::span<const DeclaredPair> pairs) {
+  // (sender, receiver) -> what the sender declared, what the receiver declared.
+  struct Sides {
+    DeclaredPair sent, expected;
+  };
+  std::map<std::pair<int64_t, int64_t>, Sides> transfers;
+  size_t at = 0;
+  for (size_t r = 0; r < headers.size(); ++r) {
+    const int64_t self = static_cast<int64_t>(r);
+    for (uint64_t i = 0; i < headers[r].pairs_declared && at < pairs.size(); ++i, ++at) {
+      const DeclaredPair& p = pairs[at];
+      if (p.sends) {
+        transfers[{self, p.peer}].sent = p;
+      } else {
+        transfers[{p.peer, self}].expected = p;
+      }
+    }
+  }
+  for (const auto& [pair, sides] : transfers) {
+    const DeclaredPair &sent = sides.sent, &expected = sides.expected;
+    if (sent.bytes != expected.bytes) {
       return absl::InvalidArgumentError(
-          absl::StrCat("rank ", r, " sent a malformed agreement verdict"));
+          absl::StrCat("byte counts disagree: rank ", pair.first, " sends ", sent.bytes,
+                       " bytes to rank ", pair.second, ", which expects ", expected.bytes));
     }
-    if (!v.found) continue;
-    if (best == nullptr ||
-        std::tie(v.sender, v.receiver) < std::tie(best->sender, best->receiver)) {
-      best = &v;
+    if (sent.segment_digest != expected.segment_digest) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("segment sizes disagree: rank ", pair.first, " sends ", sent.bytes,
+                       " bytes to rank ", pair.second, " cut into other messages than it expects"));
     }
   }
-  if (best == nullptr) return absl::OkStatus();
-  if (best->segments_differ) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "segment sizes disagree: rank ", best->sender, " sends ", best->sender_bytes,
-        " bytes to rank ", best->receiver, " cut into other messages than it expects"));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("byte counts disagree: rank ", best->sender, " sends ", best->sender_bytes,
-                   " bytes to rank ", best->receiver, ", which expects ", best->receiver_bytes));
+  return absl::InternalError(
+      "agreement: the ranks' digests of the per-pair sizes differ but their declarations agree "
+      "(corrupt agreement data)");
 }
 
 uint64_t SegmentDigest(std::span<const uint64_t> segment_sizes) {

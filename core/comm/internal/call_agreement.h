@@ -1,12 +1,17 @@
 // The agreement protocol every Communicator runs before a collective moves payload bytes.
 //
-// Round 1: every rank sends every peer one fixed-size ControlHeader (op, sequence number, root, an
-// op-specific parameter, the first local argument error, and the bytes it will send to / expects
-// from that peer). Every rank then holds all ranks' global fields and checks them identically, so
-// a mismatch yields the same message everywhere. Round 2 (only for ops with per-pair sizes):
-// every rank sends every peer the lowest sender/receiver size mismatch it saw (a PairVerdict);
-// the lowest over all ranks is the error. Both rounds use fixed sizes, so a disagreement can never
-// make a backend receive more bytes than it posted.
+// Round 1: the ranks all-gather one fixed-size ControlHeader each (op, sequence number, root, an
+// op-specific parameter, the first local argument error, AllGather's inline data, and two digests
+// of the per-pair byte counts it declared) in ceil(log2 n) Bruck rounds: in round k rank r sends
+// what it holds to rank r - 2^k and receives from rank r + 2^k (mod n), so each rank talks to
+// at most 2·ceil(log2 n) peers. Every rank then holds every header and checks them identically, so
+// a mismatch yields the same message everywhere. Pairwise sizes (ops with per-pair sizes): the
+// sum over all ranks of the digests of what senders send must equal the sum of the digests of
+// what receivers expect (PairTerm; a disagreement goes unnoticed with probability about 2^-64).
+// Only when they differ, round 2 all-gathers every rank's declared transfers (DeclaredPair, the
+// "full descriptors") the same way, and every rank names the same lowest mismatching
+// sender/receiver pair. Round 1 has fixed sizes and round 2's sizes come from round 1, so a
+// disagreement can never make a backend receive more bytes than it posted.
 //
 // Internal to core: the wire layout is host byte order (ranks of one job share an architecture).
 #ifndef SHARDKIT_CORE_COMM_INTERNAL_CALL_AGREEMENT_H_
@@ -53,28 +58,27 @@ struct ControlHeader {
   uint16_t version = 0;
   uint64_t seq = 0;
   int64_t root = -1;
-  uint64_t param = 0;       // Broadcast: size; AllGather: own length; Split: member-list digest
-  uint64_t send_bytes = 0;  // what the sender sends to the receiver of this header
-  uint64_t recv_bytes = 0;  // what the sender expects from the receiver of this header
-  int64_t error_value = 0;  // LocalProblem::value
-  int64_t error_limit = 0;  // LocalProblem::limit
-  uint64_t send_segment_digest = 0;  // SegmentDigest of the segments sent to the receiver
-  uint64_t recv_segment_digest = 0;  // SegmentDigest of the segments expected from the receiver
-  uint32_t inline_size = 0;          // bytes of inline_data in use (Declaration::inline_data)
-  int32_t error_index = -1;          // LocalProblem::index
+  uint64_t param = 0;        // Broadcast: size; AllGather: own length; Split: member-list digest
+  uint64_t sent_digest = 0;  // sum of PairTerm over the transfers this rank sends
+  uint64_t expected_digest = 0;  // sum of PairTerm over the transfers this rank receives
+  int64_t error_value = 0;       // LocalProblem::value
+  int64_t error_limit = 0;       // LocalProblem::limit
+  uint64_t pairs_declared = 0;   // its non-empty transfers (DeclaredPairs' length)
+  uint64_t reserved = 0;
+  uint32_t inline_size = 0;  // bytes of inline_data in use (Declaration::inline_data)
+  int32_t error_index = -1;  // LocalProblem::index
   uint8_t inline_data[kInlineBytes] = {};
 };
 static_assert(sizeof(ControlHeader) == 128);
 
-// Fixed-size round-2 message: the lowest mismatching (sender, receiver) pair a rank saw.
-struct PairVerdict {
-  uint32_t magic = 0;
-  uint32_t found = 0;
-  int64_t sender = 0, receiver = 0;
-  uint64_t sender_bytes = 0, receiver_bytes = 0;
-  uint64_t segments_differ = 0;  // 1: same byte count, different segment sizes
+// One non-empty transfer a rank declared, for round 2 (only after the digests differ).
+struct DeclaredPair {
+  int64_t peer = 0;
+  uint64_t bytes = 0;
+  uint64_t segment_digest = 0;
+  uint64_t sends = 0;  // 1: this rank sends `bytes` to `peer`; 0: it expects them from `peer`
 };
-static_assert(sizeof(PairVerdict) == 48);
+static_assert(sizeof(DeclaredPair) == 32);
 
 // What one rank declares about one call.
 struct Declaration {
@@ -93,20 +97,27 @@ struct Declaration {
   ConstBuffer inline_data;                    // copied into every header; at most kInlineBytes
 };
 
-// The header `self` sends to `peer`.
-ControlHeader MakeHeader(const Declaration& d, int peer);
+// This rank's header (`self` is its rank).
+ControlHeader MakeHeader(const Declaration& d, int self);
 
-// Round-1 verdict from every rank's header (headers[r] = what r sent to this rank; headers[self]
-// = this rank's own). Identical on every rank. Errors: kInvalidArgument describing the mismatch.
+// Round-1 verdict from every rank's header (headers[r] = rank r's). Identical on every rank.
+// Errors: kInvalidArgument describing the mismatch.
 [[nodiscard]] absl::Status CheckHeaders(const Declaration& mine,
                                         std::span<const ControlHeader> headers);
 
-// This rank's lowest pair mismatch given what its peers declared.
-PairVerdict LocalPairVerdict(const Declaration& mine, int self,
-                             std::span<const ControlHeader> headers);
+// Whether the senders' and receivers' digests of the per-pair sizes agree (then round 2 is
+// skipped).
+bool PairDigestsAgree(std::span<const ControlHeader> headers);
 
-// Round-2 verdict from every rank's PairVerdict. Errors: kInvalidArgument naming the pair.
-[[nodiscard]] absl::Status CheckVerdicts(std::span<const PairVerdict> verdicts);
+// This rank's non-empty transfers, senders first (headers[self].pairs_declared of them).
+std::vector<DeclaredPair> DeclaredPairs(const Declaration& d, int self);
+
+// Round-2 verdict: `pairs` holds every rank's DeclaredPairs in rank order (headers[r].
+// pairs_declared of rank r). Errors: kInvalidArgument naming the lowest sender/receiver pair
+// whose sizes or segments disagree; kInternal if none does (a digest collision with the sums
+// differing cannot happen, so this means corrupt declarations).
+[[nodiscard]] absl::Status CheckDeclaredPairs(std::span<const ControlHeader> headers,
+                                              std::span<const DeclaredPair> pairs);
 
 // Device <-> int64 for LocalError::kDevice (0 cpu, 1 cuda, N+2 cuda:N).
 int64_t EncodeDevice(const Device& device);

@@ -13,7 +13,9 @@
 
 namespace shardkit {
 
-// Sets "<prefix>/joined/<rank>" and waits until the keys of all `size` ranks exist.
+// Sets "<prefix>/joined/<rank>", counts itself in "<prefix>/joined/count" and waits for
+// "<prefix>/joined/all", which the last rank to join sets: a constant number of store operations
+// per rank. Each rank joins once per prefix.
 // Errors: kDeadlineExceeded naming the ranks that never joined; the store's errors.
 [[nodiscard]] absl::Status AwaitMembers(Store& store, const std::string& prefix, int rank, int size,
                                         absl::Time deadline);

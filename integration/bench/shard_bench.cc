@@ -186,7 +186,8 @@ std::string ShardBenchResult::ToJson() const {
                       ",\"min_s\":", min_s, ",\"baseline_rss_mib\":", baseline_rss_mib,
                       ",\"peak_rss_mib\":", peak_rss_mib, ",\"bytes_sent\":", bytes_sent,
                       ",\"bytes_received\":", bytes_received,
-                      ",\"agree_median_s\":", agree_median_s, "}");
+                      ",\"agree_median_s\":", agree_median_s, ",\"agree_max_s\":", agree_max_s,
+                      ",\"connections\":", connections, ",\"startup_s\":", startup_s, "}");
 }
 
 absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBenchOptions& o) {
@@ -222,6 +223,8 @@ absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBe
   result.median_s = Median(seconds);
   result.min_s = *std::min_element(seconds.begin(), seconds.end());
   result.agree_median_s = Median(agree);
+  result.agree_max_s = *std::max_element(agree.begin(), agree.end());
+  result.connections = io::CountTcpConnections().value_or(-1);
   result.peak_rss_mib = StatusFieldMiB("VmHWM");
   if (o.strategy == BenchStrategy::kRaw) {
     result.bytes_sent = raw.bytes_sent();

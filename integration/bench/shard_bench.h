@@ -54,6 +54,9 @@ struct ShardBenchResult {
   int64_t bytes_sent = 0;       // tensor payload per round (agreement headers excluded)
   int64_t bytes_received = 0;
   double agree_median_s = 0;  // ShardStats::agree_seconds; 0 for raw
+  double agree_max_s = 0;     // the slowest round's agreement
+  int connections = -1;       // TCP connections this rank holds after the rounds; -1 unknown
+  double startup_s = -1;      // launch to the end of the first Barrier (set by the caller); -1
   // The contract's line: {"rank":…,"world":…,"mib":…,"strategy":…,"median_s":…,…}.
   std::string ToJson() const;
 };

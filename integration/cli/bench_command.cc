@@ -4,10 +4,13 @@
 // exactly one JSON line; the launcher passes those lines through unprefixed, so stdout holds
 // nothing else. Ranks' errors go to stderr, prefixed "[rank R] ".
 #include <iostream>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/base/status_macros.h"
 #include "core/comm/connect.h"
 #include "integration/bench/shard_bench.h"
@@ -21,6 +24,7 @@ namespace {
 
 constexpr char kCommand[] = "shardkit bench";
 constexpr char kWorkerFlag[] = "rank-worker";
+constexpr char kLaunchedAtFlag[] = "launched-at-us";
 
 // The flags; CheckBenchFlags turns the strings and --nproc/--backend/--timeout into `launch`
 // and `bench`.
@@ -29,6 +33,7 @@ struct BenchFlags {
   bench::ShardBenchOptions bench;
   bool worker = false;
   int64_t nproc = 0;
+  int64_t launched_at_us = 0;  // when the launcher started the ranks (Unix microseconds)
   std::string strategy = "scatter", dtype = "float32", backend;
   double timeout = 0;
 };
@@ -49,6 +54,9 @@ FlagParser BenchFlagParser(BenchFlags* out) {
   flags.AddString("backend", &out->backend, "communication backend (default gloo)");
   flags.AddDouble("timeout", &out->timeout, "per-operation deadline in seconds (SHARDKIT_TIMEOUT)");
   flags.AddBool(kWorkerFlag, &out->worker, "internal: run as one rank of a launched job");
+  flags.AddInt(kLaunchedAtFlag, &out->launched_at_us,
+               "internal: when the ranks were launched (Unix microseconds)", 0,
+               std::numeric_limits<int64_t>::max());
   return flags;
 }
 
@@ -65,12 +73,18 @@ absl::Status CheckBenchFlags(const FlagParser& parser, BenchFlags* flags) {
   return bench::ValidateShardBenchOptions(flags->bench);
 }
 
-// One rank: connect from the SHARDKIT_* environment the launcher set, run, print the line.
-int RunWorker(const bench::ShardBenchOptions& options) {
+// One rank: connect from the SHARDKIT_* environment the launcher set, time the start-up (launch
+// to the end of the first Barrier), run, print the line.
+int RunWorker(const bench::ShardBenchOptions& options, int64_t launched_at_us) {
   absl::StatusOr<std::unique_ptr<Communicator>> comm = ConnectFromEnv();
   if (!comm.ok()) return ReportError(kCommand, comm.status());
+  if (absl::Status s = (*comm)->Barrier(options.call); !s.ok()) return ReportError(kCommand, s);
+  const double startup_s =
+      launched_at_us > 0 ? absl::ToDoubleSeconds(absl::Now() - absl::FromUnixMicros(launched_at_us))
+                         : -1;
   absl::StatusOr<bench::ShardBenchResult> result = bench::RunShardBench(**comm, options);
   if (!result.ok()) return ReportError(kCommand, result.status());
+  result->startup_s = startup_s;
   std::cout << result->ToJson() << std::endl;
   return 0;
 }
@@ -83,11 +97,12 @@ int RunBench(const std::vector<std::string>& args) {
   const ParseResult parsed = ParseCommand(parser, args, Positionals::None());
   if (parsed.done()) return parsed.exit_code();
   if (absl::Status s = CheckBenchFlags(parser, &flags); !s.ok()) return ReportError(kCommand, s);
-  if (flags.worker) return RunWorker(flags.bench);
+  if (flags.worker) return RunWorker(flags.bench, flags.launched_at_us);
   flags.launch.prefix_stdout = false;
   std::vector<std::string> rank_args = {"bench"};
   rank_args.insert(rank_args.end(), args.begin(), args.end());
   rank_args.push_back(absl::StrCat("--", kWorkerFlag));
+  rank_args.push_back(absl::StrCat("--", kLaunchedAtFlag, "=", absl::ToUnixMicros(absl::Now())));
   absl::StatusOr<int> exit_code = LaunchSelf(flags.launch, rank_args);
   if (!exit_code.ok()) return ReportError(kCommand, exit_code.status());
   return *exit_code;

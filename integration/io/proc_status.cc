@@ -1,6 +1,9 @@
 #include "integration/io/proc_status.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -66,6 +69,47 @@ absl::Status ResetPeakRss() {
                                                ": ", std::strerror(error)));
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+int SocketOption(int fd, int option) {
+  int value = -1;
+  socklen_t size = sizeof(value);
+  if (::getsockopt(fd, SOL_SOCKET, option, &value, &size) != 0) return -1;
+  return value;
+}
+
+bool IsTcpConnection(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return false;
+  const int domain = SocketOption(fd, SO_DOMAIN);
+  if ((domain != AF_INET && domain != AF_INET6) || SocketOption(fd, SO_TYPE) != SOCK_STREAM ||
+      SocketOption(fd, SO_ACCEPTCONN) != 0) {
+    return false;
+  }
+  sockaddr_storage peer;
+  socklen_t size = sizeof(peer);
+  return ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &size) == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<int> CountTcpConnections() {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot list /proc/self/fd: ", std::strerror(errno)));
+  }
+  const int own = ::dirfd(dir);
+  int count = 0;
+  while (const dirent* entry = ::readdir(dir)) {
+    int fd = -1;
+    if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == own) continue;
+    if (IsTcpConnection(fd)) ++count;
+  }
+  ::closedir(dir);
+  return count;
 }
 
 }  // namespace shardkit::io

@@ -1,5 +1,6 @@
-// Memory figures of this process from Linux's /proc/self/status, for reports (`shardkit demo`'s
-// summary, `shardkit bench`'s JSON) and for tests that bound what a step allocates.
+// Memory figures of this process from Linux's /proc/self/status, and its TCP connections, for
+// reports (`shardkit demo`'s summary, `shardkit bench`'s JSON) and for tests that bound what a
+// step allocates or connects.
 //
 //   SHARDKIT_RETURN_IF_ERROR(ResetPeakRss());                      // VmHWM := VmRSS
 //   SHARDKIT_ASSIGN_OR_RETURN(int64_t before, ProcStatusBytes("VmRSS"));
@@ -30,6 +31,12 @@ namespace shardkit::io {
 // to /proc/self/clear_refs (Linux >= 4.0).
 // Errors: kUnavailable naming the OS error where that is not allowed.
 [[nodiscard]] absl::Status ResetPeakRss();
+
+// The connected TCP sockets (IPv4 or IPv6 streams with a peer; listening sockets are not
+// counted) among this process's open file descriptors (/proc/self/fd): how many connections a rank
+// holds, for `shardkit bench` and the scaling tests.
+// Errors: kUnavailable if /proc/self/fd cannot be listed.
+[[nodiscard]] absl::StatusOr<int> CountTcpConnections();
 
 }  // namespace shardkit::io
 

@@ -1,10 +1,14 @@
 #include "integration/io/proc_status.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "testing/status_matchers.h"
 
@@ -96,6 +100,34 @@ TEST(ResetPeakRss, BringsThePeakDownToTheCurrentRss) {
   SHARDKIT_ASSERT_OK_AND_ASSIGN(const int64_t rss, ProcStatusBytes("VmRSS"));
   EXPECT_GE(peak_before - peak_after, kTouched - kSlack);
   EXPECT_LE(peak_after, rss + kSlack);
+}
+
+// A listener on 127.0.0.1 and `n` connections to it, both ends open: 2n connected sockets here.
+TEST(CountTcpConnections, CountsBothEndsButNotTheListenerOrOtherSockets) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(const int before, CountTcpConnections());
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof(address);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), size), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size), 0);
+  int unix_pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, unix_pair), 0);
+  EXPECT_THAT(CountTcpConnections(), IsOkAndHolds(before));
+  std::vector<int> fds;
+  for (int i = 0; i < 3; ++i) {
+    const int client = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&address), size), 0);
+    fds.push_back(client);
+    fds.push_back(::accept(listener, nullptr, nullptr));
+    ASSERT_GE(fds.back(), 0);
+  }
+  EXPECT_THAT(CountTcpConnections(), IsOkAndHolds(before + 6));
+  for (int fd : fds) ::close(fd);
+  for (int fd : {listener, unix_pair[0], unix_pair[1]}) ::close(fd);
+  EXPECT_THAT(CountTcpConnections(), IsOkAndHolds(before));
 }
 
 }  // namespace

@@ -1,8 +1,13 @@
-// ControlMesh::Connect: the mesh's rendezvous through the store (see control_mesh.h).
+// ControlMesh's connections: Connect publishes the listener's address in the store, EnsureConnected
+// dials and accepts peers on demand (see control_mesh.h).
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -20,6 +25,8 @@ namespace {
 constexpr uint32_t kHelloMagic = 0x53484b4d;  // "SHKM"
 // A connection that does not say hello within this time is dropped (a stray client).
 constexpr absl::Duration kHelloTimeout = absl::Seconds(2);
+// How long AdoptPending waits for the hellos of connections already in the listen backlog.
+constexpr absl::Duration kPendingHelloGrace = absl::Milliseconds(50);
 
 struct Hello {
   uint32_t magic = kHelloMagic;
@@ -55,81 +62,138 @@ absl::StatusOr<PeerAddress> ParseAddress(const std::string& value, int peer) {
   return address;
 }
 
-// Connects to every lower rank and says hello with its token.
-absl::Status DialLower(Store& store, const std::string& prefix, int rank, absl::Time deadline,
-                       std::vector<int>& fds) {
-  for (int peer = 0; peer < rank; ++peer) {
-    absl::StatusOr<std::string> value = store.Get(Key(prefix, peer), deadline - absl::Now());
-    if (!value.ok()) {
-      return Annotate(value.status(),
-                      absl::StrCat("control mesh: rank ", peer, " did not publish its address"));
-    }
-    SHARDKIT_ASSIGN_OR_RETURN(PeerAddress address, ParseAddress(*value, peer));
-    const std::string what = absl::StrCat("control mesh: connecting to rank ", peer);
-    absl::StatusOr<int> fd = internal::Dial(address.host, address.port, deadline);
-    if (!fd.ok()) return Annotate(fd.status(), what);
-    fds[peer] = *fd;
-    const Hello hello{kHelloMagic, rank, address.token};
-    SHARDKIT_RETURN_IF_ERROR(
-        Annotate(internal::WriteAll(*fd, &hello, sizeof(hello), deadline), what));
-  }
-  return absl::OkStatus();
-}
-
-// Accepts one connection from every higher rank; drops connections that do not prove they belong.
-absl::Status AcceptHigher(int listen_fd, int rank, int world_size, uint64_t token,
-                          absl::Time deadline, std::vector<int>& fds) {
-  int missing = world_size - 1 - rank;
-  while (missing > 0) {
-    absl::StatusOr<int> fd = internal::AcceptOne(listen_fd, deadline);
-    if (!fd.ok()) {
-      std::vector<int> absent;
-      for (int peer = rank + 1; peer < world_size; ++peer) {
-        if (fds[peer] < 0) absent.push_back(peer);
-      }
-      return Annotate(fd.status(), absl::StrCat("control mesh: ", FormatRanks(absent),
-                                                " did not connect to rank ", rank));
-    }
-    Hello hello;
-    const bool valid = internal::ReadAll(*fd, &hello, sizeof(hello),
-                                         std::min(deadline, absl::Now() + kHelloTimeout))
-                           .ok() &&
-                       hello.magic == kHelloMagic && hello.token == token && hello.rank > rank &&
-                       hello.rank < world_size && fds[hello.rank] < 0;
-    if (!valid) {
-      ::close(*fd);
-      continue;
-    }
-    fds[hello.rank] = *fd;
-    --missing;
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
+
+ControlMesh::ControlMesh(Store& store, std::string key_prefix, int rank, int world_size)
+    : store_(store),
+      key_prefix_(std::move(key_prefix)),
+      rank_(rank),
+      fds_(world_size),
+      half_written_(world_size),
+      heard_(world_size) {
+  for (std::atomic<int>& fd : fds_) fd.store(-1);
+}
 
 absl::StatusOr<std::unique_ptr<ControlMesh>> ControlMesh::Connect(Store& store,
                                                                   const std::string& key_prefix,
                                                                   int rank, int world_size,
                                                                   const sockaddr_storage& address,
-                                                                  absl::Time deadline) {
-  // Owns the sockets from the start, so that every error path closes them.
-  std::unique_ptr<ControlMesh> mesh(new ControlMesh(std::vector<int>(world_size, -1)));
+                                                                  absl::Time /*deadline*/) {
+  // Owns the listener from the start, so that every error path closes it.
+  std::unique_ptr<ControlMesh> mesh(new ControlMesh(store, key_prefix, rank, world_size));
   if (world_size == 1) return mesh;
-  SHARDKIT_ASSIGN_OR_RETURN(internal::Listener listener, internal::Listen(address, world_size));
-  const uint64_t token = RandomToken();
-  absl::Status status =
-      store.Set(Key(key_prefix, rank), absl::StrCat(listener.host, " ", listener.port, " ", token));
-  if (status.ok()) status = DialLower(store, key_prefix, rank, deadline, mesh->fds_);
-  if (status.ok()) {
-    status = AcceptHigher(listener.fd, rank, world_size, token, deadline, mesh->fds_);
-  }
-  ::close(listener.fd);
-  if (!status.ok()) {
-    mesh->Close();  // peers connected so far learn that this rank gave up, not that it left
-    return status;
-  }
+  // Every peer may dial before this rank accepts: the backlog holds them all.
+  SHARDKIT_ASSIGN_OR_RETURN(internal::Listener listener,
+                            internal::Listen(address, std::max(world_size, SOMAXCONN)));
+  mesh->listen_fd_ = listener.fd;
+  mesh->token_ = RandomToken();
+  SHARDKIT_RETURN_IF_ERROR(store.Set(
+      Key(key_prefix, rank), absl::StrCat(listener.host, " ", listener.port, " ", mesh->token_)));
   return mesh;
+}
+
+absl::Status ControlMesh::EnsureConnected(std::span<const int> peers, absl::Time deadline) {
+  if (closed_) return absl::FailedPreconditionError("the control mesh is closed");
+  std::vector<int> higher;
+  for (int peer : peers) {
+    if (peer < 0 || peer >= world_size() || peer == rank_) {
+      return absl::InvalidArgumentError(absl::StrCat("control mesh: rank ", rank_,
+                                                     " cannot connect to peer ", peer,
+                                                     " (world of ", world_size(), ")"));
+    }
+  }
+  // All dials first: they complete into the peers' backlogs without waiting for their accepts.
+  for (int peer : peers) {
+    if (fds_[peer].load() >= 0) continue;
+    if (peer > rank_) {
+      higher.push_back(peer);
+      continue;
+    }
+    SHARDKIT_RETURN_IF_ERROR(DialPeer(peer, deadline));
+  }
+  return AcceptUntilConnected(higher, deadline);
+}
+
+int ControlMesh::connections() const {
+  int connected = 0;
+  for (const std::atomic<int>& fd : fds_) connected += fd.load() >= 0 ? 1 : 0;
+  return connected;
+}
+
+absl::Status ControlMesh::DialPeer(int peer, absl::Time deadline) {
+  absl::StatusOr<std::string> value = store_.Get(Key(key_prefix_, peer), deadline - absl::Now());
+  if (!value.ok()) {
+    return Annotate(value.status(),
+                    absl::StrCat("control mesh: rank ", peer, " did not publish its address"));
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(PeerAddress address, ParseAddress(*value, peer));
+  const std::string what = absl::StrCat("control mesh: connecting to rank ", peer);
+  absl::StatusOr<int> fd = internal::Dial(address.host, address.port, deadline);
+  if (!fd.ok()) return Annotate(fd.status(), what);
+  const Hello hello{kHelloMagic, rank_, address.token};
+  if (absl::Status s = internal::WriteAll(*fd, &hello, sizeof(hello), deadline); !s.ok()) {
+    ::close(*fd);
+    return Annotate(s, what);
+  }
+  fds_[peer].store(*fd);
+  return absl::OkStatus();
+}
+
+absl::Status ControlMesh::AcceptUntilConnected(std::span<const int> awaited, absl::Time deadline) {
+  auto absent = [&] {
+    std::set<int> ranks;
+    for (int peer : awaited) {
+      if (fds_[peer].load() < 0) ranks.insert(peer);
+    }
+    return std::vector<int>(ranks.begin(), ranks.end());
+  };
+  for (std::vector<int> missing = absent(); !missing.empty(); missing = absent()) {
+    absl::StatusOr<int> fd = internal::AcceptOne(listen_fd_, deadline);
+    if (!fd.ok()) {
+      return Annotate(fd.status(), absl::StrCat("control mesh: ", FormatRanks(missing),
+                                                " did not connect to rank ", rank_));
+    }
+    AdoptIfValid(*fd, std::min(deadline, absl::Now() + kHelloTimeout));
+  }
+  return absl::OkStatus();
+}
+
+void ControlMesh::AdoptIfValid(int fd, absl::Time deadline) {
+  Hello hello;
+  const bool valid = internal::ReadAll(fd, &hello, sizeof(hello), deadline).ok() &&
+                     hello.magic == kHelloMagic && hello.token == token_ && hello.rank > rank_ &&
+                     hello.rank < world_size() && fds_[hello.rank].load() < 0;
+  if (valid) {
+    fds_[hello.rank].store(fd);
+  } else {
+    ::close(fd);
+  }
+}
+
+void ControlMesh::AdoptPending() noexcept {
+  if (listen_fd_ < 0) return;
+  // Their hellos were sent with the handshake: a short grace covers one still in flight.
+  const absl::Time grace = absl::Now() + kPendingHelloGrace;
+  for (;;) {
+    absl::StatusOr<int> fd = internal::AcceptOne(listen_fd_, absl::Now());
+    if (!fd.ok()) return;
+    AdoptIfValid(*fd, grace);
+  }
+}
+
+void ControlMesh::CloseSockets(bool abortive) noexcept {
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  listen_fd_ = -1;
+  for (std::atomic<int>& entry : fds_) {
+    const int fd = entry.exchange(-1);
+    if (fd < 0) continue;
+    if (abortive) {
+      // An abortive close (RST): peers still waiting on this rank fail at once.
+      const linger abort_on_close{1, 0};
+      (void)::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
+    }
+    ::close(fd);
+  }
 }
 
 }  // namespace shardkit

@@ -139,14 +139,10 @@ class ControlMesh::Transfers {
   PeerQueues send_queues_, recv_queues_;
 };
 
-ControlMesh::ControlMesh(std::vector<int> fds)
-    : fds_(std::move(fds)), half_written_(fds_.size()), heard_(fds_.size()) {}
-
 ControlMesh::~ControlMesh() {
+  AdoptPending();  // a peer that dialled for a later exchange hears the goodbye too
   SendMarkers(MeshMarker::kGoodbye);
-  for (int fd : fds_) {
-    if (fd >= 0) ::close(fd);
-  }
+  CloseSockets(/*abortive=*/false);
 }
 
 absl::Status ControlMesh::Exchange(std::span<const Send> sends, std::span<const Recv> recvs,
@@ -156,7 +152,7 @@ absl::Status ControlMesh::Exchange(std::span<const Send> sends, std::span<const 
   auto check = [&](int peer, size_t size) {
     peers.push_back(peer);
     if (!usable.ok()) return;
-    if (fds_[peer] < 0) usable = absl::FailedPreconditionError("the control mesh is closed");
+    if (closed_) usable = absl::FailedPreconditionError("the control mesh is closed");
     if (size < kMinMessage) {
       usable = absl::InvalidArgumentError(absl::StrCat(
           "control mesh: a ", size, "-byte message (the minimum is ", kMinMessage, ")"));
@@ -165,7 +161,8 @@ absl::Status ControlMesh::Exchange(std::span<const Send> sends, std::span<const 
   for (const Send& s : sends) check(s.peer, s.size);
   for (const Recv& r : recvs) check(r.peer, r.size);
   SHARDKIT_RETURN_IF_ERROR(usable);
-  call_ = call;
+  SHARDKIT_RETURN_IF_ERROR(EnsureConnected(peers, deadline));
+  call_.store(call);
   Transfers transfers(fds_.size(), sends, recvs);
   int current = -1;  // the peer being served, for errors
   absl::Status status = PollUntilDone(transfers, deadline, current);
@@ -188,7 +185,7 @@ absl::Status ControlMesh::PollUntilDone(Transfers& transfers, absl::Time deadlin
       const short events = static_cast<short>((transfers.PendingRecv(peer) >= 0 ? POLLIN : 0) |
                                               (transfers.PendingSend(peer) >= 0 ? POLLOUT : 0));
       if (events == 0) continue;
-      polled.push_back({fds_[peer], events, 0});
+      polled.push_back({fds_[peer].load(), events, 0});
       peers.push_back(peer);
     }
     if (polled.empty()) return absl::OkStatus();
@@ -217,7 +214,7 @@ absl::Status ControlMesh::CheckNoneGaveUp(std::span<const int> peers, uint64_t c
   for (const Departure& d : Departures(peers)) {
     // The marker right after the message just read: the peer gave up on this very call.
     char next[kMeshMarkerSize];
-    if (::recv(fds_[d.peer], next, sizeof(next), MSG_PEEK | MSG_DONTWAIT) !=
+    if (::recv(fds_[d.peer].load(), next, sizeof(next), MSG_PEEK | MSG_DONTWAIT) !=
         static_cast<ssize_t>(sizeof(next))) {
       continue;
     }
@@ -236,8 +233,9 @@ std::vector<ControlMesh::Departure> ControlMesh::Departures(std::span<const int>
   std::vector<pollfd> polled;
   std::vector<int> polled_peers;
   for (int peer : peers) {
-    if (peer < 0 || peer >= static_cast<int>(fds_.size()) || fds_[peer] < 0) continue;
-    polled.push_back({fds_[peer], POLLRDHUP, 0});
+    const int fd = peer >= 0 && peer < world_size() ? fds_[peer].load() : -1;
+    if (fd < 0) continue;  // never connected (or closed): it has not departed
+    polled.push_back({fd, POLLRDHUP, 0});
     polled_peers.push_back(peer);
   }
   if (interrupt_fd >= 0) polled.push_back({interrupt_fd, POLLIN, 0});
@@ -250,24 +248,24 @@ std::vector<ControlMesh::Departure> ControlMesh::Departures(std::span<const int>
   if (ready <= 0) return departed;
   for (size_t i = 0; i < polled_peers.size(); ++i) {
     if (polled[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
-      departed.push_back(HowItEnded(polled_peers[i]));
+      departed.push_back(HowItEnded(polled_peers[i], polled[i].fd));
     }
   }
   return departed;
 }
 
-ControlMesh::Departure ControlMesh::HowItEnded(int peer) const {
+ControlMesh::Departure ControlMesh::HowItEnded(int peer, int fd) const {
   if (const char kind = heard_[peer].load(); kind != 0) {
-    return {peer, HowOf(MeshMarker{kind}), call_};
+    return {peer, HowOf(MeshMarker{kind}), call_.load()};
   }
   // The parting marker is the last thing a peer sends: messages before it may still be unread.
   int unread = 0;
-  if (::ioctl(fds_[peer], FIONREAD, &unread) != 0 || unread < static_cast<int>(kMeshMarkerSize) ||
+  if (::ioctl(fd, FIONREAD, &unread) != 0 || unread < static_cast<int>(kMeshMarkerSize) ||
       unread > kMaxUnreadLook) {
     return {peer, Departure::How::kVanished};
   }
   std::vector<char> bytes(static_cast<size_t>(unread));
-  if (::recv(fds_[peer], bytes.data(), bytes.size(), MSG_PEEK | MSG_DONTWAIT) != unread) {
+  if (::recv(fd, bytes.data(), bytes.size(), MSG_PEEK | MSG_DONTWAIT) != unread) {
     return {peer, Departure::How::kVanished};
   }
   const std::optional<MeshMarker> marker =
@@ -303,23 +301,20 @@ std::string ControlMesh::DescribeHow(Departure::How how, bool one) {
 }
 
 void ControlMesh::SendMarkers(char kind) noexcept {
-  const std::string marker = internal::EncodeMarker(MeshMarker{kind, call_});
+  const std::string marker = internal::EncodeMarker(MeshMarker{kind, call_.load()});
   for (size_t peer = 0; peer < fds_.size(); ++peer) {
-    if (fds_[peer] < 0 || half_written_[peer]) continue;
-    (void)::send(fds_[peer], marker.data(), marker.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    const int fd = fds_[peer].load();
+    if (fd < 0 || half_written_[peer]) continue;
+    (void)::send(fd, marker.data(), marker.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   }
 }
 
 void ControlMesh::Close() noexcept {
+  AdoptPending();  // a peer that dialled for a later exchange learns that this rank gave up
   SendMarkers(MeshMarker::kGaveUp);
-  for (int& fd : fds_) {
-    if (fd < 0) continue;
-    // An abortive close (RST): peers still waiting on this rank fail at once.
-    const linger abort_on_close{1, 0};
-    (void)::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
-    ::close(fd);
-    fd = -1;
-  }
+  // An abortive close (RST): peers still waiting on this rank fail at once.
+  CloseSockets(/*abortive=*/true);
+  closed_ = true;
 }
 
 }  // namespace shardkit

@@ -1,18 +1,26 @@
-// ControlMesh: a full mesh of TCP connections between the ranks of one communicator, for the
+// ControlMesh: a mesh of TCP connections between the ranks of one communicator, for the
 // small fixed-size control messages of every collective's agreement (headers, verdicts, inline
 // AllGather data). Messages are written and read by the calling thread itself with poll(2): no
-// helper thread, no hand-off, no rendezvous round per message. Peers that exit are seen at once
-// (end of stream), not at the deadline.
+// helper thread, no hand-off, no rendezvous round per message. Connected peers that exit are seen
+// at once (end of stream), not at the deadline.
 //
 // Why not the data backend: Gloo's TCP transport moves every message through its device thread
 // with a ready-to-receive handshake, and that thread busy-polls while the caller holds a pair
 // lock. With more ranks than cores a 128-byte all-to-all took 3-4 ms (a scheduler tick) instead
 // of about 0.2 ms; docs/communication.md has the measurements.
 //
-// Connections: every rank listens on an ephemeral port of the backend's address, publishes
-// "<host> <port> <token>" under "<prefix>/mesh/<rank>" in the store, connects to every lower rank
-// (sending a hello with its rank and that rank's token) and accepts one connection from every
-// higher rank. Connections with a wrong token, rank or magic are dropped and do not count.
+// Connections: made on demand. Connect only listens on an ephemeral port of the backend's address
+// (for the mesh's life) and publishes "<host> <port> <token>" under "<prefix>/mesh/<rank>" in the
+// store. EnsureConnected (and so every Exchange, for the peers of its messages, before it moves
+// any) dials each lower-ranked peer not yet connected (reading its address from the store once,
+// and sending a hello with its rank and that rank's token), then accepts from each higher-ranked
+// one. Dialling never waits for the peer's accept (the kernel completes the handshake into the
+// listen backlog, sized for the world), so two ranks that need each other cannot deadlock; a
+// higher rank that dials early, for a later exchange, is accepted and kept. A rank thus holds only
+// the connections its exchanges need (O(log n) for a Bruck all-gather). Connections with a wrong
+// token, rank or magic are dropped and do not count. A peer never connected takes no part in
+// anything below (markers, departures); one that exits before connecting is seen as a refused
+// dial (lower rank) or only at the deadline (higher rank, "did not connect").
 #ifndef SHARDKIT_BACKENDS_CONTROL_MESH_CONTROL_MESH_H_
 #define SHARDKIT_BACKENDS_CONTROL_MESH_CONTROL_MESH_H_
 
@@ -46,29 +54,44 @@ class ControlMesh {
     size_t size;
   };
 
-  // Collective over `world_size` ranks sharing `store`: listens on `address` (port ignored),
-  // connects the mesh by `deadline`. A world of one has no connections.
-  // Errors: kDeadlineExceeded naming the ranks not connected; kUnavailable on socket errors.
+  // One of `world_size` ranks sharing `store` (which must outlive the mesh): listens on `address`
+  // (port ignored) and publishes its address; connects nothing (see EnsureConnected). A world of
+  // one neither listens nor publishes. `deadline` is unused (kept for callers).
+  // Errors: kUnavailable on socket errors; the store's on publishing.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<ControlMesh>> Connect(
       Store& store, const std::string& key_prefix, int rank, int world_size,
       const sockaddr_storage& address, absl::Time deadline);
 
   ControlMesh(const ControlMesh&) = delete;
   ControlMesh& operator=(const ControlMesh&) = delete;
-  // Says goodbye to every peer (a marker after the last message) and closes the connections.
+  // Says goodbye to every connected peer (a marker after the last message), including those whose
+  // connection was waiting in the listen backlog, and closes the connections and the listener.
   ~ControlMesh();
+
+  // Connects to every peer in `peers` (other ranks of the world; repeats allowed) not yet
+  // connected, by `deadline`: dials the lower ranks, then accepts from the higher ones, keeping
+  // accepted connections of ranks not in `peers` for later. Collective in pairs: each listed peer
+  // must list this rank too, in an EnsureConnected or Exchange of its own.
+  // Errors: kInvalidArgument for a peer outside the world or this rank; kFailedPrecondition after
+  // Close; kDeadlineExceeded "control mesh: rank(s) … did not connect to rank …" naming the higher
+  // peers not connected; a failed dial or store read names its peer.
+  [[nodiscard]] absl::Status EnsureConnected(std::span<const int> peers, absl::Time deadline);
+
+  // How many peers are connected now.
+  int connections() const;
 
   // Messages are at least this long, so that a peer's parting marker (16 bytes) can never be
   // taken for one.
   static constexpr size_t kMinMessage = 16;
 
-  // Writes every send and reads every receive (messages between two ranks arrive in order and
+  // Connects the peers of `sends` and `recvs` (EnsureConnected), then writes every send and reads
+  // every receive (messages between two ranks arrive in order and
   // both sides agree on their sizes) until `deadline`. `call` identifies the caller's operation
   // (increasing; the communicator's sequence number): a peer that gave up on this very call fails
   // the exchange even if its message had arrived, one that gave up on a later call does not.
   // Errors (the mesh is then unusable; Close it): kInvalidArgument for a message under
-  // kMinMessage bytes; kDeadlineExceeded or kUnavailable, naming the first peer not done, the
-  // peers not heard from, the bytes moved each way and how peers that left did.
+  // kMinMessage bytes; EnsureConnected's; kDeadlineExceeded or kUnavailable, naming the first peer
+  // not done, the peers not heard from, the bytes moved each way and how peers that left did.
   [[nodiscard]] absl::Status Exchange(std::span<const Send> sends, std::span<const Recv> recvs,
                                       absl::Time deadline, uint64_t call = 0);
 
@@ -81,46 +104,73 @@ class ControlMesh {
     How how;
     uint64_t call = 0;  // the last operation it started (kGaveUp, kGoodbye)
   };
-  // The departures among `peers`, waiting up to `wait` for the first one, or until
-  // `interrupt_fd` (if >= 0) is readable. Only looks (poll, MSG_PEEK) and never consumes a
-  // message, so another thread may call it while an Exchange runs.
+  // The departures among the connected `peers` (one never connected has not departed), waiting up
+  // to `wait` for the first one, or until `interrupt_fd` (if >= 0) is readable. Only looks (poll,
+  // MSG_PEEK) and never consumes a message, so another thread may call it while an Exchange runs.
   std::vector<Departure> Departures(std::span<const int> peers,
                                     absl::Duration wait = absl::ZeroDuration(),
                                     int interrupt_fd = -1) const;
 
-  // The departures of all peers in words, those that vanished first ("rank 3 went away without
-  // closing its communicator (killed or crashed?); ranks 1, 2 gave up after errors of their own");
+  // The departures of all connected peers in words, those that vanished first ("rank 3 went away
+  // without closing its communicator (killed or crashed?); ranks 1, 2 gave up after errors of their
+  // own");
   // "" if none.
   std::string DescribeDepartures() const;
   // " went away without closing its communicator (killed or crashed?)" and the like, for one
   // rank or several.
   static std::string DescribeHow(Departure::How how, bool one);
 
-  // After a failure: sends every peer a "gave up" marker naming the last call (not where a
-  // message was left half written: that would complete it with the marker's bytes) and resets
-  // every connection, so that peers waiting on this rank fail at once, and those that have read
-  // this rank's message of that call but not yet finished it fail too. Best effort: a peer that
-  // finished the call before the marker arrived has finished it. Later Exchanges fail with
-  // kFailedPrecondition.
+  // After a failure: sends every connected peer (and each whose connection waits in the listen
+  // backlog) a "gave up" marker naming the last call (not where a message was left half written:
+  // that would complete it with the marker's bytes), resets every connection and closes the
+  // listener (later dials to this rank are refused), so that peers waiting on this rank fail at
+  // once, and those that have read this rank's message of that call but not yet finished it fail
+  // too. Best effort: a peer that finished the call before the marker arrived has finished it.
+  // Later Exchanges fail with kFailedPrecondition.
   void Close() noexcept;
 
  private:
   class Transfers;
 
-  explicit ControlMesh(std::vector<int> fds);
+  ControlMesh(Store& store, std::string key_prefix, int rank, int world_size);
+  // EnsureConnected's steps (connect.cc). Dials `peer` and says hello.
+  absl::Status DialPeer(int peer, absl::Time deadline);
+  // Accepts until every rank in `awaited` (higher ranks) is connected.
+  absl::Status AcceptUntilConnected(std::span<const int> awaited, absl::Time deadline);
+  // Keeps accepted connection `fd` if its hello (read by `deadline`) proves a higher rank not yet
+  // connected; closes it otherwise.
+  void AdoptIfValid(int fd, absl::Time deadline);
+  // Adopts the connections already waiting in the listen backlog, without waiting for more.
+  void AdoptPending() noexcept;
+  // Closes the listener (queued connections are reset) and every connection.
+  void CloseSockets(bool abortive) noexcept;
+
   // Exchange's steps; `current` is the peer being served, for errors.
   absl::Status PollUntilDone(Transfers& transfers, absl::Time deadline, int& current);
   absl::Status CheckNoneGaveUp(std::span<const int> peers, uint64_t call, int& current) const;
-  // How the connection to `peer`, whose stream has ended, ended: a marker consumed by an
+  // How the connection `fd` to `peer`, whose stream has ended, ended: a marker consumed by an
   // Exchange, or the one at the end of the unread bytes.
-  Departure HowItEnded(int peer) const;
-  // Sends `kind`'s marker to every peer whose stream is at a message boundary.
+  Departure HowItEnded(int peer, int fd) const;
+  // Sends `kind`'s marker to every connected peer whose stream is at a message boundary.
   void SendMarkers(char kind) noexcept;
+  int world_size() const { return static_cast<int>(fds_.size()); }
 
-  std::vector<int> fds_;                  // [peer]; -1 for this rank and after Close
+  // Thread-safety: Departures (and DescribeDepartures, connections) may run on another thread
+  // while Exchange connects peers. fds_ is sized once, at construction, and an entry only ever
+  // changes by an atomic store of one int, so a concurrent reader sees each peer either not yet
+  // connected (-1) or connected, never a half-updated vector; a mutex would have to be held across
+  // Departures' poll, or be dropped around it for the same per-entry snapshot. Everything else is
+  // touched by the Exchange / Close / destructor thread only.
+  Store& store_;
+  const std::string key_prefix_;
+  const int rank_;
+  int listen_fd_ = -1;  // -1 for a world of one and after Close
+  uint64_t token_ = 0;  // this rank's, published: a dialler's hello must carry it
+  bool closed_ = false;
+  std::vector<std::atomic<int>> fds_;     // [peer]; -1 for this rank, unconnected, after Close
   std::vector<bool> half_written_;        // [peer]: a failed Exchange left a send half written
   std::vector<std::atomic<char>> heard_;  // [peer]: kind of a marker an Exchange consumed, or 0
-  uint64_t call_ = 0;                     // the last Exchange's call
+  std::atomic<uint64_t> call_ = 0;        // the last Exchange's call
 };
 
 }  // namespace shardkit

@@ -1,10 +1,9 @@
 // ControlMesh over real forked processes and real TCP on 127.0.0.1: delivery in order, large
 // messages that need several writes, a peer that leaves, a silent peer, a stray connection and
-// Close.
+// Close. Each case connects its peers first, as Connect did before connections were made on demand
+// (connect_test.cc has those).
 #include "backends/control_mesh/control_mesh.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "backends/control_mesh/control_mesh_test_util.h"
 #include "backends/control_mesh/internal/socket_util.h"
 #include "core/store/store_url.h"
 #include "gmock/gmock.h"
@@ -27,6 +27,10 @@
 namespace shardkit {
 namespace {
 
+using ::shardkit::control_mesh_testing::ConnectFullMesh;
+using ::shardkit::control_mesh_testing::ConnectMesh;
+using ::shardkit::control_mesh_testing::Loopback;
+using ::shardkit::control_mesh_testing::Word;
 using ::shardkit::testing::ForkRanks;
 using ::shardkit::testing::RankOptions;
 using ::shardkit::testing::StatusIs;
@@ -35,28 +39,6 @@ using ::testing::ElementsAre;
 using ::testing::Field;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-sockaddr_storage Loopback() {
-  sockaddr_storage address{};
-  auto* in = reinterpret_cast<sockaddr_in*>(&address);
-  in->sin_family = AF_INET;
-  in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return address;
-}
-
-// The smallest message the mesh carries.
-using Word = std::array<uint64_t, 2>;
-static_assert(sizeof(Word) == ControlMesh::kMinMessage);
-
-std::unique_ptr<ControlMesh> ConnectMesh(const std::string& store_url, int rank, int world) {
-  absl::StatusOr<std::unique_ptr<Store>> store = OpenStore(store_url);
-  EXPECT_TRUE(store.ok()) << store.status();
-  if (!store.ok()) return nullptr;
-  absl::StatusOr<std::unique_ptr<ControlMesh>> mesh = ControlMesh::Connect(
-      **store, "test", rank, world, Loopback(), absl::Now() + absl::Seconds(10));
-  EXPECT_TRUE(mesh.ok()) << mesh.status();
-  return mesh.ok() ? *std::move(mesh) : nullptr;
-}
 
 // The byte rank `from` sends rank `to` at position i of message m.
 uint8_t Pattern(int from, int to, int m, size_t i) {
@@ -101,7 +83,7 @@ TEST(ControlMesh, AllToAllInOrderWithLargeMessages) {
 
 TEST(ControlMesh, PeerThatLeavesFailsOthersAtOnce) {
   SHARDKIT_EXPECT_OK(ForkRanks(3, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 3);
+    std::unique_ptr<ControlMesh> mesh = ConnectFullMesh(url, rank, 3);
     ASSERT_NE(mesh, nullptr);
     if (rank == 2) {
       mesh.reset();  // closes its mesh: a goodbye marker, then the end of the stream
@@ -131,7 +113,7 @@ TEST(ControlMesh, KilledPeerIsADepartureWithoutGoodbye) {
   SHARDKIT_EXPECT_OK(ForkRanks(
       2,
       [&](int rank, const std::string& url) {
-        std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
+        std::unique_ptr<ControlMesh> mesh = ConnectFullMesh(url, rank, 2);
         ASSERT_NE(mesh, nullptr);
         if (rank == 1) raise(SIGKILL);
         const absl::Time start = absl::Now();
@@ -147,7 +129,7 @@ TEST(ControlMesh, KilledPeerIsADepartureWithoutGoodbye) {
 
 TEST(ControlMesh, SilentPeerTimesOutNamingIt) {
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
+    std::unique_ptr<ControlMesh> mesh = ConnectFullMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
     Word word{7, 7};
     if (rank == 1) {
@@ -221,7 +203,7 @@ TEST(ControlMesh, CloseFailsBlockedPeersAtOnce) {
 // must fail too, not complete the exchange with the message rank 0 sent before giving up.
 TEST(ControlMesh, MessageFromARankThatGaveUpDoesNotCompleteAnExchange) {
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
+    std::unique_ptr<ControlMesh> mesh = ConnectFullMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
     Word mine{1, 1}, theirs{};
     std::vector<ControlMesh::Send> sends = {{1 - rank, &mine, sizeof(mine)}};
@@ -277,7 +259,7 @@ TEST(ControlMesh, GivingUpOnALaterCallDoesNotFailAnEarlierOne) {
 TEST(ControlMesh, HalfWrittenMessageIsNeverCompleted) {
   constexpr size_t kBig = 32 << 20;  // more than both socket buffers hold
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
+    std::unique_ptr<ControlMesh> mesh = ConnectFullMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
     std::vector<char> big(kBig, 'x');
     if (rank == 0) {
@@ -306,27 +288,6 @@ TEST(ControlMesh, MessagesShorterThanAMarkerAreRefused) {
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          HasSubstr("a 8-byte message (the minimum is 16)")));
   }));
-}
-
-TEST(ControlMesh, RankThatNeverConnectsIsNamed) {
-  RankOptions options;
-  options.absent = {2};
-  SHARDKIT_EXPECT_OK(ForkRanks(
-      3,
-      [&](int rank, const std::string& url) {
-        absl::StatusOr<std::unique_ptr<Store>> store = OpenStore(url);
-        SHARDKIT_ASSERT_OK(store.status());
-        absl::StatusOr<std::unique_ptr<ControlMesh>> mesh = ControlMesh::Connect(
-            **store, "test", rank, 3, Loopback(), absl::Now() + absl::Milliseconds(500));
-        if (rank == 0) {
-          EXPECT_THAT(mesh, StatusIs(absl::StatusCode::kDeadlineExceeded,
-                                     HasSubstr("rank 2 did not connect to rank 0")));
-        } else {
-          EXPECT_THAT(mesh, StatusIs(absl::StatusCode::kDeadlineExceeded,
-                                     HasSubstr("rank 2 did not connect to rank 1")));
-        }
-      },
-      options));
 }
 
 }  // namespace

@@ -30,7 +30,9 @@ using ::shardkit::testing::RankOptions;
 using How = ControlMesh::Departure::How;
 
 std::unique_ptr<ControlMesh> ConnectMesh(const std::string& store_url, int rank) {
-  absl::StatusOr<std::unique_ptr<Store>> store = OpenStore(store_url);
+  // Open for the rank's (forked process's) life: the mesh reads addresses when it connects peers.
+  static absl::StatusOr<std::unique_ptr<Store>>& store =
+      *new absl::StatusOr<std::unique_ptr<Store>>(OpenStore(store_url));
   EXPECT_TRUE(store.ok()) << store.status();
   if (!store.ok()) return nullptr;
   sockaddr_storage address{};

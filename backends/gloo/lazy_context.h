@@ -17,11 +17,15 @@
 // (IP bytes, then port) connects actively; the other waits until Gloo's device thread has accepted
 // the peer's connection. The active side only needs the peer's pair to exist (the kernel completes
 // the handshake on its listening socket), which it does before its address is published. So all
-// active connects go first, then the passive waits: a passive wait only waits for a peer that is
-// itself in ConnectPairs, and that peer's active connects wait for no one: no wait cycle.
+// active connects go first, then the passive waits. A passive wait waits only for its peer to reach
+// its active connects; those wait for nothing but the addresses of that peer's own peers, which
+// every rank publishes before it reads any: no wait cycle. (Each peer must come: the communicator's
+// agreement makes every rank of an exchange run it, with the same peers on both sides.)
 //
-// Deadlines: store reads wait until the deadline; Gloo fixes a pair's connect timeout when the pair
-// is created (and waits 5 times it), so pairs are created with a fifth of the time then left. A
+// Deadlines: store reads wait until the deadline (in slices, to notice AbortConnect); Gloo fixes a
+// pair's connect timeout when the pair is created and waits 5 times it, so pairs are created with
+// a fifth of the time then left. A connect starts only before the deadline, but may end after it
+// by the time this rank spent reading addresses (Gloo has no way to shorten a pair's timeout). A
 // connect that times out throws "Connect timeout" (kDeadlineExceeded, see gloo_status.h).
 //
 // Threads: one thread calls ConnectPairs and the buffer functions at a time (the communicator's

@@ -10,49 +10,23 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backends/control_mesh/control_mesh.h"
+#include "backends/gloo/gloo_status.h"
+#include "backends/gloo/lazy_context.h"
 #include "backends/gloo/peer_watch.h"
-#include "backends/gloo/store_adapter.h"
 #include "core/base/deadline.h"
 #include "core/base/env.h"
 #include "core/base/rank_text.h"
 #include "core/base/status_macros.h"
 #include "core/comm/backend_registry.h"
 #include "core/store/rendezvous.h"
-#include "gloo/common/error.h"
-#include "gloo/common/logging.h"
-#include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 
 namespace shardkit::gloo_backend {
 namespace {
-
-std::chrono::milliseconds Remaining(absl::Time deadline) {
-  // Gloo treats its timeout as relative; never pass <= 0 (0 means "no timeout" in places).
-  return std::chrono::milliseconds(std::max(1, PollTimeoutMs(deadline)));
-}
-
-// The single place where Gloo exceptions become Status. `what` names the step or the peer.
-absl::Status FromException(std::exception_ptr error, const std::string& what) {
-  const std::string prefix = what.empty() ? "" : what + ": ";
-  try {
-    std::rethrow_exception(error);
-  } catch (const ::gloo::IoException& e) {
-    const std::string message = prefix + e.what();
-    if (absl::StrContains(e.what(), "Timed out")) return absl::DeadlineExceededError(message);
-    return absl::UnavailableError(message);
-  } catch (const ::gloo::EnforceNotMet& e) {
-    return absl::InternalError(prefix + "Gloo invariant failed: " + e.what());
-  } catch (const std::exception& e) {
-    return absl::InternalError(prefix + e.what());
-  } catch (...) {
-    return absl::InternalError(prefix + "unknown exception from Gloo");
-  }
-}
 
 // Whether a buffer's operation had completed before an exchange failed. After a failure Gloo has
 // signalled every pair, so this returns at once: true if the completion was already recorded.
@@ -102,6 +76,9 @@ std::vector<int> Peers(std::span<const SendOp> sends, std::span<const RecvOp> re
   return peers;
 }
 
+// How long a failed exchange waits for the mesh to see a departure (see DescribeDepartures).
+constexpr absl::Duration kDepartureGrace = absl::Milliseconds(200);
+
 void IgnoreSigpipe() {
   static std::once_flag once;
   std::call_once(once, [] { signal(SIGPIPE, SIG_IGN); });
@@ -117,8 +94,7 @@ struct Endpoint {
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(CommunicatorOptions options, Endpoint endpoint,
-                   std::shared_ptr<::gloo::rendezvous::Context> context,
-                   std::unique_ptr<ControlMesh> mesh)
+                   std::shared_ptr<LazyContext> context, std::unique_ptr<ControlMesh> mesh)
       : Communicator(std::move(options)),
         endpoint_(std::move(endpoint)),
         context_(std::move(context)),
@@ -141,31 +117,36 @@ class GlooCommunicator final : public Communicator {
   bool SupportsDevice(const Device& device) const override { return device.is_cpu(); }
 
  private:
+  // Makes the pairs still missing for an exchange with `peers` (see lazy_context.h), watched like
+  // the exchange's waits.
+  absl::Status ConnectPairs(const std::vector<int>& peers, uint64_t seq, absl::Time deadline);
+  // Who has left, as the mesh sees it, after an exchange with `peers` failed with `status`. A
+  // Gloo I/O error can come from a dead peer's pair (a connection reset) a moment before the mesh
+  // sees that peer's connection end: then this waits up to kDepartureGrace for it.
+  std::string DescribeDepartures(const std::vector<int>& peers, const absl::Status& status) const;
   void CloseConnections() noexcept;
 
   const Endpoint endpoint_;
-  const std::shared_ptr<::gloo::rendezvous::Context> context_;  // null for a world of one
-  const std::unique_ptr<ControlMesh> mesh_;                     // null for a world of one
+  const std::shared_ptr<LazyContext> context_;  // null for a world of one
+  const std::unique_ptr<ControlMesh> mesh_;     // null for a world of one
   const std::unique_ptr<PeerWatch> watch_;  // of mesh_ (destroyed first); null for a world of one
 };
 
 absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(CommunicatorOptions options,
                                                                        Endpoint endpoint,
                                                                        absl::Time deadline) {
-  std::shared_ptr<::gloo::rendezvous::Context> context;
+  std::shared_ptr<LazyContext> context;
   std::unique_ptr<ControlMesh> mesh;
   if (options.world_size > 1) {
     SHARDKIT_RETURN_IF_ERROR(AwaitMembers(*endpoint.store, endpoint.key_prefix, options.rank,
                                           options.world_size, deadline));
     try {
-      context = std::make_shared<::gloo::rendezvous::Context>(options.rank, options.world_size);
-      context->setTimeout(Remaining(deadline));
-      StoreAdapter adapter(*endpoint.store, endpoint.key_prefix + "/gloo", deadline);
-      context->connectFullMesh(adapter, endpoint.device);
+      context = std::make_shared<LazyContext>(endpoint.device, options.rank, options.world_size,
+                                              endpoint.store, endpoint.key_prefix);
     } catch (...) {
       return Annotate(
           FromException(std::current_exception(), ""),
-          absl::StrCat("Gloo rendezvous (rank ", options.rank, "/", options.world_size, ")"));
+          absl::StrCat("Gloo context (rank ", options.rank, "/", options.world_size, ")"));
     }
     SHARDKIT_ASSIGN_OR_RETURN(
         mesh, ControlMesh::Connect(*endpoint.store, endpoint.key_prefix, options.rank,
@@ -178,6 +159,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(Communica
 absl::Status GlooCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
                                         std::span<const RecvOp> recvs, absl::Time deadline) {
   if (sends.empty() && recvs.empty()) return absl::OkStatus();
+  if (absl::Status connected = ConnectPairs(Peers(sends, recvs), seq, deadline); !connected.ok()) {
+    CloseConnections();
+    return connected;
+  }
   std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> in, out;
   size_t recvs_done = 0, sends_done = 0;
   std::string step;
@@ -226,7 +211,8 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<co
   status = Annotate(status, DescribeProgress(sends, recvs, in, out, recvs_done, sends_done,
                                              /*probe=*/!lost.has_value()));
   // Gloo does not wake a receive whose peer died: say who has left, as the mesh sees it.
-  if (std::string departures = mesh_->DescribeDepartures(); !departures.empty()) {
+  if (std::string departures = DescribeDepartures(Peers(sends, recvs), status);
+      !departures.empty()) {
     status = Annotate(status, departures);
   }
   // Closed before the buffers go: Gloo must not write into them afterwards.
@@ -245,6 +231,36 @@ absl::Status GlooCommunicator::ExchangeControl(uint64_t /*tag*/, uint64_t seq,
   absl::Status status = mesh_->Exchange(out, in, deadline, seq);
   if (!status.ok()) CloseConnections();
   return status;
+}
+
+absl::Status GlooCommunicator::ConnectPairs(const std::vector<int>& peers, uint64_t seq,
+                                            absl::Time deadline) {
+  if (context_->Connected(peers)) return absl::OkStatus();
+  // A peer that dies before connecting would leave this rank waiting for its address or its
+  // connect until the deadline: the watch ends those waits too.
+  watch_->Arm(peers, seq, [this] { context_->AbortConnect(); });
+  absl::Status status = context_->ConnectPairs(peers, deadline);
+  const std::optional<ControlMesh::Departure> lost = watch_->Disarm();
+  if (status.ok()) return status;
+  if (lost.has_value()) {
+    // The step that was waiting ("connecting Gloo pair to rank 3: connect aborted") and why.
+    status = absl::UnavailableError(absl::StrCat(status.message(), ": rank ", lost->peer,
+                                                 ControlMesh::DescribeHow(lost->how, true)));
+  }
+  if (std::string departures = DescribeDepartures(peers, status); !departures.empty()) {
+    status = Annotate(status, departures);
+  }
+  return status;
+}
+
+std::string GlooCommunicator::DescribeDepartures(const std::vector<int>& peers,
+                                                 const absl::Status& status) const {
+  std::string departures = mesh_->DescribeDepartures();
+  if (departures.empty() && absl::IsUnavailable(status)) {
+    (void)mesh_->Departures(peers, kDepartureGrace);  // returns at the first departure
+    departures = mesh_->DescribeDepartures();
+  }
+  return departures;
 }
 
 void GlooCommunicator::CloseConnections() noexcept {

@@ -235,6 +235,8 @@ absl::Status GlooCommunicator::ExchangeControl(uint64_t /*tag*/, uint64_t seq,
 
 absl::Status GlooCommunicator::ConnectPairs(const std::vector<int>& peers, uint64_t seq,
                                             absl::Time deadline) {
+  // The peer watch looks at the peers' control connections: those come first.
+  SHARDKIT_RETURN_IF_ERROR(mesh_->EnsureConnected(peers, deadline));
   if (context_->Connected(peers)) return absl::OkStatus();
   // A peer that dies before connecting would leave this rank waiting for its address or its
   // connect until the deadline: the watch ends those waits too.

@@ -70,8 +70,10 @@ ControlMesh::ControlMesh(Store& store, std::string key_prefix, int rank, int wor
       rank_(rank),
       fds_(world_size),
       half_written_(world_size),
-      heard_(world_size) {
+      heard_(world_size),
+      heard_cause_(world_size) {
   for (std::atomic<int>& fd : fds_) fd.store(-1);
+  for (std::atomic<int>& cause : heard_cause_) cause.store(-1);
 }
 
 absl::StatusOr<std::unique_ptr<ControlMesh>> ControlMesh::Connect(Store& store,

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,14 @@ using internal::SocketError;
 constexpr int kMaxUnreadLook = 64 << 10;
 
 std::string RankName(int rank) { return absl::StrCat("rank ", rank); }
+
+// DescribeHow, or " gave up after rank 3 went away ..." for ranks that gave up with a known cause.
+std::string HowWithCause(ControlMesh::Departure::How how, int cause, bool one) {
+  if (how == ControlMesh::Departure::How::kGaveUp && cause >= 0) {
+    return absl::StrCat(" gave up", internal::DescribeCause(cause));
+  }
+  return ControlMesh::DescribeHow(how, one);
+}
 
 ControlMesh::Departure::How HowOf(const MeshMarker& marker) {
   return marker.kind == MeshMarker::kGoodbye ? ControlMesh::Departure::How::kGoodbye
@@ -89,9 +98,9 @@ class ControlMesh::Transfers {
   }
 
   // Reads from `fd` what it takes without blocking. A parting marker where a message should be
-  // is the peer's last word: it is recorded in `heard` and fails the exchange.
+  // is the peer's last word: it is returned in `heard` and fails the exchange.
   // Errors: kUnavailable.
-  absl::Status PumpRecvs(int peer, int fd, std::atomic<char>& heard) {
+  absl::Status PumpRecvs(int peer, int fd, std::optional<MeshMarker>& heard) {
     for (int i = PendingRecv(peer); i >= 0; i = PendingRecv(peer)) {
       const Recv& r = recvs_[i];
       absl::StatusOr<size_t> n = internal::RecvSome(fd, static_cast<char*>(r.data) + received_[i],
@@ -103,7 +112,7 @@ class ControlMesh::Transfers {
         const std::optional<MeshMarker> marker = internal::ParseMarker(r.data, kMeshMarkerSize);
         if (marker.has_value() && (!n.ok() || received_[i] == kMeshMarkerSize)) {
           received_[i] = 0;  // not a message
-          heard.store(marker->kind);
+          heard = marker;
           return absl::UnavailableError(internal::DescribeMarker(peer, *marker));
         }
       }
@@ -203,10 +212,24 @@ absl::Status ControlMesh::PollUntilDone(Transfers& transfers, absl::Time deadlin
       current = peers[i];
       // Messages queued before a reset are still read; the reset shows once they are consumed.
       SHARDKIT_RETURN_IF_ERROR(transfers.PumpSends(current, polled[i].fd));
-      if (!first)
-        SHARDKIT_RETURN_IF_ERROR(transfers.PumpRecvs(current, polled[i].fd, heard_[current]));
+      if (first) continue;
+      std::optional<MeshMarker> heard;
+      absl::Status received = transfers.PumpRecvs(current, polled[i].fd, heard);
+      if (heard.has_value()) Heard(current, *heard);
+      SHARDKIT_RETURN_IF_ERROR(received);
     }
   }
+}
+
+void ControlMesh::Heard(int peer, const MeshMarker& marker) noexcept {
+  heard_cause_[peer].store(marker.cause);
+  heard_[peer].store(marker.kind);
+  if (marker.kind == MeshMarker::kGaveUp) NoteCause(marker.cause);
+}
+
+void ControlMesh::NoteCause(int cause) const noexcept {
+  int none = -1;
+  if (cause >= 0) cause_.compare_exchange_strong(none, cause);
 }
 
 absl::Status ControlMesh::CheckNoneGaveUp(std::span<const int> peers, uint64_t call,
@@ -220,6 +243,7 @@ absl::Status ControlMesh::CheckNoneGaveUp(std::span<const int> peers, uint64_t c
     }
     const std::optional<MeshMarker> marker = internal::ParseMarker(next, sizeof(next));
     if (marker.has_value() && marker->kind == MeshMarker::kGaveUp && marker->call == call) {
+      NoteCause(marker->cause);
       current = d.peer;
       return absl::UnavailableError(internal::DescribeMarker(d.peer, *marker));
     }
@@ -248,7 +272,8 @@ std::vector<ControlMesh::Departure> ControlMesh::Departures(std::span<const int>
   if (ready <= 0) return departed;
   for (size_t i = 0; i < polled_peers.size(); ++i) {
     if (polled[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
-      departed.push_back(HowItEnded(polled_peers[i], polled[i].fd));
+      const Departure& d = departed.emplace_back(HowItEnded(polled_peers[i], polled[i].fd));
+      NoteCause(d.how == Departure::How::kVanished ? d.peer : d.cause);
     }
   }
   return departed;
@@ -256,7 +281,8 @@ std::vector<ControlMesh::Departure> ControlMesh::Departures(std::span<const int>
 
 ControlMesh::Departure ControlMesh::HowItEnded(int peer, int fd) const {
   if (const char kind = heard_[peer].load(); kind != 0) {
-    return {peer, HowOf(MeshMarker{kind}), call_.load()};
+    return {peer, HowOf(MeshMarker{kind}), call_.load(),
+            kind == MeshMarker::kGaveUp ? heard_cause_[peer].load() : -1};
   }
   // The parting marker is the last thing a peer sends: messages before it may still be unread.
   int unread = 0;
@@ -271,20 +297,27 @@ ControlMesh::Departure ControlMesh::HowItEnded(int peer, int fd) const {
   const std::optional<MeshMarker> marker =
       internal::ParseMarker(bytes.data() + unread - kMeshMarkerSize, kMeshMarkerSize);
   if (!marker.has_value()) return {peer, Departure::How::kVanished};
-  return {peer, HowOf(*marker), marker->call};
+  return {peer, HowOf(*marker), marker->call,
+          marker->kind == MeshMarker::kGaveUp ? marker->cause : -1};
 }
 
 std::string ControlMesh::DescribeDepartures() const {
   using How = Departure::How;
   std::vector<int> everyone(fds_.size());
   for (size_t peer = 0; peer < fds_.size(); ++peer) everyone[peer] = static_cast<int>(peer);
-  std::map<How, std::vector<int>> by_how;  // ordered: vanished first
-  for (const Departure& d : Departures(everyone)) by_how[d.how].push_back(d.peer);
+  // Ordered: vanished first; those that gave up, without a cause first, then by cause.
+  std::map<std::pair<How, int>, std::vector<int>> by_how;
+  for (const Departure& d : Departures(everyone)) by_how[{d.how, d.cause}].push_back(d.peer);
   std::vector<std::string> parts;
   for (const auto& [how, ranks] : by_how) {
-    parts.push_back(absl::StrCat(FormatRanks(ranks), DescribeHow(how, ranks.size() == 1)));
+    parts.push_back(
+        absl::StrCat(FormatRanks(ranks), HowWithCause(how.first, how.second, ranks.size() == 1)));
   }
   return absl::StrJoin(parts, "; ");
+}
+
+std::string ControlMesh::DescribeDeparture(const Departure& d) {
+  return absl::StrCat(FormatRanks(std::vector<int>{d.peer}), HowWithCause(d.how, d.cause, true));
 }
 
 std::string ControlMesh::DescribeHow(Departure::How how, bool one) {
@@ -301,7 +334,8 @@ std::string ControlMesh::DescribeHow(Departure::How how, bool one) {
 }
 
 void ControlMesh::SendMarkers(char kind) noexcept {
-  const std::string marker = internal::EncodeMarker(MeshMarker{kind, call_.load()});
+  const int cause = kind == MeshMarker::kGaveUp ? cause_.load() : -1;
+  const std::string marker = internal::EncodeMarker(MeshMarker{kind, call_.load(), cause});
   for (size_t peer = 0; peer < fds_.size(); ++peer) {
     const int fd = fds_[peer].load();
     if (fd < 0 || half_written_[peer]) continue;
@@ -309,8 +343,9 @@ void ControlMesh::SendMarkers(char kind) noexcept {
   }
 }
 
-void ControlMesh::Close() noexcept {
-  AdoptPending();  // a peer that dialled for a later exchange learns that this rank gave up
+void ControlMesh::Close(int cause) noexcept {
+  NoteCause(cause);  // unless a cause was noted already
+  AdoptPending();    // a peer that dialled for a later exchange learns that this rank gave up
   SendMarkers(MeshMarker::kGaveUp);
   // An abortive close (RST): peers still waiting on this rank fail at once.
   CloseSockets(/*abortive=*/true);

@@ -21,6 +21,13 @@
 // token, rank or magic are dropped and do not count. A peer never connected takes no part in
 // anything below (markers, departures); one that exits before connecting is seen as a refused
 // dial (lower rank) or only at the deadline (higher rank, "did not connect").
+//
+// Causes: when a rank is killed, only the peers connected to it see it vanish; they give up and
+// Close, their "gave up" markers fail their own peers, and so on (a cascade). So that distant ranks
+// still learn which rank died, a gave-up marker carries its cause: the first rank this mesh saw
+// vanish (in an Exchange or Departures), or the cause named by a gave-up marker it met, or the one
+// given to Close. Errors and descriptions then say "rank 5 gave up on operation 7 after rank 3 went
+// away without closing its communicator (killed or crashed?)".
 #ifndef SHARDKIT_BACKENDS_CONTROL_MESH_CONTROL_MESH_H_
 #define SHARDKIT_BACKENDS_CONTROL_MESH_CONTROL_MESH_H_
 
@@ -40,6 +47,9 @@
 #include "core/store/store.h"
 
 namespace shardkit {
+namespace internal {
+struct MeshMarker;
+}  // namespace internal
 
 class ControlMesh {
  public:
@@ -96,29 +106,37 @@ class ControlMesh {
                                       absl::Time deadline, uint64_t call = 0);
 
   // A peer whose connection has ended, and how: it closed its communicator (goodbye), it gave up
-  // after an error of its own (Close) during operation `call`, or it vanished without a word
-  // (killed, crashed, exited without closing its communicator).
+  // after an error (Close) during operation `call`, or it vanished without a word (killed,
+  // crashed, exited without closing its communicator).
   struct Departure {
     enum class How { kVanished, kGaveUp, kGoodbye };
     int peer;
     How how;
     uint64_t call = 0;  // the last operation it started (kGaveUp, kGoodbye)
+    // kGaveUp: the rank whose vanishing made it give up, from its marker; -1 if not known (an
+    // error of its own, or one it could not trace to a rank).
+    int cause = -1;
   };
   // The departures among the connected `peers` (one never connected has not departed), waiting up
   // to `wait` for the first one, or until `interrupt_fd` (if >= 0) is readable. Only looks (poll,
   // MSG_PEEK) and never consumes a message, so another thread may call it while an Exchange runs.
+  // Notes the first cause it meets (a peer that vanished, a gave-up marker's cause) for Close.
   std::vector<Departure> Departures(std::span<const int> peers,
                                     absl::Duration wait = absl::ZeroDuration(),
                                     int interrupt_fd = -1) const;
 
-  // The departures of all connected peers in words, those that vanished first ("rank 3 went away
-  // without closing its communicator (killed or crashed?); ranks 1, 2 gave up after errors of their
-  // own");
-  // "" if none.
+  // The departures of all connected peers in words, those that vanished first, peers that gave up
+  // grouped by cause ("rank 3 went away without closing its communicator (killed or crashed?);
+  // ranks 1, 2 gave up after errors of their own; rank 4 gave up after rank 0 went away without
+  // closing its communicator (killed or crashed?)"); "" if none.
   std::string DescribeDepartures() const;
   // " went away without closing its communicator (killed or crashed?)" and the like, for one
-  // rank or several.
+  // rank or several (without a cause).
   static std::string DescribeHow(Departure::How how, bool one);
+  // One departure in words: "rank 5 went away without closing its communicator (killed or
+  // crashed?)", "rank 5 gave up after rank 3 went away without closing its communicator (killed or
+  // crashed?)", "rank 5 gave up after an error of its own", "rank 5 has closed its communicator".
+  static std::string DescribeDeparture(const Departure& d);
 
   // After a failure: sends every connected peer (and each whose connection waits in the listen
   // backlog) a "gave up" marker naming the last call (not where a message was left half written:
@@ -126,8 +144,10 @@ class ControlMesh {
   // listener (later dials to this rank are refused), so that peers waiting on this rank fail at
   // once, and those that have read this rank's message of that call but not yet finished it fail
   // too. Best effort: a peer that finished the call before the marker arrived has finished it.
-  // Later Exchanges fail with kFailedPrecondition.
-  void Close() noexcept;
+  // The markers carry the cause this mesh noted first (see Causes above), else `cause` (the rank
+  // the caller saw vanish, e.g. a payload peer; -1: none). Later Exchanges fail with
+  // kFailedPrecondition.
+  void Close(int cause = -1) noexcept;
 
  private:
   class Transfers;
@@ -147,20 +167,25 @@ class ControlMesh {
 
   // Exchange's steps; `current` is the peer being served, for errors.
   absl::Status PollUntilDone(Transfers& transfers, absl::Time deadline, int& current);
+  // An Exchange consumed `peer`'s parting marker instead of a message.
+  void Heard(int peer, const internal::MeshMarker& marker) noexcept;
   absl::Status CheckNoneGaveUp(std::span<const int> peers, uint64_t call, int& current) const;
   // How the connection `fd` to `peer`, whose stream has ended, ended: a marker consumed by an
   // Exchange, or the one at the end of the unread bytes.
   Departure HowItEnded(int peer, int fd) const;
   // Sends `kind`'s marker to every connected peer whose stream is at a message boundary.
   void SendMarkers(char kind) noexcept;
+  // Keeps `cause` (if >= 0) as cause_ unless one is kept already.
+  void NoteCause(int cause) const noexcept;
   int world_size() const { return static_cast<int>(fds_.size()); }
 
   // Thread-safety: Departures (and DescribeDepartures, connections) may run on another thread
   // while Exchange connects peers. fds_ is sized once, at construction, and an entry only ever
   // changes by an atomic store of one int, so a concurrent reader sees each peer either not yet
   // connected (-1) or connected, never a half-updated vector; a mutex would have to be held across
-  // Departures' poll, or be dropped around it for the same per-entry snapshot. Everything else is
-  // touched by the Exchange / Close / destructor thread only.
+  // Departures' poll, or be dropped around it for the same per-entry snapshot. heard_,
+  // heard_cause_, call_ and cause_ are atomics read (cause_ also noted) by Departures. Everything
+  // else is touched by the Exchange / Close / destructor thread only.
   Store& store_;
   const std::string key_prefix_;
   const int rank_;
@@ -170,7 +195,11 @@ class ControlMesh {
   std::vector<std::atomic<int>> fds_;     // [peer]; -1 for this rank, unconnected, after Close
   std::vector<bool> half_written_;        // [peer]: a failed Exchange left a send half written
   std::vector<std::atomic<char>> heard_;  // [peer]: kind of a marker an Exchange consumed, or 0
-  std::atomic<uint64_t> call_ = 0;        // the last Exchange's call
+  std::vector<std::atomic<int>> heard_cause_;  // [peer]: that marker's cause (stored before heard_)
+  std::atomic<uint64_t> call_ = 0;             // the last Exchange's call
+  // The first cause noted (a peer seen to vanish, a gave-up marker's cause, Close's), or -1.
+  // Mutable: Departures, a look, notes it (atomically: it may run on another thread).
+  mutable std::atomic<int> cause_ = -1;
 };
 
 }  // namespace shardkit

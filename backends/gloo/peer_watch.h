@@ -7,6 +7,8 @@
 // call or an earlier one, it calls the exchange's abort function (Gloo's abortWaitRecv/
 // abortWaitSend) and records the departure. A peer that said goodbye, or gave up on a later call,
 // has finished its part of this one: it is left alone, the data it sent may still be in flight.
+// Looking is ControlMesh::Departures, so a peer seen to vanish is also noted by the mesh as the
+// cause its Close will send on.
 #ifndef SHARDKIT_BACKENDS_GLOO_PEER_WATCH_H_
 #define SHARDKIT_BACKENDS_GLOO_PEER_WATCH_H_
 
@@ -33,7 +35,8 @@ class PeerWatch {
   // thread, under the watch's lock (so never after Disarm has returned). Starts the thread on
   // first use; does nothing after Stop.
   void Arm(std::vector<int> peers, uint64_t call, std::function<void()> abort);
-  // Stops watching. Returns the departure that aborted the exchange, if one did.
+  // Stops watching. Returns the departure that aborted the exchange, if one did (for a peer that
+  // gave up, with the cause its marker named; ControlMesh::DescribeDeparture words it).
   std::optional<ControlMesh::Departure> Disarm();
   // Ends the thread for good (later Arms watch nothing); the mesh may then be closed.
   void Stop();

@@ -1,6 +1,7 @@
 // PeerWatch over a real control mesh between forked ranks: which departures abort a waiting
 // exchange (a killed peer, a peer that gave up on this call) and which do not (a goodbye, a peer
-// that gave up on a later call), and that nothing aborts after Disarm or Stop.
+// that gave up on a later call), that the departure carries a gave-up peer's cause, and that
+// nothing aborts after Disarm or Stop.
 #include "backends/gloo/peer_watch.h"
 
 #include <arpa/inet.h>
@@ -29,7 +30,7 @@ using ::shardkit::testing::ForkRanks;
 using ::shardkit::testing::RankOptions;
 using How = ControlMesh::Departure::How;
 
-std::unique_ptr<ControlMesh> ConnectMesh(const std::string& store_url, int rank) {
+std::unique_ptr<ControlMesh> ConnectMesh(const std::string& store_url, int rank, int world = 2) {
   // Open for the rank's (forked process's) life: the mesh reads addresses when it connects peers.
   static absl::StatusOr<std::unique_ptr<Store>>& store =
       *new absl::StatusOr<std::unique_ptr<Store>>(OpenStore(store_url));
@@ -40,7 +41,7 @@ std::unique_ptr<ControlMesh> ConnectMesh(const std::string& store_url, int rank)
   in->sin_family = AF_INET;
   in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   absl::StatusOr<std::unique_ptr<ControlMesh>> mesh =
-      ControlMesh::Connect(**store, "test", rank, 2, address, absl::Now() + absl::Seconds(10));
+      ControlMesh::Connect(**store, "test", rank, world, address, absl::Now() + absl::Seconds(10));
   EXPECT_TRUE(mesh.ok()) << mesh.status();
   return mesh.ok() ? *std::move(mesh) : nullptr;
 }
@@ -108,6 +109,31 @@ TEST(PeerWatch, PeerThatGaveUpOnThisCallAborts) {
     ASSERT_TRUE(outcome.lost.has_value());
     EXPECT_EQ(outcome.lost->how, How::kGaveUp);
     EXPECT_EQ(outcome.lost->call, 3u);
+    EXPECT_EQ(outcome.lost->cause, -1);  // an error of its own
+  }));
+}
+
+// Rank 1 gives up because rank 2 (a payload peer, say) vanished: the departure names rank 2.
+TEST(PeerWatch, DepartureOfAPeerThatGaveUpCarriesItsCause) {
+  SHARDKIT_EXPECT_OK(ForkRanks(3, [&](int rank, const std::string& url) {
+    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 3);
+    ASSERT_NE(mesh, nullptr);
+    if (rank == 2) return;  // never connected to the mesh
+    ExchangeOnce(*mesh, rank, 3);
+    if (rank == 1) {
+      usleep(200000);
+      mesh->Close(/*cause=*/2);
+      usleep(300000);
+      return;
+    }
+    const Outcome outcome = WatchWhileRank1Leaves(*mesh, absl::Seconds(10));
+    EXPECT_TRUE(outcome.aborted);
+    ASSERT_TRUE(outcome.lost.has_value());
+    EXPECT_EQ(outcome.lost->how, How::kGaveUp);
+    EXPECT_EQ(outcome.lost->cause, 2);
+    EXPECT_EQ(ControlMesh::DescribeDeparture(*outcome.lost),
+              "rank 1 gave up after rank 2 went away without closing its communicator (killed or "
+              "crashed?)");
   }));
 }
 

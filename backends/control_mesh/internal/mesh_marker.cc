@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "backends/control_mesh/control_mesh.h"
 
 namespace shardkit::internal {
 namespace {
@@ -12,10 +13,21 @@ constexpr uint32_t kMarkerMagic = 0x4b4dffff;  // bytes ff ff 'M' 'K'
 struct Wire {
   uint32_t magic;
   char kind;
-  char pad[3];
+  uint8_t cause[3];  // cause + 1, little-endian; 0: none known
   uint64_t call;
 };
 static_assert(sizeof(Wire) == kMeshMarkerSize);
+
+void EncodeCause(int cause, uint8_t (&bytes)[3]) {
+  const uint32_t value = cause >= 0 && cause <= MeshMarker::kMaxCause ? cause + 1 : 0;
+  for (int i = 0; i < 3; ++i) bytes[i] = static_cast<uint8_t>(value >> (8 * i));
+}
+
+int DecodeCause(const uint8_t (&bytes)[3]) {
+  uint32_t value = 0;
+  for (int i = 0; i < 3; ++i) value |= static_cast<uint32_t>(bytes[i]) << (8 * i);
+  return static_cast<int>(value) - 1;
+}
 
 }  // namespace
 
@@ -23,6 +35,7 @@ std::string EncodeMarker(const MeshMarker& marker) {
   Wire wire{};
   wire.magic = kMarkerMagic;
   wire.kind = marker.kind;
+  EncodeCause(marker.cause, wire.cause);
   wire.call = marker.call;
   return std::string(reinterpret_cast<const char*>(&wire), sizeof(wire));
 }
@@ -35,7 +48,7 @@ std::optional<MeshMarker> ParseMarker(const void* bytes, size_t size) {
       (wire.kind != MeshMarker::kGoodbye && wire.kind != MeshMarker::kGaveUp)) {
     return std::nullopt;
   }
-  return MeshMarker{wire.kind, wire.call};
+  return MeshMarker{wire.kind, wire.call, DecodeCause(wire.cause)};
 }
 
 std::string DescribeMarker(int peer, const MeshMarker& marker) {
@@ -43,7 +56,13 @@ std::string DescribeMarker(int peer, const MeshMarker& marker) {
     return absl::StrCat("rank ", peer,
                         " closed its communicator (it is not taking part in this operation)");
   }
-  return absl::StrCat("rank ", peer, " gave up on operation ", marker.call, " (see its own error)");
+  return absl::StrCat("rank ", peer, " gave up on operation ", marker.call,
+                      marker.cause >= 0 ? DescribeCause(marker.cause) : " (see its own error)");
+}
+
+std::string DescribeCause(int cause) {
+  return absl::StrCat(" after rank ", cause,
+                      ControlMesh::DescribeHow(ControlMesh::Departure::How::kVanished, true));
 }
 
 }  // namespace shardkit::internal

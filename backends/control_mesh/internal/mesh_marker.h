@@ -1,8 +1,12 @@
 // The parting marker of a control mesh connection (backends/control_mesh/control_mesh.h): the last
 // kMeshMarkerSize bytes a rank sends a peer, saying why it leaves ("goodbye": its communicator was
-// closed; "gave up": it failed) and during which call. Its magic never begins an agreement message
-// (headers begin with "SHK1", verdicts with "SHKV"), and mesh messages are at least as long as a
-// marker.
+// closed; "gave up": it failed), during which call, and for a gave-up marker the rank whose
+// departure without a word made it give up, if it knows one. Its magic never begins an agreement
+// message (headers begin with "SHK1", verdicts with "SHKV"), and mesh messages are at least as
+// long as a marker.
+//
+// Wire: magic (4 bytes: ff ff 'M' 'K'), kind (1), cause + 1 (3, little-endian; 0: none known),
+// call (8). Markers from before the cause was carried have zero there: they parse as no cause.
 #ifndef SHARDKIT_BACKENDS_CONTROL_MESH_INTERNAL_MESH_MARKER_H_
 #define SHARDKIT_BACKENDS_CONTROL_MESH_INTERNAL_MESH_MARKER_H_
 
@@ -16,9 +20,14 @@ namespace shardkit::internal {
 struct MeshMarker {
   static constexpr char kGoodbye = 'G';
   static constexpr char kGaveUp = 'A';
+  // Causes from this rank up do not fit the 3 bytes: they travel as none known.
+  static constexpr int kMaxCause = (1 << 24) - 2;
 
   char kind = kGoodbye;
   uint64_t call = 0;  // the last call the sender started
+  // The rank whose departure without a word (killed, crashed) made the sender give up, seen by
+  // the sender itself or learned from a marker it received; -1 if none known.
+  int cause = -1;
 };
 
 inline constexpr size_t kMeshMarkerSize = 16;
@@ -29,9 +38,15 @@ std::string EncodeMarker(const MeshMarker& marker);
 // The marker `bytes` hold (exactly kMeshMarkerSize of them), if they are one.
 std::optional<MeshMarker> ParseMarker(const void* bytes, size_t size);
 
-// "rank 2 closed its communicator (it is not taking part in this operation)" or "rank 2 gave up
-// on operation 7 (see its own error)", for an Exchange that met the marker instead of a message.
+// "rank 2 closed its communicator (it is not taking part in this operation)", "rank 2 gave up
+// on operation 7 (see its own error)" or, with a cause, "rank 2 gave up on operation 7 after rank
+// 3 went away without closing its communicator (killed or crashed?)", for an Exchange that met
+// the marker instead of a message.
 std::string DescribeMarker(int peer, const MeshMarker& marker);
+
+// " after rank 3 went away without closing its communicator (killed or crashed?)": why a rank
+// gave up, when `cause` (>= 0) is known.
+std::string DescribeCause(int cause);
 
 }  // namespace shardkit::internal
 

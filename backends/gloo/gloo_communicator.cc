@@ -205,8 +205,8 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<co
   const std::optional<ControlMesh::Departure> lost = watch_->Disarm();  // nothing aborts after
   if (status.ok()) return status;
   if (lost.has_value()) {
-    status = absl::UnavailableError(absl::StrCat(step, ": wait aborted: rank ", lost->peer,
-                                                 ControlMesh::DescribeHow(lost->how, true)));
+    status = absl::UnavailableError(
+        absl::StrCat(step, ": wait aborted: ", ControlMesh::DescribeDeparture(*lost)));
   }
   status = Annotate(status, DescribeProgress(sends, recvs, in, out, recvs_done, sends_done,
                                              /*probe=*/!lost.has_value()));
@@ -246,8 +246,8 @@ absl::Status GlooCommunicator::ConnectPairs(const std::vector<int>& peers, uint6
   if (status.ok()) return status;
   if (lost.has_value()) {
     // The step that was waiting ("connecting Gloo pair to rank 3: connect aborted") and why.
-    status = absl::UnavailableError(absl::StrCat(status.message(), ": rank ", lost->peer,
-                                                 ControlMesh::DescribeHow(lost->how, true)));
+    status = absl::UnavailableError(
+        absl::StrCat(status.message(), ": ", ControlMesh::DescribeDeparture(*lost)));
   }
   if (std::string departures = DescribeDepartures(peers, status); !departures.empty()) {
     status = Annotate(status, departures);

@@ -1,4 +1,6 @@
-// Faults during ShardParameter of a 64 MiB parameter on 4 forked ranks over real Gloo: a rank
+// Faults during ShardParameter of a 64 MiB parameter on 4 and on 16 forked ranks over real Gloo
+// (at 16 most ranks are not connected to the victim: they learn of it through the agreement's
+// Bruck neighbours and the causes their "gave up" markers carry): a rank
 // SIGKILLed before, during and after the transfer, a rank stalled (SIGSTOP) past the deadline, a
 // rank whose TCP connections are shut down, a rank with a corrupt spec. Every rank that lives
 // returns an error within the operation's deadline + 2 s, the module is unchanged on every rank,
@@ -31,11 +33,12 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr int kWorld = 4;
 constexpr int kSource = 0;
 constexpr int64_t kRows = 4096, kCols = 4096;  // float32: 64 MiB
 constexpr int64_t kMiB = int64_t{1} << 20;
-constexpr int64_t kScatterBytes = 48 * kMiB;  // what the source sends: 3 of 4 row blocks
+
+// What the source sends of "w": all row blocks but its own.
+int64_t ScatterBytes(int world) { return 64 * kMiB / world * (world - 1); }
 constexpr absl::Duration kDeadline = absl::Seconds(2);
 constexpr absl::Duration kSlack = absl::Seconds(2);
 
@@ -53,12 +56,17 @@ struct Fault {
   bool victim_dies = false;
 };
 
-specs::ShardingSpec RowSpec(bool corrupt) {
+specs::ShardingSpec RowSpec(bool corrupt, int world) {
   // The corrupt spec lists the same ranks in another order: valid alone, but not what the others
   // agreed to.
+  if (!corrupt)
+    return *specs::ParseSpec(R"({"type":"chunk","dim":0,"placements":{"ranks":"all"}})");
+  std::string placements;
+  for (int r = world - 1; r >= 0; --r) {
+    placements += absl::StrFormat("%s\"rank:%d\"", r == world - 1 ? "" : ",", r);
+  }
   return *specs::ParseSpec(
-      corrupt ? R"({"type":"chunk","dim":0,"placements":["rank:3","rank:2","rank:1","rank:0"]})"
-              : R"({"type":"chunk","dim":0,"placements":{"ranks":"all"}})");
+      absl::StrFormat(R"({"type":"chunk","dim":0,"placements":[%s]})", placements));
 }
 
 // The source holds real data, the others meta tensors: a failed operation must leave both alike.
@@ -81,21 +89,22 @@ void ExpectUnchanged(const Module& module, const char* name, const std::byte* da
   EXPECT_EQ(tensor->data(), data) << name << " holds another tensor";
 }
 
-void RunFaultCase(const Fault& fault) {
+void RunFaultCase(int world, const Fault& fault) {
   RankOptions options;
   options.timeout = absl::Seconds(10);  // rendezvous and default per call; the operation's is 2 s
   options.deadline = absl::Seconds(30);
   options.may_die = {fault.victim};
   SHARDKIT_EXPECT_OK(RunRanks(
-      kWorld, "gloo",
-      [&fault](int rank, Communicator& comm) {
+      world, "gloo",
+      [&fault, world](int rank, Communicator& comm) {
         // Every rank is connected before any fault (a rank killed during the rendezvous would
         // fail a peer's Connect instead, which gloo_fault_test covers).
         SHARDKIT_ASSERT_OK(comm.Barrier());
         Module module = MakeModule(rank, fault.with_tail);
         const std::byte* w_data = (*module.GetTensor("w"))->data();
         const bool is_victim = rank == fault.victim;
-        std::vector<ParameterSpec> parameters = {{"w", RowSpec(is_victim && fault.corrupt_spec)}};
+        std::vector<ParameterSpec> parameters = {
+            {"w", RowSpec(is_victim && fault.corrupt_spec, world)}};
         if (fault.with_tail) parameters.push_back({"tail", std::nullopt});
         ShardOptions options;
         options.call.timeout = kDeadline;
@@ -131,66 +140,75 @@ void RunFaultCase(const Fault& fault) {
   EXPECT_THAT(ChildProcesses(getpid()), IsEmpty()) << "processes left behind";
 }
 
-TEST(ShardParameterFaults, KillBeforeTransfer) {
-  RunFaultCase({.name = "kill-before",
-                .victim = 3,
-                .arm =
-                    [] {
-                      raise(SIGKILL);
-                      return nullptr;
-                    },
-                .victim_dies = true});
+class ShardParameterFaults : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShardParameterFaults, KillBeforeTransfer) {
+  RunFaultCase(GetParam(), {.name = "kill-before",
+                            .victim = 3,
+                            .arm =
+                                [] {
+                                  raise(SIGKILL);
+                                  return nullptr;
+                                },
+                            .victim_dies = true});
 }
 
-TEST(ShardParameterFaults, KillSourceDuringTransfer) {
+TEST_P(ShardParameterFaults, KillSourceDuringTransfer) {
+  const int64_t bytes = ScatterBytes(GetParam()) / 3;
   RunFaultCase(
+      GetParam(),
       {.name = "kill-during",
        .victim = kSource,
-       .arm =
-           [] { return std::make_unique<WriteTrigger>(kScatterBytes / 3, [] { raise(SIGKILL); }); },
+       .arm = [bytes] { return std::make_unique<WriteTrigger>(bytes, [] { raise(SIGKILL); }); },
        .victim_dies = true});
 }
 
-TEST(ShardParameterFaults, KillSourceAfterTransfer) {
-  // "w" has fully left the source when it dies, a third into the replicated tail's broadcast
-  // (3 x 16 MiB): every rank holds its part of "w", yet nothing was committed.
-  RunFaultCase({.name = "kill-after",
-                .victim = kSource,
-                .arm =
-                    [] {
-                      return std::make_unique<WriteTrigger>(kScatterBytes + 16 * kMiB,
-                                                            [] { raise(SIGKILL); });
-                    },
-                .with_tail = true,
-                .victim_dies = true});
+TEST_P(ShardParameterFaults, KillSourceAfterTransfer) {
+  // "w" has fully left the source when it dies, early in the replicated tail's broadcast
+  // ((world - 1) x 16 MiB): every rank holds its part of "w", yet nothing was committed.
+  const int64_t bytes = ScatterBytes(GetParam()) + 16 * kMiB;
+  RunFaultCase(
+      GetParam(),
+      {.name = "kill-after",
+       .victim = kSource,
+       .arm = [bytes] { return std::make_unique<WriteTrigger>(bytes, [] { raise(SIGKILL); }); },
+       .with_tail = true,
+       .victim_dies = true});
 }
 
-TEST(ShardParameterFaults, StallSourcePastDeadline) {
-  RunFaultCase({.name = "stall",
-                .victim = kSource,
-                .arm =
-                    [] {
-                      return std::make_unique<WriteTrigger>(
-                          kScatterBytes / 3, [] { StallFor(kDeadline + absl::Seconds(1)); });
-                    },
-                .victim_survives = true});
+TEST_P(ShardParameterFaults, StallSourcePastDeadline) {
+  const int64_t bytes = ScatterBytes(GetParam()) / 3;
+  RunFaultCase(GetParam(), {.name = "stall",
+                            .victim = kSource,
+                            .arm =
+                                [bytes] {
+                                  return std::make_unique<WriteTrigger>(
+                                      bytes, [] { StallFor(kDeadline + absl::Seconds(1)); });
+                                },
+                            .victim_survives = true});
 }
 
-TEST(ShardParameterFaults, SourceConnectionsClosed) {
-  RunFaultCase({.name = "close-sockets",
-                .victim = kSource,
-                .arm =
-                    [] {
-                      return std::make_unique<WriteTrigger>(kScatterBytes / 3, [] {
-                        EXPECT_GT(::shardkit::testing::ShutdownTcpConnections(), 0);
-                      });
-                    },
-                .victim_survives = true});
+TEST_P(ShardParameterFaults, SourceConnectionsClosed) {
+  const int64_t bytes = ScatterBytes(GetParam()) / 3;
+  RunFaultCase(GetParam(), {.name = "close-sockets",
+                            .victim = kSource,
+                            .arm =
+                                [bytes] {
+                                  return std::make_unique<WriteTrigger>(bytes, [] {
+                                    EXPECT_GT(::shardkit::testing::ShutdownTcpConnections(), 0);
+                                  });
+                                },
+                            .victim_survives = true});
 }
 
-TEST(ShardParameterFaults, CorruptSpecOnOneRank) {
-  RunFaultCase({.name = "corrupt-spec", .victim = 3, .corrupt_spec = true});
+TEST_P(ShardParameterFaults, CorruptSpecOnOneRank) {
+  RunFaultCase(GetParam(), {.name = "corrupt-spec", .victim = 3, .corrupt_spec = true});
 }
+
+INSTANTIATE_TEST_SUITE_P(Worlds, ShardParameterFaults, ::testing::Values(4, 16),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return absl::StrFormat("World%d", info.param);
+                         });
 
 }  // namespace
 }  // namespace shardkit

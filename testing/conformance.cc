@@ -9,6 +9,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "core/comm/agreement_tree.h"
 #include "core/comm/communicator.h"
 #include "core/comm/connect.h"
 #include "core/tensor/allocator.h"
@@ -228,13 +229,23 @@ void AllToAllCase(int rank, Communicator& comm, std::string_view arg) {
   EXPECT_EQ(c.bytes_received, received);
 }
 
+// The 128-byte headers `rank` sends in one agreement, up and down the binomial tree of
+// core/comm/agreement_tree.h: its subtree's to its parent, and to each child those outside the
+// child's subtree. Over all ranks, every header reaches every other rank once.
+int64_t TreeControlBytes(int rank, int n) {
+  int64_t headers = rank == 0 ? 0 : SubtreeEnd(rank, n) - rank;
+  for (int child : TreeChildren(rank, n)) headers += n - (SubtreeEnd(child, n) - child);
+  return 128 * headers;
+}
+
 void BarrierCase(int rank, Communicator& comm, std::string_view arg) {
   comm.ResetCounters();
   SHARDKIT_ASSERT_OK(comm.Barrier());
   const OpCounters c = comm.counters(CollectiveOp::kBarrier);
   EXPECT_EQ(c.bytes_sent + c.bytes_received, 0);
-  // One 128-byte header per peer (core/comm/internal/call_agreement.h).
-  EXPECT_EQ(c.control_bytes_sent, comm.world_size() > 1 ? 128 * (comm.world_size() - 1) : 0);
+  EXPECT_EQ(c.control_bytes_sent, TreeControlBytes(rank, comm.world_size()));
+  // Every rank receives every other rank's header exactly once.
+  EXPECT_EQ(c.control_bytes_received, 128 * (comm.world_size() - 1));
 }
 
 void SplitCase(int rank, Communicator& comm, std::string_view arg) {

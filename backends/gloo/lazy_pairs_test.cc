@@ -1,18 +1,22 @@
-// The Gloo backend makes its payload pairs on first use (lazy_context.h): socket counts after
-// scatters at world 8 (n-1 new connections on the root, 1 on the others, none the second time),
-// and the faults of the connect step itself (a peer that never comes, a peer killed meanwhile).
-#include <dirent.h>
+// Connections are made on first use (Gloo pairs: lazy_context.h; control connections:
+// backends/control_mesh): the exact TCP connection counts (/proc/self/fd) after scatters and an
+// all-to-all at worlds 8 and 32, and the faults of the connect step itself (a peer that never
+// comes, a peer killed meanwhile).
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/comm/agreement_tree.h"
 #include "core/comm/communicator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "integration/io/proc_status.h"
 #include "testing/multiprocess.h"
 #include "testing/status_matchers.h"
 
@@ -26,30 +30,25 @@ using ::testing::AllOf;
 using ::testing::Each;
 using ::testing::HasSubstr;
 
-constexpr int kWorld = 8;
-
-// The process's open sockets: the entries of /proc/self/fd that link to "socket:[inode]".
-int SocketCount() {
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  int count = 0;
-  while (const dirent* entry = readdir(dir)) {
-    char target[64] = {};
-    const std::string path = absl::StrCat("/proc/self/fd/", entry->d_name);
-    if (readlink(path.c_str(), target, sizeof(target) - 1) > 0 &&
-        absl::StartsWith(target, "socket:")) {
-      ++count;
-    }
-  }
-  closedir(dir);
-  return count;
+// The connections rank `rank` of `n` holds once its exchanges have involved `payload_peers`:
+// one control connection to each of its agreement-tree peers and payload peers (the peer watch
+// looks at the latter), and one Gloo pair to each payload peer.
+int ExpectedConnections(int rank, int n, const std::set<int>& payload_peers) {
+  std::set<int> control(payload_peers);
+  for (int peer : TreePeers(rank, n)) control.insert(peer);
+  return static_cast<int>(control.size() + payload_peers.size());
 }
+
+// This rank's TCP connections now.
+int Connections() { return io::CountTcpConnections().value_or(-1); }
 
 // A scatter from `root` of one byte pattern per rank; checks what this rank received.
 void ScatterFrom(Communicator& comm, int root) {
   std::vector<std::vector<uint8_t>> parts;
   std::vector<ConstBuffer> sends;
-  for (int r = 0; r < kWorld; ++r) parts.emplace_back(1024, static_cast<uint8_t>(root * 16 + r));
+  for (int r = 0; r < comm.world_size(); ++r) {
+    parts.emplace_back(1024, static_cast<uint8_t>(root * 16 + r));
+  }
   if (comm.rank() == root) {
     for (const std::vector<uint8_t>& part : parts) sends.emplace_back(part);
   }
@@ -58,68 +57,73 @@ void ScatterFrom(Communicator& comm, int root) {
   EXPECT_THAT(mine, Each(static_cast<uint8_t>(root * 16 + comm.rank())));
 }
 
-// Counted relative to right after Connect: the control mesh (agreement, barriers) still connects
-// every pair of ranks at Connect, so only the payload pairs are counted here. With Gloo's full
-// mesh these were made at Connect too, and every delta below would be 0.
-TEST(GlooLazyPairs, ScatterConnectsOnlyTheRootsPairs) {
-  SHARDKIT_EXPECT_OK(RunRanks(kWorld, "gloo", [](int rank, Communicator& comm) {
-    const int at_connect = SocketCount();
-    ASSERT_GT(at_connect, 0);
+// The payload peers of a scatter from `root`, as seen by `rank`.
+std::set<int> ScatterPeers(int rank, int n, int root) {
+  std::set<int> peers;
+  for (int r = 0; r < n; ++r) {
+    if (r != rank && (rank == root || r == root)) peers.insert(r);
+  }
+  return peers;
+}
+
+class GlooLazyPairs : public ::testing::TestWithParam<int> {};
+
+// Connect connects only the agreement's tree; a scatter from rank 0 adds the root's pairs only
+// (issue 21's bound on a non-root: 2·log2(n) + 2), the same scatter again connects nothing, and one
+// from rank 5 adds rank 5's pairs.
+TEST_P(GlooLazyPairs, ScatterConnectsOnlyWhatItUses) {
+  const int n = GetParam();
+  SHARDKIT_EXPECT_OK(RunRanks(n, "gloo", [n](int rank, Communicator& comm) {
+    // Connect's own AllGather (backend_loader.cc) has connected the agreement's tree; anything
+    // else is the store's (a TCP or Redis store holds one connection).
+    const int at_connect = Connections() - static_cast<int>(TreePeers(rank, n).size());
+    ASSERT_GE(at_connect, 0);
     ScatterFrom(comm, /*root=*/0);
-    const int after_first = SocketCount();
-    if (rank == 0) {
-      // One connection per peer (each pair's listening socket is closed once it connects).
-      EXPECT_GE(after_first - at_connect, kWorld - 1);
-      EXPECT_LE(after_first - at_connect, kWorld + 1);
-    } else {
-      EXPECT_GE(after_first - at_connect, 1);
-      EXPECT_LE(after_first - at_connect, 2) << "a non-root connected to more than the root";
+    std::set<int> peers = ScatterPeers(rank, n, 0);
+    const int after_first = Connections() - at_connect;
+    EXPECT_EQ(after_first, ExpectedConnections(rank, n, peers));
+    if (rank != 0) {
+      EXPECT_LE(after_first, 2 * std::log2(n) + 2);
     }
-    // The same scatter again reuses the pairs.
     ScatterFrom(comm, /*root=*/0);
-    EXPECT_EQ(SocketCount(), after_first);
-    // A scatter from rank 5: rank 5 connects to the 6 ranks it had no pair with; rank 0 and 5
-    // already share one.
+    EXPECT_EQ(Connections() - at_connect, after_first);
     ScatterFrom(comm, /*root=*/5);
-    const int gained = SocketCount() - after_first;
-    if (rank == 5) {
-      EXPECT_GE(gained, kWorld - 2);
-      EXPECT_LE(gained, kWorld);
-    } else if (rank == 0) {
-      EXPECT_EQ(gained, 0);
-    } else {
-      EXPECT_GE(gained, 1);
-      EXPECT_LE(gained, 2);
-    }
+    const std::set<int> from_five = ScatterPeers(rank, n, 5);
+    peers.insert(from_five.begin(), from_five.end());
+    EXPECT_EQ(Connections() - at_connect, ExpectedConnections(rank, n, peers));
+    // No rank leaves (and so closes its connections) before all have counted.
     SHARDKIT_EXPECT_OK(comm.Barrier());
   }));
 }
 
 // Every rank sends to every other: each rank ends with a pair to each peer, made in one step
 // (half of them connect actively, half wait for the peer: no order of arrival deadlocks).
-TEST(GlooLazyPairs, AllToAllConnectsEveryPair) {
-  SHARDKIT_EXPECT_OK(RunRanks(kWorld, "gloo", [](int rank, Communicator& comm) {
-    const int at_connect = SocketCount();
-    usleep(rank * 20000);  // ranks arrive in turn
-    std::vector<std::vector<uint8_t>> out, in(kWorld, std::vector<uint8_t>(256));
+TEST_P(GlooLazyPairs, AllToAllConnectsEveryPair) {
+  const int n = GetParam();
+  SHARDKIT_EXPECT_OK(RunRanks(n, "gloo", [n](int rank, Communicator& comm) {
+    const int at_connect = Connections() - static_cast<int>(TreePeers(rank, n).size());
+    usleep(rank * 160000 / n);  // ranks arrive in turn
+    std::vector<std::vector<uint8_t>> out, in(n, std::vector<uint8_t>(256));
     std::vector<ConstBuffer> sends;
     std::vector<MutableBuffer> recvs;
-    for (int r = 0; r < kWorld; ++r) out.emplace_back(256, static_cast<uint8_t>(rank * 16 + r));
-    for (int r = 0; r < kWorld; ++r) {
+    for (int r = 0; r < n; ++r) out.emplace_back(256, static_cast<uint8_t>(rank * 16 + r));
+    for (int r = 0; r < n; ++r) {
       sends.emplace_back(out[r]);
       recvs.emplace_back(in[r]);
     }
     SHARDKIT_ASSERT_OK(comm.AllToAll(sends, recvs));
-    for (int r = 0; r < kWorld; ++r) EXPECT_THAT(in[r], Each(static_cast<uint8_t>(r * 16 + rank)));
-    const int gained = SocketCount() - at_connect;
-    EXPECT_GE(gained, kWorld - 1);
-    EXPECT_LE(gained, kWorld + 1);
-    // No rank leaves (and so closes its pairs, which Gloo closes here too) before all have counted.
+    for (int r = 0; r < n; ++r) EXPECT_THAT(in[r], Each(static_cast<uint8_t>(r * 16 + rank)));
+    EXPECT_EQ(Connections() - at_connect, 2 * (n - 1));
     SHARDKIT_EXPECT_OK(comm.Barrier());
   }));
 }
 
-TEST(GlooLazyPairs, PeerThatNeverExchangesIsNamed) {
+INSTANTIATE_TEST_SUITE_P(Worlds, GlooLazyPairs, ::testing::Values(8, 32),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return absl::StrCat("World", info.param);
+                         });
+
+TEST(GlooLazyPairFaults, PeerThatNeverExchangesIsNamed) {
   SHARDKIT_EXPECT_OK(RunRanks(2, "gloo", [](int rank, Communicator& comm) {
     if (rank == 1) {
       usleep(1200000);  // never sends; rank 0's deadline passes meanwhile
@@ -140,7 +144,7 @@ TEST(GlooLazyPairs, PeerThatNeverExchangesIsNamed) {
 }
 
 // A peer killed before it connects: the peer watch ends the wait for its address at once.
-TEST(GlooLazyPairs, PeerKilledBeforeConnectingFailsAtOnce) {
+TEST(GlooLazyPairFaults, PeerKilledBeforeConnectingFailsAtOnce) {
   RankOptions options;
   options.may_die = {1};
   options.timeout = absl::Seconds(15);

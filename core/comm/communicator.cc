@@ -3,6 +3,7 @@
 #include "core/comm/communicator.h"
 
 #include <algorithm>
+#include <array>
 #include <span>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/base/status_macros.h"
+#include "core/comm/agreement_tree.h"
 #include "core/comm/internal/call.h"
 #include "core/comm/internal/call_agreement.h"
 
@@ -157,32 +159,46 @@ absl::Status Communicator::Agree(Call& call) {
 
 absl::Status Communicator::GatherControl(Call& call, Phase phase, std::span<std::byte> all,
                                          std::span<const size_t> sizes) {
-  // Bruck: position i of `rotated` holds rank (self + i) mod n. After round k a rank holds
-  // positions [0, 2^(k+1)); in round k it sends positions [0, count) to rank self - 2^k, which
-  // stores them at [2^k, 2^k + count), and receives those from rank self + 2^k.
+  // Up the binomial tree (agreement_tree.h): a rank receives its children's subtrees, then sends
+  // its own subtree to its parent. Down: it receives all other ranks' data from its parent and
+  // sends each child what lies outside the child's subtree. Two or three exchanges per rank, each
+  // with at most log2(n) + 1 peers.
   const int n = world_size(), self = rank();
-  std::vector<size_t> start(n + 1, 0);  // byte offsets in `rotated`, by position
-  for (int i = 0; i < n; ++i) start[i + 1] = start[i] + sizes[(self + i) % n];
   std::vector<size_t> at(n + 1, 0);  // byte offsets in `all`, by rank
   for (int r = 0; r < n; ++r) at[r + 1] = at[r] + sizes[r];
-  std::vector<std::byte> rotated(start[n]);
-  std::copy_n(all.begin() + at[self], sizes[self], rotated.begin());
-  for (int distance = 1; distance < n; distance *= 2) {
-    const int count = std::min(distance, n - distance);
-    std::vector<SendOp> sends;
-    std::vector<RecvOp> recvs;
-    if (start[count] > 0)
-      sends.push_back({(self - distance + n) % n, rotated.data(), start[count]});
-    if (const size_t bytes = start[distance + count] - start[distance]; bytes > 0) {
-      recvs.push_back({(self + distance) % n, rotated.data() + start[distance], bytes});
+  auto subtree = [&](int r) {
+    return std::pair<size_t, size_t>{at[r], at[SubtreeEnd(r, n)] - at[r]};
+  };
+  auto outside = [&](int r) {  // the ranks before and after r's subtree
+    const size_t end = at[SubtreeEnd(r, n)];
+    return std::array<std::pair<size_t, size_t>, 2>{{{0, at[r]}, {end, at[n] - end}}};
+  };
+  const std::vector<int> children = TreeChildren(self, n);
+  std::vector<SendOp> sends;
+  std::vector<RecvOp> recvs;
+  for (int child : children) {
+    const auto [offset, bytes] = subtree(child);
+    if (bytes > 0) recvs.push_back({child, all.data() + offset, bytes});
+  }
+  if (!recvs.empty()) SHARDKIT_RETURN_IF_ERROR(Move(call, phase, sends, recvs));
+  recvs.clear();
+  if (self != 0) {
+    const int parent = TreeParent(self);
+    const auto [offset, bytes] = subtree(self);
+    if (bytes > 0) sends.push_back({parent, all.data() + offset, bytes});
+    for (const auto& [piece, length] : outside(self)) {
+      if (length > 0) recvs.push_back({parent, all.data() + piece, length});
     }
     SHARDKIT_RETURN_IF_ERROR(Move(call, phase, sends, recvs));
   }
-  for (int i = 1; i < n; ++i) {
-    const int r = (self + i) % n;
-    std::copy_n(rotated.begin() + start[i], sizes[r], all.begin() + at[r]);
+  sends.clear();
+  recvs.clear();
+  for (int child : children) {
+    for (const auto& [piece, length] : outside(child)) {
+      if (length > 0) sends.push_back({child, all.data() + piece, length});
+    }
   }
-  return absl::OkStatus();
+  return sends.empty() ? absl::OkStatus() : Move(call, phase, sends, recvs);
 }
 
 OpCounters Communicator::counters(CollectiveOp op) const {

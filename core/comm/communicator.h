@@ -282,7 +282,7 @@ class Communicator {
   // passed), with poisoning, counters and error annotation in one place.
   absl::Status Run(Call& call, absl::FunctionRef<absl::Status()> transfer);
   absl::Status Agree(Call& call);
-  // All-gathers over ExchangeControl in ceil(log2 n) rounds (Bruck; see call_agreement.h):
+  // All-gathers over ExchangeControl up and down a binomial tree (see call_agreement.h):
   // `all` holds sizes[r] bytes of every rank r in rank order, this rank's filled in; on return
   // every rank's are. Every rank passes the same `sizes`.
   absl::Status GatherControl(Call& call, internal::Phase phase, std::span<std::byte> all,

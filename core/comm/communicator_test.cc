@@ -17,8 +17,10 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::FieldsAre;
 
-// Rank 0 of a world of two whose peer is a mirror: every message sent to rank 1 comes back as
-// rank 1's message of the same size, so the agreement passes and payloads "arrive".
+// Rank 1 of a world of two whose peer is a mirror: every message sent to rank 0 comes back as
+// rank 0's message of the same size, so the agreement passes (rank 1 is a leaf of the
+// agreement's tree: it sends its header to rank 0 and receives rank 0's in one exchange) and
+// payloads "arrive".
 class MirrorCommunicator : public Communicator {
  public:
   struct Seen {
@@ -28,7 +30,7 @@ class MirrorCommunicator : public Communicator {
     absl::Time deadline;
   };
 
-  MirrorCommunicator() : Communicator({.rank = 0, .world_size = 2, .backend = "mirror"}) {}
+  MirrorCommunicator() : Communicator({.rank = 1, .world_size = 2, .backend = "mirror"}) {}
 
   bool SupportsDevice(const Device& device) const override { return device.is_cpu(); }
   const std::vector<Seen>& seen() const { return seen_; }
@@ -67,9 +69,9 @@ TEST(Communicator, BackendsGetTheCallsSequenceNumberWithOpaqueTags) {
   MirrorCommunicator comm;
   std::vector<uint8_t> data(64, 7);
   SHARDKIT_ASSERT_OK(comm.Barrier());                          // seq 1: agreement only
-  SHARDKIT_ASSERT_OK(comm.Broadcast(MutableBuffer(data), 0));  // seq 2: agreement, payload
+  SHARDKIT_ASSERT_OK(comm.Broadcast(MutableBuffer(data), 1));  // seq 2: agreement, payload
   SHARDKIT_ASSERT_OK(comm.Barrier());                          // seq 3
-  std::vector<ConstBuffer> sends = {ConstBuffer(), ConstBuffer(data)};
+  std::vector<ConstBuffer> sends = {ConstBuffer(data), ConstBuffer()};
   SHARDKIT_ASSERT_OK(internal::RawExchange(comm, sends, {}, {}));  // after call 3
   const std::vector<MirrorCommunicator::Seen>& seen = comm.seen();
   ASSERT_EQ(seen.size(), 5u);
@@ -86,7 +88,7 @@ TEST(Communicator, BackendsGetTheCallsSequenceNumberWithOpaqueTags) {
 TEST(Communicator, RawExchangeResolvesItsDeadlineLikeEveryCall) {
   MirrorCommunicator comm;
   std::vector<uint8_t> data(64, 7);
-  std::vector<ConstBuffer> sends = {ConstBuffer(), ConstBuffer(data)};
+  std::vector<ConstBuffer> sends = {ConstBuffer(data), ConstBuffer()};
   CallOptions shared;
   shared.deadline = absl::Now() + absl::Milliseconds(1234);
   SHARDKIT_ASSERT_OK(internal::RawExchange(comm, sends, {}, shared));

@@ -2,12 +2,15 @@
 //
 // Round 1: the ranks all-gather one fixed-size ControlHeader each (op, sequence number, root, an
 // op-specific parameter, the first local argument error, AllGather's inline data, and two digests
-// of the per-pair byte counts it declared) in ceil(log2 n) Bruck rounds: in round k rank r sends
-// what it holds to rank r - 2^k and receives from rank r + 2^k (mod n), so each rank talks to
-// at most 2·ceil(log2 n) peers. Every rank then holds every header and checks them identically, so
-// a mismatch yields the same message everywhere. Pairwise sizes (ops with per-pair sizes): the
-// sum over all ranks of the digests of what senders send must equal the sum of the digests of
-// what receivers expect (PairTerm; a disagreement goes unnoticed with probability about 2^-64).
+// of the per-pair byte counts it declared) up and down a binomial tree rooted at rank 0
+// (Communicator::GatherControl): each rank exchanges with its parent and at most log2(n) children,
+// in two or three steps, and the tree is 2·ceil(log2 n) hops deep. (A Bruck all-gather needs
+// half the depth but wakes every rank log2(n) times per call; with many ranks per core, those
+// wake-ups are what a call costs.) Every rank then holds every header and checks them
+// identically, so a mismatch yields the same message everywhere. Pairwise sizes (ops with
+// per-pair sizes): the sum over all ranks of the digests of what senders send must equal the
+// sum of the digests of what receivers expect (PairTerm; a disagreement goes unnoticed with
+// probability about 2^-64).
 // Only when they differ, round 2 all-gathers every rank's declared transfers (DeclaredPair, the
 // "full descriptors") the same way, and every rank names the same lowest mismatching
 // sender/receiver pair. Round 1 has fixed sizes and round 2's sizes come from round 1, so a

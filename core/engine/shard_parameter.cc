@@ -20,10 +20,15 @@ class StepTimer {
   explicit StepTimer(ShardStats* stats) : stats_(stats), start_(absl::Now()) {
     if (stats_ != nullptr) *stats_ = ShardStats();
   }
-  void Lap(double ShardStats::*field) {
+  // Sets `field` to the time since the last lap (or the start); returns now.
+  absl::Time Lap(double ShardStats::*field) {
     const absl::Time now = absl::Now();
     if (stats_ != nullptr) stats_->*field = absl::ToDoubleSeconds(now - start_);
     start_ = now;
+    return now;
+  }
+  void Mark(absl::Time ShardStats::*field, absl::Time when) {
+    if (stats_ != nullptr) stats_->*field = when;
   }
 
  private:
@@ -66,12 +71,12 @@ absl::Status ShardParameters(Module& module, const std::vector<ParameterSpec>& p
   options.call.deadline = comm.Deadline(requested.call);
   const OperationClock clock(options.call.deadline);
   std::vector<internal::ShardJob> jobs = internal::PrepareJobs(module, parameters, comm, options);
-  timer.Lap(&ShardStats::check_seconds);
+  timer.Mark(&ShardStats::agree_begin, timer.Lap(&ShardStats::check_seconds));
   SHARDKIT_RETURN_IF_ERROR(clock.Annotate(
       internal::AgreeOnDescriptor(comm, internal::Describe(jobs, options, comm.world_size()),
                                   internal::LocalErrors(jobs), "ShardParameter", options.call),
       "ShardParameter agreement"));
-  timer.Lap(&ShardStats::agree_seconds);
+  timer.Mark(&ShardStats::agree_end, timer.Lap(&ShardStats::agree_seconds));
   internal::PackBuffer pack;
   absl::StatusOr<std::vector<internal::ShardResult>> transferred =
       internal::TransferJobs(jobs, comm, options, pack);

@@ -34,6 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/comm/communicator.h"
 #include "core/engine/module.h"
 #include "specs/plan.h"
@@ -52,6 +53,10 @@ struct ShardStats {
   double agree_seconds = 0;
   double transfer_seconds = 0;
   double commit_seconds = 0;
+  // When this rank began and ended the agreement (wall clock): on one host, the last rank's
+  // begin to the last rank's end is the agreement's own latency, without the wait for late ranks.
+  absl::Time agree_begin = absl::InfinitePast();
+  absl::Time agree_end = absl::InfinitePast();
 };
 
 struct ShardOptions {

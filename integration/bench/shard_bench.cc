@@ -121,16 +121,15 @@ class RawMover {
   int64_t bytes_sent_ = 0, bytes_received_ = 0;
 };
 
-// One timed ShardParameter / ShardModule; `agree_s` gets the agreement step's time.
+// One timed ShardParameter / ShardModule; `stats` gets its steps' times.
 absl::Status ShardOnce(Communicator& comm, Setup& setup, const ShardBenchOptions& o,
-                       const specs::ShardingSpec& spec, double* agree_s) {
-  ShardStats stats;
+                       const specs::ShardingSpec& spec, ShardStats* stats) {
   ShardOptions options;
   options.src_rank = 0;
   options.strategy =
       o.strategy == BenchStrategy::kBroadcast ? Strategy::kBroadcast : Strategy::kScatter;
   options.call = o.call;
-  options.stats = &stats;
+  options.stats = stats;
   if (o.params == 1) {
     SHARDKIT_RETURN_IF_ERROR(ShardParameter(setup.module, setup.names[0], spec, comm, options));
   } else {
@@ -139,7 +138,6 @@ absl::Status ShardOnce(Communicator& comm, Setup& setup, const ShardBenchOptions
     plan.rules.push_back({"**", spec});
     SHARDKIT_RETURN_IF_ERROR(ShardModule(setup.module, plan, comm, {}, options));
   }
-  *agree_s = stats.agree_seconds;
   return absl::OkStatus();
 }
 
@@ -187,6 +185,8 @@ std::string ShardBenchResult::ToJson() const {
                       ",\"peak_rss_mib\":", peak_rss_mib, ",\"bytes_sent\":", bytes_sent,
                       ",\"bytes_received\":", bytes_received,
                       ",\"agree_median_s\":", agree_median_s, ",\"agree_max_s\":", agree_max_s,
+                      ",\"check_median_s\":", check_median_s,
+                      ",\"agree_begin_us\":", agree_begin_us, ",\"agree_end_us\":", agree_end_us,
                       ",\"connections\":", connections, ",\"startup_s\":", startup_s, "}");
 }
 
@@ -205,26 +205,34 @@ absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBe
   RawMover raw;
   if (o.strategy == BenchStrategy::kRaw) SHARDKIT_RETURN_IF_ERROR(raw.Prepare(comm, setup));
   comm.ResetCounters();
-  std::vector<double> seconds, agree;
+  std::vector<double> seconds, agree, check;
   for (int64_t i = 0; i < o.repeats; ++i) {
-    double agree_s = 0;
+    ShardStats stats;
     SHARDKIT_RETURN_IF_ERROR(comm.Barrier(o.call));
     const absl::Time start = absl::Now();
     if (o.strategy == BenchStrategy::kRaw) {
       SHARDKIT_RETURN_IF_ERROR(raw.Move(comm, o.call));
     } else {
-      SHARDKIT_RETURN_IF_ERROR(ShardOnce(comm, setup, o, spec, &agree_s));
+      SHARDKIT_RETURN_IF_ERROR(ShardOnce(comm, setup, o, spec, &stats));
     }
     SHARDKIT_RETURN_IF_ERROR(comm.Barrier(o.call));
     seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
-    agree.push_back(agree_s);
+    agree.push_back(stats.agree_seconds);
+    check.push_back(stats.check_seconds);
+    if (stats.agree_begin != absl::InfinitePast()) {
+      result.agree_begin_us = absl::ToUnixMicros(stats.agree_begin);
+      result.agree_end_us = absl::ToUnixMicros(stats.agree_end);
+    }
     SHARDKIT_RETURN_IF_ERROR(ResetSlots(setup));  // frees this round's shards
   }
   result.median_s = Median(seconds);
   result.min_s = *std::min_element(seconds.begin(), seconds.end());
   result.agree_median_s = Median(agree);
   result.agree_max_s = *std::max_element(agree.begin(), agree.end());
+  result.check_median_s = Median(check);
+  // Counted before anyone leaves: a peer's exit would disconnect its sockets here.
   result.connections = io::CountTcpConnections().value_or(-1);
+  SHARDKIT_RETURN_IF_ERROR(comm.Barrier(o.call));
   result.peak_rss_mib = StatusFieldMiB("VmHWM");
   if (o.strategy == BenchStrategy::kRaw) {
     result.bytes_sent = raw.bytes_sent();

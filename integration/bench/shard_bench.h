@@ -55,8 +55,12 @@ struct ShardBenchResult {
   int64_t bytes_received = 0;
   double agree_median_s = 0;  // ShardStats::agree_seconds; 0 for raw
   double agree_max_s = 0;     // the slowest round's agreement
-  int connections = -1;       // TCP connections this rank holds after the rounds; -1 unknown
-  double startup_s = -1;      // launch to the end of the first Barrier (set by the caller); -1
+  double check_median_s = 0;  // ShardStats::check_seconds: the local checks before it
+  // The last round's agreement on this rank (Unix microseconds; 0 for raw): across one host's
+  // ranks, max(end) - max(begin) is its latency after the last rank arrived.
+  int64_t agree_begin_us = 0, agree_end_us = 0;
+  int connections = -1;   // TCP connections this rank holds after the rounds; -1 unknown
+  double startup_s = -1;  // launch to the end of the first Barrier (set by the caller); -1
   // The contract's line: {"rank":…,"world":…,"mib":…,"strategy":…,"median_s":…,…}.
   std::string ToJson() const;
 };

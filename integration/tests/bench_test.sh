@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `shardkit bench` end to end (not timed): for each strategy, 2 ranks x 1 MiB x 2 repeats print
-# exactly one unprefixed JSON line per rank with the contract's keys, and a non-source rank
+# exactly one unprefixed JSON line per rank with the contract's keys (then the scaling ones: start-up,
+# agreement times, connections), and a non-source rank
 # receives exactly its shard's bytes (512 KiB) per round; the source sends exactly the others'.
 set -u
 bin="$TEST_SRCDIR/shardkit/integration/shardkit"
@@ -15,12 +16,20 @@ import json, sys
 strategy, out = sys.argv[1], sys.argv[2]
 keys = ["rank", "world", "mib", "strategy", "median_s", "min_s", "baseline_rss_mib",
         "peak_rss_mib", "bytes_sent", "bytes_received", "agree_median_s"]
+extra = ["agree_max_s", "check_median_s", "agree_begin_us", "agree_end_us", "connections",
+         "startup_s"]
 lines = out.splitlines()
 assert len(lines) == 2, f"{strategy}: expected 2 lines, got {out!r}"
 rows = {}
 for line in lines:
     row = json.loads(line)  # unprefixed: each line is JSON by itself
-    assert list(row) == keys, f"{strategy}: keys {list(row)}"
+    # The contract's keys in order, then the scaling ones (docs/cli.md).
+    assert list(row) == keys + extra, f"{strategy}: keys {list(row)}"
+    assert row["startup_s"] > 0 and row["agree_max_s"] >= row["agree_median_s"], row
+    # Two ranks: one control connection (agreement, peer watch) and one Gloo pair each.
+    assert row["connections"] == 2, row
+    assert 0 <= row["agree_end_us"] - row["agree_begin_us"] < 60e6, row
+    assert (row["agree_begin_us"] == 0) == (strategy == "raw"), row
     assert row["world"] == 2 and row["mib"] == 1 and row["strategy"] == strategy, row
     assert 0 < row["min_s"] <= row["median_s"], row
     assert 0 < row["baseline_rss_mib"] <= row["peak_rss_mib"], row

@@ -1,6 +1,7 @@
 #include "backends/gloo/gloo_communicator.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -78,6 +79,20 @@ std::vector<int> Peers(std::span<const SendOp> sends, std::span<const RecvOp> re
 
 // How long a failed exchange waits for the mesh to see a departure (see DescribeDepartures).
 constexpr absl::Duration kDepartureGrace = absl::Milliseconds(200);
+
+// A rank that exchanges payload with every other holds about 2·(n - 1) sockets (a Gloo pair and
+// a control connection per peer): past ~500 ranks that is more than the usual soft limit of 1024
+// descriptors, so it is raised to the hard limit, once.
+void RaiseDescriptorLimit() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    rlimit limit;
+    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+      limit.rlim_cur = limit.rlim_max;
+      (void)::setrlimit(RLIMIT_NOFILE, &limit);
+    }
+  });
+}
 
 void IgnoreSigpipe() {
   static std::once_flag once;
@@ -290,6 +305,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::CreateSubgroup(
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     const ConnectOptions& options) {
   IgnoreSigpipe();
+  RaiseDescriptorLimit();
   const absl::Time deadline = absl::Now() + options.timeout;
   Endpoint endpoint{options.store, options.key_prefix, nullptr};
   if (options.world_size > 1) {

@@ -122,6 +122,10 @@ int ControlMesh::connections() const {
   return connected;
 }
 
+bool ControlMesh::connected(int peer) const {
+  return peer >= 0 && peer < static_cast<int>(fds_.size()) && fds_[peer].load() >= 0;
+}
+
 absl::Status ControlMesh::DialPeer(int peer, absl::Time deadline) {
   absl::StatusOr<std::string> value = store_.Get(Key(key_prefix_, peer), deadline - absl::Now());
   if (!value.ok()) {

@@ -30,6 +30,8 @@ using internal::SocketError;
 // most are ever unread).
 constexpr int kMaxUnreadLook = 64 << 10;
 
+static_assert(ControlMesh::kClosedCause == MeshMarker::kClosedFlag);
+
 std::string RankName(int rank) { return absl::StrCat("rank ", rank); }
 
 // DescribeHow, or " gave up after rank 3 went away ..." for ranks that gave up with a known cause.
@@ -329,6 +331,9 @@ std::string ControlMesh::DescribeHow(Departure::How how, bool one) {
       return one ? " gave up after an error of its own" : " gave up after errors of their own";
     case Departure::How::kGoodbye:
       return one ? " has closed its communicator" : " have closed their communicators";
+    case Departure::How::kConnectionClosed:
+      return one ? " went away or gave up: its connection closed before its part arrived"
+                 : " went away or gave up: their connections closed before their parts arrived";
   }
   return " left";
 }

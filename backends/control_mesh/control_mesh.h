@@ -87,8 +87,13 @@ class ControlMesh {
   // peers not connected; a failed dial or store read names its peer.
   [[nodiscard]] absl::Status EnsureConnected(std::span<const int> peers, absl::Time deadline);
 
-  // How many peers are connected now.
+  // Close's cause for a peer whose connection of another transport closed before its part arrived
+  // (kConnectionClosed): `peer | kClosedCause`.
+  static constexpr int kClosedCause = 1 << 23;
+
+  // How many peers are connected now; whether `peer` is.
   int connections() const;
+  bool connected(int peer) const;
 
   // Messages are at least this long, so that a peer's parting marker (16 bytes) can never be
   // taken for one.
@@ -107,9 +112,12 @@ class ControlMesh {
 
   // A peer whose connection has ended, and how: it closed its communicator (goodbye), it gave up
   // after an error (Close) during operation `call`, or it vanished without a word (killed,
-  // crashed, exited without closing its communicator).
+  // crashed, exited without closing its communicator). kConnectionClosed is never reported by the
+  // mesh: it is what a watch of another transport's connection (the Gloo backend's peer watch)
+  // reports for a peer it has no mesh connection to, whose connection ended before its part of
+  // an exchange arrived (it went away or gave up; that connection cannot say which).
   struct Departure {
-    enum class How { kVanished, kGaveUp, kGoodbye };
+    enum class How { kVanished, kGaveUp, kGoodbye, kConnectionClosed };
     int peer;
     How how;
     uint64_t call = 0;  // the last operation it started (kGaveUp, kGoodbye)
@@ -145,7 +153,8 @@ class ControlMesh {
   // once, and those that have read this rank's message of that call but not yet finished it fail
   // too. Best effort: a peer that finished the call before the marker arrived has finished it.
   // The markers carry the cause this mesh noted first (see Causes above), else `cause` (the rank
-  // the caller saw vanish, e.g. a payload peer; -1: none). Later Exchanges fail with
+  // the caller saw vanish, e.g. a payload peer, or `peer | kClosedCause` for one whose connection
+  // of another transport closed; -1: none). Later Exchanges fail with
   // kFailedPrecondition.
   void Close(int cause = -1) noexcept;
 

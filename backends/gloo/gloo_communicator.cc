@@ -66,6 +66,14 @@ std::string DescribeProgress(
   return progress.ToString();
 }
 
+// What a departure that fails an exchange says of why (ControlMesh::Close's cause).
+int CauseOf(const ControlMesh::Departure& d) {
+  using How = ControlMesh::Departure::How;
+  if (d.how == How::kVanished) return d.peer;
+  if (d.how == How::kConnectionClosed) return d.peer | ControlMesh::kClosedCause;
+  return d.how == How::kGaveUp ? d.cause : -1;
+}
+
 // The distinct peers of one exchange.
 template <typename SendOp, typename RecvOp>
 std::vector<int> Peers(std::span<const SendOp> sends, std::span<const RecvOp> recvs) {
@@ -79,9 +87,12 @@ std::vector<int> Peers(std::span<const SendOp> sends, std::span<const RecvOp> re
 
 // How long a failed exchange waits for the mesh to see a departure (see DescribeDepartures).
 constexpr absl::Duration kDepartureGrace = absl::Milliseconds(200);
+// How long buffers may take to complete once the watch has seen the peer's pair connection end
+// with everything read (see FinishAfterClose).
+constexpr absl::Duration kCloseGrace = absl::Milliseconds(250);
 
-// A rank that exchanges payload with every other holds about 2·(n - 1) sockets (a Gloo pair and
-// a control connection per peer): past ~500 ranks that is more than the usual soft limit of 1024
+// A rank that exchanges payload with every other holds a Gloo pair per peer (and its tree's
+// control connections): past ~1000 ranks that is more than the usual soft limit of 1024
 // descriptors, so it is raised to the hard limit, once.
 void RaiseDescriptorLimit() {
   static std::once_flag once;
@@ -135,11 +146,19 @@ class GlooCommunicator final : public Communicator {
   // Makes the pairs still missing for an exchange with `peers` (see lazy_context.h), watched like
   // the exchange's waits.
   absl::Status ConnectPairs(const std::vector<int>& peers, uint64_t seq, absl::Time deadline);
+  using Buffers = std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>>;
+  // (peer, socket) of the pairs of `peers` that have no control connection, for the watch.
+  std::vector<std::pair<int, int>> PairSockets(const std::vector<int>& peers) const;
+  // After the watch saw a pair's connection close: whether the buffers not yet waited for
+  // complete within kCloseGrace (the peer sent its part, then left).
+  bool FinishAfterClose(Buffers& in, Buffers& out, size_t recvs_done, size_t sends_done,
+                        absl::Time deadline) noexcept;
   // Who has left, as the mesh sees it, after an exchange with `peers` failed with `status`. A
   // Gloo I/O error can come from a dead peer's pair (a connection reset) a moment before the mesh
   // sees that peer's connection end: then this waits up to kDepartureGrace for it.
   std::string DescribeDepartures(const std::vector<int>& peers, const absl::Status& status) const;
-  void CloseConnections() noexcept;
+  // `cause`: the rank (MeshMarker's encoding) whose departure made this rank give up, or -1.
+  void CloseConnections(int cause = -1) noexcept;
 
   const Endpoint endpoint_;
   const std::shared_ptr<LazyContext> context_;  // null for a world of one
@@ -194,11 +213,15 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<co
       out.push_back(context_->createUnboundBuffer(const_cast<void*>(s.data), s.size));
       out.back()->send(s.peer, tag);
     }
-    // The watch tells a peer that gave up on this call from one that gave up on a later call.
-    watch_->Arm(Peers(sends, recvs), seq, [&in, &out] {
-      for (auto& buffer : in) buffer->abortWaitRecv();
-      for (auto& buffer : out) buffer->abortWaitSend();
-    });
+    // The watch tells a peer that gave up on this call from one that gave up on a later call;
+    // peers without a control connection it watches by their pairs' sockets.
+    watch_->Arm(
+        Peers(sends, recvs), seq,
+        [&in, &out] {
+          for (auto& buffer : in) buffer->abortWaitRecv();
+          for (auto& buffer : out) buffer->abortWaitSend();
+        },
+        PairSockets(Peers(sends, recvs)));
     // A false wait means the watch aborted the exchange (see below).
     for (; recvs_done < in.size(); ++recvs_done) {
       step = absl::StrCat("peer ", recvs[recvs_done].peer);
@@ -217,7 +240,12 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<co
   } catch (...) {
     status = FromException(std::current_exception(), step);
   }
-  const std::optional<ControlMesh::Departure> lost = watch_->Disarm();  // nothing aborts after
+  std::optional<ControlMesh::Departure> lost = watch_->Disarm();  // nothing aborts after
+  if (!status.ok() && lost.has_value() &&
+      lost->how == ControlMesh::Departure::How::kConnectionClosed &&
+      FinishAfterClose(in, out, recvs_done, sends_done, deadline)) {
+    status = absl::OkStatus();  // the peer left after its part had all arrived
+  }
   if (status.ok()) return status;
   if (lost.has_value()) {
     status = absl::UnavailableError(
@@ -225,13 +253,21 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<co
   }
   status = Annotate(status, DescribeProgress(sends, recvs, in, out, recvs_done, sends_done,
                                              /*probe=*/!lost.has_value()));
+  // Peers without a control connection: say which of them closed their pairs' connections.
+  if (!lost.has_value()) {
+    for (const ControlMesh::Departure& d : ClosedSockets(PairSockets(Peers(sends, recvs)))) {
+      status = Annotate(status, ControlMesh::DescribeDeparture(d));
+      if (!lost.has_value()) lost = d;
+    }
+  }
   // Gloo does not wake a receive whose peer died: say who has left, as the mesh sees it.
   if (std::string departures = DescribeDepartures(Peers(sends, recvs), status);
       !departures.empty()) {
     status = Annotate(status, departures);
   }
-  // Closed before the buffers go: Gloo must not write into them afterwards.
-  CloseConnections();
+  // Closed before the buffers go: Gloo must not write into them afterwards. The gave-up markers
+  // name the peer that made this rank give up, for ranks that never talked to it.
+  CloseConnections(lost.has_value() ? CauseOf(*lost) : -1);
   return status;
 }
 
@@ -248,10 +284,41 @@ absl::Status GlooCommunicator::ExchangeControl(uint64_t /*tag*/, uint64_t seq,
   return status;
 }
 
+std::vector<std::pair<int, int>> GlooCommunicator::PairSockets(
+    const std::vector<int>& peers) const {
+  std::vector<std::pair<int, int>> sockets;
+  for (int peer : peers) {
+    const int fd = mesh_->connected(peer) ? -1 : context_->Socket(peer);
+    if (fd >= 0) sockets.push_back({peer, fd});
+  }
+  return sockets;
+}
+
+bool GlooCommunicator::FinishAfterClose(Buffers& in, Buffers& out, size_t recvs_done,
+                                        size_t sends_done, absl::Time deadline) noexcept {
+  // The watch saw a pair's connection end with nothing left unread: what the peer sent has been
+  // read, and Gloo completes those buffers within moments; waits still open after a grace never
+  // will. The watch's abort may still be pending on each buffer (one false wait), hence two tries.
+  const absl::Time until = std::min(deadline, absl::Now() + kCloseGrace);
+  auto finish = [&](auto& buffers, size_t done, bool recv) {
+    for (size_t i = done; i < buffers.size(); ++i) {
+      bool ok = false;
+      for (int attempt = 0; attempt < 2 && !ok; ++attempt) {
+        ok = recv ? buffers[i]->waitRecv(Remaining(until)) : buffers[i]->waitSend(Remaining(until));
+      }
+      if (!ok) return false;
+    }
+    return true;
+  };
+  try {
+    return finish(in, recvs_done, true) && finish(out, sends_done, false);
+  } catch (...) {
+    return false;  // timed out (Gloo has signalled every pair) or failed
+  }
+}
+
 absl::Status GlooCommunicator::ConnectPairs(const std::vector<int>& peers, uint64_t seq,
                                             absl::Time deadline) {
-  // The peer watch looks at the peers' control connections: those come first.
-  SHARDKIT_RETURN_IF_ERROR(mesh_->EnsureConnected(peers, deadline));
   if (context_->Connected(peers)) return absl::OkStatus();
   // A peer that dies before connecting would leave this rank waiting for its address or its
   // connect until the deadline: the watch ends those waits too.
@@ -280,9 +347,9 @@ std::string GlooCommunicator::DescribeDepartures(const std::vector<int>& peers,
   return departures;
 }
 
-void GlooCommunicator::CloseConnections() noexcept {
+void GlooCommunicator::CloseConnections(int cause) noexcept {
   if (watch_ != nullptr) watch_->Stop();  // it must not look at the mesh while it closes
-  if (mesh_ != nullptr) mesh_->Close();
+  if (mesh_ != nullptr) mesh_->Close(cause);
   try {
     context_->closeConnections();
   } catch (...) {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/gloo/gloo_status.h"
+#include "backends/gloo/pair_socket.h"
 #include "core/base/status_macros.h"
 #include "gloo/transport/context.h"
 #include "gloo/transport/tcp/address.h"
@@ -63,7 +64,8 @@ LazyContext::LazyContext(std::shared_ptr<::gloo::transport::Device> device, int 
     : ::gloo::Context(rank, size),
       store_(std::move(store)),
       key_prefix_(std::move(key_prefix)),
-      connected_(size, false) {
+      connected_(size, false),
+      sockets_(size, -1) {
   transportContext_ = device->createContext(rank, size);
   device_ = std::move(device);
 }
@@ -87,8 +89,24 @@ absl::Status LazyContext::ConnectPairs(const std::vector<int>& peers, absl::Time
   StopConnecting();
   if (!status.ok()) return status;
   for (int peer : missing) connected_[peer] = true;
+  FindSockets(pending);
   return absl::OkStatus();
 }
+
+void LazyContext::FindSockets(const std::vector<Pending>& pending) {
+  std::vector<PairEnds> ends;
+  for (const Pending& p : pending) {
+    PairEnds e;
+    e.self = dynamic_cast<const ::gloo::transport::tcp::Address&>(p.pair->address()).getSockaddr();
+    e.peer = ::gloo::transport::tcp::Address(p.address).getSockaddr();
+    e.active = p.active;
+    ends.push_back(e);
+  }
+  const std::vector<int> found = FindPairSockets(ends);
+  for (size_t i = 0; i < pending.size(); ++i) sockets_[pending[i].peer] = found[i];
+}
+
+int LazyContext::Socket(int peer) const { return sockets_[peer]; }
 
 absl::Status LazyContext::CreateAndPublish(const std::vector<int>& peers, absl::Time deadline) {
   transportContext_->setTimeout(PairTimeout(deadline));

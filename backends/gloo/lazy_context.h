@@ -64,6 +64,11 @@ class LazyContext final : public ::gloo::Context {
   // AbortConnect, the store's errors.
   absl::Status ConnectPairs(const std::vector<int>& peers, absl::Time deadline);
 
+  // The descriptor of the connected socket of the pair to `peer` (pair_socket.h), for the peer
+  // watch to look at; -1 if there is no pair or it was not found. Only looks are allowed: Gloo
+  // owns it (and closes it when the connection ends).
+  int Socket(int peer) const;
+
   // Ends the waits of a ConnectPairs in progress (closing the pairs it is connecting) and fails
   // it with kAborted, now or at its next step; also every later one. Any thread.
   void AbortConnect() noexcept;
@@ -81,7 +86,10 @@ class LazyContext final : public ::gloo::Context {
 
   const std::shared_ptr<Store> store_;
   const std::string key_prefix_;
+  void FindSockets(const std::vector<Pending>& pending);
+
   std::vector<bool> connected_;  // by peer; touched only by the ConnectPairs thread
+  std::vector<int> sockets_;     // by peer: Socket(); likewise
 
   std::atomic<bool> aborted_{false};
   mutable std::mutex mu_;                             // guards connecting_

@@ -1,6 +1,8 @@
 #include "backends/gloo/peer_watch.h"
 
+#include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,8 +16,27 @@ namespace {
 // How long one look at the connections may block: bounds how late a Disarm, or the next Arm's
 // peers, are noticed (destruction interrupts it at once).
 constexpr absl::Duration kLookInterval = absl::Milliseconds(50);
+// The same while sockets are watched too: those are looked at between the mesh's looks.
+constexpr absl::Duration kSocketLookInterval = absl::Milliseconds(10);
 
 }  // namespace
+
+std::vector<ControlMesh::Departure> ClosedSockets(const std::vector<std::pair<int, int>>& sockets) {
+  std::vector<ControlMesh::Departure> closed;
+  std::vector<pollfd> polled;
+  for (const auto& [peer, fd] : sockets) polled.push_back({fd, POLLRDHUP, 0});
+  if (polled.empty() || ::poll(polled.data(), polled.size(), 0) <= 0) return closed;
+  for (size_t i = 0; i < polled.size(); ++i) {
+    const short ended = polled[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL);
+    if (ended == 0) continue;
+    int unread = 0;
+    if ((ended & POLLNVAL) == 0 && ::ioctl(polled[i].fd, FIONREAD, &unread) == 0 && unread > 0) {
+      continue;  // Gloo has yet to read what the peer sent before it left
+    }
+    closed.push_back({sockets[i].first, ControlMesh::Departure::How::kConnectionClosed});
+  }
+  return closed;
+}
 
 PeerWatch::PeerWatch(const ControlMesh& mesh)
     : mesh_(mesh), stop_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
@@ -38,13 +59,15 @@ void PeerWatch::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void PeerWatch::Arm(std::vector<int> peers, uint64_t call, std::function<void()> abort) {
+void PeerWatch::Arm(std::vector<int> peers, uint64_t call, std::function<void()> abort,
+                    std::vector<std::pair<int, int>> sockets) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return;
     ++generation_;
     armed_ = true;
     peers_ = std::move(peers);
+    sockets_ = std::move(sockets);
     call_ = call;
     abort_ = std::move(abort);
     lost_.reset();
@@ -68,8 +91,11 @@ void PeerWatch::Run() {
     if (stop_) return;
     const uint64_t generation = generation_;
     std::vector<int> peers = peers_;
+    const std::vector<std::pair<int, int>> sockets = sockets_;
     lock.unlock();
-    std::vector<ControlMesh::Departure> departed = mesh_.Departures(peers, kLookInterval, stop_fd_);
+    std::vector<ControlMesh::Departure> departed =
+        mesh_.Departures(peers, sockets.empty() ? kLookInterval : kSocketLookInterval, stop_fd_);
+    if (departed.empty()) departed = ClosedSockets(sockets);
     lock.lock();
     if (stop_ || generation != generation_) continue;
     for (const ControlMesh::Departure& d : departed) {

@@ -8,7 +8,11 @@
 // abortWaitSend) and records the departure. A peer that said goodbye, or gave up on a later call,
 // has finished its part of this one: it is left alone, the data it sent may still be in flight.
 // Looking is ControlMesh::Departures, so a peer seen to vanish is also noted by the mesh as the
-// cause its Close will send on.
+// cause its Close will send on. Peers with no mesh connection (a rank keeps mesh connections only
+// to its agreement-tree peers) are watched by their Gloo pairs' sockets instead (ClosedSockets):
+// such a connection that ends with nothing left unread is a kConnectionClosed departure; the
+// exchange then gives its buffers a short grace to complete (the peer may have sent its part and
+// left) before failing (GlooCommunicator::FinishAfterClose).
 #ifndef SHARDKIT_BACKENDS_GLOO_PEER_WATCH_H_
 #define SHARDKIT_BACKENDS_GLOO_PEER_WATCH_H_
 
@@ -18,11 +22,17 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backends/control_mesh/control_mesh.h"
 
 namespace shardkit::gloo_backend {
+
+// The peers among `sockets` (peer, descriptor of its Gloo pair's socket) whose connection has
+// ended (the peer's end closed, or Gloo closed the socket on seeing that) with nothing left
+// unread: they have sent all they ever will. Departures of kind kConnectionClosed. Only looks.
+std::vector<ControlMesh::Departure> ClosedSockets(const std::vector<std::pair<int, int>>& sockets);
 
 class PeerWatch {
  public:
@@ -34,7 +44,11 @@ class PeerWatch {
   // Watches `peers` during call `call` until Disarm; `abort` runs at most once, on the watch
   // thread, under the watch's lock (so never after Disarm has returned). Starts the thread on
   // first use; does nothing after Stop.
-  void Arm(std::vector<int> peers, uint64_t call, std::function<void()> abort);
+  // `sockets` are (peer, descriptor) of peers that have no mesh connection, watched by another
+  // connection to them (their Gloo pair's socket, lazy_context.h): one that ends (the peer's end
+  // closed, or Gloo closed it) with nothing left unread is a kConnectionClosed departure.
+  void Arm(std::vector<int> peers, uint64_t call, std::function<void()> abort,
+           std::vector<std::pair<int, int>> sockets = {});
   // Stops watching. Returns the departure that aborted the exchange, if one did (for a peer that
   // gave up, with the cause its marker named; ControlMesh::DescribeDeparture words it).
   std::optional<ControlMesh::Departure> Disarm();
@@ -52,6 +66,7 @@ class PeerWatch {
   uint64_t generation_ = 0;                     // guarded by mu_; changes on every Arm and Disarm
   bool armed_ = false;                          // guarded by mu_
   std::vector<int> peers_;                      // guarded by mu_
+  std::vector<std::pair<int, int>> sockets_;    // guarded by mu_
   uint64_t call_ = 0;                           // guarded by mu_
   std::function<void()> abort_;                 // guarded by mu_
   std::optional<ControlMesh::Departure> lost_;  // guarded by mu_

@@ -19,7 +19,8 @@ struct Wire {
 static_assert(sizeof(Wire) == kMeshMarkerSize);
 
 void EncodeCause(int cause, uint8_t (&bytes)[3]) {
-  const uint32_t value = cause >= 0 && cause <= MeshMarker::kMaxCause ? cause + 1 : 0;
+  const bool valid = cause >= 0 && (cause & ~MeshMarker::kClosedFlag) <= MeshMarker::kMaxCause;
+  const uint32_t value = valid ? cause + 1 : 0;
   for (int i = 0; i < 3; ++i) bytes[i] = static_cast<uint8_t>(value >> (8 * i));
 }
 
@@ -61,8 +62,12 @@ std::string DescribeMarker(int peer, const MeshMarker& marker) {
 }
 
 std::string DescribeCause(int cause) {
-  return absl::StrCat(" after rank ", cause,
-                      ControlMesh::DescribeHow(ControlMesh::Departure::How::kVanished, true));
+  const bool closed = (cause & MeshMarker::kClosedFlag) != 0;
+  return absl::StrCat(
+      " after rank ", cause & ~MeshMarker::kClosedFlag,
+      ControlMesh::DescribeHow(closed ? ControlMesh::Departure::How::kConnectionClosed
+                                      : ControlMesh::Departure::How::kVanished,
+                               true));
 }
 
 }  // namespace shardkit::internal

@@ -20,8 +20,11 @@ namespace shardkit::internal {
 struct MeshMarker {
   static constexpr char kGoodbye = 'G';
   static constexpr char kGaveUp = 'A';
-  // Causes from this rank up do not fit the 3 bytes: they travel as none known.
-  static constexpr int kMaxCause = (1 << 24) - 2;
+  // A cause with this bit set names a rank whose connection of another transport (a Gloo pair)
+  // closed before its part arrived: it went away or gave up, which that connection cannot tell.
+  static constexpr int kClosedFlag = 1 << 23;
+  // Causes naming ranks above this do not fit the 3 bytes: they travel as none known.
+  static constexpr int kMaxCause = kClosedFlag - 2;
 
   char kind = kGoodbye;
   uint64_t call = 0;  // the last call the sender started
@@ -44,8 +47,9 @@ std::optional<MeshMarker> ParseMarker(const void* bytes, size_t size);
 // the marker instead of a message.
 std::string DescribeMarker(int peer, const MeshMarker& marker);
 
-// " after rank 3 went away without closing its communicator (killed or crashed?)": why a rank
-// gave up, when `cause` (>= 0) is known.
+// " after rank 3 went away without closing its communicator (killed or crashed?)" (or, with
+// kClosedFlag, " after rank 3 went away or gave up: ..."): why a rank gave up, when `cause`
+// (>= 0) is known.
 std::string DescribeCause(int cause);
 
 }  // namespace shardkit::internal

@@ -17,7 +17,7 @@
 // one. Dialling never waits for the peer's accept (the kernel completes the handshake into the
 // listen backlog, sized for the world), so two ranks that need each other cannot deadlock; a
 // higher rank that dials early, for a later exchange, is accepted and kept. A rank thus holds only
-// the connections its exchanges need (O(log n) for a Bruck all-gather). Connections with a wrong
+// the connections its exchanges need (its agreement-tree peers: O(log n)). Connections with a wrong
 // token, rank or magic are dropped and do not count. A peer never connected takes no part in
 // anything below (markers, departures); one that exits before connecting is seen as a refused
 // dial (lower rank) or only at the deadline (higher rank, "did not connect").

@@ -1,6 +1,6 @@
 // Faults during ShardParameter of a 64 MiB parameter on 4 and on 16 forked ranks over real Gloo
-// (at 16 most ranks are not connected to the victim: they learn of it through the agreement's
-// Bruck neighbours and the causes their "gave up" markers carry): a rank
+// (at 16 most ranks are not connected to the victim: they learn of it through their
+// agreement-tree neighbours and the causes their "gave up" markers carry): a rank
 // SIGKILLed before, during and after the transfer, a rank stalled (SIGSTOP) past the deadline, a
 // rank whose TCP connections are shut down, a rank with a corrupt spec. Every rank that lives
 // returns an error within the operation's deadline + 2 s, the module is unchanged on every rank,

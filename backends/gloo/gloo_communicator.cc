@@ -193,7 +193,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(Communica
 absl::Status GlooCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
                                         std::span<const RecvOp> recvs, absl::Time deadline) {
   if (sends.empty() && recvs.empty()) return absl::OkStatus();
-  if (absl::Status connected = ConnectPairs(Peers(sends, recvs), seq, deadline); !connected.ok()) {
+  const std::vector<int> peers = Peers(sends, recvs);
+  if (absl::Status connected = ConnectPairs(peers, seq, deadline); !connected.ok()) {
     CloseConnections();
     return connected;
   }
@@ -216,12 +217,12 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<co
     // The watch tells a peer that gave up on this call from one that gave up on a later call;
     // peers without a control connection it watches by their pairs' sockets.
     watch_->Arm(
-        Peers(sends, recvs), seq,
+        peers, seq,
         [&in, &out] {
           for (auto& buffer : in) buffer->abortWaitRecv();
           for (auto& buffer : out) buffer->abortWaitSend();
         },
-        PairSockets(Peers(sends, recvs)));
+        PairSockets(peers));
     // A false wait means the watch aborted the exchange (see below).
     for (; recvs_done < in.size(); ++recvs_done) {
       step = absl::StrCat("peer ", recvs[recvs_done].peer);
@@ -255,14 +256,13 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<co
                                              /*probe=*/!lost.has_value()));
   // Peers without a control connection: say which of them closed their pairs' connections.
   if (!lost.has_value()) {
-    for (const ControlMesh::Departure& d : ClosedSockets(PairSockets(Peers(sends, recvs)))) {
+    for (const ControlMesh::Departure& d : ClosedSockets(PairSockets(peers))) {
       status = Annotate(status, ControlMesh::DescribeDeparture(d));
       if (!lost.has_value()) lost = d;
     }
   }
   // Gloo does not wake a receive whose peer died: say who has left, as the mesh sees it.
-  if (std::string departures = DescribeDepartures(Peers(sends, recvs), status);
-      !departures.empty()) {
+  if (std::string departures = DescribeDepartures(peers, status); !departures.empty()) {
     status = Annotate(status, departures);
   }
   // Closed before the buffers go: Gloo must not write into them afterwards. The gave-up markers

@@ -144,15 +144,15 @@ absl::Status Communicator::Agree(Call& call) {
 
   // Round 2, only after a disagreement: every rank's declared transfers, to name the pair.
   std::vector<size_t> sizes(n);
-  size_t offset = 0;
+  size_t total = 0, before_self = 0;  // declared transfers: all, and of the ranks before this one
   for (int r = 0; r < n; ++r) {
     sizes[r] = headers[r].pairs_declared * sizeof(internal::DeclaredPair);
-    if (r < self) offset += sizes[r];
+    if (r == self) before_self = total;
+    total += headers[r].pairs_declared;
   }
-  std::vector<internal::DeclaredPair> pairs(offset / sizeof(internal::DeclaredPair));
+  std::vector<internal::DeclaredPair> pairs(total);
   const std::vector<internal::DeclaredPair> mine = internal::DeclaredPairs(d, self);
-  pairs.insert(pairs.end(), mine.begin(), mine.end());
-  for (int r = self + 1; r < n; ++r) pairs.resize(pairs.size() + headers[r].pairs_declared);
+  std::copy(mine.begin(), mine.end(), pairs.begin() + before_self);
   SHARDKIT_RETURN_IF_ERROR(GatherControl(call, Phase::kVerdict, AsBytes(pairs), sizes));
   return internal::CheckDeclaredPairs(headers, pairs);
 }

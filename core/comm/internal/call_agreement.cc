@@ -87,11 +87,10 @@ uint64_t Mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// A transfer's term in the pair digests: 0 for an empty one (a rank declares only what it sends
-// and receives; the zero entries of everyone else must not count), else a hash of all four
-// values, so that sums over senders and over receivers agree exactly when every transfer does.
+// A declared transfer's term in the pair digests: a hash of all four values, so that sums over
+// senders and over receivers agree exactly when every transfer does. Only non-empty transfers
+// count (DeclaredPairs): a rank declares only what it sends and receives.
 uint64_t PairTerm(int64_t sender, int64_t receiver, uint64_t bytes, uint64_t segment_digest) {
-  if (bytes == 0 || sender == receiver) return 0;
   uint64_t h = Mix(static_cast<uint64_t>(sender));
   h = Mix(h ^ static_cast<uint64_t>(receiver));
   h = Mix(h ^ bytes);
@@ -109,14 +108,15 @@ ControlHeader MakeHeader(const Declaration& d, int self) {
   h.seq = d.seq;
   h.root = d.root;
   h.param = d.param;
-  if (d.pairwise) {
-    for (size_t peer = 0; peer < d.send_bytes.size(); ++peer) {
-      const int64_t p = static_cast<int64_t>(peer);
-      h.sent_digest += PairTerm(self, p, d.send_bytes[peer], d.send_segment_digest[peer]);
-      h.expected_digest += PairTerm(p, self, d.recv_bytes[peer], d.recv_segment_digest[peer]);
+  const std::vector<DeclaredPair> pairs = DeclaredPairs(d, self);
+  for (const DeclaredPair& p : pairs) {
+    if (p.sends) {
+      h.sent_digest += PairTerm(self, p.peer, p.bytes, p.segment_digest);
+    } else {
+      h.expected_digest += PairTerm(p.peer, self, p.bytes, p.segment_digest);
     }
-    h.pairs_declared = DeclaredPairs(d, self).size();
   }
+  h.pairs_declared = pairs.size();
   h.error_index = d.problem.index;
   h.error_value = d.problem.value;
   h.error_limit = d.problem.limit;

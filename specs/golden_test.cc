@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "nlohmann/json.hpp"
 #include "specs/fingerprint.h"
 #include "specs/plan.h"
 #include "specs/spec_json.h"
@@ -67,6 +68,26 @@ TEST(GoldenTest, CanonicalFormsAndFingerprints) {
     SHARDKIT_ASSERT_OK_AND_ASSIGN(std::string again, Canonicalize(canonical));
     EXPECT_EQ(again, canonical);  // fixed point
   }
+}
+
+// The canonical writer (no DOM) gives exactly the bytes the JSON library's compact, key-sorted dump
+// gives, for every golden spec and its form bound to a shape and a world.
+TEST(GoldenTest, CanonicalTextIsTheLibrarysDump) {
+  int bound_checked = 0;
+  for (const fs::path& input : JsonFiles(TestdataDir())) {
+    SCOPED_TRACE(input.filename().string());
+    absl::StatusOr<SpecOrPlan> parsed = ParseSpecOrPlan(Read(input));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    const ShardingSpec* spec = std::get_if<ShardingSpec>(&*parsed);
+    if (spec == nullptr) continue;
+    const std::string canonical = CanonicalJson(*spec);
+    EXPECT_EQ(nlohmann::json::parse(canonical).dump(), canonical);
+    absl::StatusOr<std::string> bound = BoundCanonicalJson(*spec, Shape{96, 64}, 8);
+    if (!bound.ok()) continue;
+    EXPECT_EQ(nlohmann::json::parse(*bound).dump(), *bound);
+    ++bound_checked;
+  }
+  EXPECT_GE(bound_checked, 4);
 }
 
 TEST(GoldenTest, InvalidFilesFailWithTheirMessage) {

@@ -241,6 +241,26 @@ std::string EnumerableToText(const EnumerableShardingSpec& spec) {
   return out;
 }
 
+// The chunk spec's canonical text without the DOM (a bound spec lists a placement per rank, and
+// every parameter of every ShardParameter call is laid out): ChunkToJson's keys in sorted order,
+// compact, as json::Dump writes them.
+std::string ChunkToText(const ChunkShardingSpec& chunk) {
+  std::string out = chunk.align != 1 ? absl::StrCat("{\"align\":", chunk.align, ",") : "{";
+  absl::StrAppend(&out, "\"dim\":", chunk.dim, ",\"placements\":");
+  if (const auto* list = std::get_if<std::vector<Placement>>(&chunk.placements)) {
+    out += "[";
+    for (size_t i = 0; i < list->size(); ++i) {
+      if (i > 0) out += ",";
+      AppendString((*list)[i].ToString(), &out);
+    }
+    out += "]";
+  } else {
+    out += Dump(PlacementsToJson(chunk.placements));  // the shorthand: a few keys
+  }
+  out += ",\"type\":\"chunk\",\"version\":1}";
+  return out;
+}
+
 }  // namespace
 
 Json SpecToJson(const ShardingSpec& spec) {
@@ -249,7 +269,7 @@ Json SpecToJson(const ShardingSpec& spec) {
 }
 
 std::string SpecToText(const ShardingSpec& spec) {
-  if (const auto* chunk = std::get_if<ChunkShardingSpec>(&spec)) return Dump(ChunkToJson(*chunk));
+  if (const auto* chunk = std::get_if<ChunkShardingSpec>(&spec)) return ChunkToText(*chunk);
   return EnumerableToText(std::get<EnumerableShardingSpec>(spec));
 }
 

@@ -19,7 +19,7 @@ using json::Json;
 // The canonical JSON value of `spec`: "version": 1 added, placements as written, a chunk's
 // "align" only when it is not 1.
 Json SpecToJson(const ShardingSpec& spec);
-// The canonical text: json::Dump(SpecToJson(spec)), written without the DOM for enumerable specs.
+// The canonical text: json::Dump(SpecToJson(spec)), written without the DOM.
 std::string SpecToText(const ShardingSpec& spec);
 
 }  // namespace shardkit::specs::internal

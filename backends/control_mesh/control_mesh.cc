@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <map>
 #include <optional>
@@ -80,7 +81,15 @@ class ControlMesh::Transfers {
         sent_(sends.size()),
         received_(recvs.size()),
         send_queues_(world_size, sends),
-        recv_queues_(world_size, recvs) {}
+        recv_queues_(world_size, recvs) {
+    for (const Send& s : sends) peers_.push_back(s.peer);
+    for (const Recv& r : recvs) peers_.push_back(r.peer);
+    std::sort(peers_.begin(), peers_.end());
+    peers_.erase(std::unique(peers_.begin(), peers_.end()), peers_.end());
+  }
+
+  // The peers of this exchange, ascending: a poll round looks at these, not at the whole world.
+  const std::vector<int>& peers() const { return peers_; }
 
   // The first unfinished send / receive with `peer` (messages of a pair go in order), or -1.
   int PendingSend(int peer) const { return send_queues_.Head(peer); }
@@ -148,6 +157,7 @@ class ControlMesh::Transfers {
   std::span<const Recv> recvs_;
   std::vector<size_t> sent_, received_;
   PeerQueues send_queues_, recv_queues_;
+  std::vector<int> peers_;
 };
 
 ControlMesh::~ControlMesh() {
@@ -192,7 +202,7 @@ absl::Status ControlMesh::PollUntilDone(Transfers& transfers, absl::Time deadlin
   for (bool first = true;; first = false) {
     polled.clear();
     peers.clear();
-    for (int peer = 0; peer < static_cast<int>(fds_.size()); ++peer) {
+    for (int peer : transfers.peers()) {
       const short events = static_cast<short>((transfers.PendingRecv(peer) >= 0 ? POLLIN : 0) |
                                               (transfers.PendingSend(peer) >= 0 ? POLLOUT : 0));
       if (events == 0) continue;

@@ -236,11 +236,11 @@ absl::StatusOr<std::vector<std::string>> Communicator::AllGather(ConstBuffer sen
     std::vector<SendOp> out;
     std::vector<RecvOp> in;
     int64_t inline_sent = 0, inline_received = 0;
-    for (int peer = 0; peer < world_size(); ++peer) result[peer].resize(call.params[peer]);
+    for (int peer = 0; peer < world_size(); ++peer) result[peer].resize(call.header(peer).param);
     SHARDKIT_RETURN_IF_ERROR(CopyToSelf(send, result[rank()].data(), Device::Cpu(), send.size));
     for (int peer = 0; peer < world_size(); ++peer) {
       if (peer == rank()) continue;
-      const internal::ControlHeader& header = call.headers[peer];
+      const internal::ControlHeader& header = call.header(peer);
       if (send_inline) {
         inline_sent += static_cast<int64_t>(send.size);
       } else {

@@ -135,34 +135,40 @@ absl::Status Communicator::Agree(Call& call) {
   const internal::Declaration& d = call.decl;
   std::vector<internal::ControlHeader> headers(n);
   headers[self] = internal::MakeHeader(d, self);
+  internal::AgreementVerdict verdict;
   SHARDKIT_RETURN_IF_ERROR(GatherControl(call, Phase::kHeader, AsBytes(headers),
-                                         std::vector<size_t>(n, sizeof(headers[0]))));
-  for (const internal::ControlHeader& h : headers) call.params.push_back(h.param);
-  call.headers = headers;
-  SHARDKIT_RETURN_IF_ERROR(internal::CheckHeaders(d, headers));
-  if (!d.pairwise || internal::PairDigestsAgree(headers)) return absl::OkStatus();
+                                         std::vector<size_t>(n, sizeof(headers[0])), &verdict));
+  if (verdict.kind == internal::AgreementVerdict::kAgreed) {
+    call.common = internal::CommonHeader(verdict);
+    return absl::OkStatus();
+  }
+  call.headers = std::move(headers);
+  SHARDKIT_RETURN_IF_ERROR(internal::CheckHeaders(d, call.headers));
+  if (!d.pairwise || internal::PairDigestsAgree(call.headers)) return absl::OkStatus();
 
   // Round 2, only after a disagreement: every rank's declared transfers, to name the pair.
   std::vector<size_t> sizes(n);
   size_t total = 0, before_self = 0;  // declared transfers: all, and of the ranks before this one
   for (int r = 0; r < n; ++r) {
-    sizes[r] = headers[r].pairs_declared * sizeof(internal::DeclaredPair);
+    sizes[r] = call.headers[r].pairs_declared * sizeof(internal::DeclaredPair);
     if (r == self) before_self = total;
-    total += headers[r].pairs_declared;
+    total += call.headers[r].pairs_declared;
   }
   std::vector<internal::DeclaredPair> pairs(total);
   const std::vector<internal::DeclaredPair> mine = internal::DeclaredPairs(d, self);
   std::copy(mine.begin(), mine.end(), pairs.begin() + before_self);
   SHARDKIT_RETURN_IF_ERROR(GatherControl(call, Phase::kVerdict, AsBytes(pairs), sizes));
-  return internal::CheckDeclaredPairs(headers, pairs);
+  return internal::CheckDeclaredPairs(call.headers, pairs);
 }
 
 absl::Status Communicator::GatherControl(Call& call, Phase phase, std::span<std::byte> all,
-                                         std::span<const size_t> sizes) {
+                                         std::span<const size_t> sizes,
+                                         internal::AgreementVerdict* verdict) {
   // Up the binomial tree (agreement_tree.h): a rank receives its children's subtrees, then sends
-  // its own subtree to its parent. Down: it receives all other ranks' data from its parent and
-  // sends each child what lies outside the child's subtree. Two or three exchanges per rank, each
-  // with at most log2(n) + 1 peers.
+  // its own subtree to its parent. Down: with a verdict, the root's goes first, from parent to
+  // children; then, unless it is kAgreed, every other rank's data: a rank receives it from its
+  // parent and sends each child what lies outside the child's subtree. Two to four exchanges per
+  // rank, each with at most log2(n) + 1 peers.
   const int n = world_size(), self = rank();
   std::vector<size_t> at(n + 1, 0);  // byte offsets in `all`, by rank
   for (int r = 0; r < n; ++r) at[r + 1] = at[r] + sizes[r];
@@ -173,6 +179,12 @@ absl::Status Communicator::GatherControl(Call& call, Phase phase, std::span<std:
     const size_t end = at[SubtreeEnd(r, n)];
     return std::array<std::pair<size_t, size_t>, 2>{{{0, at[r]}, {end, at[n] - end}}};
   };
+  // The pieces outside r's subtree, to or from `peer`.
+  auto add_outside = [&](int r, int peer, auto& ops) {
+    for (const auto& [piece, length] : outside(r)) {
+      if (length > 0) ops.push_back({peer, all.data() + piece, length});
+    }
+  };
   const std::vector<int> children = TreeChildren(self, n);
   std::vector<SendOp> sends;
   std::vector<RecvOp> recvs;
@@ -182,23 +194,40 @@ absl::Status Communicator::GatherControl(Call& call, Phase phase, std::span<std:
   }
   if (!recvs.empty()) SHARDKIT_RETURN_IF_ERROR(Move(call, phase, sends, recvs));
   recvs.clear();
+  if (self == 0 && verdict != nullptr) {
+    *verdict = internal::Judge(
+        call.decl, std::span<const internal::ControlHeader>(
+                       reinterpret_cast<const internal::ControlHeader*>(all.data()), n));
+  }
   if (self != 0) {
     const int parent = TreeParent(self);
     const auto [offset, bytes] = subtree(self);
     if (bytes > 0) sends.push_back({parent, all.data() + offset, bytes});
-    for (const auto& [piece, length] : outside(self)) {
-      if (length > 0) recvs.push_back({parent, all.data() + piece, length});
+    if (verdict != nullptr) {
+      recvs.push_back({parent, verdict, sizeof(*verdict)});
+    } else {
+      add_outside(self, parent, recvs);
     }
     SHARDKIT_RETURN_IF_ERROR(Move(call, phase, sends, recvs));
+    if (verdict != nullptr && !internal::IsVerdict(*verdict)) {
+      call.transport_failed = true;  // the control stream cannot be trusted past this point
+      return absl::InternalError(absl::StrCat(
+          "rank ", parent, " sent a malformed agreement verdict (a rank of another build?)"));
+    }
+    const bool rest_follows =
+        verdict != nullptr && verdict->kind != internal::AgreementVerdict::kAgreed;
+    recvs.clear();
+    if (rest_follows) add_outside(self, parent, recvs);
+    if (!recvs.empty()) SHARDKIT_RETURN_IF_ERROR(Move(call, phase, {}, recvs));
   }
   sends.clear();
-  recvs.clear();
+  const bool all_go_down =
+      verdict == nullptr || verdict->kind != internal::AgreementVerdict::kAgreed;
   for (int child : children) {
-    for (const auto& [piece, length] : outside(child)) {
-      if (length > 0) sends.push_back({child, all.data() + piece, length});
-    }
+    if (verdict != nullptr) sends.push_back({child, verdict, sizeof(*verdict)});
+    if (all_go_down) add_outside(child, child, sends);
   }
-  return sends.empty() ? absl::OkStatus() : Move(call, phase, sends, recvs);
+  return sends.empty() ? absl::OkStatus() : Move(call, phase, sends, {});
 }
 
 OpCounters Communicator::counters(CollectiveOp op) const {

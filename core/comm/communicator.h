@@ -58,6 +58,7 @@ struct ConstBuffer;
 struct MutableBuffer;
 
 namespace internal {
+struct AgreementVerdict;
 struct LocalProblem;
 enum class Phase : int;
 
@@ -284,9 +285,12 @@ class Communicator {
   absl::Status Agree(Call& call);
   // All-gathers over ExchangeControl up and down a binomial tree (see call_agreement.h):
   // `all` holds sizes[r] bytes of every rank r in rank order, this rank's filled in; on return
-  // every rank's are. Every rank passes the same `sizes`.
+  // every rank's are. Every rank passes the same `sizes`. With `verdict` (round 1: `all` holds
+  // the ControlHeaders), rank 0 judges the headers once they are all up and sends its verdict
+  // down first, to every rank's `verdict`; the rest of `all` goes down only if it is not kAgreed.
   absl::Status GatherControl(Call& call, internal::Phase phase, std::span<std::byte> all,
-                             std::span<const size_t> sizes);
+                             std::span<const size_t> sizes,
+                             internal::AgreementVerdict* verdict = nullptr);
   // Moves one phase of a call through Exchange (payload) or ExchangeControl (agreement) and
   // counts its bytes.
   absl::Status Move(Call& call, internal::Phase phase, std::span<const SendOp> sends,

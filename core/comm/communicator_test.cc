@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "core/comm/internal/call_agreement.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
@@ -17,10 +18,10 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::FieldsAre;
 
-// Rank 1 of a world of two whose peer is a mirror: every message sent to rank 0 comes back as
-// rank 0's message of the same size, so the agreement passes (rank 1 is a leaf of the
-// agreement's tree: it sends its header to rank 0 and receives rank 0's in one exchange) and
-// payloads "arrive".
+// Rank 1 of a world of two whose peer is a mirror: rank 0 answers the agreement header as if its
+// own were the same (rank 1 is a leaf of the agreement's tree: it sends its header to rank 0 and
+// receives rank 0's verdict in one exchange), and every payload sent to rank 0 comes back as
+// rank 0's message of the same size.
 class MirrorCommunicator : public Communicator {
  public:
   struct Seen {
@@ -44,6 +45,17 @@ class MirrorCommunicator : public Communicator {
   absl::Status ExchangeControl(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
                                std::span<const RecvOp> recvs, absl::Time deadline) override {
     seen_.push_back({true, tag, seq, deadline});
+    if (sends.size() == 1 && sends[0].size == sizeof(internal::ControlHeader) &&
+        recvs.size() == 1 && recvs[0].size == sizeof(internal::AgreementVerdict)) {
+      internal::ControlHeader both[2];
+      std::memcpy(&both[0], sends[0].data, sizeof(both[0]));
+      both[1] = both[0];
+      internal::Declaration d;
+      d.op = static_cast<CollectiveOp>(both[0].op);
+      const internal::AgreementVerdict verdict = internal::Judge(d, both);
+      std::memcpy(recvs[0].data, &verdict, sizeof(verdict));
+      return absl::OkStatus();
+    }
     return Mirror(sends, recvs);
   }
   absl::StatusOr<std::unique_ptr<Communicator>> CreateSubgroup(const std::vector<int>&, int,

@@ -37,9 +37,16 @@ struct Communicator::Call {
   internal::Declaration decl;
   absl::Time start;
   absl::Time deadline;
-  std::vector<uint64_t> params;                  // every rank's header param, after agreement
-  std::vector<internal::ControlHeader> headers;  // every rank's round-1 header
+  // After the agreement: every rank's round-1 header when the verdict was kFull (empty
+  // otherwise), and after kAgreed what every rank's header shares (internal::CommonHeader).
+  std::vector<internal::ControlHeader> headers;
+  internal::ControlHeader common;
   bool transport_failed = false;
+
+  // What rank r's header says of the op's arguments (its param and inline data).
+  const internal::ControlHeader& header(int r) const {
+    return headers.empty() ? common : headers[static_cast<size_t>(r)];
+  }
 };
 
 }  // namespace shardkit

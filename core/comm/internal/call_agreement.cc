@@ -11,8 +11,11 @@
 namespace shardkit::internal {
 namespace {
 
-constexpr uint32_t kHeaderMagic = 0x53484b31;  // "SHK1"
-constexpr uint16_t kVersion = 4;               // 4: headers all-gathered, pair sizes as digests
+constexpr uint32_t kHeaderMagic = 0x53484b31;   // "SHK1"
+constexpr uint32_t kVerdictMagic = 0x53484b56;  // "SHKV"
+// 4: headers all-gathered, pair sizes as digests. 5: headers gathered to rank 0, its verdict sent
+// down (the headers too only when needed).
+constexpr uint16_t kVersion = 5;
 
 std::string OpName(uint8_t op) {
   if (op >= 1 && op <= kNumCollectiveOps) {
@@ -156,6 +159,54 @@ bool PairDigestsAgree(std::span<const ControlHeader> headers) {
     expected += h.expected_digest;
   }
   return sent == expected;
+}
+
+namespace {
+
+// Whether every rank passed AllGather the same input, inline (so the verdict can carry it).
+bool SameInlineInput(std::span<const ControlHeader> headers) {
+  const ControlHeader& h0 = headers[0];
+  if (h0.inline_size != h0.param) return false;
+  for (const ControlHeader& h : headers) {
+    if (h.param != h0.param || h.inline_size != h0.inline_size ||
+        std::memcmp(h.inline_data, h0.inline_data, h0.inline_size) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+AgreementVerdict Judge(const Declaration& mine, std::span<const ControlHeader> headers) {
+  AgreementVerdict v;
+  v.magic = kVerdictMagic;
+  v.version = kVersion;
+  v.kind = AgreementVerdict::kFull;
+  if (!CheckHeaders(mine, headers).ok()) return v;
+  if (mine.pairwise && !PairDigestsAgree(headers)) return v;
+  if (mine.op == CollectiveOp::kAllGather) {
+    if (!SameInlineInput(headers)) return v;
+    v.param = headers[0].param;
+    v.inline_size = headers[0].inline_size;
+    std::memcpy(v.inline_data, headers[0].inline_data, sizeof(v.inline_data));
+  }
+  v.kind = AgreementVerdict::kAgreed;
+  return v;
+}
+
+bool IsVerdict(const AgreementVerdict& v) {
+  return v.magic == kVerdictMagic && v.version == kVersion &&
+         (v.kind == AgreementVerdict::kFull || v.kind == AgreementVerdict::kAgreed) &&
+         v.inline_size <= kInlineBytes;
+}
+
+ControlHeader CommonHeader(const AgreementVerdict& v) {
+  ControlHeader h;
+  h.param = v.param;
+  h.inline_size = v.inline_size;
+  std::memcpy(h.inline_data, v.inline_data, sizeof(h.inline_data));
+  return h;
 }
 
 std::vector<DeclaredPair> DeclaredPairs(const Declaration& d, int self) {

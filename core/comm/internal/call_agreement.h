@@ -1,16 +1,20 @@
 // The agreement protocol every Communicator runs before a collective moves payload bytes.
 //
-// Round 1: the ranks all-gather one fixed-size ControlHeader each (op, sequence number, root, an
-// op-specific parameter, the first local argument error, AllGather's inline data, and two digests
-// of the per-pair byte counts it declared) up and down a binomial tree rooted at rank 0
-// (Communicator::GatherControl): each rank exchanges with its parent and at most log2(n) children,
-// in two or three steps, and the tree is 2·ceil(log2 n) hops deep. (A Bruck all-gather needs
-// half the depth but wakes every rank log2(n) times per call; with many ranks per core, those
-// wake-ups are what a call costs.) Every rank then holds every header and checks them
-// identically, so a mismatch yields the same message everywhere. Pairwise sizes (ops with
-// per-pair sizes): the sum over all ranks of the digests of what senders send must equal the
-// sum of the digests of what receivers expect (PairTerm; a disagreement goes unnoticed with
-// probability about 2^-64).
+// Round 1: each rank's fixed-size ControlHeader (op, sequence number, root, an op-specific
+// parameter, the first local argument error, AllGather's inline data, and two digests of the
+// per-pair byte counts it declared) goes up a binomial tree rooted at rank 0
+// (Communicator::GatherControl): each rank receives its children's subtrees and sends its own
+// subtree to its parent, so rank 0 ends up with every header. Rank 0 judges them (Judge) and sends
+// an AgreementVerdict down the tree. kAgreed: every check passes (and, for AllGather, every rank
+// passed the same inline input, which the verdict carries), and nothing else goes down. kFull:
+// something is wrong, or AllGather's inputs differ; the verdict is followed down the tree by
+// every header, and every rank checks them identically, so a mismatch yields the same message
+// everywhere. Each rank exchanges with its parent and at most log2(n) children, in two to four
+// steps, and the tree is 2·ceil(log2 n) hops deep. (A Bruck all-gather needs half the depth but
+// wakes every rank log2(n) times per call; with many ranks per core, those wake-ups are what a
+// call costs.) Pairwise sizes (ops with per-pair sizes): the sum over all ranks of the digests of
+// what senders send must equal the sum of the digests of what receivers expect (PairTerm; a
+// disagreement goes unnoticed with probability about 2^-64).
 // Only when they differ, round 2 all-gathers every rank's declared transfers (DeclaredPair, the
 // "full descriptors") the same way, and every rank names the same lowest mismatching
 // sender/receiver pair. Round 1 has fixed sizes and round 2's sizes come from round 1, so a
@@ -74,6 +78,23 @@ struct ControlHeader {
 };
 static_assert(sizeof(ControlHeader) == 128);
 
+// Rank 0's word on round 1, the first thing sent down the tree (64 bytes).
+struct AgreementVerdict {
+  enum Kind : uint8_t {
+    kFull = 0,    // every header follows; each rank checks them itself
+    kAgreed = 1,  // every check passed; nothing follows
+  };
+  uint32_t magic = 0;
+  uint16_t version = 0;
+  uint8_t kind = kFull;
+  uint8_t reserved = 0;
+  uint64_t param = 0;        // kAgreed AllGather: every rank's param (its input's length)
+  uint32_t inline_size = 0;  // kAgreed AllGather: every rank's inline_size
+  uint32_t reserved2 = 0;
+  uint8_t inline_data[kInlineBytes] = {};  // kAgreed AllGather: every rank's inline input
+};
+static_assert(sizeof(AgreementVerdict) == 64);
+
 // One non-empty transfer a rank declared, for round 2 (only after the digests differ).
 struct DeclaredPair {
   int64_t peer = 0;
@@ -111,6 +132,17 @@ ControlHeader MakeHeader(const Declaration& d, int self);
 // Whether the senders' and receivers' digests of the per-pair sizes agree (then round 2 is
 // skipped).
 bool PairDigestsAgree(std::span<const ControlHeader> headers);
+
+// Rank 0's verdict on every rank's header (`mine`: rank 0's declaration; the checks it selects
+// are the same on every rank of one op).
+AgreementVerdict Judge(const Declaration& mine, std::span<const ControlHeader> headers);
+
+// Whether `v` is a verdict of this protocol version (a peer of another build sends none).
+bool IsVerdict(const AgreementVerdict& v);
+
+// The header fields an op body reads (param, inline data) shared by every rank after a kAgreed
+// verdict.
+ControlHeader CommonHeader(const AgreementVerdict& v);
 
 // This rank's non-empty transfers, senders first (headers[self].pairs_declared of them).
 std::vector<DeclaredPair> DeclaredPairs(const Declaration& d, int self);

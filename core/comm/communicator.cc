@@ -185,6 +185,10 @@ absl::Status Communicator::GatherControl(Call& call, Phase phase, std::span<std:
       if (length > 0) ops.push_back({peer, all.data() + piece, length});
     }
   };
+  // Whether every other rank's data goes down: always without a verdict, else unless kAgreed.
+  auto all_go_down = [&] {
+    return verdict == nullptr || verdict->kind != internal::AgreementVerdict::kAgreed;
+  };
   const std::vector<int> children = TreeChildren(self, n);
   std::vector<SendOp> sends;
   std::vector<RecvOp> recvs;
@@ -214,18 +218,14 @@ absl::Status Communicator::GatherControl(Call& call, Phase phase, std::span<std:
       return absl::InternalError(absl::StrCat(
           "rank ", parent, " sent a malformed agreement verdict (a rank of another build?)"));
     }
-    const bool rest_follows =
-        verdict != nullptr && verdict->kind != internal::AgreementVerdict::kAgreed;
     recvs.clear();
-    if (rest_follows) add_outside(self, parent, recvs);
+    if (verdict != nullptr && all_go_down()) add_outside(self, parent, recvs);  // after it
     if (!recvs.empty()) SHARDKIT_RETURN_IF_ERROR(Move(call, phase, {}, recvs));
   }
   sends.clear();
-  const bool all_go_down =
-      verdict == nullptr || verdict->kind != internal::AgreementVerdict::kAgreed;
   for (int child : children) {
     if (verdict != nullptr) sends.push_back({child, verdict, sizeof(*verdict)});
-    if (all_go_down) add_outside(child, child, sends);
+    if (all_go_down()) add_outside(child, child, sends);
   }
   return sends.empty() ? absl::OkStatus() : Move(call, phase, sends, {});
 }

@@ -2,7 +2,7 @@
 """Plans that go wrong quietly, through the real binary on 2 ranks over Gloo: a shadowed rule is
 named with the rule that took its parameters; --strict refuses idle rules and a plan that shards
 nothing on every rank (ranks given different --strict fail together); names in errors are whole;
-`cuda` placements are recorded by shard, reshard, gather and inspect."""
+`cuda` placements are recorded by shard, reshard, gather, inspect and spec check."""
 
 import json
 import os
@@ -153,6 +153,8 @@ def cuda_placements(ck):
     r = run(["gather", "--in", path("cuda-re"), "--out", path("cuda-re.safetensors")])
     check(r.returncode == 0 and read_safetensors(path("cuda-re.safetensors"))[2] ==
           read_safetensors(ck)[2], f"gather after a cuda reshard: {r.stderr}")
+    r = run(["spec", "check", plan, "--checkpoint", ck, "--world", "2"])
+    check(r.returncode == 0 and "rules[1]" in r.stdout, f"spec check of a cuda plan: {r.stderr}")
 
 
 def main():

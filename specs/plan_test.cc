@@ -205,9 +205,9 @@ TEST(ResolveTest, ErrorsQuoteLongNamesWhole) {
                HasSubstr("parameter \"model.language_model.layers.12.self_attn.q_proj.weight\" "
                          "(rule 0, \"model.language_model.layers.*.self_attn.q_proj.weight\"): "
                          "dim 2 is out of range")));
-  EXPECT_THAT(Resolve(plan, {{"a\"b", {1}}, {"a\"b", {1}}}, 2),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr(R"(parameter "a\"b": listed twice)")));
+  EXPECT_THAT(
+      Resolve(plan, {{"a\"b", {1}}, {"a\"b", {1}}}, 2),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(R"(parameter "a\"b": listed twice)")));
 }
 
 // A natural Llama plan lists the generic projection rule before o_proj's own: every o_proj is
@@ -226,7 +226,8 @@ TEST(FindIdleRulesTest, NamesShadowingRulesWithTheirCounts) {
   std::vector<ParameterInfo> parameters;
   for (const char* layer : {"0", "1"}) {
     for (const char* proj : {"q", "o"}) {
-      parameters.push_back({absl::StrCat("layers.", layer, ".attn.", proj, "_proj.weight"), {4, 4}});
+      parameters.push_back(
+          {absl::StrCat("layers.", layer, ".attn.", proj, "_proj.weight"), {4, 4}});
     }
     parameters.push_back({absl::StrCat("layers.", layer, ".norm.weight"), {4}});
   }

@@ -20,7 +20,7 @@ TEST(QuoteName, EscapesAsJson) {
 TEST(QuoteName, KeepsUtf8AndReplacesInvalidBytes) {
   EXPECT_EQ(QuoteName("caf\xC3\xA9"), "\"caf\xC3\xA9\"");
   // A lone continuation byte, a truncated sequence, an overlong '/', a surrogate.
-  EXPECT_EQ(QuoteName("a\x80" "b\xC3"), R"("a\ufffdb\ufffd")");
+  EXPECT_EQ(QuoteName("a\x80\x62\xC3"), R"("a\ufffdb\ufffd")");  // \x62: b
   EXPECT_EQ(QuoteName("\xC0\xAF"), R"("\ufffd\ufffd")");
   EXPECT_EQ(QuoteName("\xED\xA0\x80"), R"("\ufffd\ufffd\ufffd")");
 }
@@ -33,8 +33,8 @@ TEST(QuoteName, CutsBeyondOneKibibyteWithItsLength) {
             "\"" + std::string(kMaxQuotedNameBytes, 'y') + "\"\xE2\x80\xA6 (5000 bytes)");
   // The cut falls on a character boundary: a 2-byte character straddling the limit is left out.
   const std::string straddling = std::string(kMaxQuotedNameBytes - 1, 'z') + "\xC3\xA9";
-  EXPECT_EQ(QuoteName(straddling), "\"" + std::string(kMaxQuotedNameBytes - 1, 'z') +
-                                       "\"\xE2\x80\xA6 (1025 bytes)");
+  EXPECT_EQ(QuoteName(straddling),
+            "\"" + std::string(kMaxQuotedNameBytes - 1, 'z') + "\"\xE2\x80\xA6 (1025 bytes)");
 }
 
 }  // namespace

@@ -308,9 +308,8 @@ void ForeignDeviceCase(int rank, Communicator& comm, std::string_view arg) {
                              : *Tensor::Meta({4, 2}, DType::kFloat32);
   Module module;
   ASSERT_THAT(module.AddParameter("w", t), testing::IsOk());
-  const Json spec = {{"type", "chunk"},
-                     {"dim", 0},
-                     {"placements", {{"ranks", "all"}, {"device", foreign}}}};
+  const Json spec = {
+      {"type", "chunk"}, {"dim", 0}, {"placements", {{"ranks", "all"}, {"device", foreign}}}};
   SHARDKIT_ASSERT_OK_AND_ASSIGN(
       specs::Plan plan,
       specs::ParsePlan(Json{{"rules", Json::array({{{"match", "w"}, {"spec", spec}}})}}.dump()));
@@ -319,13 +318,11 @@ void ForeignDeviceCase(int rank, Communicator& comm, std::string_view arg) {
   ASSERT_EQ(agreed.size(), 1u);
   EXPECT_EQ(agreed[0].shards[0].placement.ToString(), "rank:0/" + foreign);
   const absl::Status status = ShardModule(module, plan, comm);
-  EXPECT_THAT(status, testing::StatusIs(
-                          absl::StatusCode::kInvalidArgument,
-                          HasSubstr(absl::StrCat("backend ", comm.backend(), " cannot move ",
-                                                 foreign, " memory: parameter \"w\" is placed on "
-                                                 "rank:0/", foreign,
-                                                 " (a capability of the backend, not a "
-                                                 "disagreement)"))));
+  const std::string expected =
+      absl::StrCat("backend ", comm.backend(), " cannot move ", foreign,
+                   " memory: parameter \"w\" is placed on rank:0/", foreign,
+                   " (a capability of the backend, not a disagreement)");
+  EXPECT_THAT(status, testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(expected)));
   EXPECT_THAT(std::string(status.message()), ::testing::Not(HasSubstr("do not agree")));
   EXPECT_FALSE(*module.IsSharded("w"));
 }

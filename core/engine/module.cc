@@ -19,9 +19,8 @@ absl::Status ValidateParameterName(std::string_view name) {
   bool segment_empty = true;
   for (char c : name) {
     if (c <= ' ' || c > '~') {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parameter name ", QuoteName(name),
-                       " contains a space, control or non-ASCII character"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter name ", QuoteName(name), " contains a space, control or non-ASCII character"));
     }
     if (c == '.') {
       if (segment_empty) break;

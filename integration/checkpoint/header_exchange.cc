@@ -65,8 +65,8 @@ std::string EncodeRankOptions(const ShardCheckpointOptions& options) {
 }
 
 // The budget sets the rounds every rank follows, and the FP8 options and --strict the verdicts of
-// checks every rank runs alone: all ranks must be given the same ones. The same verdict on every rank (it is
-// computed from the same bytes).
+// checks every rank runs alone: all ranks must be given the same ones. The same verdict on every
+// rank (it is computed from the same bytes).
 absl::Status CheckSameOptions(const std::vector<std::string>& shared) {
   const std::string budgets = Differing(shared, 0, [](int64_t bytes) {
     return bytes % (1 << 20) == 0 ? absl::StrCat(bytes >> 20, " MiB")

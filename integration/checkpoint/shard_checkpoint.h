@@ -29,8 +29,9 @@
 //     never leaves an index.json. (If writing index.json itself fails, only the source reports
 //     it: the other ranks are done by then.)
 // Output on `log` (the source rank only): warnings (plan rules that take no parameter — matching
-// none, or shadowed by earlier rules — and the FP8 scale check's), progress lines when enabled, and a summary table at the end (per rank: bytes
-// written, peak RSS and its growth while the data moved).
+// none, or shadowed by earlier rules — and the FP8 scale check's), progress lines when enabled, and
+// a summary table at the end (per rank: bytes written, peak RSS and its growth while the data
+// moved).
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_CHECKPOINT_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_CHECKPOINT_H_
 

@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/json/json_reader.h"
 #include "specs/internal/spec_binder.h"
@@ -65,10 +66,9 @@ absl::StatusOr<Plan> PlanFromJson(const Json& value) {
 
 absl::Status ParameterError(const Plan& plan, const std::string& name, std::optional<size_t> rule,
                             const absl::Status& status) {
-  std::string context = absl::StrCat("parameter ", json::DescribeValue(Json(name)));
+  std::string context = absl::StrCat("parameter ", QuoteName(name));
   if (rule.has_value()) {
-    absl::StrAppend(&context, " (rule ", *rule, ", ",
-                    json::DescribeValue(Json(plan.rules[*rule].match)), ")");
+    absl::StrAppend(&context, " (rule ", *rule, ", ", QuoteName(plan.rules[*rule].match), ")");
   }
   return Annotate(status, context);
 }
@@ -171,6 +171,47 @@ absl::StatusOr<std::vector<ResolvedParameter>> Resolve(const Plan& plan,
     }
     resolved.layout = *std::move(layout);
     out.push_back(std::move(resolved));
+  }
+  return out;
+}
+
+std::vector<IdleRule> FindIdleRules(const Plan& plan,
+                                    const std::vector<ResolvedParameter>& resolved) {
+  std::vector<bool> takes(plan.rules.size());
+  for (const ResolvedParameter& parameter : resolved) {
+    if (parameter.rule.has_value()) takes[*parameter.rule] = true;
+  }
+  std::vector<IdleRule> idle;
+  for (size_t i = 0; i < plan.rules.size(); ++i) {
+    if (takes[i]) continue;
+    IdleRule& found = idle.emplace_back();
+    found.rule = i;
+    std::vector<int64_t> taken(i);  // per earlier rule: how many of rule i's matches it took
+    for (const ResolvedParameter& parameter : resolved) {
+      // A parameter rule i matches has a first match, and it comes before i (i takes none).
+      if (!MatchesPattern(plan.rules[i].match, parameter.name)) continue;
+      ++found.matches;
+      ++taken[*parameter.rule];
+    }
+    for (size_t earlier = 0; earlier < i; ++earlier) {
+      if (taken[earlier] > 0) found.taken_by.emplace_back(earlier, taken[earlier]);
+    }
+  }
+  return idle;
+}
+
+std::string DescribeIdleRule(const Plan& plan, const IdleRule& idle) {
+  const auto rule = [&](size_t i) {
+    return absl::StrCat("rules[", i, "] (", QuoteName(plan.rules[i].match), ")");
+  };
+  std::string out = rule(idle.rule);
+  if (idle.matches == 0) return absl::StrCat(out, " matches no parameter");
+  absl::StrAppend(&out, " matches ", idle.matches, idle.matches == 1 ? " parameter" : " parameters",
+                  idle.matches == 1 ? ", taken by " : ", all taken by ");
+  if (idle.taken_by.size() == 1) return absl::StrCat(out, rule(idle.taken_by[0].first));
+  for (size_t k = 0; k < idle.taken_by.size(); ++k) {
+    if (k > 0) out += k + 1 == idle.taken_by.size() ? " and " : ", ";
+    absl::StrAppend(&out, rule(idle.taken_by[k].first), " (", idle.taken_by[k].second, ")");
   }
   return out;
 }

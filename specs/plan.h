@@ -8,11 +8,14 @@
 // "broadcast", or "direct") are optional; "rules" is required (possibly empty). Patterns: see
 // pattern.h. The first matching rule wins; a parameter no rule matches is replicated. The canonical
 // form has every key, defaults filled in, rules in order, each spec in its own canonical form.
+// FindIdleRules names the rules a set of parameters leaves unused: those that match none, and
+// those shadowed by earlier rules (every parameter they match was taken first).
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(Plan plan, ParsePlan(text));
 //   SHARDKIT_ASSIGN_OR_RETURN(std::vector<ResolvedParameter> resolved,
 //                             Resolve(plan, {{"embed.weight", {10, 8}}, {"norm.weight", {4}}},
 //                                     /*world_size=*/3));
+//   for (const IdleRule& idle : FindIdleRules(plan, resolved)) warn(DescribeIdleRule(plan, idle));
 #ifndef SHARDKIT_SPECS_PLAN_H_
 #define SHARDKIT_SPECS_PLAN_H_
 
@@ -20,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -90,6 +94,29 @@ struct ResolvedParameter {
 // world_size outside [1, kMaxWorldSize].
 [[nodiscard]] absl::StatusOr<std::vector<ResolvedParameter>> Resolve(
     const Plan& plan, const std::vector<ParameterInfo>& parameters, int64_t world_size);
+
+// A rule that takes no parameter: its pattern matches none of them, or every one it matches was
+// taken by an earlier rule (first match wins: the rule is shadowed, and its spec applies nowhere).
+struct IdleRule {
+  size_t rule = 0;
+  int64_t matches = 0;  // parameters its pattern matches; 0: none
+  // The earlier rules that took those parameters, ascending, with how many each took (their
+  // counts add up to `matches`); empty when `matches` is 0.
+  std::vector<std::pair<size_t, int64_t>> taken_by;
+};
+
+// The idle rules of `plan` over `resolved` (what Resolve returned for `plan`), in rule order; a
+// rule that takes at least one parameter is not listed, however many of its matches earlier
+// rules took. Cost: one MatchesPattern per parameter for each rule that takes none.
+std::vector<IdleRule> FindIdleRules(const Plan& plan,
+                                    const std::vector<ResolvedParameter>& resolved);
+
+// One line for messages: `rules[2] ("nothing.*") matches no parameter`, or, shadowed,
+// `rules[4] ("layers.*.o_proj") matches 4 parameters, all taken by rules[0] ("layers.*.*_proj")`
+// — several earlier rules each with its count: `... matches 4 parameters, all taken by rules[0]
+// ("a.*") (3) and rules[2] ("b.*") (1)` (three or more: `rules[0] (...) (2), rules[1] (...) (1) and
+// rules[3] (...) (1)`). Patterns are quoted with QuoteName.
+std::string DescribeIdleRule(const Plan& plan, const IdleRule& idle);
 
 }  // namespace shardkit::specs
 

@@ -1,6 +1,7 @@
 // Plans: parsing errors with paths, pattern matching, first match wins, Resolve, layouts.
 #include "specs/plan.h"
 
+#include "absl/strings/str_cat.h"
 #include "specs/fingerprint.h"
 #include "specs/parameter_layout.h"
 #include "specs/pattern.h"
@@ -191,6 +192,80 @@ TEST(ResolveTest, ErrorsNameTheParameter) {
   plan.src_rank = 4;
   EXPECT_THAT(Resolve(plan, {}, 4), StatusIs(absl::StatusCode::kInvalidArgument,
                                              HasSubstr("src_rank 4 is outside the world of 4")));
+}
+
+// Names are quoted whole (they used to be cut at 40 characters), JSON-escaped.
+TEST(ResolveTest, ErrorsQuoteLongNamesWhole) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Plan plan, ParsePlan(R"({"rules": [
+      {"match": "model.language_model.layers.*.self_attn.q_proj.weight",
+       "spec": {"type": "chunk", "dim": 2, "placements": ["rank:0", "rank:1"]}}]})"));
+  EXPECT_THAT(
+      Resolve(plan, {{"model.language_model.layers.12.self_attn.q_proj.weight", {8, 8}}}, 2),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("parameter \"model.language_model.layers.12.self_attn.q_proj.weight\" "
+                         "(rule 0, \"model.language_model.layers.*.self_attn.q_proj.weight\"): "
+                         "dim 2 is out of range")));
+  EXPECT_THAT(
+      Resolve(plan, {{"a\"b", {1}}, {"a\"b", {1}}}, 2),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(R"(parameter "a\"b": listed twice)")));
+}
+
+// A natural Llama plan lists the generic projection rule before o_proj's own: every o_proj is
+// taken by rules[0], so rules[1] is shadowed; rules[2] matches nothing; rules[3] keeps some of its
+// matches (rules[0] took the others) and is not idle.
+TEST(FindIdleRulesTest, NamesShadowingRulesWithTheirCounts) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Plan plan, ParsePlan(R"({"rules": [
+      {"match": "layers.*.attn.*_proj.weight", "spec": {"type": "chunk", "dim": 0,
+                                                         "placements": {"ranks": "all"}}},
+      {"match": "layers.*.attn.o_proj.weight", "spec": {"type": "chunk", "dim": 1,
+                                                         "placements": {"ranks": "all"}}},
+      {"match": "lm_head.weight", "spec": {"type": "chunk", "dim": 0,
+                                            "placements": {"ranks": "all"}}},
+      {"match": "layers.*.**", "spec": {"type": "chunk", "dim": 0,
+                                        "placements": {"ranks": "all"}}}]})"));
+  std::vector<ParameterInfo> parameters;
+  for (const char* layer : {"0", "1"}) {
+    for (const char* proj : {"q", "o"}) {
+      parameters.push_back(
+          {absl::StrCat("layers.", layer, ".attn.", proj, "_proj.weight"), {4, 4}});
+    }
+    parameters.push_back({absl::StrCat("layers.", layer, ".norm.weight"), {4}});
+  }
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(std::vector<ResolvedParameter> resolved,
+                                Resolve(plan, parameters, 2));
+  const std::vector<IdleRule> idle = FindIdleRules(plan, resolved);
+  ASSERT_EQ(idle.size(), 2u);
+  EXPECT_EQ(idle[0].rule, 1u);
+  EXPECT_EQ(idle[0].matches, 2);
+  EXPECT_EQ(idle[0].taken_by, (std::vector<std::pair<size_t, int64_t>>{{0, 2}}));
+  EXPECT_EQ(DescribeIdleRule(plan, idle[0]),
+            R"(rules[1] ("layers.*.attn.o_proj.weight") matches 2 parameters, all taken by )"
+            R"(rules[0] ("layers.*.attn.*_proj.weight"))");
+  EXPECT_EQ(idle[1].rule, 2u);
+  EXPECT_EQ(idle[1].matches, 0);
+  EXPECT_EQ(DescribeIdleRule(plan, idle[1]), R"(rules[2] ("lm_head.weight") matches no parameter)");
+}
+
+TEST(FindIdleRulesTest, SeveralEarlierRulesEachWithItsCount) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Plan plan, ParsePlan(R"({"rules": [
+      {"match": "a.*", "spec": {"type": "chunk", "dim": 0, "placements": ["rank:0"]}},
+      {"match": "*.x", "spec": {"type": "chunk", "dim": 0, "placements": ["rank:0"]}},
+      {"match": "b.y", "spec": {"type": "chunk", "dim": 0, "placements": ["rank:0"]}},
+      {"match": "*.*", "spec": {"type": "chunk", "dim": 0, "placements": ["rank:0"]}}]})"));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(
+      std::vector<ResolvedParameter> resolved,
+      Resolve(plan, {{"a.x", {2}}, {"a.y", {2}}, {"b.x", {2}}, {"b.y", {2}}}, 1));
+  const std::vector<IdleRule> idle = FindIdleRules(plan, resolved);
+  ASSERT_EQ(idle.size(), 1u);
+  EXPECT_EQ(DescribeIdleRule(plan, idle[0]),
+            R"(rules[3] ("*.*") matches 4 parameters, all taken by rules[0] ("a.*") (2), )"
+            R"(rules[1] ("*.x") (1) and rules[2] ("b.y") (1))");
+  // One parameter: "taken by", without "all".
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(resolved, Resolve(plan, {{"b.y", {2}}}, 1));
+  const std::vector<IdleRule> one = FindIdleRules(plan, resolved);
+  ASSERT_EQ(one.size(), 3u);  // rules 0 and 1 match nothing, rule 3 is shadowed by rule 2
+  EXPECT_EQ(DescribeIdleRule(plan, one[2]),
+            R"(rules[3] ("*.*") matches 1 parameter, taken by rules[2] ("b.y"))");
 }
 
 // The README's FP8 plan: a weight cut on 128-row blocks and its scales cut with the same

@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "core/comm/collective_status.h"
 #include "core/engine/reshard.h"
 #include "core/engine/shard_parameter.h"
@@ -297,6 +298,35 @@ void AgreeOnPlanCase(int rank, Communicator& comm, std::string_view arg) {
   EXPECT_FALSE(*module.IsSharded("w"));
 }
 
+// Every rank's plan places "w" on a device the backend cannot move (cuda on Gloo, cpu on NCCL):
+// ShardModule fails on every rank with the backend's capability, not a disagreement; AgreeOnPlan,
+// which places nothing in memory, accepts the plan and keeps the placements as written.
+void ForeignDeviceCase(int rank, Communicator& comm, std::string_view arg) {
+  const Json c = Json::parse(arg);
+  const std::string foreign = c.value("device", "cpu") == "cpu" ? "cuda" : "cpu";
+  const Tensor t = rank == 0 ? OnDevice(*Tensor::Arange({4, 2}, DType::kFloat32), RankDevice(c, 0))
+                             : *Tensor::Meta({4, 2}, DType::kFloat32);
+  Module module;
+  ASSERT_THAT(module.AddParameter("w", t), testing::IsOk());
+  const Json spec = {
+      {"type", "chunk"}, {"dim", 0}, {"placements", {{"ranks", "all"}, {"device", foreign}}}};
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(
+      specs::Plan plan,
+      specs::ParsePlan(Json{{"rules", Json::array({{{"match", "w"}, {"spec", spec}}})}}.dump()));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(std::vector<AgreedParameter> agreed,
+                                AgreeOnPlan(module, plan, comm));
+  ASSERT_EQ(agreed.size(), 1u);
+  EXPECT_EQ(agreed[0].shards[0].placement.ToString(), "rank:0/" + foreign);
+  const absl::Status status = ShardModule(module, plan, comm);
+  const std::string expected =
+      absl::StrCat("backend ", comm.backend(), " cannot move ", foreign,
+                   " memory: parameter \"w\" is placed on rank:0/", foreign,
+                   " (a capability of the backend, not a disagreement)");
+  EXPECT_THAT(status, testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(expected)));
+  EXPECT_THAT(std::string(status.message()), ::testing::Not(HasSubstr("do not agree")));
+  EXPECT_FALSE(*module.IsSharded("w"));
+}
+
 void PlanCase(int rank, Communicator& comm, std::string_view arg) {
   const Device here = RankDevice(Json::parse(arg), rank);
   const int world = comm.world_size();
@@ -556,6 +586,7 @@ TEST_P(EngineTest, SubgroupsReplicationInitAndGatherErrors) {
   RunCase(&SubgroupCase, Json::object());
   RunCase(&DirectRefusedCase, Json::object());
   RunCase(&PlanCase, Json::object());
+  RunCase(&ForeignDeviceCase, Json::object());
   RunCase(&AgreeOnPlanCase, Json::object());
   if (GetParam().world_size > 1) RunCase(&AgreeOnPlanCase, Json{{"disagree", true}});
   RunCase(&ReplicatedCase, Json::object());

@@ -2,9 +2,9 @@
 
 #include <utility>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/base/quote.h"
 #include "core/base/status_macros.h"
 
 namespace shardkit {
@@ -19,9 +19,8 @@ absl::Status ValidateParameterName(std::string_view name) {
   bool segment_empty = true;
   for (char c : name) {
     if (c <= ' ' || c > '~') {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parameter name \"", absl::CHexEscape(View(name)),
-                       "\" contains a space, control or non-ASCII character"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter name ", QuoteName(name), " contains a space, control or non-ASCII character"));
     }
     if (c == '.') {
       if (segment_empty) break;
@@ -32,7 +31,7 @@ absl::Status ValidateParameterName(std::string_view name) {
   }
   if (segment_empty) {
     return absl::InvalidArgumentError(
-        absl::StrCat("parameter name \"", View(name), "\" has an empty dotted segment"));
+        absl::StrCat("parameter name ", QuoteName(name), " has an empty dotted segment"));
   }
   return absl::OkStatus();
 }
@@ -53,7 +52,7 @@ bool Module::Contains(std::string_view name) const { return index_.contains(View
 absl::StatusOr<size_t> Module::IndexOf(std::string_view name) const {
   auto it = index_.find(View(name));
   if (it == index_.end()) {
-    return absl::NotFoundError(absl::StrCat("module has no parameter \"", View(name), "\""));
+    return absl::NotFoundError(absl::StrCat("module has no parameter ", QuoteName(name)));
   }
   return it->second;
 }
@@ -67,7 +66,7 @@ absl::StatusOr<const Tensor*> Module::GetTensor(std::string_view name) const {
   SHARDKIT_ASSIGN_OR_RETURN(size_t i, IndexOf(name));
   if (const Tensor* t = std::get_if<Tensor>(&slots_[i])) return t;
   return absl::FailedPreconditionError(
-      absl::StrCat("parameter \"", View(name), "\" is sharded, not a plain tensor"));
+      absl::StrCat("parameter ", QuoteName(name), " is sharded, not a plain tensor"));
 }
 
 absl::StatusOr<Tensor*> Module::MutableTensor(std::string_view name) {
@@ -79,7 +78,7 @@ absl::StatusOr<const ShardedTensor*> Module::GetSharded(std::string_view name) c
   SHARDKIT_ASSIGN_OR_RETURN(size_t i, IndexOf(name));
   if (const ShardedTensor* t = std::get_if<ShardedTensor>(&slots_[i])) return t;
   return absl::FailedPreconditionError(
-      absl::StrCat("parameter \"", View(name), "\" is not sharded"));
+      absl::StrCat("parameter ", QuoteName(name), " is not sharded"));
 }
 
 absl::Status Module::SetTensor(std::string_view name, Tensor tensor) {

@@ -76,7 +76,9 @@ struct ParameterSpec {
 };
 
 // Collective: shards one parameter. Errors: kInvalidArgument (same on every rank) for any local
-// problem or disagreement, naming ranks, parameter and field; transport errors as the
+// problem or disagreement, naming ranks, parameter and field — a placement on a device the backend
+// cannot move included, worded as the backend's capability ("backend gloo cannot move cuda memory:
+// parameter "w" is placed on rank:1/cuda (...)"); transport errors as the
 // Communicator's (kDeadlineExceeded, kUnavailable), annotated with the step ("ShardParameter
 // agreement" / "ShardParameter(NAME): transfer" / "ShardParameter commit") and the time into the
 // operation, after which the communicator is poisoned.
@@ -119,7 +121,9 @@ struct AgreedParameter {
 
 // Collective: steps 1 and 2 of ShardParameters — every local check and the agreement, with the
 // same errors, identical on every rank — and nothing else: no data moves and the module is not
-// changed. Every slot may hold a meta tensor (on the source too): the caller moves the data.
+// changed. Every slot may hold a meta tensor (on the source too): the caller moves the data, so
+// placements' devices are not checked against the backend (a file records them as written: a
+// `cuda` plan is agreed over Gloo).
 // Returns the parameters in `parameters` order. Errors: as ShardParameters' agreement.
 [[nodiscard]] absl::StatusOr<std::vector<AgreedParameter>> AgreeOnParameters(
     const Module& module, const std::vector<ParameterSpec>& parameters, Communicator& comm,

@@ -60,12 +60,13 @@ std::string EncodeRankOptions(const ShardCheckpointOptions& options) {
   AppendUint64(out, static_cast<uint64_t>(options.memory_bytes));
   AppendUint64(out, static_cast<uint64_t>(options.fp8.block));
   AppendUint64(out, options.fp8.allow_misaligned ? 1 : 0);
+  AppendUint64(out, options.strict ? 1 : 0);
   return out;
 }
 
-// The budget sets the rounds every rank follows, and the FP8 options the verdict of a check every
-// rank runs alone: all ranks must be given the same ones. The same verdict on every rank (it is
-// computed from the same bytes).
+// The budget sets the rounds every rank follows, and the FP8 options and --strict the verdicts of
+// checks every rank runs alone: all ranks must be given the same ones. The same verdict on every
+// rank (it is computed from the same bytes).
 absl::Status CheckSameOptions(const std::vector<std::string>& shared) {
   const std::string budgets = Differing(shared, 0, [](int64_t bytes) {
     return bytes % (1 << 20) == 0 ? absl::StrCat(bytes >> 20, " MiB")
@@ -81,11 +82,16 @@ absl::Status CheckSameOptions(const std::vector<std::string>& shared) {
     return absl::InvalidArgumentError(
         absl::StrCat("the ranks were given different FP8 block sizes (--fp8-block): ", blocks));
   }
-  const std::string allow =
-      Differing(shared, 16, [](int64_t set) { return set != 0 ? "set" : "not set"; });
+  const auto set = [](int64_t flag) { return flag != 0 ? "set" : "not set"; };
+  const std::string allow = Differing(shared, 16, set);
   if (!allow.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the ranks were given different --allow-misaligned-scales: ", allow));
+  }
+  const std::string strict = Differing(shared, 24, set);
+  if (!strict.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ranks were given different --strict: ", strict));
   }
   return absl::OkStatus();
 }

@@ -92,15 +92,24 @@ Row ShardsPerRank(const IndexParameter& parameter, int64_t world_size) {
 
 absl::StatusOr<std::string> InspectDirectory(const std::string& dir) {
   SHARDKIT_ASSIGN_OR_RETURN(ShardIndex index, ReadIndex(dir));
+  return FormatShardIndex(index);
+}
+
+}  // namespace
+
+std::string FormatShardIndex(const ShardIndex& index, const std::vector<std::string>& rules) {
   Row header = {"name", "dtype", "shape", "bytes", "spec"};
+  if (!rules.empty()) header.push_back("rule");
   for (int64_t rank = 0; rank < index.world_size; ++rank) {
     header.push_back(absl::StrCat("rank ", rank));
   }
   std::vector<Row> rows = {header};
-  for (const IndexParameter& parameter : index.parameters) {
+  for (size_t p = 0; p < index.parameters.size(); ++p) {
+    const IndexParameter& parameter = index.parameters[p];
     Row row = {parameter.name, std::string(SafetensorsName(parameter.dtype)),
                ShapeToString(parameter.shape), NBytes(parameter.shape, parameter.dtype),
                DescribeSpec(parameter)};
+    if (!rules.empty()) row.push_back(rules[p]);
     Row shards = ShardsPerRank(parameter, index.world_size);
     row.insert(row.end(), shards.begin(), shards.end());
     rows.push_back(std::move(row));
@@ -111,8 +120,6 @@ absl::StatusOr<std::string> InspectDirectory(const std::string& dir) {
   AppendMetadata(index.metadata, facts);
   return absl::StrCat(FormatTable(rows), "\n", FormatTable(facts));
 }
-
-}  // namespace
 
 absl::StatusOr<std::string> InspectPath(const std::string& path) {
   std::error_code ec;

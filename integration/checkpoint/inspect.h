@@ -13,14 +13,21 @@
 #define SHARDKIT_INTEGRATION_CHECKPOINT_INSPECT_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "integration/checkpoint/shard_dir.h"
 
 namespace shardkit::checkpoint {
 
 // Errors: kNotFound if `path` does not exist (or a directory has no index.json);
 // kInvalidArgument for malformed content, as safetensors::Reader::Open and ReadIndex.
 [[nodiscard]] absl::StatusOr<std::string> InspectPath(const std::string& path);
+
+// The table InspectPath prints for a shard directory, of `index`. With `rules` (one cell per
+// parameter, in index.parameters' order) a `rule` column follows `spec` (the dry run of `spec
+// check --checkpoint` shows which plan rule laid each parameter out).
+std::string FormatShardIndex(const ShardIndex& index, const std::vector<std::string>& rules = {});
 
 }  // namespace shardkit::checkpoint
 

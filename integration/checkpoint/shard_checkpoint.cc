@@ -13,11 +13,10 @@
 #include "core/comm/collective_status.h"
 #include "core/engine/module.h"
 #include "core/engine/shard_parameter.h"
-#include "core/json/json_reader.h"
 #include "integration/checkpoint/checkpoint_identity.h"
 #include "integration/checkpoint/checkpoint_source.h"
-#include "integration/checkpoint/fp8_scales.h"
 #include "integration/checkpoint/header_exchange.h"
+#include "integration/checkpoint/plan_binding.h"
 #include "integration/checkpoint/progress.h"
 #include "integration/checkpoint/rank_files.h"
 #include "integration/checkpoint/shard_dir.h"
@@ -55,7 +54,6 @@ struct Run {
   std::vector<specs::ResolvedParameter> resolved;  // header order
   Module module;                                   // meta tensors, header order
   std::vector<std::string> warnings;
-  std::vector<AgreedParameter> agreed;  // header order
   std::optional<StreamSchedule> schedule;
   std::optional<io::AtomicFile> file;  // this rank's output, until committed
   StreamOutput output;
@@ -70,31 +68,14 @@ struct Run {
   Budget budget() const { return SplitBudget(options.memory_bytes, reshard() ? 2 : 1); }
 };
 
-// `shardkit reshard`: every rank reads its new shards from the old directory (strategy direct),
-// rank 0 writes index.json; a plan's src_rank or strategy does not apply (a warning). The output
-// must lie outside the input.
-absl::Status ApplyReshard(Run& run, const std::string& plan_text) {
-  SHARDKIT_RETURN_IF_ERROR(CheckOutsideInput(run.options.checkpoint_path, run.options.out_dir));
-  absl::StatusOr<json::Json> plan = json::ParseJson(plan_text);  // valid: ParsePlan took it
-  for (const char* key : {"src_rank", "strategy"}) {
-    if (plan.ok() && plan->contains(key)) {
-      run.warnings.push_back(absl::StrCat("warning: ", run.options.plan_path, ": ", key,
-                                          " does not apply to reshard (ignored: every rank reads "
-                                          "its own shards, rank 0 writes index.json)"));
-    }
-  }
-  run.plan.src_rank = 0;
-  run.plan.strategy = specs::Strategy::kDirect;
-  return absl::OkStatus();
-}
-
+// The plan, flags applied. `shardkit reshard` (ReadPlanFile): every rank reads its new shards from
+// the old directory (strategy direct), rank 0 writes index.json, and the output must lie outside
+// the input.
 absl::Status LoadPlan(Run& run) {
   const ShardCheckpointOptions& options = run.options;
-  SHARDKIT_ASSIGN_OR_RETURN(std::string text, io::ReadWholeFile(options.plan_path));
-  absl::StatusOr<specs::Plan> plan = specs::ParsePlan(text);
-  if (!plan.ok()) return Annotate(plan.status(), options.plan_path);
-  run.plan = *std::move(plan);
-  if (run.reshard()) return ApplyReshard(run, text);
+  SHARDKIT_ASSIGN_OR_RETURN(run.plan,
+                            ReadPlanFile(options.plan_path, run.reshard(), &run.warnings));
+  if (run.reshard()) return CheckOutsideInput(options.checkpoint_path, options.out_dir);
   if (options.src_rank) run.plan.src_rank = *options.src_rank;
   if (options.strategy) run.plan.strategy = *options.strategy;
   if (run.plan.src_rank < 0 || run.plan.src_rank >= run.comm.world_size()) {
@@ -144,47 +125,23 @@ absl::StatusOr<std::vector<std::string>> ShareHeader(Run& run, const CallOptions
   return run.comm.AllGather(ConstBuffer(mine), call);
 }
 
-// Step 2 (local): parameters from the header, plan resolved, a Module of meta tensors.
+// Step 2 (local): parameters from the header, plan bound to them (plan_binding.h: idle rules are
+// warnings, or under --strict errors), a Module of meta tensors. Every rank received the same
+// header, so ranks given the same plan reach the same verdict; the status round after this step
+// makes it collective either way.
 absl::Status ResolveParameters(Run& run, const std::vector<std::string>& shared) {
   SHARDKIT_RETURN_IF_ERROR(CheckSameOptions(shared));
   const std::string_view header_bytes =
       std::string_view(shared[static_cast<size_t>(run.plan.src_rank)]).substr(kRankOptionsBytes);
   SHARDKIT_ASSIGN_OR_RETURN(run.header, DecodeHeader(header_bytes, run.plan.src_rank));
-  std::vector<specs::ParameterInfo> infos;
-  for (const safetensors::TensorInfo& info : run.header.tensors) {
-    SHARDKIT_RETURN_IF_ERROR(CheckNoShardSuffix(info.name));
-    infos.push_back({info.name, info.shape});
-  }
-  SHARDKIT_ASSIGN_OR_RETURN(run.resolved, specs::Resolve(run.plan, infos, run.comm.world_size()));
+  SHARDKIT_ASSIGN_OR_RETURN(
+      run.resolved,
+      BindPlan(run.plan, run.header, run.comm.world_size(),
+               {.plan_path = run.options.plan_path, .strict = run.options.strict}, &run.warnings));
   for (const safetensors::TensorInfo& info : run.header.tensors) {
     SHARDKIT_ASSIGN_OR_RETURN(Tensor meta, Tensor::Meta(info.shape, info.dtype));
     SHARDKIT_RETURN_IF_ERROR(run.module.AddParameter(info.name, std::move(meta)));
   }
-  std::vector<bool> used(run.plan.rules.size());
-  for (const specs::ResolvedParameter& parameter : run.resolved) {
-    if (parameter.rule) used[*parameter.rule] = true;
-  }
-  for (size_t i = 0; i < used.size(); ++i) {
-    if (used[i]) continue;
-    run.warnings.push_back(absl::StrCat("warning: ", run.options.plan_path, ": rules[", i, "] (\"",
-                                        run.plan.rules[i].match,
-                                        "\") matches no parameter of the checkpoint"));
-  }
-  return absl::OkStatus();
-}
-
-// Step 3 (local, on agreed data: the same verdict on every rank): FP8 weights and their scales cut
-// on the same block boundaries (fp8_scales.h); warnings join the others.
-absl::Status CheckScales(Run& run) {
-  std::vector<LaidOutTensor> tensors;
-  tensors.reserve(run.agreed.size());
-  for (const AgreedParameter& parameter : run.agreed) {
-    tensors.push_back({parameter.name, parameter.dtype, parameter.shape,
-                       !parameter.spec.has_value(), parameter.shards});
-  }
-  SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> warnings,
-                            CheckFp8Scales(tensors, run.options.fp8));
-  run.warnings.insert(run.warnings.end(), warnings.begin(), warnings.end());
   return absl::OkStatus();
 }
 
@@ -193,22 +150,14 @@ absl::Status CheckScales(Run& run) {
 absl::Status AgreeOnLayouts(Run& run, const CallOptions& call) {
   ShardOptions options{
       .src_rank = static_cast<int>(run.plan.src_rank), .strategy = run.plan.strategy, .call = call};
-  SHARDKIT_ASSIGN_OR_RETURN(run.agreed, AgreeOnPlan(run.module, run.plan, run.comm, {}, options));
-  SHARDKIT_RETURN_IF_ERROR(CheckScales(run));
-  std::vector<StreamTensor> tensors;
-  for (size_t i = 0; i < run.agreed.size(); ++i) {
-    AgreedParameter& parameter = run.agreed[i];
-    const safetensors::TensorInfo& info = run.header.tensors[i];
-    // A sub-byte tensor cut inside a byte fails here, identically on every rank (agreed layout).
-    SHARDKIT_ASSIGN_OR_RETURN(
-        tensors.emplace_back(),
-        MakeStreamTensor(info.name, info.dtype, info.shape, info.begin, info.end,
-                         !parameter.spec.has_value(), std::move(parameter.shards)));
-    tensors.back().source_index = i;
-  }
+  SHARDKIT_ASSIGN_OR_RETURN(std::vector<AgreedParameter> agreed,
+                            AgreeOnPlan(run.module, run.plan, run.comm, {}, options));
+  // On agreed data, so the same verdict on every rank: FP8 scales, sub-byte cuts.
+  SHARDKIT_ASSIGN_OR_RETURN(
+      std::vector<StreamTensor> tensors,
+      CheckLayouts(run.header, std::move(agreed), run.options.fp8, &run.warnings));
   const Budget budget = run.budget();
   run.schedule.emplace(std::move(tensors), run.comm.world_size(), budget.window);
-  run.agreed.clear();  // the schedule holds the layouts now
   return absl::OkStatus();
 }
 
@@ -289,19 +238,9 @@ absl::Status GatherReports(Run& run, int64_t hwm_before, const CallOptions& call
 }
 
 ShardIndex BuildIndex(const Run& run) {
-  ShardIndex index{run.comm.world_size(),
-                   run.plan.src_rank,
-                   run.reshard() ? specs::Strategy::kReshard : run.plan.strategy,
-                   run.header.metadata,
-                   {}};
-  for (size_t i = 0; i < run.resolved.size(); ++i) {
-    const safetensors::TensorInfo& info = run.header.tensors[i];
-    index.parameters.push_back(
-        MakeIndexParameter(info.name, info.dtype, info.shape, run.resolved[i].layout));
-  }
-  std::sort(index.parameters.begin(), index.parameters.end(),
-            [](const IndexParameter& a, const IndexParameter& b) { return a.name < b.name; });
-  return index;
+  return MakeShardIndex(run.comm.world_size(), run.plan.src_rank,
+                        run.reshard() ? specs::Strategy::kReshard : run.plan.strategy, run.header,
+                        run.resolved);
 }
 
 // The summary the source prints: totals, then per rank its file, tensors, bytes written and

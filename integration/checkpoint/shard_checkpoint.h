@@ -11,7 +11,7 @@
 //  1. Every rank parses its plan (flags override src_rank and strategy) and prepares the output
 //     directory (shard_dir.h); the source opens the checkpoint and validates its header.
 //  2. The source sends the header (names, dtypes, shapes, __metadata__) to every rank; no other
-//     rank opens the checkpoint before step 3. Every rank resolves the plan against it.
+//     rank opens the checkpoint before step 3. Every rank binds the plan to it (plan_binding.h).
 //  3. The engine's agreement on the whole plan (AgreeOnPlan), before any data moves; then, on the
 //     agreed layouts (so alike on every rank), the FP8 block-scale check (fp8_scales.h). Under
 //     strategy direct every other rank then opens the checkpoint at its own checkpoint_path, and
@@ -28,9 +28,10 @@
 //     round the source writes DIR/index.json the same way. A failed or killed run therefore
 //     never leaves an index.json. (If writing index.json itself fails, only the source reports
 //     it: the other ranks are done by then.)
-// Output on `log` (the source rank only): warnings (plan rules that match no parameter, the FP8
-// scale check's), progress lines when enabled, and a summary table at the end (per rank: bytes
-// written, peak RSS and its growth while the data moved).
+// Output on `log` (the source rank only): warnings (plan rules that take no parameter — matching
+// none, or shadowed by earlier rules — and the FP8 scale check's), progress lines when enabled, and
+// a summary table at the end (per rank: bytes written, peak RSS and its growth while the data
+// moved).
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_CHECKPOINT_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_CHECKPOINT_H_
 
@@ -73,6 +74,9 @@ struct ShardCheckpointOptions {
   int64_t memory_bytes = int64_t{512} << 20;
   // FP8 weights and their `_scale_inv` scales must be cut on the same blocks (fp8_scales.h).
   Fp8ScaleOptions fp8;
+  // --strict: plan rules that take no parameter (matching none, or shadowed by earlier rules) and
+  // a plan that shards nothing are errors, not warnings (plan_binding.h, BindPlan).
+  bool strict = false;
   CallOptions call;  // deadline of the whole run: every collective step shares it
   ShardCheckpointStats* stats = nullptr;  // filled in for this rank on success, when set
 };
@@ -82,7 +86,8 @@ struct ShardCheckpointOptions {
 // kInvalidArgument / kNotFound for bad input — unreadable or invalid plan (naming the JSON path),
 // src_rank outside the world, a missing or malformed checkpoint, a parameter name with '#', an
 // output directory that cannot be created or holds foreign files, ranks disagreeing about their
-// inputs (memory budget and FP8 options included), an FP8 weight or its scales cut off its blocks
+// inputs (memory budget, FP8 options and strict included), under strict an idle rule or a plan
+// that shards nothing, an FP8 weight or its scales cut off its blocks
 // (unless fp8.allow_misaligned); kDeadlineExceeded / kUnavailable / kFailedPrecondition when a peer
 // dies or a deadline passes; kUnavailable for I/O errors while writing.
 [[nodiscard]] absl::Status ShardCheckpoint(const ShardCheckpointOptions& options,

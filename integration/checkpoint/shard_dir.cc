@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/json/json_reader.h"
 #include "integration/io/dir_lock.h"
@@ -290,8 +291,8 @@ std::vector<std::string> ShardTensorNames(std::string_view name,
 absl::Status CheckNoShardSuffix(std::string_view name) {
   if (name.find('#') == std::string_view::npos) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat("parameter \"", absl::string_view(name.data(), name.size()),
-                   "\": names must not contain '#' (shard files name shards NAME#K)"));
+      absl::StrCat("parameter ", QuoteName(name),
+                   ": names must not contain '#' (shard files name shards NAME#K)"));
 }
 
 absl::Status PrepareOutputDir(const std::string& dir) {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/quote.h"
 
 namespace shardkit::checkpoint {
 
@@ -16,10 +17,10 @@ absl::StatusOr<StreamTensor> MakeStreamTensor(std::string name, DType dtype, Sha
   for (size_t s = 0; s < tensor.shards.size(); ++s) {
     absl::StatusOr<ByteRuns> runs = RunsOf(tensor.shape, ElementBits(dtype), tensor.shards[s]);
     if (!runs.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parameter \"", tensor.name, "\" (", std::string(SafetensorsName(dtype)),
-                       ShapeToString(tensor.shape), "): shard ", s, " (",
-                       specs::ShardToString(tensor.shards[s]), "): ", runs.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter ", QuoteName(tensor.name), " (", std::string(SafetensorsName(dtype)),
+          ShapeToString(tensor.shape), "): shard ", s, " (", specs::ShardToString(tensor.shards[s]),
+          "): ", runs.status().message()));
     }
     tensor.runs.push_back(*std::move(runs));
   }

@@ -255,6 +255,12 @@ void AddFp8Flags(FlagParser& flags, int64_t* block, bool* allow_misaligned) {
                 "warn instead of refusing a plan that cuts an FP8 weight off its scale blocks");
 }
 
+void AddStrictFlag(FlagParser& flags, bool* strict) {
+  flags.AddBool("strict", strict,
+                "refuse (exit 2) a plan with a rule that matches no parameter or whose every "
+                "match an earlier rule took, or a plan that shards nothing");
+}
+
 bool ProgressWanted() {
   const char* progress = std::getenv(env::kProgress);
   if (progress != nullptr) return std::string_view(progress) == "1";

@@ -162,6 +162,10 @@ void AddMemoryFlag(FlagParser& flags, int64_t* mib);
 // block scales (shard; reshard): `*block` holds the default when this is called.
 void AddFp8Flags(FlagParser& flags, int64_t* block, bool* allow_misaligned);
 
+// --strict of the commands that bind a plan to a checkpoint (shard, reshard, spec check
+// --checkpoint): plan rules that take no parameter, and a plan that shards nothing, are errors.
+void AddStrictFlag(FlagParser& flags, bool* strict);
+
 // Whether long phases print progress lines on stderr: SHARDKIT_PROGRESS=1 (or 0) decides, else
 // whether stderr is a terminal.
 bool ProgressWanted();

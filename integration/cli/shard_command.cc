@@ -1,7 +1,8 @@
 // `shardkit shard --plan PLAN.json --checkpoint IN.safetensors --out DIR [--src-rank R]
 // [--strategy scatter|broadcast|direct] [--memory-mib M] [--fp8-block B]
-// [--allow-misaligned-scales] [--nproc N] [--backend B] [--timeout S]` and `shardkit reshard
-// --in DIR --plan PLAN.json --out DIR2` with the same flags but --src-rank and --strategy.
+// [--allow-misaligned-scales] [--strict] [--nproc N] [--backend B] [--timeout S]` and
+// `shardkit reshard --in DIR --plan PLAN.json --out DIR2` with the same flags but --src-rank and
+// --strategy.
 //
 // With --nproc N each is exactly `shardkit launch --nproc N -- shardkit shard|reshard <the other
 // arguments>`; under a launcher (UnderLauncher: shardkit launch, torchrun, mpirun, srun) it is
@@ -42,11 +43,12 @@ struct ShardFlags {
   bool nproc_set = false, backend_set = false, timeout_set = false;
 };
 
-// The flags both commands share: --memory-mib, --fp8-block, --allow-misaligned-scales, --nproc,
-// --backend, --timeout.
+// The flags both commands share: --memory-mib, --fp8-block, --allow-misaligned-scales, --strict,
+// --nproc, --backend, --timeout.
 void AddRunFlags(FlagParser& flags, ShardFlags* out) {
   AddMemoryFlag(flags, &out->memory_mib);
   AddFp8Flags(flags, &out->options.fp8.block, &out->options.fp8.allow_misaligned);
+  AddStrictFlag(flags, &out->options.strict);
   flags.AddInt("nproc", &out->nproc, "run N local ranks (as `shardkit launch --nproc N`)", 1,
                1 << 16);
   flags.AddString("backend", &out->backend, "communication backend (beats SHARDKIT_BACKEND)");
@@ -58,7 +60,8 @@ FlagParser ShardFlagParser(ShardFlags* out) {
   FlagParser flags(kCommand,
                    "--plan PLAN.json --checkpoint IN.safetensors --out DIR [--src-rank R] "
                    "[--strategy scatter|broadcast|direct] [--memory-mib M] [--fp8-block B] "
-                   "[--allow-misaligned-scales] [--nproc N] [--backend B] [--timeout S]");
+                   "[--allow-misaligned-scales] [--strict] [--nproc N] [--backend B] "
+                   "[--timeout S]");
   flags.AddString("plan", &out->options.plan_path, "JSON plan: which spec each parameter gets");
   flags.AddString("checkpoint", &out->options.checkpoint_path,
                   "a .safetensors file, a Hugging Face *.safetensors.index.json, or a directory "
@@ -79,7 +82,8 @@ FlagParser ShardFlagParser(ShardFlags* out) {
 FlagParser ReshardFlagParser(ShardFlags* out) {
   FlagParser flags(kReshardCommand,
                    "--in DIR --plan PLAN.json --out DIR2 [--memory-mib M] [--fp8-block B] "
-                   "[--allow-misaligned-scales] [--nproc N] [--backend B] [--timeout S]");
+                   "[--allow-misaligned-scales] [--strict] [--nproc N] [--backend B] "
+                   "[--timeout S]");
   flags.AddString("in", &out->options.checkpoint_path,
                   "the shard directory to re-lay out (read by every rank, at this same path)");
   flags.AddString("plan", &out->options.plan_path,

@@ -3,6 +3,11 @@
 // stdout, and nothing else: line 1 the canonical JSON (the bound form when --shape is given),
 // line 2 its fingerprint, then with --shape a table of the shards (index, rank, offsets, sizes).
 // Exit 0 if valid, 2 if invalid (the error is the first line on stderr).
+//
+// `shardkit spec check PLAN.json --checkpoint CK --world N [--strict] [--fp8-block B]
+// [--allow-misaligned-scales]`: the dry run of `shard` (checkpoint::DryRun) — stdout the table
+// `inspect` would print of the output, with each parameter's rule; stderr the warnings `shard`
+// would print; exit 2 for what `shard` would refuse before moving data.
 #include <iostream>
 #include <optional>
 #include <string>
@@ -14,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "core/base/status_macros.h"
+#include "integration/checkpoint/dry_run.h"
 #include "integration/cli/flags.h"
 #include "integration/io/files.h"
 #include "specs/fingerprint.h"
@@ -26,12 +32,15 @@ namespace shardkit::cli {
 namespace {
 
 constexpr char kCommand[] = "shardkit spec check";
-constexpr char kUsage[] = "FILE.json [--shape 12,4] [--world N]";
+constexpr char kUsage[] =
+    "FILE.json [--shape 12,4] [--world N] | PLAN.json --checkpoint CK --world N [--strict] "
+    "[--fp8-block B] [--allow-misaligned-scales]";
 
 struct CheckOptions {
   std::string path;
   std::optional<Shape> shape;
   std::optional<int64_t> world;
+  checkpoint::DryRunOptions dry_run;  // with --checkpoint
 };
 
 absl::StatusOr<Shape> ParseShape(const std::string& text) {
@@ -99,10 +108,17 @@ absl::StatusOr<std::string> CheckPlan(const specs::Plan& plan, const CheckOption
   return absl::StrCat(canonical, "\n", specs::Fingerprint(canonical), "\n");
 }
 
-absl::StatusOr<std::string> Check(const CheckOptions& options) {
+absl::StatusOr<std::string> Check(const CheckOptions& options, std::vector<std::string>* warnings) {
   SHARDKIT_ASSIGN_OR_RETURN(std::string text, io::ReadWholeFile(options.path));
   absl::StatusOr<specs::SpecOrPlan> parsed = specs::ParseSpecOrPlan(text);
   if (!parsed.ok()) return Annotate(parsed.status(), options.path);
+  if (!options.dry_run.checkpoint_path.empty()) {
+    if (!std::holds_alternative<specs::Plan>(*parsed)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.path, ": --checkpoint applies to a plan (an object with \"rules\"), not a spec"));
+    }
+    return checkpoint::DryRun(options.dry_run, warnings);
+  }
   absl::StatusOr<std::string> out =
       std::holds_alternative<specs::Plan>(*parsed)
           ? CheckPlan(std::get<specs::Plan>(*parsed), options)
@@ -111,27 +127,58 @@ absl::StatusOr<std::string> Check(const CheckOptions& options) {
   return out;
 }
 
+// --checkpoint needs --world and excludes --shape; --strict and the FP8 flags need --checkpoint.
+// Errors: kInvalidArgument naming the flags.
+absl::Status CheckDryRunFlags(const FlagParser& flags) {
+  if (!flags.WasSet("checkpoint")) {
+    for (const char* name : {"strict", "fp8-block", "allow-misaligned-scales"}) {
+      if (flags.WasSet(name)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", name, " applies to the dry run of a plan on a checkpoint (--checkpoint CK)"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (flags.WasSet("shape")) {
+    return absl::InvalidArgumentError(
+        "--shape and --checkpoint exclude each other (the checkpoint gives every shape)");
+  }
+  return Require(flags, {"world"},
+                 " with --checkpoint (the number of ranks the plan is laid out for)");
+}
+
 int RunCheck(const std::vector<std::string>& args) {
   FlagParser flags(kCommand, kUsage);
   std::string shape_text;
   int64_t world = 0;
+  CheckOptions options;
+  checkpoint::DryRunOptions& dry_run = options.dry_run;
   flags.AddString("shape", &shape_text,
                   "global shape, comma-separated: print the bound form and shards");
   flags.AddInt("world", &world, "world size: expand {\"ranks\": \"all\"}, check ranks", 1,
                specs::kMaxWorldSize);
+  flags.AddString("checkpoint", &dry_run.checkpoint_path,
+                  "dry run of `shard`: bind the plan to this checkpoint's header (any form "
+                  "`shard --checkpoint` takes, or a shard directory as `reshard --in`) for --world "
+                  "ranks; print the table `inspect` would print of the output");
+  AddStrictFlag(flags, &dry_run.strict);
+  AddFp8Flags(flags, &dry_run.fp8.block, &dry_run.fp8.allow_misaligned);
   const ParseResult parsed = ParseCommand(flags, args, Positionals::ExactlyOne("FILE.json"));
   if (parsed.done()) return parsed.exit_code();
-  CheckOptions options{parsed.positional()[0], std::nullopt, std::nullopt};
-  if (flags.WasSet("world")) options.world = world;
+  if (absl::Status s = CheckDryRunFlags(flags); !s.ok()) return ReportError(kCommand, s);
+  options.path = dry_run.plan_path = parsed.positional()[0];
+  if (flags.WasSet("world")) options.world = dry_run.world_size = world;
   if (flags.WasSet("shape")) {
     absl::StatusOr<Shape> shape = ParseShape(shape_text);
     if (!shape.ok()) return ReportError(kCommand, shape.status());
     options.shape = *shape;
   }
-  absl::StatusOr<std::string> out = Check(options);
-  if (!out.ok()) return ReportError(kCommand, out.status());
-  std::cout << *out << std::flush;
-  return 0;
+  std::vector<std::string> warnings;
+  absl::StatusOr<std::string> out = Check(options, &warnings);
+  const int code = out.ok() ? 0 : ReportError(kCommand, out.status());
+  for (const std::string& warning : warnings) std::cerr << warning << "\n";
+  if (out.ok()) std::cout << *out << std::flush;
+  return code;
 }
 
 }  // namespace

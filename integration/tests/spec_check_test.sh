@@ -97,5 +97,96 @@ out=$("$bin" spec check "$data/chunk_shorthand.json" --world 1048576) || fail "w
 [ "$(wc -l <<<"$out")" -eq 2 ] || fail "world 2^20: line count"
 "$bin" spec check --help | grep -q '^usage: shardkit spec check' || fail "--help"
 
+# The dry run: a plan bound to a checkpoint's header for --world N ranks, in one process.
+# st FILE HEADER_JSON DATA_BYTES: a safetensors file (ASCII header, zero data).
+st() {
+  local n=${#2}
+  printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x\\x00\\x00\\x00\\x00' $((n & 255)) $((n >> 8 & 255)) \
+    $((n >> 16 & 255)) $((n >> 24 & 255)))" >"$1"
+  printf '%s' "$2" >>"$1"
+  head -c "$3" /dev/zero >>"$1"
+}
+ck="$tmp/model.safetensors"
+st "$ck" '{"__metadata__":{"format":"pt"},"embed.weight":{"dtype":"F32","shape":[10,8],"data_offsets":[0,320]},"layers.0.attn.qkv.weight":{"dtype":"F32","shape":[6,4],"data_offsets":[320,416]},"layers.0.attn.out.weight":{"dtype":"F32","shape":[4,4],"data_offsets":[416,480]},"norm.weight":{"dtype":"F32","shape":[4],"data_offsets":[480,496]}}' 496
+cat >"$tmp/dry.json" <<'JSON'
+{"rules": [
+  {"match": "layers.*.attn.*.weight", "spec": {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}},
+  {"match": "embed.weight", "spec": {"type": "chunk", "dim": 1, "placements": ["rank:2/cuda:2", "rank:0/cuda:0", "rank:1/cuda:1"]}},
+  {"match": "lm_head.weight", "spec": {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}},
+  {"match": "layers.*.attn.out.weight", "spec": {"type": "chunk", "dim": 1, "placements": {"ranks": "all"}}}]}
+JSON
+out=$("$bin" spec check "$tmp/dry.json" --checkpoint "$ck" --world 3 2>"$tmp/err"); rc=$?
+[ $rc -eq 0 ] || fail "dry run: exit $rc: $(cat "$tmp/err")"
+[ "$(tr -s ' ' <<<"$out")" = "name dtype shape bytes spec rule rank 0 rank 1 rank 2
+embed.weight F32 [10, 8] 320 chunk(dim=1) rules[1] [10, 3] [10, 2] [10, 3]
+layers.0.attn.out.weight F32 [4, 4] 64 chunk(dim=0) rules[0] [2, 4] [2, 4] [0, 4]
+layers.0.attn.qkv.weight F32 [6, 4] 96 chunk(dim=0) rules[0] [2, 4] [2, 4] [2, 4]
+norm.weight F32 [4] 16 replicated - [4] [4] [4]
+
+world_size 3
+src_rank 0
+strategy scatter
+metadata format pt" ] || fail "dry run table: $out"
+[ "$(cat "$tmp/err")" = "warning: $tmp/dry.json: rules[2] (\"lm_head.weight\") matches no parameter of the checkpoint
+warning: $tmp/dry.json: rules[3] (\"layers.*.attn.out.weight\") matches 1 parameter, taken by rules[0] (\"layers.*.attn.*.weight\")" ] ||
+  fail "dry run warnings: $(cat "$tmp/err")"
+# --strict: the same findings are exit 2 (nothing on stdout).
+expect_invalid dry_strict "$tmp/dry.json: --strict: rules[2] (\"lm_head.weight\") matches no parameter of the checkpoint; rules[3] (\"layers.*.attn.out.weight\") matches 1 parameter, taken by rules[0]" \
+  "$tmp/dry.json" --checkpoint "$ck" --world 3 --strict
+echo '{"rules": []}' >"$tmp/none.json"
+expect_invalid dry_shards_nothing 'the plan shards nothing' "$tmp/none.json" --checkpoint "$ck" --world 2 --strict
+# Flags: --checkpoint needs --world and a plan; --shape excludes it; --strict and the FP8 flags need it.
+expect_invalid dry_no_world '--world is required with --checkpoint' "$tmp/dry.json" --checkpoint "$ck"
+expect_invalid dry_shape '--shape and --checkpoint exclude each other' "$tmp/dry.json" --checkpoint "$ck" --world 2 --shape 4,4
+expect_invalid strict_alone '--strict applies to the dry run' "$tmp/dry.json" --world 2 --strict
+expect_invalid fp8_alone '--fp8-block applies to the dry run' "$tmp/dry.json" --fp8-block 64
+expect_invalid dry_spec '--checkpoint applies to a plan' "$data/chunk_rows.json" --checkpoint "$ck" --world 2
+expect_invalid dry_missing 'no such file' "$tmp/dry.json" --checkpoint "$tmp/nope.safetensors" --world 2
+echo '{"src_rank": 3, "rules": []}' >"$tmp/src3.json"
+expect_invalid dry_src_rank 'src_rank 3 is outside the world of 2 ranks' "$tmp/src3.json" --checkpoint "$ck" --world 2
+# What `shard` only found once started: a gap in an enumerable rule, a rank outside the world.
+cat >"$tmp/gap.json" <<'JSON'
+{"rules": [{"match": "norm.weight", "spec": {"type": "enumerable", "shards": [
+  {"offsets": [0], "sizes": [2], "placement": "rank:0"}, {"offsets": [3], "sizes": [1], "placement": "rank:1"}]}}]}
+JSON
+expect_invalid dry_gap 'parameter "norm.weight" (rule 0, "norm.weight"): shards do not cover the tensor' \
+  "$tmp/gap.json" --checkpoint "$ck" --world 2
+expect_invalid dry_world 'outside the world of 2 ranks' "$tmp/dry.json" --checkpoint "$ck" --world 2
+# FP8 block scales: 256 rows on 3 ranks cut off the 128-row blocks; --allow-misaligned-scales warns.
+st "$tmp/fp8.safetensors" '{"w":{"dtype":"F8_E4M3","shape":[256,128],"data_offsets":[0,32768]},"w_scale_inv":{"dtype":"F32","shape":[2,1],"data_offsets":[32768,32776]}}' 32776
+echo '{"rules": [{"match": "w", "spec": {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}}]}' >"$tmp/fp8.json"
+expect_invalid dry_fp8 'w (F8_E4M3 [256, 128]) is cut at 86 on dim 0' "$tmp/fp8.json" --checkpoint "$tmp/fp8.safetensors" --world 3
+out=$("$bin" spec check "$tmp/fp8.json" --checkpoint "$tmp/fp8.safetensors" --world 3 --allow-misaligned-scales 2>"$tmp/err") ||
+  fail "dry fp8 allowed: exit $?"
+grep -q '^warning: FP8 block scales: w (F8_E4M3 \[256, 128\]) is cut at 86' "$tmp/err" || fail "dry fp8 warning: $(cat "$tmp/err")"
+# --fp8-block reaches the check: scales of 128-row blocks are not those of 2x2 blocks.
+"$bin" spec check "$tmp/fp8.json" --checkpoint "$tmp/fp8.safetensors" --world 3 --fp8-block 2 >/dev/null 2>"$tmp/err" ||
+  fail "dry fp8 block 2: exit $?"
+grep -q 'one scale per 2×2 block of w (F8_E4M3 \[256, 128\]) (--fp8-block 2): not checked' "$tmp/err" ||
+  fail "dry fp8 block 2: $(cat "$tmp/err")"
+# A sub-byte tensor cut inside a byte; a name with '#'.
+st "$tmp/f4.safetensors" '{"q":{"dtype":"F4","shape":[2,3],"data_offsets":[0,3]}}' 3
+echo '{"rules": [{"match": "q", "spec": {"type": "chunk", "dim": 1, "placements": {"ranks": "all"}}}]}' >"$tmp/f4.json"
+expect_invalid dry_sub_byte 'parameter "q" (F4[2, 3]): shard 0' "$tmp/f4.json" --checkpoint "$tmp/f4.safetensors" --world 3
+st "$tmp/hash.safetensors" '{"a#1":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}' 4
+expect_invalid dry_hash "parameter \"a#1\": names must not contain '#'" "$tmp/none.json" --checkpoint "$tmp/hash.safetensors" --world 2
+# A directory holding a Hugging Face index and its files.
+mkdir -p "$tmp/hf"
+st "$tmp/hf/model-00001-of-00002.safetensors" '{"a.weight":{"dtype":"F32","shape":[4,2],"data_offsets":[0,32]}}' 32
+st "$tmp/hf/model-00002-of-00002.safetensors" '{"b.weight":{"dtype":"BF16","shape":[3],"data_offsets":[0,6]}}' 6
+echo '{"metadata": {"total_size": 38}, "weight_map": {"a.weight": "model-00001-of-00002.safetensors", "b.weight": "model-00002-of-00002.safetensors"}}' \
+  >"$tmp/hf/model.safetensors.index.json"
+echo '{"rules": [{"match": "*.weight", "spec": {"type": "chunk", "dim": 0, "placements": ["rank:1", "rank:0"]}}]}' >"$tmp/hf.json"
+out=$("$bin" spec check "$tmp/hf.json" --checkpoint "$tmp/hf" --world 2 2>"$tmp/err") || fail "dry hf: exit $?: $(cat "$tmp/err")"
+[ "$(sed -n 2,3p <<<"$out" | tr -s ' ')" = "a.weight F32 [4, 2] 32 chunk(dim=0) rules[0] [2, 2] [2, 2]
+b.weight BF16 [3] 6 chunk(dim=0) rules[0] [1] [2]" ] || fail "dry hf table: $out"
+# A shard directory: bound as `reshard` binds it (its plan's src_rank and strategy ignored).
+"$bin" shard --plan "$tmp/hf.json" --checkpoint "$tmp/hf" --out "$tmp/shards" --nproc 2 2>"$tmp/err" >/dev/null || fail "shard for the dry run: $(cat "$tmp/err")"
+echo '{"src_rank": 1, "rules": [{"match": "a.weight", "spec": {"type": "chunk", "dim": 1, "placements": {"ranks": "all"}}}]}' >"$tmp/re.json"
+out=$("$bin" spec check "$tmp/re.json" --checkpoint "$tmp/shards" --world 2 2>"$tmp/err") || fail "dry reshard: exit $?: $(cat "$tmp/err")"
+[ "$(sed -n 2p <<<"$out" | tr -s ' ')" = "a.weight F32 [4, 2] 32 chunk(dim=1) rules[0] [4, 1] [4, 1]" ] || fail "dry reshard table: $out"
+grep -q '^strategy *reshard$' <<<"$out" || fail "dry reshard strategy: $out"
+grep -q "^warning: $tmp/re.json: src_rank does not apply to reshard" "$tmp/err" || fail "dry reshard warning: $(cat "$tmp/err")"
+
 [ $failures -eq 0 ] && echo "all spec check CLI tests passed"
 exit $failures

@@ -73,6 +73,7 @@ absl::Status BuildMismatchError(const std::vector<std::string>& reports, std::st
     std::vector<std::pair<int, std::string_view>> views(errors.begin(), errors.end());
     problems.push_back(GroupByMessage(views));
   }
+  const size_t local_problems = problems.size();
   // The reference is the most common descriptor (ties: the lowest rank holding one).
   std::map<std::string, int> votes;
   for (const Json& d : descriptors) ++votes[d.dump()];
@@ -87,8 +88,10 @@ absl::Status BuildMismatchError(const std::vector<std::string>& reports, std::st
         absl::StrJoin(DescribeDifferences(descriptors[r], descriptors[reference], kMaxDifferences),
                       ", ")));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(std::string(op), ": ranks do not agree: ", absl::StrJoin(problems, "; ")));
+  // Local problems alone (every rank describes the same operation) are no disagreement.
+  const bool disagree = problems.size() > local_problems;
+  return absl::InvalidArgumentError(absl::StrCat(
+      std::string(op), disagree ? ": ranks do not agree: " : ": ", absl::StrJoin(problems, "; ")));
 }
 
 }  // namespace

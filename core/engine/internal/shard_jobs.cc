@@ -2,6 +2,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/engine/internal/shard_copy.h"
 #include "specs/parameter_layout.h"
@@ -12,22 +13,26 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Placements must name devices this backend moves; the source tensor too.
-absl::Status CheckDevices(const ShardJob& job, const Communicator& comm, bool is_source) {
+// Why this backend cannot move `job`'s memory (the source's tensor, or a placement's device), or
+// "" when it can. A capability of the backend, not a disagreement: every rank that checks the same
+// placement finds the same. The message names the parameter itself.
+std::string DeviceProblem(const ShardJob& job, const Communicator& comm, bool is_source) {
+  const auto problem = [&](const Device& device, const std::string& where) {
+    return absl::StrCat("backend ", comm.backend(), " cannot move ", device.ToString(),
+                        " memory: parameter ", QuoteName(job.name), " ", where,
+                        " (a capability of the backend, not a disagreement)");
+  };
   if (is_source && !comm.SupportsDevice(job.source->device())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the source tensor is on ", job.source->device().ToString(),
-                     ", which backend ", comm.backend(), " cannot move"));
+    return problem(job.source->device(),
+                   absl::StrCat("is on ", job.source->device().ToString(), " on the source rank"));
   }
-  for (size_t i = 0; i < job.shards.size(); ++i) {
-    const auto& device = job.shards[i].placement.device();
+  for (const specs::ShardMetadata& shard : job.shards) {
+    const auto& device = shard.placement.device();
     if (device && !comm.SupportsDevice(*device)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shard ", i, " is placed on ", job.shards[i].placement.ToString(), ", but backend ",
-          comm.backend(), " cannot move ", device->ToString(), " memory"));
+      return problem(*device, absl::StrCat("is placed on ", shard.placement.ToString()));
     }
   }
-  return absl::OkStatus();
+  return "";
 }
 
 // Where this rank's shards of `job` land: their placements' device (one block receives them all,
@@ -108,14 +113,14 @@ absl::Status CheckJob(ShardJob& job, const std::optional<specs::ShardingSpec>& s
   if (is_source && !job.source->IsContiguous()) {
     return absl::InvalidArgumentError("is not a contiguous Tensor on the source rank");
   }
-  SHARDKIT_RETURN_IF_ERROR(CheckDevices(job, comm, is_source));
-  SHARDKIT_ASSIGN_OR_RETURN(job.device, LandingDevice(job, comm));
   return absl::OkStatus();
 }
 
-// Scatter delivers a non-source rank's shards straight into one block allocated up front, so an
-// allocation failure is a local error that every rank learns in the agreement.
+// Where this rank's shards land, and (scatter delivers a non-source rank's shards straight into
+// one block allocated up front) that block: an allocation failure is a local error that every
+// rank learns in the agreement.
 absl::Status AllocateReceive(ShardJob& job, const Communicator& comm, const ShardOptions& options) {
+  SHARDKIT_ASSIGN_OR_RETURN(job.device, LandingDevice(job, comm));
   if (job.replicated || options.strategy != Strategy::kScatter || comm.rank() == options.src_rank) {
     return absl::OkStatus();
   }
@@ -145,9 +150,15 @@ std::vector<ShardJob> PrepareJobs(const Module& module,
         seen.insert(job.name).second
             ? CheckJob(job, parameter.spec, module, comm, options, layout_only, layouts)
             : absl::InvalidArgumentError("is listed twice");
-    if (status.ok() && !layout_only) status = AllocateReceive(job, comm, options);
+    // With layout_only nothing is placed in memory here (the caller writes files, say), so
+    // placements' devices are recorded as written, whatever this backend moves.
+    if (status.ok() && !layout_only) {
+      job.error = DeviceProblem(job, comm, comm.rank() == options.src_rank);
+      if (!job.error.empty()) continue;
+      status = AllocateReceive(job, comm, options);
+    }
     if (!status.ok()) {
-      job.error = absl::StrCat("parameter \"", job.name, "\": ", status.message());
+      job.error = absl::StrCat("parameter ", QuoteName(job.name), ": ", status.message());
       job.recv_storage.reset();
     }
   }

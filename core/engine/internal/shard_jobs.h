@@ -33,9 +33,11 @@ struct ShardJob {
 };
 
 // Step 1 for every parameter: local checks and receive storage. Never fails as a whole: problems
-// are recorded in ShardJob::error (naming the parameter). With `layout_only` (AgreeOnParameters:
-// the caller moves the data itself) every slot may hold a meta tensor, the source's included, and
-// nothing is allocated.
+// are recorded in ShardJob::error (naming the parameter); a device the backend cannot move is
+// worded as the capability it is ("backend gloo cannot move cuda memory: parameter ...").
+// With `layout_only` (AgreeOnParameters: the caller moves the data itself) every slot may hold a
+// meta tensor, the source's included, nothing is allocated, and placements' devices are not
+// checked against the backend (they are recorded as written).
 std::vector<ShardJob> PrepareJobs(const Module& module,
                                   const std::vector<ParameterSpec>& parameters,
                                   const Communicator& comm, const ShardOptions& options,

@@ -1,0 +1,133 @@
+#include "integration/checkpoint/plan_binding.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/base/status_macros.h"
+#include "core/engine/module.h"
+#include "core/json/json_reader.h"
+#include "integration/io/files.h"
+
+namespace shardkit::checkpoint {
+namespace {
+
+// Under --strict: why the plan would shard nothing, or "" when some parameter takes a rule.
+std::string ShardsNothing(const std::vector<specs::ResolvedParameter>& resolved) {
+  for (const specs::ResolvedParameter& parameter : resolved) {
+    if (parameter.rule.has_value()) return "";
+  }
+  return absl::StrCat("the plan shards nothing: no rule matches any of the checkpoint's ",
+                      resolved.size(), " parameters, so every rank would get every one whole");
+}
+
+}  // namespace
+
+absl::StatusOr<specs::Plan> ReadPlanFile(const std::string& path, bool reshard,
+                                         std::vector<std::string>* warnings) {
+  SHARDKIT_ASSIGN_OR_RETURN(std::string text, io::ReadWholeFile(path));
+  absl::StatusOr<specs::Plan> plan = specs::ParsePlan(text);
+  if (!plan.ok()) return Annotate(plan.status(), path);
+  if (!reshard) return plan;
+  absl::StatusOr<json::Json> json = json::ParseJson(text);  // valid: ParsePlan took it
+  for (const char* key : {"src_rank", "strategy"}) {
+    if (json.ok() && json->contains(key)) {
+      warnings->push_back(absl::StrCat("warning: ", path, ": ", key,
+                                       " does not apply to reshard (ignored: every rank reads "
+                                       "its own shards, rank 0 writes index.json)"));
+    }
+  }
+  plan->src_rank = 0;
+  plan->strategy = specs::Strategy::kDirect;
+  return plan;
+}
+
+absl::StatusOr<std::vector<specs::ResolvedParameter>> BindPlan(const specs::Plan& plan,
+                                                               const safetensors::Header& header,
+                                                               int64_t world_size,
+                                                               const PlanCheckOptions& options,
+                                                               std::vector<std::string>* warnings) {
+  std::vector<specs::ParameterInfo> infos;
+  infos.reserve(header.tensors.size());
+  for (const safetensors::TensorInfo& info : header.tensors) {
+    SHARDKIT_RETURN_IF_ERROR(CheckNoShardSuffix(info.name));
+    SHARDKIT_RETURN_IF_ERROR(ValidateParameterName(info.name));  // the Module's, in one place
+    infos.push_back({info.name, info.shape});
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(std::vector<specs::ResolvedParameter> resolved,
+                            specs::Resolve(plan, infos, world_size));
+  std::vector<std::string> idle;
+  for (const specs::IdleRule& rule : specs::FindIdleRules(plan, resolved)) {
+    idle.push_back(absl::StrCat(specs::DescribeIdleRule(plan, rule),
+                                rule.matches == 0 ? " of the checkpoint" : ""));
+  }
+  if (!options.strict) {
+    for (const std::string& line : idle) {
+      warnings->push_back(absl::StrCat("warning: ", options.plan_path, ": ", line));
+    }
+    return resolved;
+  }
+  if (std::string nothing = ShardsNothing(resolved); !nothing.empty()) {
+    idle.push_back(std::move(nothing));
+  }
+  if (idle.empty()) return resolved;
+  return absl::InvalidArgumentError(
+      absl::StrCat(options.plan_path, ": --strict: ", absl::StrJoin(idle, "; ")));
+}
+
+std::vector<AgreedParameter> AsAgreed(const safetensors::Header& header,
+                                      const std::vector<specs::ResolvedParameter>& resolved) {
+  std::vector<AgreedParameter> agreed;
+  agreed.reserve(resolved.size());
+  for (size_t i = 0; i < resolved.size(); ++i) {
+    const safetensors::TensorInfo& info = header.tensors[i];
+    const specs::ParameterLayout& layout = resolved[i].layout;
+    agreed.push_back(
+        {info.name, info.shape, info.dtype, layout.spec, layout.shards, layout.canonical_json});
+  }
+  return agreed;
+}
+
+absl::StatusOr<std::vector<StreamTensor>> CheckLayouts(const safetensors::Header& header,
+                                                       std::vector<AgreedParameter> agreed,
+                                                       const Fp8ScaleOptions& fp8,
+                                                       std::vector<std::string>* warnings) {
+  std::vector<LaidOutTensor> laid_out;
+  laid_out.reserve(agreed.size());
+  for (const AgreedParameter& parameter : agreed) {
+    laid_out.push_back({parameter.name, parameter.dtype, parameter.shape,
+                        !parameter.spec.has_value(), parameter.shards});
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> fp8_warnings, CheckFp8Scales(laid_out, fp8));
+  warnings->insert(warnings->end(), fp8_warnings.begin(), fp8_warnings.end());
+  std::vector<StreamTensor> tensors;
+  tensors.reserve(agreed.size());
+  for (size_t i = 0; i < agreed.size(); ++i) {
+    AgreedParameter& parameter = agreed[i];
+    const safetensors::TensorInfo& info = header.tensors[i];
+    // A sub-byte tensor cut inside a byte fails here, identically on every rank (agreed layout).
+    SHARDKIT_ASSIGN_OR_RETURN(
+        tensors.emplace_back(),
+        MakeStreamTensor(info.name, info.dtype, info.shape, info.begin, info.end,
+                         !parameter.spec.has_value(), std::move(parameter.shards)));
+    tensors.back().source_index = i;
+  }
+  return tensors;
+}
+
+ShardIndex MakeShardIndex(int64_t world_size, int64_t src_rank, specs::Strategy strategy,
+                          const safetensors::Header& header,
+                          const std::vector<specs::ResolvedParameter>& resolved) {
+  ShardIndex index{world_size, src_rank, strategy, header.metadata, {}};
+  for (size_t i = 0; i < resolved.size(); ++i) {
+    const safetensors::TensorInfo& info = header.tensors[i];
+    index.parameters.push_back(
+        MakeIndexParameter(info.name, info.dtype, info.shape, resolved[i].layout));
+  }
+  std::sort(index.parameters.begin(), index.parameters.end(),
+            [](const IndexParameter& a, const IndexParameter& b) { return a.name < b.name; });
+  return index;
+}
+
+}  // namespace shardkit::checkpoint

@@ -186,6 +186,7 @@ absl::StatusOr<int> Launch(const LaunchOptions& options) {
   run.command = options.command;
   run.grace = options.grace;
   run.prefix_stdout = options.prefix_stdout;
+  run.error_prefix = options.error_prefix;
   SHARDKIT_ASSIGN_OR_RETURN(
       RunOutcome outcome,
       RunRankProcesses(run, RankSpecs(options, CurrentEnvironment(), store_url, run_id)));

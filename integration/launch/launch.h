@@ -38,6 +38,7 @@ struct LaunchOptions {
   std::optional<double> timeout_s;     // default: $SHARDKIT_TIMEOUT, else env::kDefaultTimeout
   absl::Duration grace = absl::Seconds(5);
   bool prefix_stdout = true;  // false: ranks' stdout lines unprefixed (RunOptions::prefix_stdout)
+  std::string error_prefix;   // non-empty: shared errors printed once (RunOptions::error_prefix)
   std::vector<std::string> command;
 };
 

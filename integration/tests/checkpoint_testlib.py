@@ -146,17 +146,6 @@ def first_lines_per_rank(stderr, world):
     return firsts
 
 
-def grouped_error(stderr):
-    """(ranks, line) of each line a relaunching command printed once for the ranks sharing it."""
-    groups = []
-    for line in stderr.splitlines():
-        head, _, rest = line.partition(": ")
-        ranks = ranks_named(head) if rest else None
-        if ranks is not None:
-            groups.append((ranks, rest))
-    return groups
-
-
 def cells(line):
     """A table line split into cells (columns are separated by two or more spaces)."""
     return re.split(r"\s{2,}", line.strip())

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "core/base/status_macros.h"
+#include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
 #include "integration/io/files.h"
 #include "specs/fingerprint.h"
@@ -116,9 +117,12 @@ int RunCheck(const std::vector<std::string>& args) {
   std::string shape_text;
   int64_t world = 0;
   flags.AddString("shape", &shape_text,
-                  "global shape, comma-separated: print the bound form and shards");
-  flags.AddInt("world", &world, "world size: expand {\"ranks\": \"all\"}, check ranks", 1,
-               specs::kMaxWorldSize);
+                  "global shape of a spec's tensor, comma-separated: print the bound form and "
+                  "the shards (default: the spec as written)");
+  flags.AddInt("world", &world,
+               "world size: expand {\"ranks\": \"all\"}, check the ranks (default: not checked)",
+               1, specs::kMaxWorldSize);
+  flags.SetHelpNotes(kPlanHelp);
   const ParseResult parsed = ParseCommand(flags, args, Positionals::ExactlyOne("FILE.json"));
   if (parsed.done()) return parsed.exit_code();
   CheckOptions options{parsed.positional()[0], std::nullopt, std::nullopt};
@@ -137,10 +141,11 @@ int RunCheck(const std::vector<std::string>& args) {
 }  // namespace
 
 int RunSpec(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    (args.empty() ? std::cerr : std::cout) << "usage: " << kCommand << " " << kUsage << "\n";
-    return args.empty() ? 2 : 0;
+  if (args.empty()) {
+    std::cerr << "usage: " << kCommand << " " << kUsage << "\n";
+    return 2;
   }
+  if (args[0] == "--help" || args[0] == "-h") return RunCheck(args);  // its only subcommand
   if (args[0] != "check") {
     return ReportError("shardkit spec",
                        absl::InvalidArgumentError(

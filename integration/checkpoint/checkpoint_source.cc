@@ -205,10 +205,10 @@ void WarnIfPartOfIndex(const std::string& file, std::vector<std::string>* warnin
     std::set<std::string> files;
     for (const auto& [tensor, in] : map->file_of) files.insert(in);
     if (!files.contains(name) || files.size() < 2) continue;
-    warnings->push_back(absl::StrCat(
-        "warning: ", file, " is one of the ", files.size(), " files of the checkpoint ",
-        (dir / index).string(), ": only its own tensors are read; name the index (or the "
-        "directory) for the whole checkpoint"));
+    warnings->push_back(absl::StrCat("warning: ", file, " is one of the ", files.size(),
+                                     " files of the checkpoint ", (dir / index).string(),
+                                     ": only its own tensors are read; name the index (or the "
+                                     "directory) for the whole checkpoint"));
   }
 }
 

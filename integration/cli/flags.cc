@@ -299,11 +299,13 @@ std::string FlagParser::Help() const {
   const std::string column(width + 3, ' ');
   for (const auto& [left, help] : rows) {
     absl::StrAppend(&out, "  ", left);
-    absl::StrAppend(&out, left.size() > width ? "\n" + column
-                                              : std::string(width - left.size() + 1, ' '));
+    absl::StrAppend(
+        &out, left.size() > width ? "\n" + column : std::string(width - left.size() + 1, ' '));
     AppendWrapped(help, column.size(), column.size(), &out);
   }
-  if (!notes_.empty()) absl::StrAppend(&out, "\n", notes_, absl::EndsWith(notes_, "\n") ? "" : "\n");
+  if (!notes_.empty()) {
+    absl::StrAppend(&out, "\n", notes_, absl::EndsWith(notes_, "\n") ? "" : "\n");
+  }
   return out;
 }
 

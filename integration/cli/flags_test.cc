@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-
 #include "testing/status_matchers.h"
 
 namespace shardkit::cli {
@@ -146,7 +145,7 @@ TEST(FlagHelpTest, LongLinesAreWrapped) {
     EXPECT_LE(line.size(), kHelpWidth) << line;
   }
   EXPECT_THAT(help, HasSubstr("\n                     [--flag-number-"));  // under "shardkit test"
-  EXPECT_THAT(help, HasSubstr("\n                         word"));        // the help column
+  EXPECT_THAT(help, HasSubstr("\n                         word"));         // the help column
   EXPECT_THAT(help, HasSubstr("(default: the longest default here)"));
   EXPECT_THAT(help, Not(HasSubstr("[--flag-number-1\n")));
 }

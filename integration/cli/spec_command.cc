@@ -120,8 +120,8 @@ int RunCheck(const std::vector<std::string>& args) {
                   "global shape of a spec's tensor, comma-separated: print the bound form and "
                   "the shards (default: the spec as written)");
   flags.AddInt("world", &world,
-               "world size: expand {\"ranks\": \"all\"}, check the ranks (default: not checked)",
-               1, specs::kMaxWorldSize);
+               "world size: expand {\"ranks\": \"all\"}, check the ranks (default: not checked)", 1,
+               specs::kMaxWorldSize);
   flags.SetHelpNotes(kPlanHelp);
   const ParseResult parsed = ParseCommand(flags, args, Positionals::ExactlyOne("FILE.json"));
   if (parsed.done()) return parsed.exit_code();

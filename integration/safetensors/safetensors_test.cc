@@ -200,8 +200,7 @@ TEST(SafetensorsTest, RejectsMalformedHeaders) {
       {"gap", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8, "(gap)"},
       {"trailing", "{\"a\":{" + ok + "}}", 12, "tensors cover 8"},
       {"metadata_value", R"({"__metadata__":{"k":1}})", 0, "values must be strings"},
-      {"deep", "{\"a\":" + std::string(80, '[') + std::string(80, ']') + "}", 0,
-       "nesting deeper"},
+      {"deep", "{\"a\":" + std::string(80, '[') + std::string(80, ']') + "}", 0, "nesting deeper"},
       {"bad_utf8", "{\"a\xff\":1}", 0, "not valid JSON"},
   };
   for (const BadCase& c : cases) {

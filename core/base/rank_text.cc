@@ -23,7 +23,8 @@ std::string FormatRanks(std::span<const int> ranks) {
   return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(parts, ", "));
 }
 
-std::string GroupByMessage(std::span<const std::pair<int, std::string_view>> messages) {
+std::vector<std::string> GroupsByMessage(
+    std::span<const std::pair<int, std::string_view>> messages) {
   std::vector<std::pair<std::string_view, std::vector<int>>> groups;
   absl::flat_hash_map<std::string_view, size_t> group_of;  // message -> index in groups
   for (const auto& [rank, message] : messages) {
@@ -36,7 +37,11 @@ std::string GroupByMessage(std::span<const std::pair<int, std::string_view>> mes
     parts.push_back(
         absl::StrCat(FormatRanks(ranks), ": ", absl::string_view(message.data(), message.size())));
   }
-  return absl::StrJoin(parts, "; ");
+  return parts;
+}
+
+std::string GroupByMessage(std::span<const std::pair<int, std::string_view>> messages) {
+  return absl::StrJoin(GroupsByMessage(messages), "; ");
 }
 
 std::string TransferProgress::ToString() const {

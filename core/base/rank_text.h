@@ -16,7 +16,11 @@ namespace shardkit {
 std::string FormatRanks(std::span<const int> ranks);
 
 // One "<ranks>: <message>" per distinct message, ordered by the lowest rank that reported it:
-// "ranks 0-2: disk full; rank 3: bad shape". `messages` is (rank, message), ranks ascending.
+// {"ranks 0-2: disk full", "rank 3: bad shape"}. `messages` is (rank, message), ranks ascending.
+std::vector<std::string> GroupsByMessage(
+    std::span<const std::pair<int, std::string_view>> messages);
+
+// GroupsByMessage joined by "; ": "ranks 0-2: disk full; rank 3: bad shape".
 std::string GroupByMessage(std::span<const std::pair<int, std::string_view>> messages);
 
 // How far a failed exchange had got, for its error.

@@ -19,6 +19,8 @@ TEST(GroupByMessage, OneEntryPerMessageInOrderOfLowestRank) {
   const std::vector<std::pair<int, std::string_view>> messages = {{0, "b"}, {1, "a"}, {2, "b"},
                                                                   {3, "b"}, {4, "b"}, {6, "a"}};
   EXPECT_EQ(GroupByMessage(messages), "ranks 0, 2-4: b; ranks 1, 6: a");
+  EXPECT_EQ(GroupsByMessage(messages),
+            (std::vector<std::string>{"ranks 0, 2-4: b", "ranks 1, 6: a"}));
 }
 
 TEST(TransferProgress, NamesEachPeerOnceAndCountsBytes) {

@@ -186,6 +186,32 @@ absl::StatusOr<std::vector<safetensors::Reader>> OpenIndexFiles(const std::strin
   return files;
 }
 
+// A file given alone that a Hugging Face index beside it names with other files: only part of
+// that checkpoint is read. Indexes that cannot be read are not this file's concern here.
+void WarnIfPartOfIndex(const std::string& file, std::vector<std::string>* warnings) {
+  const fs::path path(file);
+  const std::string name = path.filename().string();
+  std::vector<std::string> indexes;
+  std::error_code ec;
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string entry = it->path().filename().string();
+    if (absl::EndsWith(entry, ".safetensors.index.json")) indexes.push_back(entry);
+  }
+  std::sort(indexes.begin(), indexes.end());
+  for (const std::string& index : indexes) {
+    absl::StatusOr<WeightMap> map = ReadWeightMap((dir / index).string());
+    if (!map.ok()) continue;
+    std::set<std::string> files;
+    for (const auto& [tensor, in] : map->file_of) files.insert(in);
+    if (!files.contains(name) || files.size() < 2) continue;
+    warnings->push_back(absl::StrCat("warning: ", file, " is one of the ", files.size(),
+                                     " files of the checkpoint ", (dir / index).string(),
+                                     ": only its own tensors are read; name the index (or the "
+                                     "directory) for the whole checkpoint"));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<CheckpointPath> ResolveCheckpointPath(const std::string& path) {
@@ -210,6 +236,7 @@ absl::StatusOr<CheckpointSource> CheckpointSource::Open(const CheckpointPath& wh
   if (where.kind == CheckpointKind::kSafetensors) {
     SHARDKIT_ASSIGN_OR_RETURN(safetensors::Reader file, safetensors::Reader::Open(where.path));
     files.push_back(std::move(file));
+    WarnIfPartOfIndex(where.path, warnings);
     return FromFiles(std::move(files), {fs::path(where.path).filename().string()}, where.path);
   }
   SHARDKIT_ASSIGN_OR_RETURN(WeightMap map, ReadWeightMap(where.path));

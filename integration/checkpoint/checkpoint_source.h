@@ -48,9 +48,11 @@ class CheckpointSource : public TensorSource {
   // Opens a safetensors file or an index and every file it names, and validates them all before
   // any data moves: every file exists and parses, every tensor of the weight map is in the file
   // the map names and in no other, no file holds a tensor the map omits, and no __metadata__ key
-  // has two values. A total_size that equals neither the tensors' bytes nor the files' sizes is a
-  // warning (appended to `warnings`). Errors: kNotFound, kInvalidArgument naming the file, the
-  // tensor or the key; a shard directory is kInvalidArgument pointing at `shardkit reshard`.
+  // has two values. Warnings (appended to `warnings`): a total_size that equals neither the
+  // tensors' bytes nor the files' sizes; a safetensors file that an index beside it names along
+  // with other files (one file of a multi-file checkpoint given alone). Errors: kNotFound,
+  // kInvalidArgument naming the file, the tensor or the key; a shard directory is kInvalidArgument
+  // pointing at `shardkit reshard`.
   [[nodiscard]] static absl::StatusOr<CheckpointSource> Open(const CheckpointPath& where,
                                                              std::vector<std::string>* warnings);
 

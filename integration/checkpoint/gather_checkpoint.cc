@@ -123,7 +123,6 @@ absl::StatusOr<GatherInput> OpenInput(const std::string& in_dir) {
   GatherInput input;
   SHARDKIT_ASSIGN_OR_RETURN(input.index, ReadIndex(in_dir));
   SHARDKIT_ASSIGN_OR_RETURN(input.readers, OpenRankFiles(in_dir, input.index));
-  SHARDKIT_RETURN_IF_ERROR(VerifyShards(input.readers, input.index));
   SHARDKIT_ASSIGN_OR_RETURN(input.shards, FindShards(input.readers, input.index));
   return input;
 }

@@ -8,7 +8,8 @@
 //   OUT_DIR/model.safetensors                    instead of both, when one file holds everything
 //
 // Which tensor goes to which file is Hugging Face's rule (huggingface_hub's
-// split_state_dict_into_shards_factory), applied to the tensors in name order:
+// split_state_dict_into_shards_factory), applied to the tensors in name order (Hugging Face
+// applies it in the model's state-dict order, which a checkpoint does not record):
 //
 //   FileAssignment files = AssignFiles({400, 700, 100}, 500);   // file_of {0, 1, 0}, 2 files
 //   std::vector<std::string> names = HfFileNames(files.files);  // model-00001-of-00002…
@@ -54,7 +55,9 @@ bool IsNumberedPartName(std::string_view name, int64_t* files);
 
 // model.safetensors.index.json's text: {"metadata": {"total_size": total_size}, "weight_map":
 // weight_map}, keys sorted, indented by 2 and ending in a newline, as transformers'
-// save_pretrained writes it.
+// save_pretrained formats it (whose metadata also holds "total_parameters", the model's
+// parameter count, which a checkpoint's tensors do not give; huggingface_hub's
+// save_torch_state_dict writes total_size alone).
 std::string HfIndexJson(int64_t total_size, const std::map<std::string, std::string>& weight_map);
 
 // Makes `dir` ready for a new Hugging Face checkpoint: creates it (and its parents) if missing;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
 #include "integration/checkpoint/checkpoint_source.h"
+#include "integration/checkpoint/rank_files.h"
 #include "integration/checkpoint/shard_dir.h"
 #include "integration/safetensors/safetensors.h"
 
@@ -46,9 +47,9 @@ std::string NBytes(const Shape& shape, DType dtype) {
   return absl::StrCat(ComputeShapeSize(shape, dtype)->nbytes);
 }
 
-absl::StatusOr<std::string> InspectCheckpoint(const CheckpointPath& where) {
-  std::vector<std::string> warnings;  // inspect shows the table only
-  SHARDKIT_ASSIGN_OR_RETURN(CheckpointSource source, CheckpointSource::Open(where, &warnings));
+absl::StatusOr<std::string> InspectCheckpoint(const CheckpointPath& where,
+                                              std::vector<std::string>* warnings) {
+  SHARDKIT_ASSIGN_OR_RETURN(CheckpointSource source, CheckpointSource::Open(where, warnings));
   std::vector<safetensors::TensorInfo> tensors = source.header().tensors;
   std::sort(tensors.begin(), tensors.end(),
             [](const auto& a, const auto& b) { return a.name < b.name; });
@@ -92,6 +93,7 @@ Row ShardsPerRank(const IndexParameter& parameter, int64_t world_size) {
 
 absl::StatusOr<std::string> InspectDirectory(const std::string& dir) {
   SHARDKIT_ASSIGN_OR_RETURN(ShardIndex index, ReadIndex(dir));
+  SHARDKIT_RETURN_IF_ERROR(OpenRankFiles(dir, index).status());
   return FormatShardIndex(index);
 }
 
@@ -121,17 +123,20 @@ std::string FormatShardIndex(const ShardIndex& index, const std::vector<std::str
   return absl::StrCat(FormatTable(rows), "\n", FormatTable(facts));
 }
 
-absl::StatusOr<std::string> InspectPath(const std::string& path) {
+absl::StatusOr<std::string> InspectPath(const std::string& path,
+                                        std::vector<std::string>* warnings) {
+  std::vector<std::string> ignored;
+  if (warnings == nullptr) warnings = &ignored;
   std::error_code ec;
   if (!std::filesystem::is_directory(path, ec)) {
     SHARDKIT_ASSIGN_OR_RETURN(CheckpointPath where, ResolveCheckpointPath(path));
-    return InspectCheckpoint(where);
+    return InspectCheckpoint(where, warnings);
   }
   absl::StatusOr<CheckpointPath> where = ResolveCheckpointPath(path);
   // A directory that is neither a shard directory nor a checkpoint: say what a shard directory
   // lacks, as before, when it holds no checkpoint file at all.
   if (!where.ok() || where->kind == CheckpointKind::kShardDirectory) return InspectDirectory(path);
-  return InspectCheckpoint(*where);
+  return InspectCheckpoint(*where, warnings);
 }
 
 }  // namespace shardkit::checkpoint

@@ -20,9 +20,15 @@
 
 namespace shardkit::checkpoint {
 
-// Errors: kNotFound if `path` does not exist (or a directory has no index.json);
-// kInvalidArgument for malformed content, as safetensors::Reader::Open and ReadIndex.
-[[nodiscard]] absl::StatusOr<std::string> InspectPath(const std::string& path);
+// A shard directory's rank files are checked as gather checks them (OpenRankFiles: well-formed,
+// as long as their headers say, holding exactly the listed shards). Warnings about a checkpoint
+// (CheckpointSource::Open's: e.g. one file of a multi-file checkpoint given alone) are appended
+// to `warnings` when it is not null; they are not part of the table.
+// Errors: kNotFound if `path` does not exist (or a directory has no index.json, or a rank file
+// or a listed shard is missing); kInvalidArgument for malformed content, as
+// safetensors::Reader::Open, ReadIndex and OpenRankFiles, naming the file.
+[[nodiscard]] absl::StatusOr<std::string> InspectPath(const std::string& path,
+                                                      std::vector<std::string>* warnings = nullptr);
 
 // The table InspectPath prints for a shard directory, of `index`. With `rules` (one cell per
 // parameter, in index.parameters' order) a `rule` column follows `spec` (the dry run of `spec

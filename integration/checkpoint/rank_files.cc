@@ -21,6 +21,7 @@ absl::StatusOr<std::vector<Reader>> OpenRankFiles(const std::string& dir, const 
         Reader reader, Reader::Open((std::filesystem::path(dir) / RankFileName(rank)).string()));
     readers.push_back(std::move(reader));
   }
+  SHARDKIT_RETURN_IF_ERROR(VerifyShards(readers, index));
   return readers;
 }
 

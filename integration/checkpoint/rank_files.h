@@ -3,7 +3,6 @@
 // directory (`shard`, `reshard`: ShardCheckpoint; SaveShards).
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(std::vector<safetensors::Reader> files, OpenRankFiles(dir, index));
-//   SHARDKIT_RETURN_IF_ERROR(VerifyShards(files, index));
 //   SHARDKIT_ASSIGN_OR_RETURN(const safetensors::TensorInfo* at, FindShard(files, parameter, s));
 //
 //   std::optional<io::AtomicFile> file;
@@ -27,8 +26,12 @@
 
 namespace shardkit::checkpoint {
 
-// DIR/rank-00000.safetensors … for every rank of `index`, by rank.
-// Errors: kNotFound (a missing file), kInvalidArgument (a malformed one), naming the file.
+// DIR/rank-00000.safetensors … for every rank of `index`, by rank, checked against it: each file
+// is a well-formed safetensors file as long as its header says (safetensors::Reader::Open), and
+// holds exactly the shards index.json lists on its rank (VerifyShards) — what gather, reshard and
+// inspect read before anything else. Errors: kNotFound (a missing file or tensor),
+// kInvalidArgument (a malformed file, a shard of another dtype or shape, an unlisted tensor),
+// naming the file.
 [[nodiscard]] absl::StatusOr<std::vector<safetensors::Reader>> OpenRankFiles(
     const std::string& dir, const ShardIndex& index);
 

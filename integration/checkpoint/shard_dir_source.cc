@@ -39,7 +39,6 @@ absl::StatusOr<std::unique_ptr<ShardDirSource>> ShardDirSource::Open(const std::
   SHARDKIT_ASSIGN_OR_RETURN(source->index_, ParseIndex(text, index_path));
   source->identity_.push_back({kIndexFileName, text.size(), specs::Fingerprint(text), true});
   SHARDKIT_ASSIGN_OR_RETURN(source->files_, OpenRankFiles(dir, source->index_));
-  SHARDKIT_RETURN_IF_ERROR(VerifyShards(source->files_, source->index_));
   for (const Reader& file : source->files_) {
     source->identity_.push_back({std::filesystem::path(file.path()).filename().string(),
                                  file.identity().size, file.identity().header_digest});

@@ -51,8 +51,10 @@ FlagParser BenchFlagParser(BenchFlags* out) {
                "split --mib over this many parameters and use ShardModule (default 1: "
                "ShardParameter)",
                1, 1 << 20);
-  flags.AddString("backend", &out->backend, "communication backend (default gloo)");
-  flags.AddDouble("timeout", &out->timeout, "per-operation deadline in seconds (SHARDKIT_TIMEOUT)");
+  flags.AddString("backend", &out->backend,
+                  absl::StrCat("communication backend ", BackendDefaultHelp()));
+  flags.AddDouble("timeout", &out->timeout,
+                  absl::StrCat("per-operation deadline in seconds ", TimeoutDefaultHelp()));
   flags.AddBool(kWorkerFlag, &out->worker, "internal: run as one rank of a launched job");
   flags.AddInt(kLaunchedAtFlag, &out->launched_at_us,
                "internal: when the ranks were launched (Unix microseconds)", 0,
@@ -65,8 +67,9 @@ FlagParser BenchFlagParser(BenchFlags* out) {
 absl::Status CheckBenchFlags(const FlagParser& parser, BenchFlags* flags) {
   SHARDKIT_RETURN_IF_ERROR(Require(parser, {"nproc"}));
   SHARDKIT_RETURN_IF_ERROR(Require(parser, {"mib"}));
-  SHARDKIT_ASSIGN_OR_RETURN(flags->bench.strategy, bench::ParseBenchStrategy(flags->strategy));
-  SHARDKIT_ASSIGN_OR_RETURN(flags->bench.dtype, ParseDType(flags->dtype));
+  SHARDKIT_ASSIGN_OR_RETURN(flags->bench.strategy,
+                            ForFlag("strategy", bench::ParseBenchStrategy(flags->strategy)));
+  SHARDKIT_ASSIGN_OR_RETURN(flags->bench.dtype, ForFlag("dtype", ParseDType(flags->dtype)));
   flags->launch.nproc = static_cast<int>(flags->nproc);
   if (parser.WasSet("backend")) flags->launch.backend = flags->backend;
   if (parser.WasSet("timeout")) flags->launch.timeout_s = flags->timeout;

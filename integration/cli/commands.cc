@@ -12,8 +12,7 @@ namespace {
 constexpr Command kCommands[] = {
     {"launch", "run N local ranks of a command with the SHARDKIT_* environment", &RunLaunch},
     {"shard", "shard a safetensors checkpoint across ranks with a JSON plan", &RunShard},
-    {"reshard", "lay a shard directory out anew (another plan or world size), reading only",
-     &RunReshard},
+    {"reshard", "lay a shard directory out anew for another plan or world size", &RunReshard},
     {"gather", "reassemble a checkpoint from a shard directory", &RunGather},
     {"inspect", "print a table of a safetensors file or shard directory", &RunInspect},
     {"spec", "validate a sharding spec or plan: 'spec check FILE.json'", &RunSpec},
@@ -37,6 +36,24 @@ std::string Usage() {
 }
 
 }  // namespace
+
+const char kPlanHelp[] =
+    R"(plan (PLAN.json), for example:
+  {"src_rank": 0, "strategy": "scatter", "rules": [
+    {"match": "embed.weight", "spec": {"type": "chunk", "dim": 1, "placements": {"ranks": "all"}}},
+    {"match": "layers.*.attn.o_proj.weight", "spec": {"type": "chunk", "dim": 1, "placements": {"ranks": "all"}}},
+    {"match": "layers.*.attn.*_proj.weight", "spec": {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}},
+    {"match": "**.mlp.*.weight", "spec": {"type": "chunk", "dim": 0, "placements": ["rank:0", "rank:1"]}},
+    {"match": "lm_head.weight", "spec": {"type": "chunk", "dim": 0, "align": 64, "placements": {"ranks": "0..1"}}}]}
+Patterns match a parameter's whole name:
+  *   matches any characters within one dotted segment (never '.'): layers.*.attn.o_proj.weight
+  **  matches zero or more whole segments: **.bias matches bias and a.b.bias
+  the first rule that matches wins: o_proj above gets dim 1, not *_proj's dim 0
+  a parameter no rule matches is replicated: whole on every rank
+"src_rank" (default 0) and "strategy" (scatter, broadcast or direct; default scatter) are
+optional. Placements: "rank:R" or "rank:R/cpu", or {"ranks": "all" | [0, 2] | "0..3"}.
+Check a plan with 'shardkit spec check PLAN.json'.
+)";
 
 int RunShardkit(const std::vector<std::string>& args) {
   if (args.empty()) {

@@ -18,6 +18,10 @@ struct Command {
   CommandFn run;
 };
 
+// What `shard`, `reshard` and `spec` print after their flags (FlagParser::SetHelpNotes): a plan
+// example and the rules of its patterns.
+extern const char kPlanHelp[];
+
 // The subcommands (one file each: launch_command.cc, ...).
 int RunLaunch(const std::vector<std::string>& args);
 

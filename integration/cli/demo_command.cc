@@ -44,15 +44,15 @@ struct DemoFlags {
 };
 
 FlagParser DemoFlagParser(DemoFlags* out) {
-  FlagParser flags(kCommand, "[--nproc N] [--backend B] [--timeout S]");
+  FlagParser flags(kCommand, "[--nproc N] [--backend B] [--timeout S] [--summary FILE]");
   flags.AddInt("nproc", &out->nproc, "number of local ranks to start (default 4)", 1, 64);
-  flags.AddString("backend", &out->backend, "communication backend (default gloo)");
+  flags.AddString("backend", &out->backend,
+                  absl::StrCat("communication backend ", BackendDefaultHelp()));
   flags.AddDouble("timeout", &out->timeout,
-                  absl::StrCat("per-operation deadline in seconds (default ",
-                               absl::ToInt64Seconds(env::kDefaultTimeout), ")"));
+                  absl::StrCat("per-operation deadline in seconds ", TimeoutDefaultHelp()));
   flags.AddString("summary", &out->summary,
                   "rank 0 writes the summary to this file instead of stdout (how --nproc "
-                  "prints it without rank prefixes)");
+                  "prints it without rank prefixes) (default: stdout)");
   return flags;
 }
 

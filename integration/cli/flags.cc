@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/base/env.h"
 
 namespace shardkit::cli {
@@ -198,20 +200,111 @@ absl::Status FlagParser::Parse(const std::vector<std::string>& args,
   return absl::OkStatus();
 }
 
+namespace {
+
+// Where the group that starts at text[i] ends (one past it), or i + 1: square brackets, nested
+// ("[--strategy a|b]"), and a short "(default …)" are not broken.
+size_t GroupEnd(std::string_view text, size_t i) {
+  if (text[i] == '(' && text.substr(i).starts_with("(default")) {
+    const size_t close = text.find(')', i);
+    if (close != std::string_view::npos && close - i < 48) return close + 1;
+  }
+  if (text[i] != '[') return i + 1;
+  int depth = 0;
+  for (size_t k = i; k < text.size(); ++k) {
+    depth += text[k] == '[' ? 1 : (text[k] == ']' ? -1 : 0);
+    if (depth == 0) return k + 1;
+  }
+  return text.size();
+}
+
+// `text` split at spaces outside the groups GroupEnd keeps whole.
+std::vector<std::string_view> Words(std::string_view text) {
+  std::vector<std::string_view> words;
+  size_t start = std::string_view::npos;
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] == ' ') {
+      if (start != std::string_view::npos) words.push_back(text.substr(start, i - start));
+      start = std::string_view::npos;
+      ++i;
+      continue;
+    }
+    if (start == std::string_view::npos) start = i;
+    i = GroupEnd(text, i);
+  }
+  if (start != std::string_view::npos) words.push_back(text.substr(start));
+  return words;
+}
+
+// Appends `text` to `out`, which already holds `column` characters of the current line, broken
+// between words so that lines stay within kHelpWidth where the words allow; continuation lines
+// start with `indent` spaces. Ends with a newline.
+void AppendWrapped(std::string_view text, size_t column, size_t indent, std::string* out) {
+  bool first = true;
+  for (std::string_view word : Words(text)) {
+    if (!first && column + 1 + word.size() > kHelpWidth) {
+      absl::StrAppend(out, "\n", std::string(indent, ' '));
+      column = indent;
+    } else if (!first) {
+      out->push_back(' ');
+      ++column;
+    }
+    out->append(word.data(), word.size());
+    column += word.size();
+    first = false;
+  }
+  out->push_back('\n');
+}
+
+}  // namespace
+
+std::string FlagParser::Metavariable(const Flag& flag) const {
+  const std::string written = absl::StrCat("--", flag.name, " ");
+  for (size_t at = usage_.find(written); at != std::string::npos;
+       at = usage_.find(written, at + 1)) {
+    if (at > 0 && usage_[at - 1] != ' ' && usage_[at - 1] != '[') continue;
+    const size_t begin = at + written.size();
+    const size_t end = std::min(usage_.find_first_of(" ]\n", begin), usage_.size());
+    if (begin < end && usage_[begin] != '-' && usage_[begin] != '[') {
+      return usage_.substr(begin, end - begin);
+    }
+  }
+  return "VALUE";
+}
+
 std::string FlagParser::Help() const {
-  std::string out = absl::StrCat("usage: ", command_, " ", usage_, "\n");
+  std::string out;
+  const std::string head = absl::StrCat("usage: ", command_, " ");
+  const std::vector<absl::string_view> usage_lines = absl::StrSplit(usage_, '\n');
+  for (size_t i = 0; i < usage_lines.size(); ++i) {
+    // Further usage lines are other forms of the command, written "shardkit gather ...".
+    const std::string lead = i == 0 ? head : std::string(7, ' ');
+    out += lead;
+    const absl::string_view line = absl::StripLeadingAsciiWhitespace(usage_lines[i]);
+    AppendWrapped(std::string_view(line.data(), line.size()), lead.size(), head.size(), &out);
+  }
   if (!flags_.empty()) absl::StrAppend(&out, "\nflags:\n");
   std::vector<std::pair<std::string, std::string>> rows;
-  size_t width = 22;  // the help texts start in one column, after the longest flag
+  // The help texts start in one column, after the longest flag (22 to kMaxFlagColumn wide); a
+  // longer flag has its help start on the next line, in that column.
+  constexpr size_t kMaxFlagColumn = 28;
+  size_t width = 22;
   for (const Flag& flag : flags_) {
     std::string left = absl::StrCat("--", flag.name);
-    if (flag.kind != Kind::kBool) absl::StrAppend(&left, " VALUE");
-    width = std::max(width, left.size());
+    if (flag.kind != Kind::kBool) absl::StrAppend(&left, " ", Metavariable(flag));
+    if (left.size() <= kMaxFlagColumn) width = std::max(width, left.size());
     rows.emplace_back(std::move(left), flag.help);
   }
   rows.emplace_back("-h, --help", "print this help and exit");
+  const std::string column(width + 3, ' ');
   for (const auto& [left, help] : rows) {
-    absl::StrAppend(&out, "  ", left, std::string(width - left.size() + 1, ' '), help, "\n");
+    absl::StrAppend(&out, "  ", left);
+    absl::StrAppend(
+        &out, left.size() > width ? "\n" + column : std::string(width - left.size() + 1, ' '));
+    AppendWrapped(help, column.size(), column.size(), &out);
+  }
+  if (!notes_.empty()) {
+    absl::StrAppend(&out, "\n", notes_, absl::EndsWith(notes_, "\n") ? "" : "\n");
   }
   return out;
 }
@@ -258,7 +351,16 @@ void AddFp8Flags(FlagParser& flags, int64_t* block, bool* allow_misaligned) {
 void AddStrictFlag(FlagParser& flags, bool* strict) {
   flags.AddBool("strict", strict,
                 "refuse (exit 2) a plan with a rule that matches no parameter or whose every "
-                "match an earlier rule took, or a plan that shards nothing");
+                "match an earlier rule took, or a plan that shards nothing (default: off, a warning)");
+}
+
+std::string BackendDefaultHelp() {
+  return absl::StrCat("(default: $", env::kBackend, ", else ", env::kDefaultBackend, ")");
+}
+
+std::string TimeoutDefaultHelp() {
+  return absl::StrCat("(default: $", env::kTimeout, ", else ",
+                      absl::ToInt64Seconds(env::kDefaultTimeout), ")");
 }
 
 bool ProgressWanted() {

@@ -26,8 +26,12 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 
 namespace shardkit::cli {
+
+// How wide --help lines are made, where words allow.
+inline constexpr size_t kHelpWidth = 100;
 
 class FlagParser {
  public:
@@ -47,10 +51,17 @@ class FlagParser {
   [[nodiscard]] absl::Status Parse(const std::vector<std::string>& args,
                                    std::vector<std::string>* positional);
 
+  // Text printed after the flags in Help() (examples, rules of an input format); verbatim.
+  void SetHelpNotes(std::string notes) { notes_ = std::move(notes); }
+
   const std::string& command() const { return command_; }
   bool help_requested() const { return help_requested_; }
   // True if the flag appeared on the command line (for flag > plan > default precedence).
   bool WasSet(const std::string& name) const { return set_.contains(name); }
+  // "usage: COMMAND USAGE", then one line per flag: "--name METAVAR" and its help text (which
+  // says its default), then the notes. A flag's METAVAR is the word that follows it in the usage
+  // (`--out DIR` -> DIR, `[--strategy scatter|broadcast]` -> scatter|broadcast), else VALUE;
+  // booleans have none. Lines are broken between words to fit kHelpWidth columns where they can.
   std::string Help() const;
 
  private:
@@ -65,11 +76,13 @@ class FlagParser {
   };
 
   const Flag* Find(const std::string& name) const;
+  std::string Metavariable(const Flag& flag) const;
   absl::Status Assign(const Flag& flag, const std::string& value);
 
   std::string command_;
   std::string usage_;
   std::vector<Flag> flags_;
+  std::string notes_;
   absl::flat_hash_set<std::string> set_;
   bool help_requested_ = false;
 };
@@ -136,6 +149,16 @@ class ParseResult {
                                        std::ostream& out = std::cout,
                                        std::ostream& err = std::cerr);
 
+// `parsed`, or its error as "--NAME: <message>" (`name` without "--"): for a flag's value that is
+// parsed after FlagParser (a strategy, a dtype), so that the error names the flag.
+template <typename T>
+[[nodiscard]] absl::StatusOr<T> ForFlag(std::string_view name, absl::StatusOr<T> parsed) {
+  if (parsed.ok()) return parsed;
+  return absl::Status(parsed.status().code(),
+                      absl::StrCat("--", absl::string_view(name.data(), name.size()), ": ",
+                                   parsed.status().message()));
+}
+
 // What Require's messages (and others pointing at the help) end with.
 inline constexpr char kSeeHelp[] = " (see --help)";
 
@@ -165,6 +188,11 @@ void AddFp8Flags(FlagParser& flags, int64_t* block, bool* allow_misaligned);
 // --strict of the commands that bind a plan to a checkpoint (shard, reshard, spec check
 // --checkpoint): plan rules that take no parameter, and a plan that shards nothing, are errors.
 void AddStrictFlag(FlagParser& flags, bool* strict);
+
+// How the help of --backend and --timeout ends where the environment gives the default:
+// "(default: $SHARDKIT_BACKEND, else gloo)", "(default: $SHARDKIT_TIMEOUT, else 60)".
+std::string BackendDefaultHelp();
+std::string TimeoutDefaultHelp();
 
 // Whether long phases print progress lines on stderr: SHARDKIT_PROGRESS=1 (or 0) decides, else
 // whether stderr is a terminal.

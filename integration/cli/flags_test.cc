@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "testing/status_matchers.h"
 
 namespace shardkit::cli {
@@ -14,6 +16,7 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using Outcome = ParseResult::Outcome;
 
 struct Parsed {
@@ -99,6 +102,72 @@ TEST(FlagHelpTest, LongFlagsWidenTheColumn) {
   EXPECT_THAT(help, HasSubstr("\n  --allow-misaligned-scales warn instead"));
   EXPECT_THAT(help, HasSubstr("\n  -h, --help                print this help"));
   EXPECT_THAT(help, HasSubstr("(default 128)"));
+}
+
+// A flag's metavariable is the word after it in the usage; VALUE when the usage does not show it.
+TEST(FlagHelpTest, MetavariablesComeFromTheUsage) {
+  std::string out, strategy, other;
+  int64_t nproc = 0, world = 0, memory = kDefaultMemoryMib;
+  bool verbose = false;
+  FlagParser parser("shardkit test",
+                    "--out DIR [--nproc N] [--strategy a|b] [--verbose] [--world-size W] "
+                    "[--memory-mib M]");
+  parser.AddString("out", &out, "where");
+  parser.AddInt("nproc", &nproc, "ranks");
+  parser.AddString("strategy", &strategy, "how");
+  parser.AddBool("verbose", &verbose, "chatty");
+  parser.AddInt("world", &world, "not --world-size");
+  parser.AddString("other", &other, "not in the usage");
+  AddMemoryFlag(parser, &memory);
+  const std::string help = parser.Help();
+  EXPECT_THAT(help, HasSubstr("\n  --out DIR              where\n"));
+  EXPECT_THAT(help, HasSubstr("\n  --nproc N              ranks\n"));
+  EXPECT_THAT(help, HasSubstr("\n  --strategy a|b         how\n"));
+  EXPECT_THAT(help, HasSubstr("\n  --verbose              chatty\n"));
+  EXPECT_THAT(help, HasSubstr("\n  --world VALUE          not --world-size\n"));
+  EXPECT_THAT(help, HasSubstr("\n  --other VALUE          not in the usage\n"));
+  EXPECT_THAT(help, HasSubstr("\n  --memory-mib M         at most M MiB"));
+  EXPECT_THAT(help, HasSubstr("(default 512)"));
+}
+
+// Lines are broken between words to stay within kHelpWidth: the usage under its first word, a
+// flag's help in the help column; brackets and a "(default …)" are never broken.
+TEST(FlagHelpTest, LongLinesAreWrapped) {
+  std::string value;
+  std::string usage;
+  for (int i = 0; i < 12; ++i) absl::StrAppend(&usage, "[--flag-number-", i, " X] ");
+  FlagParser parser("shardkit test", usage);
+  std::string help_text;
+  for (int i = 0; i < 30; ++i) absl::StrAppend(&help_text, "word", i, " ");
+  parser.AddString("long", &value, help_text + "(default: the longest default here)");
+  const std::string help = parser.Help();
+  for (absl::string_view line : absl::StrSplit(help, '\n')) {
+    EXPECT_LE(line.size(), kHelpWidth) << line;
+  }
+  EXPECT_THAT(help, HasSubstr("\n                     [--flag-number-"));  // under "shardkit test"
+  EXPECT_THAT(help, HasSubstr("\n                         word"));         // the help column
+  EXPECT_THAT(help, HasSubstr("(default: the longest default here)"));
+  EXPECT_THAT(help, Not(HasSubstr("[--flag-number-1\n")));
+}
+
+TEST(FlagHelpTest, FlagsTooLongForTheColumnHaveTheirHelpBelow) {
+  std::string strategy;
+  FlagParser parser("shardkit test", "[--strategy scatter|broadcast|direct]");
+  parser.AddString("strategy", &strategy, "how");
+  EXPECT_THAT(parser.Help(), HasSubstr("\n  --strategy scatter|broadcast|direct\n"
+                                       "                         how\n"));
+}
+
+TEST(FlagHelpTest, NotesFollowTheFlags) {
+  FlagParser parser("shardkit test", "");
+  parser.SetHelpNotes("an example:\n  {}\n");
+  EXPECT_THAT(parser.Help(), HasSubstr("print this help and exit\n\nan example:\n  {}\n"));
+}
+
+TEST(ForFlagTest, ErrorsNameTheFlag) {
+  EXPECT_THAT(ForFlag("strategy", absl::StatusOr<int>(absl::InvalidArgumentError("expected a"))),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--strategy: expected a"));
+  EXPECT_THAT(ForFlag("dtype", absl::StatusOr<int>(7)), IsOkAndHolds(7));
 }
 
 TEST(FlagHelpTest, Fp8Flags) {

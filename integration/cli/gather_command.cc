@@ -26,13 +26,15 @@ int RunGather(const std::vector<std::string>& args) {
                    "[--memory-mib M]");
   std::string in_dir, out_path;
   int64_t memory_mib = kDefaultMemoryMib, max_shard_bytes = 0;
-  flags.AddString("in", &in_dir, "shard directory written by 'shardkit shard'");
+  flags.AddString("in", &in_dir,
+                  "shard directory written by 'shardkit shard' or 'reshard' (required)");
   flags.AddString("out", &out_path,
                   "the safetensors file to write (with --max-shard-size: a new or empty "
-                  "directory)");
+                  "directory) (required)");
   flags.AddByteSize("max-shard-size", &max_shard_bytes,
                     "write a Hugging Face checkpoint of files of at most SIZE tensor bytes "
-                    "(500MB, 2GiB, 1000000; KB/MB/GB are powers of 1000)");
+                    "(500MB, 2GiB, 1000000; KB/MB/GB are powers of 1000) (default: one "
+                    "safetensors file)");
   AddMemoryFlag(flags, &memory_mib);
   const ParseResult parsed = ParseCommand(flags, args, Positionals::None());
   if (parsed.done()) return parsed.exit_code();

@@ -1,5 +1,5 @@
 // `shardkit inspect PATH`: a table of a safetensors file or a shard directory on stdout, and
-// nothing else (checkpoint::InspectPath).
+// nothing else (checkpoint::InspectPath); its warnings go to stderr.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -16,8 +16,10 @@ int RunInspect(const std::vector<std::string>& args) {
   FlagParser flags(kCommand, "PATH (a .safetensors file or a shard directory)");
   const ParseResult parsed = ParseCommand(flags, args, Positionals::ExactlyOne("PATH"));
   if (parsed.done()) return parsed.exit_code();
-  absl::StatusOr<std::string> table = checkpoint::InspectPath(parsed.positional()[0]);
+  std::vector<std::string> warnings;
+  absl::StatusOr<std::string> table = checkpoint::InspectPath(parsed.positional()[0], &warnings);
   if (!table.ok()) return ReportError(kCommand, table.status());
+  for (const std::string& warning : warnings) std::cerr << warning << "\n";
   std::cout << *table << std::flush;
   return 0;
 }

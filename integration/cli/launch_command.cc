@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
 #include "integration/launch/launch.h"
@@ -27,17 +28,21 @@ FlagParser LaunchFlagParser(LaunchFlags* out) {
                    "--nproc N [--backend B] [--store URL] [--timeout S] [--grace S] "
                    "[--world W --rank-offset K] [--run-id ID] -- CMD ARGS...");
   flags.AddInt("nproc", &out->nproc, "number of local ranks to start (required)", 1, 1 << 16);
-  flags.AddString("backend", &out->backend, "SHARDKIT_BACKEND for every rank (default gloo)");
+  flags.AddString("backend", &out->backend,
+                  absl::StrCat("SHARDKIT_BACKEND for every rank ", BackendDefaultHelp()));
   flags.AddString("store", &out->options.store_url,
                   "file:///dir, redis://host:port[/prefix] or tcp://host:port[/prefix] "
                   "(served by the launcher of rank 0; port 0: a free one, single host); a fresh "
                   "run id is appended (default: a fresh temporary directory, removed afterwards)");
-  flags.AddDouble("timeout", &out->timeout, "per-operation deadline in seconds (SHARDKIT_TIMEOUT)");
+  flags.AddDouble("timeout", &out->timeout,
+                  absl::StrCat("per-operation deadline in seconds, SHARDKIT_TIMEOUT for every "
+                               "rank ",
+                               TimeoutDefaultHelp()));
   flags.AddDouble("grace", &out->grace, "seconds the other ranks get after one fails (default 5)");
   flags.AddInt("world", &out->world, "total ranks of a multi-host job (default: --nproc)", 1,
                specs::kMaxWorldSize);
-  flags.AddInt("rank-offset", &out->rank_offset, "global rank of this host's first rank", 0,
-               specs::kMaxWorldSize - 1);
+  flags.AddInt("rank-offset", &out->rank_offset,
+               "global rank of this host's first rank (default 0)", 0, specs::kMaxWorldSize - 1);
   flags.AddString("run-id", &out->options.run_id,
                   "the job's namespace in --store (default: fresh; multi-host: agreed "
                   "through the store)");

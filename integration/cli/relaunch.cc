@@ -36,6 +36,8 @@ absl::StatusOr<int> LaunchSelf(launch::LaunchOptions options,
   SHARDKIT_ASSIGN_OR_RETURN(std::string self, SelfExecutable());
   options.command = {std::move(self)};
   options.command.insert(options.command.end(), args.begin(), args.end());
+  // What ReportError starts each rank's error with: an error the ranks share is printed once.
+  if (!args.empty()) options.error_prefix = absl::StrCat("shardkit ", args[0], ": ");
   return launch::Launch(options);
 }
 

@@ -1,7 +1,8 @@
 // Commands that run on several local ranks (`shardkit demo`, `shardkit shard --nproc N`,
 // `shardkit bench`) start their ranks by re-executing this very binary under the launcher
 // (integration/launch/launch.h), so `--nproc N` means exactly
-// `shardkit launch --nproc N -- shardkit <the other arguments>`.
+// `shardkit launch --nproc N -- shardkit <the other arguments>` — except that an error the
+// failed ranks share is printed once, with their ranks (LaunchSelf).
 //
 //   if (UnderLauncher()) return RunOneRank(...);  // shardkit launch, torchrun, mpirun, srun
 //   launch::LaunchOptions options;
@@ -35,7 +36,11 @@ bool UnderLauncher();
 [[nodiscard]] absl::StatusOr<std::string> SelfExecutable();
 
 // Runs `options.nproc` local ranks of this executable with `args` (a subcommand and its flags);
-// `options.command` is replaced. Returns the launcher's exit status (lowest failed rank's code).
+// `options.command` is replaced. The ranks' output is prefixed as `shardkit launch` prefixes it,
+// but an error line that failed ranks share ("shardkit <subcommand>: …") is printed once, as
+// "ranks 0-3: shardkit <subcommand>: …", in place of their exit lines
+// (launch::LaunchOptions::error_prefix, integration/launch/error_lines.h). Returns the launcher's
+// exit status (lowest failed rank's code).
 // Errors: those of SelfExecutable and launch::Launch.
 [[nodiscard]] absl::StatusOr<int> LaunchSelf(launch::LaunchOptions options,
                                              const std::vector<std::string>& args);

@@ -49,11 +49,14 @@ void AddRunFlags(FlagParser& flags, ShardFlags* out) {
   AddMemoryFlag(flags, &out->memory_mib);
   AddFp8Flags(flags, &out->options.fp8.block, &out->options.fp8.allow_misaligned);
   AddStrictFlag(flags, &out->options.strict);
-  flags.AddInt("nproc", &out->nproc, "run N local ranks (as `shardkit launch --nproc N`)", 1,
-               1 << 16);
-  flags.AddString("backend", &out->backend, "communication backend (beats SHARDKIT_BACKEND)");
+  flags.AddInt("nproc", &out->nproc,
+               "run N local ranks, as `shardkit launch --nproc N` (default: one rank of the "
+               "launcher this runs under, else a world of one)",
+               1, 1 << 16);
+  flags.AddString("backend", &out->backend,
+                  absl::StrCat("communication backend ", BackendDefaultHelp()));
   flags.AddDouble("timeout", &out->timeout_s,
-                  "deadline of the whole run in seconds (beats SHARDKIT_TIMEOUT)");
+                  absl::StrCat("deadline of the whole run in seconds ", TimeoutDefaultHelp()));
 }
 
 FlagParser ShardFlagParser(ShardFlags* out) {
@@ -62,20 +65,24 @@ FlagParser ShardFlagParser(ShardFlags* out) {
                    "[--strategy scatter|broadcast|direct] [--memory-mib M] [--fp8-block B] "
                    "[--allow-misaligned-scales] [--strict] [--nproc N] [--backend B] "
                    "[--timeout S]");
-  flags.AddString("plan", &out->options.plan_path, "JSON plan: which spec each parameter gets");
+  flags.AddString("plan", &out->options.plan_path,
+                  "JSON plan: which spec each parameter gets (required; below)");
   flags.AddString("checkpoint", &out->options.checkpoint_path,
                   "a .safetensors file, a Hugging Face *.safetensors.index.json, or a directory "
                   "holding one (read by the source rank only; under --strategy direct by every "
-                  "rank, at this same path)");
+                  "rank, at this same path) (required)");
   flags.AddString("out", &out->options.out_dir,
-                  "output directory: rank-RRRRR.safetensors per rank and index.json");
-  flags.AddInt("src-rank", &out->src_rank, "the rank that reads the checkpoint (beats the plan)", 0,
+                  "output directory: rank-RRRRR.safetensors per rank and index.json (required)");
+  flags.AddInt("src-rank", &out->src_rank,
+               "the rank that reads the checkpoint (default: the plan's src_rank, else 0)", 0,
                specs::kMaxRank);
   flags.AddString("strategy", &out->strategy,
                   "scatter (the source sends each rank its shards), broadcast (every rank gets "
                   "everything), or direct (every rank reads its own shards from the checkpoint; "
-                  "no tensor data crosses the network) — beats the plan");
+                  "no tensor data crosses the network) (default: the plan's strategy, else "
+                  "scatter)");
   AddRunFlags(flags, out);
+  flags.SetHelpNotes(kPlanHelp);
   return flags;
 }
 
@@ -85,13 +92,16 @@ FlagParser ReshardFlagParser(ShardFlags* out) {
                    "[--allow-misaligned-scales] [--strict] [--nproc N] [--backend B] "
                    "[--timeout S]");
   flags.AddString("in", &out->options.checkpoint_path,
-                  "the shard directory to re-lay out (read by every rank, at this same path)");
+                  "the shard directory to re-lay out (read by every rank, at this same path) "
+                  "(required)");
   flags.AddString("plan", &out->options.plan_path,
-                  "JSON plan: which spec each parameter gets (src_rank and strategy ignored)");
+                  "JSON plan: which spec each parameter gets; its src_rank and strategy are "
+                  "ignored (required; below)");
   flags.AddString("out", &out->options.out_dir,
                   "output directory (outside --in): rank-RRRRR.safetensors per rank and "
-                  "index.json");
+                  "index.json (required)");
   AddRunFlags(flags, out);
+  flags.SetHelpNotes(kPlanHelp);
   out->options.reshard = true;
   return flags;
 }
@@ -106,7 +116,8 @@ absl::Status CheckShardFlags(const FlagParser& parser, ShardFlags* flags) {
   if (!reshard && parser.WasSet("src-rank")) flags->options.src_rank = flags->src_rank;
   flags->options.memory_bytes = flags->memory_mib << 20;
   if (!reshard && parser.WasSet("strategy")) {
-    SHARDKIT_ASSIGN_OR_RETURN(flags->options.strategy, specs::ParseStrategy(flags->strategy));
+    SHARDKIT_ASSIGN_OR_RETURN(flags->options.strategy,
+                              ForFlag("strategy", specs::ParseStrategy(flags->strategy)));
   }
   flags->nproc_set = parser.WasSet("nproc");
   flags->backend_set = parser.WasSet("backend");

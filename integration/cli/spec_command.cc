@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "core/base/status_macros.h"
 #include "integration/checkpoint/dry_run.h"
+#include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
 #include "integration/io/files.h"
 #include "specs/fingerprint.h"
@@ -154,15 +155,18 @@ int RunCheck(const std::vector<std::string>& args) {
   CheckOptions options;
   checkpoint::DryRunOptions& dry_run = options.dry_run;
   flags.AddString("shape", &shape_text,
-                  "global shape, comma-separated: print the bound form and shards");
-  flags.AddInt("world", &world, "world size: expand {\"ranks\": \"all\"}, check ranks", 1,
+                  "global shape of a spec's tensor, comma-separated: print the bound form and "
+                  "the shards (default: the spec as written)");
+  flags.AddInt("world", &world,
+               "world size: expand {\"ranks\": \"all\"}, check the ranks (default: not checked)", 1,
                specs::kMaxWorldSize);
   flags.AddString("checkpoint", &dry_run.checkpoint_path,
                   "dry run of `shard`: bind the plan to this checkpoint's header (any form "
                   "`shard --checkpoint` takes, or a shard directory as `reshard --in`) for --world "
-                  "ranks; print the table `inspect` would print of the output");
+                  "ranks; print the table `inspect` would print of the output (default: none)");
   AddStrictFlag(flags, &dry_run.strict);
   AddFp8Flags(flags, &dry_run.fp8.block, &dry_run.fp8.allow_misaligned);
+  flags.SetHelpNotes(kPlanHelp);
   const ParseResult parsed = ParseCommand(flags, args, Positionals::ExactlyOne("FILE.json"));
   if (parsed.done()) return parsed.exit_code();
   if (absl::Status s = CheckDryRunFlags(flags); !s.ok()) return ReportError(kCommand, s);
@@ -184,10 +188,11 @@ int RunCheck(const std::vector<std::string>& args) {
 }  // namespace
 
 int RunSpec(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    (args.empty() ? std::cerr : std::cout) << "usage: " << kCommand << " " << kUsage << "\n";
-    return args.empty() ? 2 : 0;
+  if (args.empty()) {
+    std::cerr << "usage: " << kCommand << " " << kUsage << "\n";
+    return 2;
   }
+  if (args[0] == "--help" || args[0] == "-h") return RunCheck(args);  // its only subcommand
   if (args[0] != "check") {
     return ReportError("shardkit spec",
                        absl::InvalidArgumentError(

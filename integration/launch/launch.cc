@@ -100,6 +100,10 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
                                 options.rank_offset + options.nproc - 1,
                                 " (--rank-offset + --nproc) do not fit in --world ", world));
   }
+  if (!options.store_url.empty()) {
+    absl::StatusOr<StoreUrl> url = ParseStoreUrl(options.store_url);
+    if (!url.ok()) return Invalid(absl::StrCat("--store: ", url.status().message()));
+  }
   if (world > options.nproc && options.store_url.empty()) {
     return Invalid(
         "a multi-host job (--world > --nproc) needs a shared --store redis://... or tcp://...");
@@ -186,6 +190,7 @@ absl::StatusOr<int> Launch(const LaunchOptions& options) {
   run.command = options.command;
   run.grace = options.grace;
   run.prefix_stdout = options.prefix_stdout;
+  run.error_prefix = options.error_prefix;
   SHARDKIT_ASSIGN_OR_RETURN(
       RunOutcome outcome,
       RunRankProcesses(run, RankSpecs(options, CurrentEnvironment(), store_url, run_id)));

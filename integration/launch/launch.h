@@ -38,13 +38,14 @@ struct LaunchOptions {
   std::optional<double> timeout_s;     // default: $SHARDKIT_TIMEOUT, else env::kDefaultTimeout
   absl::Duration grace = absl::Seconds(5);
   bool prefix_stdout = true;  // false: ranks' stdout lines unprefixed (RunOptions::prefix_stdout)
+  std::string error_prefix;   // non-empty: shared errors printed once (RunOptions::error_prefix)
   std::vector<std::string> command;
 };
 
 // Errors: kInvalidArgument naming the flag: nproc < 1, world < 1, rank offset < 0,
-// rank_offset + nproc > world, a multi-host job (world > nproc) without a store or with a
-// tcp:// store on port 0, a timeout
-// <= 0, a negative grace, an empty command, a run id containing '/'.
+// rank_offset + nproc > world, a store URL that does not parse, a multi-host job (world > nproc)
+// without a store or with a tcp:// store on port 0, a timeout <= 0, a negative grace, an empty
+// command, a run id containing '/'.
 [[nodiscard]] absl::Status ValidateLaunchOptions(const LaunchOptions& options);
 
 // The environment of each local rank, given the inherited one (`base`, "NAME=value" entries),

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "integration/launch/error_lines.h"
 #include "integration/launch/line_prefixer.h"
 #include "integration/launch/rank_processes.h"
 #include "testing/status_matchers.h"
@@ -44,6 +45,55 @@ TEST(LinePrefixerTest, VeryLongLinePassesThroughOnce) {
   EXPECT_EQ(p.Feed("y\nz\n"), "y\n> z\n");
   EXPECT_EQ(p.Feed("w"), "");
   EXPECT_EQ(p.Flush(), "> w\n");
+}
+
+RankOutcome Exited(int rank, int code) { return RankOutcome{.rank = rank, .code = code}; }
+
+TEST(ErrorLinesTest, HoldsOnlyALastLineWithThePrefix) {
+  ErrorLines errors("cmd: ", absl::Seconds(2));
+  const absl::Time t = absl::Now();
+  EXPECT_EQ(errors.Feed(0, "[rank 0] note\n[rank 0] cmd: step 1\n", t), "[rank 0] note\n");
+  EXPECT_EQ(errors.Feed(0, "[rank 0] cmd: step 2\n", t), "[rank 0] cmd: step 1\n");
+  EXPECT_EQ(errors.Feed(0, "[rank 0] cmd: fails\n", t), "[rank 0] cmd: step 2\n");
+  errors.StreamEnded(0);
+  EXPECT_EQ(errors.Finish({Exited(0, 2)}), "rank 0: cmd: fails\n");
+}
+
+TEST(ErrorLinesTest, GroupsSharedErrorsAndKeepsExitLinesOfRanksWithout) {
+  ErrorLines errors("cmd: ", absl::Seconds(2));
+  const absl::Time t = absl::Now();
+  for (int rank : {2, 0, 1}) {
+    EXPECT_EQ(errors.Feed(rank, RankLinePrefix(rank) + "cmd: plan is bad\n", t), "");
+  }
+  EXPECT_EQ(errors.Feed(3, "[rank 3] cmd: disk full\n", t), "");
+  EXPECT_EQ(errors.Feed(5, "[rank 5] cmd: done\n", t), "");
+  EXPECT_EQ(errors.Finish({Exited(0, 2), Exited(1, 2), Exited(2, 2), Exited(3, 1), Exited(4, 2),
+                           Exited(5, 0)}),
+            "[rank 5] cmd: done\n"
+            "ranks 0-2: cmd: plan is bad\n"
+            "rank 3: cmd: disk full\n"
+            "shardkit launch: rank 4 exited with code 2\n");
+}
+
+TEST(ErrorLinesTest, ReleasesAHeldLineAfterTheHoldWhileItsStreamIsOpen) {
+  ErrorLines errors("cmd: ", absl::Seconds(2));
+  const absl::Time t = absl::Now();
+  EXPECT_EQ(errors.Feed(0, "[rank 0] cmd: 1/3 parameters\n", t), "");
+  EXPECT_EQ(errors.Feed(1, "[rank 1] cmd: failed\n", t), "");
+  EXPECT_EQ(errors.NextDue(), t + absl::Seconds(2));
+  EXPECT_EQ(errors.ReleaseDue(t + absl::Seconds(1)), "");
+  errors.StreamEnded(1);  // rank 1 ended: its line waits for Finish
+  EXPECT_EQ(errors.ReleaseDue(t + absl::Seconds(2)), "[rank 0] cmd: 1/3 parameters\n");
+  EXPECT_EQ(errors.NextDue(), std::nullopt);
+  // Signalled and stopped ranks' lines are theirs, not errors to group.
+  RankOutcome killed{.rank = 1, .signaled = true, .code = 9};
+  EXPECT_EQ(errors.Finish({Exited(0, 0), killed}), "[rank 1] cmd: failed\n");
+}
+
+TEST(ErrorLinesTest, PassesPiecesOfOverLongLinesThrough) {
+  ErrorLines errors("cmd: ", absl::Seconds(2));
+  EXPECT_EQ(errors.Feed(0, "[rank 0] cmd: xxxx", absl::Now()), "[rank 0] cmd: xxxx");
+  EXPECT_EQ(errors.Feed(0, "yyy\n", absl::Now()), "yyy\n");
 }
 
 LaunchOptions Options(int nproc) {
@@ -124,7 +174,7 @@ struct Captured {
 };
 
 Captured RunScript(int nproc, const std::string& script, absl::Duration grace,
-                   bool prefix_stdout = true) {
+                   bool prefix_stdout = true, const std::string& error_prefix = "") {
   static int counter = 0;
   const std::string base = absl::StrCat(std::getenv("TEST_TMPDIR"), "/run", ++counter);
   int out_fd = ::open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -136,6 +186,7 @@ Captured RunScript(int nproc, const std::string& script, absl::Duration grace,
   options.stdout_fd = out_fd;
   options.stderr_fd = err_fd;
   options.prefix_stdout = prefix_stdout;
+  options.error_prefix = error_prefix;
   LaunchOptions launch = Options(nproc);
   std::vector<RankProcessSpec> specs = RankSpecs(launch, {"PATH=/usr/bin:/bin"}, "file:///x", "r");
   const absl::Time start = absl::Now();
@@ -173,6 +224,20 @@ TEST(RunRankProcessesTest, UnprefixedStdoutKeepsWholeLinesAndPrefixesStderr) {
   EXPECT_THAT(run.out, Not(HasSubstr("[rank")));
   EXPECT_EQ(run.out.size(), std::string("out0\nout1\ntail\ntail\n").size());
   EXPECT_THAT(run.err, HasSubstr("[rank 0] err0\n"));
+}
+
+TEST(RunRankProcessesTest, SharedErrorIsPrintedOnceWithItsRanks) {
+  Captured run = RunScript(3,
+                           "echo cmd: starting >&2; echo out; echo cmd: bad plan >&2; "
+                           "[ $SHARDKIT_RANK = 1 ] && exit 0; exit 2",
+                           absl::Seconds(5), /*prefix_stdout=*/true, "cmd: ");
+  EXPECT_EQ(LaunchExitCode(run.outcome), 2);
+  EXPECT_THAT(run.err, HasSubstr("[rank 2] cmd: starting\n"));
+  EXPECT_THAT(run.err, HasSubstr("[rank 1] cmd: bad plan\n"));  // rank 1 succeeded: its own line
+  EXPECT_THAT(run.err, HasSubstr("\nranks 0, 2: cmd: bad plan\n"));
+  EXPECT_THAT(run.err, Not(HasSubstr("exited with code")));
+  EXPECT_THAT(run.err, Not(HasSubstr("[rank 0] cmd: bad plan")));
+  EXPECT_THAT(run.out, HasSubstr("[rank 0] out\n"));
 }
 
 TEST(RunRankProcessesTest, SleeperIsStoppedAfterGraceAndNotCounted) {

@@ -1,6 +1,10 @@
 #include "integration/launch/line_prefixer.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace shardkit::launch {
+
+std::string RankLinePrefix(int rank) { return absl::StrCat("[rank ", rank, "] "); }
 
 void LinePrefixer::Emit(std::string_view text, std::string* out) {
   if (!mid_line_) out->append(prefix_);

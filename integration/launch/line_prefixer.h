@@ -19,6 +19,9 @@
 
 namespace shardkit::launch {
 
+// "[rank R] ": what the launcher puts before each line rank R writes.
+std::string RankLinePrefix(int rank);
+
 class LinePrefixer {
  public:
   static constexpr size_t kMaxPending = 64 * 1024;

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "integration/launch/error_lines.h"
 #include "integration/launch/line_prefixer.h"
 #include "integration/launch/rank_watcher.h"
 
@@ -75,6 +76,8 @@ struct Stream {
   int fd = -1;  // read end of the rank's pipe; -1 once at end of file
   int out_fd = -1;
   std::optional<LinePrefixer> prefixer;
+  int rank = 0;
+  bool error_lines = false;  // a stderr stream that goes through ErrorLines
 };
 
 struct Rank {
@@ -86,7 +89,9 @@ struct Rank {
 
 class Supervisor {
  public:
-  Supervisor(const RunOptions& options, int signal_fd) : options_(options), signal_fd_(signal_fd) {}
+  Supervisor(const RunOptions& options, int signal_fd) : options_(options), signal_fd_(signal_fd) {
+    if (!options.error_prefix.empty()) errors_.emplace(options.error_prefix, options.error_hold);
+  }
   absl::StatusOr<RunOutcome> Run(const std::vector<RankProcessSpec>& specs);
 
  private:
@@ -97,6 +102,7 @@ class Supervisor {
   void HandleDeadlines();
   void PollOnce();
   void ReadStream(Stream& stream);
+  void Emit(Stream& stream, const std::string& text);
   void CloseStream(Stream& stream);
   void ReadSignals();
   bool AnyRunning() const;
@@ -108,6 +114,7 @@ class Supervisor {
   int launcher_signal_ = 0;
   std::optional<absl::Time> grace_deadline_, kill_deadline_, drain_deadline_;
   std::vector<int> first_failed_;
+  std::optional<ErrorLines> errors_;  // with RunOptions::error_prefix
 };
 
 absl::Status Supervisor::Spawn(const RankProcessSpec& spec, Rank& rank) {
@@ -147,13 +154,15 @@ absl::Status Supervisor::Spawn(const RankProcessSpec& spec, Rank& rank) {
   ::close(out[1]);
   ::close(err[1]);
   rank.outcome.rank = spec.rank;
-  const std::string prefix = absl::StrCat("[rank ", spec.rank, "] ");
+  const std::string prefix = RankLinePrefix(spec.rank);
   int read_fds[2] = {out[0], err[0]};
   int out_fds[2] = {options_.stdout_fd, options_.stderr_fd};
   for (int i = 0; i < 2; ++i) {
     rank.streams[i].fd = read_fds[i];
     rank.streams[i].out_fd = out_fds[i];
     rank.streams[i].prefixer.emplace(i == 0 && !options_.prefix_stdout ? "" : prefix);
+    rank.streams[i].rank = spec.rank;
+    rank.streams[i].error_lines = i == 1 && errors_.has_value();
     ::fcntl(read_fds[i], F_SETFL, O_NONBLOCK);
   }
   if (pid < 0) {
@@ -171,7 +180,10 @@ void Supervisor::Record(Rank& rank, int status) {
   outcome.code = outcome.signaled ? WTERMSIG(status) : WEXITSTATUS(status);
   rank.pid = -1;
   if (!outcome.failed()) return;
-  WriteAll(options_.stderr_fd, FailureLine(outcome) + "\n");
+  // With ErrorLines, an exit with a code is reported at the end, by the rank's error line.
+  if (!errors_.has_value() || outcome.signaled) {
+    WriteAll(options_.stderr_fd, FailureLine(outcome) + "\n");
+  }
   if (first_failed_.empty()) grace_deadline_ = absl::Now() + options_.grace;
   first_failed_.push_back(outcome.rank);
 }
@@ -238,18 +250,25 @@ void Supervisor::ReadSignals() {
   }
 }
 
+void Supervisor::Emit(Stream& stream, const std::string& text) {
+  if (text.empty()) return;
+  WriteAll(stream.out_fd,
+           stream.error_lines ? errors_->Feed(stream.rank, text, absl::Now()) : text);
+}
+
 void Supervisor::CloseStream(Stream& stream) {
   if (stream.fd < 0) return;
   ::close(stream.fd);
   stream.fd = -1;
-  WriteAll(stream.out_fd, stream.prefixer->Flush());
+  Emit(stream, stream.prefixer->Flush());
+  if (stream.error_lines) errors_->StreamEnded(stream.rank);
 }
 
 void Supervisor::ReadStream(Stream& stream) {
   char buffer[1 << 16];
   ssize_t n = ::read(stream.fd, buffer, sizeof(buffer));
   if (n > 0) {
-    WriteAll(stream.out_fd, stream.prefixer->Feed(std::string_view(buffer, n)));
+    Emit(stream, stream.prefixer->Feed(std::string_view(buffer, n)));
   } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
     CloseStream(stream);
   }
@@ -266,7 +285,9 @@ void Supervisor::PollOnce() {
     }
   }
   absl::Duration wait = absl::Milliseconds(50);  // also the reaping interval
-  for (const auto& deadline : {grace_deadline_, kill_deadline_, drain_deadline_}) {
+  const std::optional<absl::Time> held_until =
+      errors_.has_value() ? errors_->NextDue() : std::nullopt;
+  for (const auto& deadline : {grace_deadline_, kill_deadline_, drain_deadline_, held_until}) {
     if (deadline.has_value()) wait = std::min(wait, *deadline - absl::Now());
   }
   int timeout_ms = static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(wait)));
@@ -303,6 +324,7 @@ absl::StatusOr<RunOutcome> Supervisor::Run(const std::vector<RankProcessSpec>& s
   while (true) {
     ReapExited();
     HandleDeadlines();
+    if (errors_.has_value()) WriteAll(options_.stderr_fd, errors_->ReleaseDue(absl::Now()));
     if (!AnyRunning()) {
       if (!drain_deadline_.has_value()) drain_deadline_ = absl::Now() + kDrainAfterExit;
       if (!AnyStreamOpen() || absl::Now() >= *drain_deadline_) break;
@@ -314,6 +336,7 @@ absl::StatusOr<RunOutcome> Supervisor::Run(const std::vector<RankProcessSpec>& s
     for (Stream& stream : rank.streams) CloseStream(stream);
     outcome.ranks.push_back(rank.outcome);
   }
+  if (errors_.has_value()) WriteAll(options_.stderr_fd, errors_->Finish(outcome.ranks));
   outcome.launcher_signal = launcher_signal_;
   return outcome;
 }

@@ -40,6 +40,11 @@ struct RunOptions {
   int stdout_fd = 1;
   int stderr_fd = 2;
   bool prefix_stdout = true;
+  // Non-empty: the ranks' error prefix ("shardkit shard: "); an error line the failed ranks share
+  // is printed once with their ranks, in place of their exit lines (error_lines.h). `error_hold`
+  // bounds how long a line with that prefix may wait to be known as not the rank's last.
+  std::string error_prefix;
+  absl::Duration error_hold = absl::Seconds(2);
 };
 
 struct RankOutcome {
@@ -56,7 +61,9 @@ struct RunOutcome {
 };
 
 // Runs the ranks to completion. Failures are reported on `stderr_fd` as they are seen
-// ("shardkit launch: rank R exited with code C" / "... killed by signal S").
+// ("shardkit launch: rank R exited with code C" / "... killed by signal S"); with an
+// `error_prefix`, an exit with a code is reported when every rank has ended, by its error line
+// (ErrorLines::Finish).
 // Errors: kUnavailable if a pipe or a fork fails (ranks already started are killed and reaped).
 [[nodiscard]] absl::StatusOr<RunOutcome> RunRankProcesses(
     const RunOptions& options, const std::vector<RankProcessSpec>& specs);

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "core/base/check.h"
 #include "core/base/status_macros.h"
@@ -187,6 +188,52 @@ absl::StatusOr<Header> CheckRawHeader(internal::RawHeader raw, uint64_t data_siz
   return header;
 }
 
+// A header length as the file's first 8 bytes hold it (little-endian).
+std::string LengthBytes(uint64_t length) {
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(length >> (8 * i));
+  return bytes;
+}
+
+// Not a safetensors file: "PATH: not a safetensors file (WHY)".
+absl::Status Foreign(std::string_view path, const std::string& why) {
+  return Invalid(path, absl::StrCat("not a safetensors file (", why, ")"));
+}
+
+// The header length a file of `file_size` bytes starts with, once its first bytes show it is a
+// safetensors file at all: at least an 8-byte length and "{}", and the header begins with '{' (as
+// the format requires). A header length beyond the end of such a file is a truncated file, unless
+// it is also beyond the limit: no writer makes a header that long, so the bytes are not a length.
+absl::StatusOr<uint64_t> ReadHeaderLength(int fd, uint64_t file_size, std::string_view path) {
+  constexpr uint64_t kSmallest = 8 + 2;  // the length and "{}"
+  if (file_size < kSmallest) {
+    return Foreign(path, absl::StrCat(file_size, " bytes; the smallest holds ", kSmallest,
+                                      ": an 8-byte header length and the header \"{}\""));
+  }
+  unsigned char head[9];
+  SHARDKIT_RETURN_IF_ERROR(ReadFully(fd, 0, sizeof(head), head, path));
+  uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = header_size << 8 | head[i];
+  if (head[8] != '{') {
+    return Foreign(path, absl::StrFormat("its 8-byte header length is followed by byte 0x%02x, "
+                                         "not the '{' that starts the JSON header",
+                                         head[8]));
+  }
+  if (header_size > file_size - 8 && header_size > kMaxHeaderBytes) {
+    return Foreign(path, absl::StrCat("its first 8 bytes give a header length of ", header_size,
+                                      ", more than the file's ", file_size, " bytes"));
+  }
+  if (header_size > kMaxHeaderBytes) {
+    return Invalid(path, absl::StrCat("header length ", header_size, " exceeds the limit of ",
+                                      kMaxHeaderBytes, " bytes"));
+  }
+  if (header_size > file_size - 8) {
+    return Invalid(path, absl::StrCat("file is truncated: header length ", header_size,
+                                      " but only ", file_size - 8, " bytes follow"));
+  }
+  return header_size;
+}
+
 }  // namespace
 
 // The DOM path reads what the fast path gave up on, and words the error.
@@ -229,9 +276,7 @@ std::string SerializeHeader(const std::vector<TensorInfo>& tensors,
 std::string SerializePrefix(const std::vector<TensorInfo>& tensors,
                             const std::map<std::string, std::string>& metadata) {
   const std::string header = SerializeHeader(tensors, metadata);
-  std::string prefix(8, '\0');
-  for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>(header.size() >> (8 * i));
-  return prefix + header;
+  return LengthBytes(header.size()) + header;
 }
 
 Reader::Reader(std::string path, int fd, Header header)
@@ -275,26 +320,12 @@ absl::StatusOr<Reader> Reader::Open(const std::string& path) {
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return Invalid(path, "not a regular file");
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
-  if (file_size < 8)
-    return Invalid(path, "file is truncated: shorter than the 8-byte header length");
-  unsigned char length_bytes[8];
-  SHARDKIT_RETURN_IF_ERROR(ReadFully(fd, 0, 8, length_bytes, path));
-  uint64_t header_size = 0;
-  for (int i = 7; i >= 0; --i) header_size = header_size << 8 | length_bytes[i];
-  if (header_size > kMaxHeaderBytes) {
-    return Invalid(path, absl::StrCat("header length ", header_size, " exceeds the limit of ",
-                                      kMaxHeaderBytes, " bytes"));
-  }
-  if (header_size > file_size - 8) {
-    return Invalid(path, absl::StrCat("file is truncated: header length ", header_size,
-                                      " but only ", file_size - 8, " bytes follow"));
-  }
+  SHARDKIT_ASSIGN_OR_RETURN(const uint64_t header_size, ReadHeaderLength(fd, file_size, path));
   std::string json(header_size, '\0');
   SHARDKIT_RETURN_IF_ERROR(ReadFully(fd, 8, header_size, json.data(), path));
   SHARDKIT_ASSIGN_OR_RETURN(reader.header_, ParseHeader(json, file_size - 8 - header_size, path));
   reader.header_.data_start = 8 + header_size;
-  std::string header_bytes(reinterpret_cast<const char*>(length_bytes), sizeof(length_bytes));
-  header_bytes += json;
+  const std::string header_bytes = LengthBytes(header_size) + json;
   reader.identity_ = FileIdentity{file_size, specs::Fingerprint(header_bytes)};
   reader.device_ = static_cast<uint64_t>(st.st_dev);
   reader.inode_ = static_cast<uint64_t>(st.st_ino);

@@ -12,6 +12,8 @@
 //   SHARDKIT_RETURN_IF_ERROR(safetensors::WriteFile("out.safetensors", {{"w", &w}}, metadata));
 //
 // Validation on read (each a kInvalidArgument naming the file and, where it applies, the tensor):
+// "not a safetensors file (…)" when the first bytes cannot start one (shorter than an 8-byte
+// length and "{}", no '{' after the length, or a length past both the file's end and the limit);
 // header length bounds, JSON syntax, duplicate keys, unknown fields, dtype (the sub-byte F4/F6_*
 // are rejected by name), shape × element size = byte length without overflow, offsets inside the
 // data region, no overlap and no gap between tensors, truncated files.

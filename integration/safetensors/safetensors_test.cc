@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -172,7 +173,7 @@ TEST(SafetensorsTest, RejectsMalformedHeaders) {
   const std::string ok = R"("dtype":"F32","shape":[2],"data_offsets":[0,8])";
   const std::vector<BadCase> cases = {
       {"not_json", "{\"a\":", 0, "not valid JSON"},
-      {"not_object", "[1,2]", 0, "must be a JSON object"},
+      {"not_object", "[1,2]", 0, "not a safetensors file"},
       {"duplicate", "{\"a\":{" + ok + "},\"a\":{" + ok + "}}", 8, "duplicate key \"a\""},
       {"unknown_field", "{\"a\":{" + ok + ",\"x\":1}}", 8, "unknown field \"x\""},
       {"missing_field", R"({"a":{"dtype":"F32","shape":[2]}})", 8, "needs dtype, shape"},
@@ -199,7 +200,7 @@ TEST(SafetensorsTest, RejectsMalformedHeaders) {
       {"gap", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8, "(gap)"},
       {"trailing", "{\"a\":{" + ok + "}}", 12, "tensors cover 8"},
       {"metadata_value", R"({"__metadata__":{"k":1}})", 0, "values must be strings"},
-      {"deep", std::string(80, '[') + std::string(80, ']'), 0, "nesting deeper"},
+      {"deep", "{\"a\":" + std::string(80, '[') + std::string(80, ']') + "}", 0, "nesting deeper"},
       {"bad_utf8", "{\"a\xff\":1}", 0, "not valid JSON"},
   };
   for (const BadCase& c : cases) {
@@ -211,18 +212,43 @@ TEST(SafetensorsTest, RejectsMalformedHeaders) {
 }
 
 TEST(SafetensorsTest, RejectsTruncatedFiles) {
-  std::string tiny = TempPath("tiny.safetensors");
-  std::ofstream(tiny) << "abc";
-  EXPECT_THAT(Reader::Open(tiny), StatusIs(absl::StatusCode::kInvalidArgument,
-                                           HasSubstr("shorter than the 8-byte header length")));
   EXPECT_THAT(Reader::Open(WriteRaw("short_header.safetensors", "{}", 0, 100)),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("header length 100 but only 2 bytes follow")));
-  EXPECT_THAT(Reader::Open(WriteRaw("huge_header.safetensors", "{}", 0, 1ULL << 40)),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exceeds the limit")));
+                       HasSubstr("file is truncated: header length 100 but only 2 bytes follow")));
   EXPECT_THAT(Reader::Open(WriteRaw("truncated_data.safetensors",
                                     R"({"a":{"dtype":"I8","shape":[9],"data_offsets":[0,9]}})", 5)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("file truncated?")));
+}
+
+TEST(SafetensorsTest, SaysWhenAFileIsNotSafetensorsAtAll) {
+  const std::string text = TempPath("notes.txt");
+  std::ofstream(text) << "plain text, long enough to look like a header length\n";
+  EXPECT_THAT(Reader::Open(text),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("notes.txt: not a safetensors file (its 8-byte header length is "
+                                 "followed by byte 0x78, not the '{'")));
+  const std::string tiny = TempPath("tiny.safetensors");
+  std::ofstream(tiny) << "abc";
+  EXPECT_THAT(Reader::Open(tiny), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           HasSubstr("not a safetensors file (3 bytes; the "
+                                                     "smallest holds 10")));
+  EXPECT_THAT(Reader::Open(WriteRaw("array.safetensors", "[]", 0)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a safetensors file")));
+  // '{' where it belongs, but a length past both the file's end and the limit: not a length.
+  EXPECT_THAT(Reader::Open(WriteRaw("huge_header.safetensors", "{}", 0, 1ULL << 40)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("not a safetensors file (its first 8 bytes give a header length "
+                                 "of 1099511627776, more than the file's 10 bytes)")));
+}
+
+TEST(SafetensorsTest, RejectsAHeaderAboveTheLimitInALargeEnoughFile) {
+  // A sparse file as long as its header claims: the limit, not the size, refuses it.
+  const uint64_t length = kMaxHeaderBytes + 1;
+  const std::string path = WriteRaw("over_limit.safetensors", "{}", 0, length);
+  std::filesystem::resize_file(path, 8 + length);
+  EXPECT_THAT(Reader::Open(path),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("header length 104857601 exceeds the limit of 104857600 bytes")));
 }
 
 TEST(SafetensorsTest, ReadsPartialRanges) {

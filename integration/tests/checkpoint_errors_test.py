@@ -47,7 +47,7 @@ def bad_checkpoints(plan):
     for label, blob, text in (
             ("malformed header", (9).to_bytes(8, "little") + b"{not json", "not valid JSON"),
             ("truncated", good[:-3], "truncated"),
-            ("short", b"\x01\x02", "truncated")):
+            ("short", b"\x01\x02", "not a safetensors file")):
         with open(path("bad.safetensors"), "wb") as f:
             f.write(blob)
         expect(label, run(shard_args(plan, path("bad.safetensors"))), 2, text)

@@ -115,14 +115,34 @@ def same_rank_files(out, reference, world, label):
             check(a.read() == b.read(), f"{label}: {name} differs from {reference}'s")
 
 
+def ranks_named(text):
+    """The ranks FormatRanks named: "rank 3" -> [3], "ranks 0-2, 5" -> [0, 1, 2, 5]; else None."""
+    m = re.fullmatch(r"ranks? ((?:\d+(?:-\d+)?)(?:, \d+(?:-\d+)?)*)", text)
+    if not m:
+        return None
+    ranks = []
+    for part in m.group(1).split(", "):
+        first, _, last = part.partition("-")
+        ranks.extend(range(int(first), int(last or first) + 1))
+    return ranks
+
+
 def first_lines_per_rank(stderr, world):
-    """rank -> the first line that rank wrote to stderr under a launcher ("[rank R] " removed)."""
+    """rank -> the first line that rank wrote to stderr under a launcher ("[rank R] " removed).
+    A line a relaunching command (`shard --nproc N`) printed once for several ranks,
+    "ranks 0-2: LINE", counts as LINE for each of them."""
     firsts = {}
     for line in stderr.splitlines():
-        for rank in range(world):
-            prefix = f"[rank {rank}] "
-            if line.startswith(prefix) and rank not in firsts:
-                firsts[rank] = line[len(prefix):]
+        named = None
+        if line.startswith("[rank "):
+            rank, _, rest = line[len("[rank "):].partition("] ")
+            named, line = ([int(rank)] if rank.isdigit() else None), rest
+        elif ": " in line:
+            head, _, rest = line.partition(": ")
+            named, line = ranks_named(head), rest
+        for rank in named or []:
+            if rank < world and rank not in firsts:
+                firsts[rank] = line
     return firsts
 
 

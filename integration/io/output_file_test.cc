@@ -58,14 +58,14 @@ TEST(CheckOutputFileTest, InsideTheInputIsRefusedHoweverItIsSpelled) {
   const std::string dir = TempPath("shards");
   Write(dir + "/index.json", "{}");
   Write(dir + "/rank-00000.safetensors", Safetensors(kTensor, "ab"));
-  const std::string inside = " is inside the shard directory it would be read from (" + dir +
-                             "): pick a path outside it";
+  const std::string inside =
+      " is inside the shard directory it would be read from (" + dir + "): pick a path outside it";
   for (const std::string& out :
        {dir + "/index.json", dir + "/rank-00000.safetensors", dir + "/../shards/index.json",
         dir + "/new.safetensors", dir + "/sub/dir/new.safetensors", dir + "/./index.json"}) {
-    EXPECT_THAT(CheckOutputFile(out, ReadingFrom(dir)),
-                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("the output file " + out +
-                                                                       inside)))
+    EXPECT_THAT(
+        CheckOutputFile(out, ReadingFrom(dir)),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("the output file " + out + inside)))
         << out;
   }
   const std::string link = TempPath("link-to-shards");
@@ -94,8 +94,8 @@ TEST(CheckOutputFileTest, TheInputFileItself) {
 
 TEST(CheckOutputFileTest, ADirectoryPathIsRefused) {
   for (const std::string& out : {TempPath("x/"), TempPath("."), TempPath("x/..")}) {
-    EXPECT_THAT(CheckOutputFile(out), StatusIs(absl::StatusCode::kInvalidArgument,
-                                               HasSubstr(" names a directory")))
+    EXPECT_THAT(CheckOutputFile(out),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(" names a directory")))
         << out;
   }
 }
@@ -159,10 +159,10 @@ TEST(CheckOutputFileTest, OnlyASafetensorsFileIsReplaced) {
   for (const auto& file : bad) {
     const std::string path = TempPath(file.name);
     Write(path, file.bytes);
-    EXPECT_THAT(CheckOutputFile(path),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr("the output file " + path + " exists and is not a safetensors "
-                                   "file (")))
+    EXPECT_THAT(CheckOutputFile(path), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                HasSubstr("the output file " + path +
+                                                          " exists and is not a safetensors "
+                                                          "file (")))
         << file.name;
     EXPECT_THAT(IsSafetensorsFile(path),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(file.why)))
@@ -194,7 +194,8 @@ TEST(CheckOutputFileTest, TextOutputsReplaceOnlyAnEarlierOne) {
   Write(other, "shardkit");  // shorter than the signature
   EXPECT_THAT(CheckOutputFile(other, rules),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("--summary " + other + " exists and is not an earlier summary "
+                       HasSubstr("--summary " + other +
+                                 " exists and is not an earlier summary "
                                  "(it is not empty and does not begin with \"shardkit demo: \")")));
   const std::string checkpoint = TempPath("model.safetensors");
   Write(checkpoint, Safetensors(kTensor, "ab"));

@@ -7,7 +7,8 @@
 //
 // A rank's file holds every shard placed on it, zero-size shards included, named after the
 // parameter — or NAME#K (K = the shard's index in the parameter's shard list) when the rank holds
-// two or more shards of that parameter. Replicated parameters are whole in every file.
+// two or more shards of that parameter. Replicated parameters are whole in every file. Every
+// file's __metadata__ is index.json's "metadata".
 //
 //   SHARDKIT_RETURN_IF_ERROR(PrepareOutputDir("out"));          // every rank, before writing
 //   IndexParameter entry = MakeIndexParameter("w", DType::kFloat32, {10, 8}, layout);

@@ -64,16 +64,22 @@ class Fd {
   int fd_;
 };
 
-// Opens the regular file `path` for reading without following a final link nor blocking on a
-// fifo; `*size` receives its size. Errors: kInvalidArgument naming the OS error, or what it is.
+// Opens the regular file `path` for reading — never a device node (opening one may act on the
+// device), nor through a final link, nor blocking on a fifo; `*size` receives its size. Errors:
+// kInvalidArgument naming the OS error, or what it is.
 absl::StatusOr<int> OpenRegular(const std::string& path, uint64_t* size) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {  // not even opened: a device
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is ", KindOf(st.st_mode)));
+  }
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": cannot open: ", ErrnoText(errno)));
   }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const std::string why = S_ISREG(st.st_mode) ? ErrnoText(errno) : KindOf(st.st_mode);
+  const bool examined = ::fstat(fd, &st) == 0;  // what was opened, should the path have changed
+  if (!examined || !S_ISREG(st.st_mode)) {
+    const std::string why =
+        examined ? absl::StrCat("is ", KindOf(st.st_mode)) : "cannot examine: " + ErrnoText(errno);
     ::close(fd);
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
   }

@@ -26,6 +26,7 @@
 #include "integration/checkpoint/tensor_bytes_reader.h"
 #include "integration/io/dir_lock.h"
 #include "integration/io/files.h"
+#include "integration/io/output_file.h"
 #include "integration/io/proc_status.h"
 #include "integration/safetensors/safetensors.h"
 
@@ -260,6 +261,8 @@ absl::Status WriteHfIndex(const std::string& out_dir, const HfPlan& plan, int64_
 
 absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_path,
                               std::ostream& log, const GatherOptions& options) {
+  SHARDKIT_RETURN_IF_ERROR(io::CheckOutputFile(
+      out_path, {.keep_out_of = {{in_dir, "the shard directory it would be read from"}}}));
   SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir));
   const std::vector<TensorInfo> infos = OutputInfos(input.index);
   std::vector<TensorInfo> placed;
@@ -277,6 +280,7 @@ absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_
 absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out_dir,
                                int64_t max_file_bytes, std::ostream& log,
                                const GatherOptions& options) {
+  SHARDKIT_RETURN_IF_ERROR(CheckOutsideInput(in_dir, out_dir));
   SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir));
   SHARDKIT_ASSIGN_OR_RETURN(HfPlan plan, PlanHuggingFace(input.index, out_dir, max_file_bytes));
   SHARDKIT_ASSIGN_OR_RETURN(const io::DirectoryLock lock, LockEmptyDirectory(out_dir));

@@ -31,9 +31,12 @@ struct GatherOptions {
 // read once with pread into one of two reused windows (short pieces through a small staging
 // buffer) and written at its final offset, so memory stays within `options.memory_bytes`
 // whatever the checkpoint's size. A summary line (and progress lines when enabled) go to `log`.
-// Errors: kNotFound if index.json or a rank file is missing; kInvalidArgument for an invalid
-// index, a malformed rank file, a shard that is missing or has the wrong dtype or shape, an
-// unlisted tensor, or an output path that cannot be written; kUnavailable for I/O errors.
+// Before anything is read, `out_path` must pass io::CheckOutputFile: outside `in_dir`, not a
+// symbolic link nor anything but a regular file, and if it exists a safetensors file (replaced).
+// Errors: kNotFound if index.json or a rank file is missing; kInvalidArgument for an output path
+// refused by io::CheckOutputFile or that cannot be written, an invalid index, a malformed rank
+// file, a shard that is missing or has the wrong dtype or shape, or an unlisted tensor;
+// kUnavailable for I/O errors.
 [[nodiscard]] absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_path,
                                             std::ostream& log, const GatherOptions& options = {});
 
@@ -44,10 +47,12 @@ struct GatherOptions {
 // pipeline and budget as GatherCheckpoint write the files one after the other, committed durably
 // (fsync, rename, directory fsync) in file order as OutputFiles does; the index comes last, so a
 // run killed before it leaves temporary files, perhaps some complete ones, but no index, and a
-// failed run removes what it wrote. `out_dir` is created if missing and must be empty; it keeps
-// the lock file io::DirectoryLock takes (.shardkit.lock).
-// Errors: as GatherCheckpoint; kInvalidArgument if `out_dir` is not a directory, cannot be
-// created or is not empty, or if another run holds its lock.
+// failed run removes what it wrote. `out_dir` must lie outside `in_dir` (CheckOutsideInput); it
+// is created if missing and must be empty; the lock io::DirectoryLock takes on it is held for
+// the run and its file (.shardkit.lock) removed at the end, so that `out_dir` holds only the
+// checkpoint.
+// Errors: as GatherCheckpoint; kInvalidArgument if `out_dir` is inside `in_dir`, is not a
+// directory, cannot be created or is not empty, or if another run holds its lock.
 [[nodiscard]] absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out_dir,
                                              int64_t max_file_bytes, std::ostream& log,
                                              const GatherOptions& options = {});

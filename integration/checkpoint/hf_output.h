@@ -61,8 +61,9 @@ bool IsNumberedPartName(std::string_view name, int64_t* files);
 std::string HfIndexJson(int64_t total_size, const std::map<std::string, std::string>& weight_map);
 
 // Makes `dir` ready for a new Hugging Face checkpoint: creates it (and its parents) if missing;
-// it must then be empty — `.shardkit.lock` alone aside — both before the lock is taken (so a
-// refused directory gets no lock file) and after (another run may have written meanwhile).
+// it must then be empty — `.shardkit.lock` alone aside (a leftover, or another run's) — both
+// before the lock is taken (so a refused directory gets no lock file) and after (another run may
+// have written meanwhile). Destroying the returned lock removes the lock file.
 // Errors: kInvalidArgument naming `dir` and what it holds (the first names), or the OS error; as
 // io::DirectoryLock::Acquire when another run holds the lock.
 [[nodiscard]] absl::StatusOr<io::DirectoryLock> LockEmptyDirectory(const std::string& dir);

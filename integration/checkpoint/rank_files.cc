@@ -64,6 +64,7 @@ absl::Status VerifyShards(const std::vector<Reader>& readers, const ShardIndex& 
 
 absl::Status CreateRankFile(const std::string& dir, int rank,
                             const std::vector<StreamTensor>& tensors,
+                            const std::map<std::string, std::string>& metadata,
                             std::optional<io::AtomicFile>& file, StreamOutput& output) {
   std::vector<TensorInfo> infos;
   std::map<std::string, std::pair<size_t, size_t>> slot_of;  // tensor name -> (tensor, shard)
@@ -83,7 +84,7 @@ absl::Status CreateRankFile(const std::string& dir, int rank,
   }
   const std::string path = (std::filesystem::path(dir) / RankFileName(rank)).string();
   SHARDKIT_ASSIGN_OR_RETURN(safetensors::FileLayout layout,
-                            safetensors::PlanFile(path, std::move(infos)));
+                            safetensors::PlanFile(path, std::move(infos), metadata));
   output.dest.assign(tensors.size(), {});
   for (size_t t = 0; t < tensors.size(); ++t) {
     output.dest[t].assign(std::max<size_t>(tensors[t].shards.size(), 1), -1);

@@ -1,6 +1,7 @@
 #include "integration/checkpoint/save_shards.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -30,9 +31,10 @@ struct Save {
   std::string context;  // "SaveShards(DIR)"
   Module meta;          // global shapes and dtypes
   std::vector<AgreedParameter> agreed;
-  std::optional<io::DirectoryLock> lock;  // rank 0
-  std::vector<StreamTensor> tensors;      // the agreed layouts, module order
-  std::optional<io::AtomicFile> file;     // this rank's, until committed
+  std::optional<io::DirectoryLock> lock;        // rank 0
+  std::map<std::string, std::string> metadata;  // rank 0's, on every rank
+  std::vector<StreamTensor> tensors;            // the agreed layouts, module order
+  std::optional<io::AtomicFile> file;           // this rank's, until committed
   StreamOutput output;
 
   absl::Status Agree(const absl::Status& local, std::string_view step) {
@@ -111,6 +113,19 @@ absl::Status LockAndClear(Save& save) {
   return RemoveEarlierOutput(save.dir, save.comm.world_size());
 }
 
+// Step 2: rank 0's metadata reaches every rank, for the rank files' __metadata__ (collective; the
+// same bytes, so the same result, on every rank).
+absl::Status ShareMetadata(Save& save) {
+  const std::string mine =
+      save.comm.rank() == 0 ? safetensors::SerializeHeader({}, save.options.metadata) : "";
+  SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                            save.comm.AllGather(ConstBuffer(mine), save.call));
+  SHARDKIT_ASSIGN_OR_RETURN(safetensors::Header header,
+                            safetensors::ParseHeader(all[0], 0, "metadata from rank 0"));
+  save.metadata = std::move(header.metadata);
+  return absl::OkStatus();
+}
+
 // Step 3 (local): this rank's file created at its final size.
 absl::Status CreateOwnFile(Save& save) {
   for (AgreedParameter& parameter : save.agreed) {
@@ -121,7 +136,8 @@ absl::Status CreateOwnFile(Save& save) {
     tensor.replicated = !parameter.spec.has_value();
     tensor.shards = parameter.shards;
   }
-  return CreateRankFile(save.dir, save.comm.rank(), save.tensors, save.file, save.output);
+  return CreateRankFile(save.dir, save.comm.rank(), save.tensors, save.metadata, save.file,
+                        save.output);
 }
 
 // `tensor`'s bytes, row-major, written at file offset `at`: straight from its memory when it is
@@ -176,7 +192,7 @@ absl::Status WriteAndCommit(Save& save) {
 // Step 4 (rank 0): index.json, last.
 absl::Status WriteSavedIndex(const Save& save) {
   if (save.comm.rank() != 0) return absl::OkStatus();
-  ShardIndex index{save.comm.world_size(), 0, specs::Strategy::kSave, save.options.metadata, {}};
+  ShardIndex index{save.comm.world_size(), 0, specs::Strategy::kSave, save.metadata, {}};
   for (const AgreedParameter& parameter : save.agreed) {
     SHARDKIT_ASSIGN_OR_RETURN(
         specs::ParameterLayout layout,
@@ -225,6 +241,7 @@ absl::Status SaveShards(const std::string& dir, const Module& module, Communicat
   SHARDKIT_RETURN_IF_ERROR(AgreeOnModule(save));
   SHARDKIT_RETURN_IF_ERROR(save.Agree(CheckLayoutsAndDir(save), "preparing the directory"));
   SHARDKIT_RETURN_IF_ERROR(save.Agree(LockAndClear(save), "clearing the directory"));
+  SHARDKIT_RETURN_IF_ERROR(ShareMetadata(save));
   SHARDKIT_RETURN_IF_ERROR(save.Agree(CreateOwnFile(save), "creating shard files"));
   SHARDKIT_RETURN_IF_ERROR(save.Agree(WriteAndCommit(save), "writing shard files"));
   return save.Agree(WriteSavedIndex(save), "writing index.json");

@@ -16,11 +16,12 @@
 //     ranks and the parameter's field.
 //  2. Every rank prepares DIR (PrepareOutputDir: created if missing; only an earlier shardkit
 //     output may be in it, which is replaced); rank 0 takes DIR/.shardkit.lock (held until
-//     SaveShards returns) and removes an earlier index.json durably (RemoveEarlierOutput).
+//     SaveShards returns, then removed) and removes an earlier index.json durably
+//     (RemoveEarlierOutput). Rank 0's `metadata` reaches every rank (one AllGather).
 //  3. Every rank writes DIR/rank-RRRRR.safetensors (CreateRankFile: its shards, named by
-//     ShardTensorNames; replicated parameters whole in every file) straight from the tensors'
-//     memory — a non-contiguous tensor through contiguous copies of at most memory_bytes — then
-//     fsyncs and renames it (io::AtomicFile).
+//     ShardTensorNames; replicated parameters whole in every file; rank 0's `metadata` as
+//     __metadata__) straight from the tensors' memory — a non-contiguous tensor through
+//     contiguous copies of at most memory_bytes — then fsyncs and renames it (io::AtomicFile).
 //  4. One status round (the commit); then rank 0 writes DIR/index.json (strategy "save",
 //     src_rank 0, `metadata`), and one more status round reports its outcome on every rank. A
 //     failure before the commit leaves no index.json (an earlier one was removed in step 2),
@@ -66,7 +67,8 @@ struct SaveShardsOptions {
   // Staging for a non-contiguous tensor's bytes (> 0); contiguous ones are written from their
   // memory. As `shard --memory-mib`, 512 MiB.
   int64_t memory_bytes = int64_t{512} << 20;
-  // index.json's "metadata" (restored by `gather` as __metadata__); rank 0's is written.
+  // index.json's "metadata" and every rank file's __metadata__ (restored by `gather`); rank 0's
+  // is written, whatever the other ranks pass.
   std::map<std::string, std::string> metadata;
   CallOptions call;  // deadline of the whole call
 };

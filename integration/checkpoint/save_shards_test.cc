@@ -174,16 +174,22 @@ Module ShardedModule(Communicator& comm) {
   return module;
 }
 
-// World 4: save; rank 0 gathers and inspects the directory; load back with the same plan.
+// World 4: save; rank 0 gathers and inspects the directory; load back with the same plan. Rank
+// 0's metadata is in index.json and every rank file, whatever the others pass.
 void SaveCase(int rank, Communicator& comm, std::string_view arg) {
   const std::string dir(arg);
   const Module module = ShardedModule(comm);
-  ASSERT_THAT(SaveShards(dir, module, comm, {.memory_bytes = 8, .metadata = {{"step", "7"}}}),
+  const std::map<std::string, std::string> metadata = {{"step", rank == 0 ? "7" : "other"}};
+  ASSERT_THAT(SaveShards(dir, module, comm, {.memory_bytes = 8, .metadata = metadata}),
               testing::IsOk());
-  for (int r = 0; r < comm.world_size(); ++r)
-    EXPECT_TRUE(fs::exists(fs::path(dir) / RankFileName(r)));
+  for (int r = 0; r < comm.world_size(); ++r) {
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(safetensors::Reader file,
+                                  safetensors::Reader::Open(fs::path(dir) / RankFileName(r)));
+    EXPECT_EQ(file.header().metadata, (std::map<std::string, std::string>{{"step", "7"}}));
+  }
   absl::Status checked;
   if (rank == 0) {
+    EXPECT_FALSE(fs::exists(fs::path(dir) / io::kLockFileName));  // removed as rank 0 let go
     SHARDKIT_ASSERT_OK_AND_ASSIGN(ShardIndex index, ReadIndex(dir));
     EXPECT_EQ(index.strategy, specs::Strategy::kSave);
     EXPECT_EQ(index.src_rank, 0);

@@ -185,11 +185,12 @@ absl::Status LockAndClear(Run& run) {
   return RemoveEarlierOutput(run.options.out_dir, run.comm.world_size());
 }
 
-// Step 4 (local): this rank's file under its temporary name, header written, sized; where each of
-// its tensors' bytes go (rank_files.h).
+// Step 4 (local): this rank's file under its temporary name, header written, sized, with the
+// checkpoint's __metadata__ (the old index.json's under reshard: on every rank, with the header);
+// where each of its tensors' bytes go (rank_files.h).
 absl::Status CreateOwnFile(Run& run) {
-  return CreateRankFile(run.options.out_dir, run.comm.rank(), run.schedule->tensors(), run.file,
-                        run.output);
+  return CreateRankFile(run.options.out_dir, run.comm.rank(), run.schedule->tensors(),
+                        run.header.metadata, run.file, run.output);
 }
 
 // Step 5: the rounds (stream_shard.h), with progress on the source. The peak RSS is reset first,

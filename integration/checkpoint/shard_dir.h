@@ -3,11 +3,12 @@
 //
 //   DIR/rank-00000.safetensors ... one file per rank, even when empty (header {})
 //   DIR/index.json             written last, by the source rank, after the commit
-//   DIR/.shardkit.lock         locked by the source for the whole run (io::DirectoryLock); kept
+//   DIR/.shardkit.lock         locked by the source for the run (io::DirectoryLock), then removed
 //
 // A rank's file holds every shard placed on it, zero-size shards included, named after the
 // parameter — or NAME#K (K = the shard's index in the parameter's shard list) when the rank holds
-// two or more shards of that parameter. Replicated parameters are whole in every file.
+// two or more shards of that parameter. Replicated parameters are whole in every file. Every
+// file's __metadata__ is index.json's "metadata".
 //
 //   SHARDKIT_RETURN_IF_ERROR(PrepareOutputDir("out"));          // every rank, before writing
 //   IndexParameter entry = MakeIndexParameter("w", DType::kFloat32, {10, 8}, layout);
@@ -48,8 +49,8 @@ std::vector<std::string> ShardTensorNames(std::string_view name,
 
 // Makes `dir` ready for a new output: creates it (with parents) if missing. An existing `dir` must
 // be a directory holding nothing but an earlier shardkit output (index.json, rank-NNNNN.safetensors
-// and their temporary names, .shardkit.lock). Errors: kInvalidArgument naming the path and the OS
-// error, or the first foreign entry.
+// and their temporary names, a .shardkit.lock left by a killed run or an older shardkit).
+// Errors: kInvalidArgument naming the path and the OS error, or the first foreign entry.
 [[nodiscard]] absl::Status PrepareOutputDir(const std::string& dir);
 
 // Removes what an earlier output left that this run will not overwrite: index.json, temporary

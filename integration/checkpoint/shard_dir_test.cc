@@ -111,7 +111,7 @@ TEST(ShardDirTest, OutputDirectoryRules) {
   EXPECT_FALSE(fs::exists(fresh + "/rank-00004.safetensors"));
   EXPECT_FALSE(fs::exists(fresh + "/rank-00001.safetensors.tmp.77"));
   EXPECT_TRUE(fs::exists(fresh + "/rank-00000.safetensors"));
-  EXPECT_TRUE(fs::exists(fresh + "/.shardkit.lock"));  // never removed: the source holds it
+  EXPECT_TRUE(fs::exists(fresh + "/.shardkit.lock"));  // left alone: the source holds it
   Touch(fresh + "/rank-00001.safetensors");
   ASSERT_THAT(RemoveEarlierOutput(fresh, 1), IsOk());
   EXPECT_FALSE(fs::exists(fresh + "/rank-00001.safetensors"));

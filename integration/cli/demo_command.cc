@@ -8,6 +8,11 @@
 // prints it unprefixed, followed by the total wall time. Under a launcher (`shardkit launch --
 // shardkit demo`, torchrun, mpirun, srun: UnderLauncher) it is one rank, rank 0 printing the
 // summary itself, and --nproc is an error.
+//
+// --summary FILE sends the summary (with the total time, when launching) to FILE instead of
+// stdout, written atomically. FILE must pass io::CheckOutputFile as a text output: nothing there,
+// an empty file, or an earlier summary (it begins with demo::kSummaryStart) — anything else is
+// exit 2 before any rank starts (under a launcher every rank checks, before connecting).
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -28,6 +33,8 @@
 #include "integration/cli/relaunch.h"
 #include "integration/demo/demo_rank.h"
 #include "integration/demo/summary.h"
+#include "integration/io/files.h"
+#include "integration/io/output_file.h"
 #include "integration/launch/temp_dir.h"
 
 namespace shardkit::cli {
@@ -51,13 +58,29 @@ FlagParser DemoFlagParser(DemoFlags* out) {
   flags.AddDouble("timeout", &out->timeout,
                   absl::StrCat("per-operation deadline in seconds ", TimeoutDefaultHelp()));
   flags.AddString("summary", &out->summary,
-                  "rank 0 writes the summary to this file instead of stdout (how --nproc "
-                  "prints it without rank prefixes) (default: stdout)");
+                  "write the summary to this file instead of stdout (a new file, an empty one or "
+                  "an earlier summary; how --nproc prints it without rank prefixes) "
+                  "(default: stdout)");
   return flags;
 }
 
+// What may stand at --summary FILE: nothing, an empty file, or an earlier summary.
+absl::Status CheckSummaryPath(const std::string& path) {
+  return io::CheckOutputFile(path, {.name = "--summary",
+                                    .existing = io::ExistingOutput::kText,
+                                    .text_signature = demo::kSummaryStart,
+                                    .text_kind = "an earlier summary"});
+}
+
+// The summary to stdout, or atomically to --summary FILE. Errors: as io::WriteFileAtomically.
+absl::Status PrintSummary(const DemoFlags& flags, const std::string& text) {
+  if (!flags.summary.empty()) return io::WriteFileAtomically(flags.summary, text);
+  std::cout << text << std::flush;
+  return absl::OkStatus();
+}
+
 // Records which flags were given. Errors: kInvalidArgument for a --timeout that is not positive,
-// or --nproc under a launcher.
+// --nproc under a launcher, or a --summary FILE that CheckSummaryPath refuses.
 absl::Status CheckDemoFlags(const FlagParser& parser, DemoFlags* flags) {
   if (parser.WasSet("timeout") && !(flags->timeout > 0)) {
     return absl::InvalidArgumentError("--timeout: expected a positive number of seconds");
@@ -65,7 +88,8 @@ absl::Status CheckDemoFlags(const FlagParser& parser, DemoFlags* flags) {
   flags->nproc_set = parser.WasSet("nproc");
   flags->backend_set = parser.WasSet("backend");
   flags->timeout_set = parser.WasSet("timeout");
-  if (flags->nproc_set) return CheckNprocAllowed("each process is one rank");
+  if (flags->nproc_set) SHARDKIT_RETURN_IF_ERROR(CheckNprocAllowed("each process is one rank"));
+  if (!flags->summary.empty()) return CheckSummaryPath(flags->summary);
   return absl::OkStatus();
 }
 
@@ -81,12 +105,8 @@ int RunDemoRankCommand(const DemoFlags& flags) {
   absl::StatusOr<demo::DemoReport> report = demo::RunDemoRank(**comm, {.progress = &std::cerr});
   if (!report.ok()) return ReportError(kCommand, report.status());
   if ((*comm)->rank() == 0) {
-    const std::string summary = demo::FormatSummary(*report);
-    if (flags.summary.empty()) {
-      std::cout << summary << std::flush;
-    } else if (!(std::ofstream(flags.summary) << summary)) {
-      return ReportError(kCommand, absl::InvalidArgumentError(absl::StrCat(
-                                       "cannot write --summary \"", flags.summary, "\"")));
+    if (absl::Status s = PrintSummary(flags, demo::FormatSummary(*report)); !s.ok()) {
+      return ReportError(kCommand, s);
     }
   }
   if (report->verified()) return 0;
@@ -111,12 +131,12 @@ int LaunchDemo(const DemoFlags& flags) {
   if (!exit_code.ok()) return ReportError(kCommand, exit_code.status());
   std::ifstream summary(summary_path);
   if (summary) {
-    std::cout << summary.rdbuf();
-    std::cout << absl::StrFormat(
-                     "total time: %.2f s (wall clock, starting %d rank processes "
-                     "included)\n",
-                     absl::ToDoubleSeconds(absl::Now() - start), flags.nproc)
-              << std::flush;
+    std::ostringstream text;
+    text << summary.rdbuf()
+         << absl::StrFormat(
+                "total time: %.2f s (wall clock, starting %d rank processes included)\n",
+                absl::ToDoubleSeconds(absl::Now() - start), flags.nproc);
+    if (absl::Status s = PrintSummary(flags, text.str()); !s.ok()) return ReportError(kCommand, s);
   }
   return *exit_code;
 }

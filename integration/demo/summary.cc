@@ -161,7 +161,8 @@ std::string Verdict(const DemoReport& report) {
 std::string FormatSummary(const DemoReport& report) {
   const ShardStats& s = report.shard_stats;
   return absl::StrCat(
-      absl::StrFormat("shardkit demo: %d parameters, %.1f MiB float32, %d rank%s, backend %s, "
+      kSummaryStart,
+      absl::StrFormat("%d parameters, %.1f MiB float32, %d rank%s, backend %s, "
                       "strategy %s, source rank %d\n\n",
                       report.parameters.size(), MiB(SyntheticModelBytes(report.model)),
                       report.world_size, report.world_size == 1 ? "" : "s", report.backend,

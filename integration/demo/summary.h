@@ -12,9 +12,13 @@
 
 namespace shardkit::demo {
 
-// Plain text, lines ending in '\n'; the last line is "verified: ..." or "verification FAILED: ...",
-// preceded by the timing line. Everything it shows is known on every rank except the names of the
-// parameters another rank found different.
+// How every summary begins ("shardkit demo: 12 parameters, …"): what `demo --summary` recognises
+// an earlier summary by.
+inline constexpr char kSummaryStart[] = "shardkit demo: ";
+
+// Plain text, lines ending in '\n', beginning with kSummaryStart; the last line is "verified: ..."
+// or "verification FAILED: ...", preceded by the timing line. Everything it shows is known on
+// every rank except the names of the parameters another rank found different.
 std::string FormatSummary(const DemoReport& report);
 
 }  // namespace shardkit::demo

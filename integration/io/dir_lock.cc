@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,6 +25,18 @@ int LockNow(int fd) {
   return rc;
 }
 
+// Whether the open file `fd` is the one at `path` now (same device and inode). False when `path`
+// is gone, or is another file: the one `fd` refers to was removed, perhaps replaced, meanwhile.
+bool IsAtPath(int fd, const std::string& path) {
+  struct stat held, named;
+  if (::fstat(fd, &held) != 0 || ::stat(path.c_str(), &named) != 0) return false;
+  return held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+}
+
+// Acquire's tries when the lock file keeps being replaced under it. Each retry means another run
+// took and finished with the directory meanwhile, so this is never reached in practice.
+constexpr int kMaxAttempts = 1000;
+
 }  // namespace
 
 DirectoryLock::DirectoryLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
@@ -44,28 +57,39 @@ DirectoryLock::~DirectoryLock() { Release(); }
 
 void DirectoryLock::Release() {
   if (fd_ < 0) return;
+  // Removed while still locked: a run that opened this file meanwhile gets the flock only after
+  // the close below, finds the path gone or another file there (IsAtPath), and tries again.
+  // Another holder's file (ours removed by hand, another run's made) is left alone.
+  if (IsAtPath(fd_, path_)) ::unlink(path_.c_str());
   ::close(fd_);  // closing the last descriptor of the open file releases the flock
   fd_ = -1;
 }
 
 absl::StatusOr<DirectoryLock> DirectoryLock::Acquire(const std::string& dir) {
   std::string path = (std::filesystem::path(dir) / kLockFileName).string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot open the lock file: ", std::strerror(errno)));
-  }
-  if (LockNow(fd) != 0) {
-    const int err = errno;
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": cannot open the lock file: ", std::strerror(errno)));
+    }
+    const int err = LockNow(fd) == 0 ? 0 : errno;
+    // Between open and flock the holder may have finished: removed the file, which we then
+    // locked (or found locked by its last holder) to no effect. Try the file at the path now.
+    const bool current = IsAtPath(fd, path);
+    if (err == 0 && current) return DirectoryLock(std::move(path), fd);
     ::close(fd);
-    if (err == EWOULDBLOCK) {
+    if (err == EWOULDBLOCK && current) {
       return absl::InvalidArgumentError(
           absl::StrCat(dir, ": another shardkit run is writing this directory (it holds ", path,
                        "); wait for it to finish or choose another output directory"));
     }
-    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot lock: ", std::strerror(err)));
+    if (err != 0 && err != EWOULDBLOCK) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": cannot lock: ", std::strerror(err)));
+    }
   }
-  return DirectoryLock(std::move(path), fd);
+  return absl::UnavailableError(absl::StrCat(path, ": the lock file was replaced ", kMaxAttempts,
+                                             " times while this run tried to lock it"));
 }
 
 }  // namespace shardkit::io

@@ -2,10 +2,18 @@
 // as the DirectoryLock lives. A second run into the same directory (another process, or another
 // Acquire in this one) fails at once instead of interleaving its files with the first run's. The
 // kernel releases the lock when the file is closed — also when the holder dies, even by SIGKILL —
-// so a crashed run never leaves the directory locked. The lock file itself stays in place.
+// so a crashed run never leaves the directory locked.
+//
+// The lock file exists only while a run holds it: the holder removes it, still locked, when it
+// lets go, so that a finished output directory holds nothing but the output. Removal opens a race
+// that Acquire closes: a run that opened the file just before it was removed may lock it after
+// the holder closed it — a file no longer at the path, which locks nothing. So after flock
+// succeeds Acquire compares the descriptor's inode with the path's (fstat, stat) and, when they
+// differ or the path is gone, closes it and tries again with the file now at the path. A lock
+// file left behind (a killed holder, an older shardkit) is taken over and then removed.
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(DirectoryLock lock, DirectoryLock::Acquire("out"));
-//   ...  // write into out/; the lock is released when `lock` is destroyed
+//   ...  // write into out/; destroying `lock` removes the lock file and releases the lock
 #ifndef SHARDKIT_INTEGRATION_IO_DIR_LOCK_H_
 #define SHARDKIT_INTEGRATION_IO_DIR_LOCK_H_
 
@@ -20,16 +28,19 @@ inline constexpr char kLockFileName[] = ".shardkit.lock";
 // Holds the lock on a directory. Movable, not copyable; the destructor releases the lock.
 class DirectoryLock {
  public:
-  // Creates DIR/.shardkit.lock if missing (mode 0644) and locks it without waiting. `dir` must
-  // exist. Errors: kInvalidArgument if another holder has the lock ("another shardkit run is
-  // writing this directory"), or naming the lock file and the OS error if it cannot be opened or
-  // locked (a missing directory, no permission).
+  // Creates DIR/.shardkit.lock if missing (mode 0644) and locks it without waiting; retries when
+  // the file it locked is no longer the one at the path (see above). `dir` must exist.
+  // Errors: kInvalidArgument if another holder has the lock ("another shardkit run is writing
+  // this directory"), or naming the lock file and the OS error if it cannot be opened or locked
+  // (a missing directory, no permission); kUnavailable if the file was replaced under every one
+  // of 1000 tries.
   [[nodiscard]] static absl::StatusOr<DirectoryLock> Acquire(const std::string& dir);
 
   DirectoryLock(DirectoryLock&& other) noexcept;
   DirectoryLock& operator=(DirectoryLock&& other) noexcept;
   DirectoryLock(const DirectoryLock&) = delete;
   DirectoryLock& operator=(const DirectoryLock&) = delete;
+  // Removes the lock file if it is still the one locked, then releases the lock (closes it).
   ~DirectoryLock();
 
   // DIR/.shardkit.lock.

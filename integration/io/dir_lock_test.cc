@@ -1,16 +1,23 @@
 // DirectoryLock between real processes: a forked child holds the lock, the parent's Acquire fails;
-// once the child is SIGKILLed the kernel has released it and the parent's Acquire succeeds.
+// once the child is SIGKILLed the kernel has released it and the parent's Acquire succeeds. The
+// lock file exists only while held (a killed holder's is taken over), and processes hammering
+// Acquire and release — each release removing the file — are never two holders at once.
 #include "integration/io/dir_lock.h"
 
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "testing/status_matchers.h"
 
@@ -111,6 +118,80 @@ TEST(DirectoryLockTest, TwoAcquiresInOneProcessConflict) {
   { DirectoryLock gone = std::move(moved); }  // released with its last owner
   SHARDKIT_ASSERT_OK_AND_ASSIGN(DirectoryLock again, DirectoryLock::Acquire(dir));
   EXPECT_TRUE(std::filesystem::exists(dir + "/" + kLockFileName));
+}
+
+TEST(DirectoryLockTest, TheLockFileExistsOnlyWhileHeld) {
+  const std::string dir = TempDir("removed");
+  const std::string path = dir + "/" + kLockFileName;
+  {
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(DirectoryLock lock, DirectoryLock::Acquire(dir));
+    EXPECT_TRUE(std::filesystem::exists(path));
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+  // A killed holder's file stays; the next run takes it over and removes it.
+  {
+    LockHolder holder(dir);
+    ASSERT_TRUE(holder.locked());
+    holder.Kill();
+  }
+  EXPECT_TRUE(std::filesystem::exists(path));
+  { SHARDKIT_ASSERT_OK_AND_ASSIGN(DirectoryLock lock, DirectoryLock::Acquire(dir)); }
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+// What the hammering processes share (an anonymous shared mapping, lock-free atomics).
+struct Tally {
+  std::atomic<int> holders{0};     // processes between a successful Acquire and their release
+  std::atomic<int> overlaps{0};    // times a process found another holder there
+  std::atomic<int> acquired{0};    // successful Acquires
+  std::atomic<int> unexpected{0};  // errors other than "another shardkit run"
+};
+
+// Processes that acquire and release (removing the file) as fast as they can: the race between
+// one's open and flock and another's unlink and close. Never two holders at once, and each gets
+// its turns (a deadline only guards against a livelock).
+TEST(DirectoryLockTest, RemovalNeverLetsTwoProcessesHoldTheLock) {
+  const std::string dir = TempDir("hammered");
+  void* memory =
+      ::mmap(nullptr, sizeof(Tally), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(memory, MAP_FAILED);
+  Tally* tally = new (memory) Tally;
+  constexpr int kProcesses = 6, kTurns = 40;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid > 0) {
+      children.push_back(pid);
+      continue;
+    }
+    for (int turns = 0; turns < kTurns && std::chrono::steady_clock::now() < deadline;) {
+      absl::StatusOr<DirectoryLock> lock = DirectoryLock::Acquire(dir);
+      if (!lock.ok()) {
+        if (lock.status().message().find("another shardkit run") == absl::string_view::npos) {
+          ++tally->unexpected;
+        }
+        continue;
+      }
+      ++turns;
+      ++tally->acquired;
+      if (++tally->holders != 1) ++tally->overlaps;
+      ::sched_yield();  // hold it for a moment, so that others open the file meanwhile
+      --tally->holders;
+    }  // each release removes the file
+    ::_exit(0);
+  }
+  for (const pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  EXPECT_EQ(tally->overlaps.load(), 0);
+  EXPECT_EQ(tally->unexpected.load(), 0);
+  EXPECT_EQ(tally->acquired.load(), kProcesses * kTurns);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/" + kLockFileName));
+  ::munmap(memory, sizeof(Tally));
 }
 
 TEST(DirectoryLockTest, MissingDirectoryNamesTheLockFile) {

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "integration/io/output_file.h"
 
 namespace shardkit::io {
 namespace {
@@ -194,6 +195,7 @@ absl::Status AtomicFile::Commit() {
   if (::close(fd) != 0 && status.ok()) {
     status = absl::UnavailableError(absl::StrCat(temp_, ": close failed: ", ErrnoText(errno)));
   }
+  if (status.ok()) status = CheckOutputType(path_);  // what was put there while we wrote
   if (status.ok() && ::rename(temp_.c_str(), path_.c_str()) != 0) {
     status = absl::InvalidArgumentError(
         absl::StrCat(path_, ": cannot rename into place: ", ErrnoText(errno)));

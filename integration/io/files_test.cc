@@ -67,6 +67,29 @@ TEST(FilesTest, CommitLeavesNoTemporaryFile) {
   EXPECT_THAT(ReadWholeFile(path), IsOkAndHolds("abc"));
 }
 
+// Something other than a regular file put at the path while the file was written is not
+// replaced: Commit re-checks just before its rename, and removes its temporary file.
+TEST(FilesTest, CommitLeavesWhatIsNoLongerARegularFile) {
+  const std::string fifo = TempPath("became-a-fifo");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(AtomicFile file, AtomicFile::Create(fifo));
+  ASSERT_THAT(file.Write("abc", 3), IsOk());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  EXPECT_THAT(file.Commit(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                      HasSubstr(fifo + " exists and is a fifo, not a regular")));
+  struct stat st;
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_TRUE(NoTemporaryLeft(fifo));
+
+  const std::string link = TempPath("became-a-link");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(AtomicFile second, AtomicFile::Create(link));
+  ASSERT_EQ(::symlink("elsewhere", link.c_str()), 0);
+  EXPECT_THAT(second.Commit(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is a symbolic link")));
+  ASSERT_EQ(::lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+}
+
 TEST(FilesTest, WriteAtInAnyOrderAndResizeGiveTheExactBytes) {
   const std::string path = TempPath("ranges.bin");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(AtomicFile file, AtomicFile::Create(path));

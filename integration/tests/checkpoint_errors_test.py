@@ -119,18 +119,18 @@ def locked_output_dir(plan):
                                        for line in firsts.values()),
               f"locked dir: not every rank names the lock: {r.stderr}")
         check(os.listdir(out) == [".shardkit.lock"], f"locked dir was written: {os.listdir(out)}")
-    r = run(args)  # released when the file was closed
+    r = run(args)  # released when the file was closed; the file, left behind, is taken over
     check(r.returncode == 0, f"after the lock was released: exit {r.returncode}: {r.stderr}")
-    check(os.path.exists(lock_path), "the lock file was removed")
+    check(not os.path.exists(lock_path), "the lock file was left behind by the run that held it")
     gathered = path("locked-gathered.safetensors")
     r = run(["gather", "--in", out, "--out", gathered])
     check(r.returncode == 0, f"gather of the once-locked dir: {r.stderr}")
     if r.returncode == 0:
         with open(CK, "rb") as a, open(gathered, "rb") as b:
             check(a.read() == b.read(), "gather of the once-locked dir differs from the original")
-    r = run(args)  # the lock file is there, nobody holds it
+    r = run(args)  # into the finished directory
     check(r.returncode == 0, f"second run into a finished dir: exit {r.returncode}: {r.stderr}")
-    check(sorted(os.listdir(out)) == [".shardkit.lock", "index.json"] +
+    check(sorted(os.listdir(out)) == ["index.json"] +
           [f"rank-0000{rank}.safetensors" for rank in range(3)],
           f"second run left {sorted(os.listdir(out))}")
 

@@ -85,7 +85,8 @@ def check_rank_files(out, index, original, world, label):
             held[rank][shard["tensor"]] = (name, shard)
     for rank in range(world):
         text, metadata, tensors = read_safetensors(os.path.join(out, f"rank-{rank:05d}.safetensors"))
-        check(metadata is None, f"{label}: rank {rank} file has __metadata__")
+        # The checkpoint's __metadata__ (index.json's), in every rank file; none if it had none.
+        check(metadata == (index["metadata"] or None), f"{label}: rank {rank} __metadata__ {metadata}")
         check(set(tensors) == set(held[rank]),
               f"{label}: rank {rank} holds {sorted(tensors)}, index says {sorted(held[rank])}")
         if not held[rank]:
@@ -176,7 +177,7 @@ def round_trips(ck, original):
             check(r.stdout == "", f"{label}: shard wrote to stdout: {r.stdout!r}")
             check("matches no parameter" in r.stderr and f"shardkit shard: {len(original)} parameters" in r.stderr,
                   f"{label}: warning/summary missing: {r.stderr}")
-            want = {".shardkit.lock", "index.json"} | {f"rank-{k:05d}.safetensors" for k in range(world)}
+            want = {"index.json"} | {f"rank-{k:05d}.safetensors" for k in range(world)}
             check(set(os.listdir(out)) == want, f"{label}: files {sorted(os.listdir(out))}")
             index = check_index(out, original, world, strategy, label)
             check_rank_files(out, index, original, world, label)
@@ -208,7 +209,7 @@ def empty_rank_and_replaced_output():
     r = shard(ck, plan, out, 2, "scatter")  # replaces the 4-rank output
     check(r.returncode == 0, f"solo 2 ranks over 4: exit {r.returncode}: {r.stderr}")
     files = sorted(os.listdir(out))
-    check(files == [".shardkit.lock", "index.json", "rank-00000.safetensors", "rank-00001.safetensors"],
+    check(files == ["index.json", "rank-00000.safetensors", "rank-00001.safetensors"],
           f"replaced: {files}")
 
 
@@ -218,6 +219,9 @@ def file_order_and_no_metadata(original):
     out = os.path.join(TMP, "reordered-out")
     r = shard(ck, make_plan(2), out, 2, "scatter")
     check(r.returncode == 0, f"reordered: exit {r.returncode}: {r.stderr}")
+    for rank in range(2):
+        _, metadata, _ = read_safetensors(os.path.join(out, f"rank-{rank:05d}.safetensors"))
+        check(metadata is None, f"reordered: rank {rank} file has __metadata__ {metadata}")
     gathered = os.path.join(TMP, "reordered-gathered.safetensors")
     r = run(["gather", "--in", out, "--out", gathered])
     check(r.returncode == 0, f"reordered gather: exit {r.returncode}: {r.stderr}")

@@ -4,6 +4,7 @@ N-d slicing of row-major bytes, and running the real `shardkit` binary."""
 import json
 import os
 import re
+import stat
 import struct
 import subprocess
 import sys
@@ -86,6 +87,24 @@ def extract(blob, shape, item, offsets, sizes):
     for i in range(offsets[0], offsets[0] + sizes[0]):
         out += extract(blob[i * row:(i + 1) * row], shape[1:], item, offsets[1:], sizes[1:])
     return out
+
+
+def snapshot(path):
+    """What is at `path`, not following a final link, recursively for a directory: ("file",
+    bytes), ("link", target), ("dir", {name: snapshot}), ("special", type bits, device), or None.
+    Equal snapshots mean nothing there was changed."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return ("link", os.readlink(path))
+    if stat.S_ISDIR(st.st_mode):
+        return ("dir", {name: snapshot(os.path.join(path, name)) for name in os.listdir(path)})
+    if stat.S_ISREG(st.st_mode):
+        with open(path, "rb") as f:
+            return ("file", f.read())
+    return ("special", stat.S_IFMT(st.st_mode), st.st_rdev)
 
 
 def run(args, timeout=60, **kwargs):

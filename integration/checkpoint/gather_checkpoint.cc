@@ -26,6 +26,7 @@
 #include "integration/checkpoint/tensor_bytes_reader.h"
 #include "integration/io/dir_lock.h"
 #include "integration/io/files.h"
+#include "integration/io/interrupt.h"
 #include "integration/io/output_file.h"
 #include "integration/io/proc_status.h"
 #include "integration/safetensors/safetensors.h"
@@ -220,6 +221,18 @@ int64_t TotalBytes(const std::vector<TensorInfo>& placed) {
   return total;
 }
 
+// Removes what an earlier gather into `out_path` left when it was killed: OUT.tmp.PID, PID gone
+// from this host (io::RemoveDeadTemporaries). No lock guards a single file, so on a shared file
+// system another host's gather into the same OUT at this moment could lose its temporary file:
+// its rename then fails, naming OUT; no wrong file results. Best effort: OUT's own errors come
+// when it is created.
+void RemoveDeadTemporaryOf(const std::string& out_path) {
+  const fs::path path(out_path);
+  const std::string dir = path.has_parent_path() ? path.parent_path().string() : ".";
+  const std::string name = path.filename().string();
+  (void)io::RemoveDeadTemporaries(dir, [&](std::string_view base) { return base == name; }).ok();
+}
+
 // The files of a Hugging Face output in `out_dir`: their names and layouts, every tensor's file
 // (name order), and the tensors with their offsets in the files' virtual data region.
 struct HfPlan {
@@ -269,9 +282,22 @@ absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<OutputFile> files,
                             PlanOutputFiles(infos, std::vector<size_t>(infos.size(), 0), {out_path},
                                             input.index.metadata, &placed));
+  RemoveDeadTemporaryOf(out_path);
   OutputFiles out(std::move(files));
   const int64_t total = TotalBytes(placed);
   Progress meter = MakeMeter(log, options, total);
+  std::error_code ec;
+  const std::string untouched =
+      fs::exists(out_path, ec) ? absl::StrCat(out_path, " still holds the earlier file, untouched")
+                               : absl::StrCat("nothing is at ", out_path);
+  io::ScopedInterruptReport report;
+  report.Set({.program = "shardkit gather", .state = untouched});
+  SHARDKIT_RETURN_IF_ERROR(out.Open());
+  // From here until the rename, OUT's temporary file exists: while it does, OUT is untouched.
+  report.Set({.program = "shardkit gather",
+              .state = absl::StrCat(out_path, " holds the complete new file"),
+              .probe = io::TemporaryPath(out_path),
+              .state_if_probe_present = untouched});
   SHARDKIT_RETURN_IF_ERROR(Gather(input, placed, out, options, meter));
   PrintSummary(log, input, total, out_path, meter);
   return absl::OkStatus();
@@ -283,7 +309,25 @@ absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out
   SHARDKIT_RETURN_IF_ERROR(CheckOutsideInput(in_dir, out_dir));
   SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir));
   SHARDKIT_ASSIGN_OR_RETURN(HfPlan plan, PlanHuggingFace(input.index, out_dir, max_file_bytes));
-  SHARDKIT_ASSIGN_OR_RETURN(const io::DirectoryLock lock, LockEmptyDirectory(out_dir));
+  io::CreatedDirectories created;
+  absl::StatusOr<io::DirectoryLock> lock = LockEmptyDirectory(out_dir, &created);
+  if (!lock.ok()) {
+    created.RemoveIfEmpty();
+    return lock.status();
+  }
+  io::ScopedInterruptReport report;
+  const std::string none = absl::StrCat(out_dir, " holds none of this run's files");
+  const std::string removed = absl::StrCat(out_dir, ", which this run had created, is removed");
+  report.Set({.program = "shardkit gather", .state = none, .state_if_removed = removed});
+  // Until the index is written, an interrupt removes every file of this run's: `out_dir` was
+  // empty, and its files are no checkpoint without the index.
+  std::vector<io::InterruptCleanup> outputs;
+  for (const std::string& name : plan.names) {
+    outputs.push_back(io::InterruptCleanup::Register((fs::path(out_dir) / name).string(),
+                                                     io::CleanupKind::kOutputFile));
+  }
+  outputs.push_back(io::InterruptCleanup::Register((fs::path(out_dir) / kHfIndexFileName).string(),
+                                                   io::CleanupKind::kOutputFile));
   OutputFiles out(std::move(plan.files));
   const int64_t total = TotalBytes(plan.placed);
   Progress meter = MakeMeter(log, options, total);
@@ -291,8 +335,14 @@ absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out
   if (status.ok()) status = WriteHfIndex(out_dir, plan, total);  // last
   if (!status.ok()) {
     out.RemoveAll();
+    created.RemoveIfEmpty();  // while the lock is held
     return status;
   }
+  report.Set({.program = "shardkit gather",
+              .state = absl::StrCat(out_dir, " holds the complete checkpoint"),
+              .state_if_removed = removed,
+              .state_if_outputs_removed = none});
+  outputs.clear();
   const std::string target =
       plan.names.size() == 1
           ? (fs::path(out_dir) / plan.names[0]).string()

@@ -33,6 +33,9 @@ struct GatherOptions {
 // whatever the checkpoint's size. A summary line (and progress lines when enabled) go to `log`.
 // Before anything is read, `out_path` must pass io::CheckOutputFile: outside `in_dir`, not a
 // symbolic link nor anything but a regular file, and if it exists a safetensors file (replaced).
+// Then it removes `out_path.tmp.PID` files whose process is gone from this host (an earlier
+// gather killed); a running process's are left alone. Interrupted (io/interrupt.h), it removes
+// its temporary file and says whether `out_path` is untouched or complete.
 // Errors: kNotFound if index.json or a rank file is missing; kInvalidArgument for an output path
 // refused by io::CheckOutputFile or that cannot be written, an invalid index, a malformed rank
 // file, a shard that is missing or has the wrong dtype or shape, or an unlisted tensor;
@@ -46,11 +49,13 @@ struct GatherOptions {
 // model.safetensors.index.json. One file is model.safetensors alone, with no index. The same
 // pipeline and budget as GatherCheckpoint write the files one after the other, committed durably
 // (fsync, rename, directory fsync) in file order as OutputFiles does; the index comes last, so a
-// run killed before it leaves temporary files, perhaps some complete ones, but no index, and a
-// failed run removes what it wrote. `out_dir` must lie outside `in_dir` (CheckOutsideInput); it
-// is created if missing and must be empty; the lock io::DirectoryLock takes on it is held for
-// the run and its file (.shardkit.lock) removed at the end, so that `out_dir` holds only the
-// checkpoint.
+// run killed (SIGKILL) before it leaves temporary files, perhaps some complete ones, but no
+// index. A failed or interrupted (SIGINT, SIGTERM, SIGHUP) run removes what it wrote, and
+// `out_dir` with the parents it created if this run created them. `out_dir` must lie outside
+// `in_dir` (CheckOutsideInput); it is created if missing and must be empty but for the temporary
+// files of an output whose process is gone (removed: LockEmptyDirectory); the lock
+// io::DirectoryLock takes on it is held for the run and its file (.shardkit.lock) removed at the
+// end, so that `out_dir` holds only the checkpoint.
 // Errors: as GatherCheckpoint; kInvalidArgument if `out_dir` is inside `in_dir`, is not a
 // directory, cannot be created or is not empty, or if another run holds its lock.
 [[nodiscard]] absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out_dir,

@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -25,13 +26,33 @@ bool AllDigits(absl::string_view text) {
          std::all_of(text.begin(), text.end(), [](char c) { return absl::ascii_isdigit(c); });
 }
 
-// Refuses a `dir` holding anything but the lock file, naming the first few entries.
-absl::Status CheckEmpty(const std::string& dir) {
+// A temporary name of a file GatherHuggingFace writes, with its pid.
+std::optional<io::TemporaryName> OwnTemporary(std::string_view name) {
+  std::optional<io::TemporaryName> temp = io::ParseTemporaryName(name);
+  if (temp && IsHfOutputName(temp->base)) return temp;
+  return std::nullopt;
+}
+
+// Refuses a `dir` holding anything but the lock file (and, with `allow_dead_temporaries`,
+// temporary files of a Hugging Face output whose process is gone: RemoveDeadTemporaries removes
+// them under the lock), naming the first few entries — or, first, a temporary file of a running
+// process.
+absl::Status CheckEmpty(const std::string& dir, bool allow_dead_temporaries) {
   std::vector<std::string> names;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name != io::kLockFileName) names.push_back(name);
+    const std::optional<io::TemporaryName> temp = OwnTemporary(name);
+    const bool gone = temp && io::ProcessGone(temp->pid);
+    if (name == io::kLockFileName || (gone && allow_dead_temporaries)) continue;
+    if (temp && !gone) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          dir, ": holds ", name, ", a temporary file of process ", temp->pid,
+          ", which is running on this host: left alone (remove it yourself if no shardkit gather "
+          "is writing ",
+          dir, ")"));
+    }
+    names.push_back(name);
   }
   if (ec) {
     return absl::InvalidArgumentError(
@@ -99,11 +120,29 @@ std::string HfIndexJson(int64_t total_size, const std::map<std::string, std::str
   return index.dump(2) + "\n";
 }
 
-absl::StatusOr<io::DirectoryLock> LockEmptyDirectory(const std::string& dir) {
-  SHARDKIT_RETURN_IF_ERROR(io::MakeDirectories(dir));
-  SHARDKIT_RETURN_IF_ERROR(CheckEmpty(dir));
+bool IsHfOutputName(std::string_view name) {
+  int64_t files = 0;
+  return name == kHfSingleFileName || name == kHfIndexFileName ||
+         (absl::StartsWith(absl::string_view(name.data(), name.size()), "model-") &&
+          IsNumberedPartName(name, &files));
+}
+
+absl::StatusOr<io::DirectoryLock> LockEmptyDirectory(const std::string& dir,
+                                                     io::CreatedDirectories* created) {
+  io::CreatedDirectories kept;  // when the caller does not ask: the directories are kept
+  if (created == nullptr) created = &kept;
+  SHARDKIT_ASSIGN_OR_RETURN(*created, io::CreatedDirectories::Make(dir));
+  SHARDKIT_RETURN_IF_ERROR(CheckEmpty(dir, /*allow_dead_temporaries=*/true));
   SHARDKIT_ASSIGN_OR_RETURN(io::DirectoryLock lock, io::DirectoryLock::Acquire(dir));
-  SHARDKIT_RETURN_IF_ERROR(CheckEmpty(dir));
+  created->AddOwnFile(lock.path());
+  // Under the lock, no other gather writes here: a temporary file whose process is gone is
+  // debris, even one another host's gather left on a shared file system.
+  absl::Status status = io::RemoveDeadTemporaries(dir, IsHfOutputName).status();
+  if (status.ok()) status = CheckEmpty(dir, /*allow_dead_temporaries=*/false);
+  if (!status.ok()) {
+    created->RemoveIfEmpty();  // while the lock is held
+    return status;
+  }
   return lock;
 }
 

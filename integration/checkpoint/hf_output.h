@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "integration/io/dir_lock.h"
+#include "integration/io/files.h"
 
 namespace shardkit::checkpoint {
 
@@ -60,13 +61,21 @@ bool IsNumberedPartName(std::string_view name, int64_t* files);
 // save_torch_state_dict writes total_size alone).
 std::string HfIndexJson(int64_t total_size, const std::map<std::string, std::string>& weight_map);
 
-// Makes `dir` ready for a new Hugging Face checkpoint: creates it (and its parents) if missing;
-// it must then be empty — `.shardkit.lock` alone aside (a leftover, or another run's) — both
-// before the lock is taken (so a refused directory gets no lock file) and after (another run may
-// have written meanwhile). Destroying the returned lock removes the lock file.
-// Errors: kInvalidArgument naming `dir` and what it holds (the first names), or the OS error; as
-// io::DirectoryLock::Acquire when another run holds the lock.
-[[nodiscard]] absl::StatusOr<io::DirectoryLock> LockEmptyDirectory(const std::string& dir);
+// Whether `name` is one a Hugging Face output of GatherHuggingFace may hold: model.safetensors,
+// model.safetensors.index.json, model-K-of-N.safetensors.
+bool IsHfOutputName(std::string_view name);
+
+// Makes `dir` ready for a new Hugging Face checkpoint: creates it (and its parents) if missing,
+// recording in `*created` (if given) which; it must then be empty — `.shardkit.lock` alone aside (a leftover, or another run's) —
+// both before the lock is taken (so a refused directory gets no lock file) and after (another run
+// may have written meanwhile). Temporary files of such an output whose process is gone from this
+// host are not refused: they are removed under the lock (io::RemoveDeadTemporaries); a running
+// process's are refused, never touched. Errors: kInvalidArgument naming
+// `dir` and what it holds (the first names, or a running process's temporary file), or the OS
+// error; as io::DirectoryLock::Acquire when another run holds the lock. Destroying the returned
+// lock removes the lock file.
+[[nodiscard]] absl::StatusOr<io::DirectoryLock> LockEmptyDirectory(
+    const std::string& dir, io::CreatedDirectories* created = nullptr);
 
 }  // namespace shardkit::checkpoint
 

@@ -103,7 +103,7 @@ absl::Status CheckLayoutsAndDir(Save& save) {
           parameter.spec_json, " over this communicator's ", save.comm.world_size(), " ranks"));
     }
   }
-  return PrepareOutputDir(save.dir);
+  return PrepareOutputDir(save.dir).status();
 }
 
 // Step 2 (rank 0): the lock, held until the call returns; an earlier index.json removed durably.

@@ -1,6 +1,7 @@
 #include "integration/checkpoint/shard_checkpoint.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <sstream>
 #include <utility>
@@ -49,8 +50,11 @@ struct Run {
   std::unique_ptr<TensorSource> source;       // the source rank (every rank under direct)
   const ShardDirSource* shard_dir = nullptr;  // `source`, when it is a shard directory
   absl::Status open_status;  // reshard, not the source: opening it (reported in AgreeOnFiles)
-  std::optional<io::DirectoryLock> lock;           // the source: held for the whole run
-  safetensors::Header header;                      // the source's, on every rank
+  std::optional<io::DirectoryLock> lock;  // the source: held for the whole run
+  io::CreatedDirectories out_dirs;   // the output directory and parents, if this rank made them
+  bool had_index = false;            // the source: DIR held an index.json before this run
+  io::ScopedInterruptReport report;  // the source: what an interrupt leaves in DIR
+  safetensors::Header header;        // the source's, on every rank
   std::vector<specs::ResolvedParameter> resolved;  // header order
   Module module;                                   // meta tensors, header order
   std::vector<std::string> warnings;
@@ -102,14 +106,46 @@ absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
   return absl::OkStatus();
 }
 
+std::string IndexPath(const Run& run) {
+  return (std::filesystem::path(run.options.out_dir) / kIndexFileName).string();
+}
+
+// The source: the line an interrupt prints, exact at every instant thanks to the probe
+// (index.json): before the clearing step (`cleared` false) an index.json there is the earlier
+// output's; once DIR is cleared, it can only be the new one.
+void ReportOnInterrupt(Run& run, bool cleared) {
+  const std::string& dir = run.options.out_dir;
+  run.report.Set({
+      .program = run.reshard() ? "shardkit reshard" : "shardkit shard",
+      .scope = run.comm.world_size() > 1 ? "here (every rank removes its own)" : "",
+      .state = run.had_index
+                   ? absl::StrCat(dir, " holds no index.json: the earlier output was cleared")
+                   : absl::StrCat(dir, " holds no index.json (nor did it before this run)"),
+      .state_if_removed = absl::StrCat(dir, ", which this run had created, is removed"),
+      .probe = IndexPath(run),
+      .state_if_probe_present =
+          cleared ? absl::StrCat(dir, " holds the complete new output")
+                  : absl::StrCat(dir, " still holds the earlier output, untouched"),
+  });
+}
+
 // Step 1 (local): plan, output directory; the source opens the checkpoint.
 // Under reshard every rank opens the shard directory here, all at once (parsing a large
 // index.json is most of planning); another rank's failure to is reported with the identity check
 // (AgreeOnFiles), naming the rank.
 absl::Status LoadInputs(Run& run) {
   SHARDKIT_RETURN_IF_ERROR(LoadPlan(run));
-  SHARDKIT_RETURN_IF_ERROR(PrepareOutputDir(run.options.out_dir));
-  if (run.is_source()) return OpenCheckpoint(run, &run.warnings);
+  // Only the source creates a missing DIR, so that on a shared file system the rank that holds
+  // the lock knows whether this run created DIR (CleanUpAfterFailure). The others check an existing
+  // one, and create theirs in step 4 should it still be missing (another host's disk).
+  SHARDKIT_ASSIGN_OR_RETURN(run.out_dirs,
+                            PrepareOutputDir(run.options.out_dir, /*create=*/run.is_source()));
+  if (run.is_source()) {
+    std::error_code ec;
+    run.had_index = std::filesystem::exists(IndexPath(run), ec);
+    ReportOnInterrupt(run, /*cleared=*/false);
+    return OpenCheckpoint(run, &run.warnings);
+  }
   if (run.reshard()) {
     std::vector<std::string> warnings;  // the source's are kept; others' would repeat them
     run.open_status = OpenCheckpoint(run, &warnings);
@@ -182,13 +218,20 @@ absl::Status AgreeOnFiles(Run& run, const CallOptions& call) {
 absl::Status LockAndClear(Run& run) {
   if (!run.is_source()) return absl::OkStatus();
   SHARDKIT_ASSIGN_OR_RETURN(run.lock, io::DirectoryLock::Acquire(run.options.out_dir));
-  return RemoveEarlierOutput(run.options.out_dir, run.comm.world_size());
+  run.out_dirs.AddOwnFile(run.lock->path());  // removed with DIR, if this run created DIR
+  SHARDKIT_RETURN_IF_ERROR(RemoveEarlierOutput(run.options.out_dir, run.comm.world_size()));
+  ReportOnInterrupt(run, /*cleared=*/true);
+  return absl::OkStatus();
 }
 
 // Step 4 (local): this rank's file under its temporary name, header written, sized, with the
 // checkpoint's __metadata__ (the old index.json's under reshard: on every rank, with the header);
-// where each of its tensors' bytes go (rank_files.h).
+// where each of its tensors' bytes go (rank_files.h). DIR is created here if this rank does not
+// see it.
 absl::Status CreateOwnFile(Run& run) {
+  if (!run.is_source()) {
+    SHARDKIT_ASSIGN_OR_RETURN(run.out_dirs, io::CreatedDirectories::Make(run.options.out_dir));
+  }
   return CreateRankFile(run.options.out_dir, run.comm.rank(), run.schedule->tensors(),
                         run.header.metadata, run.file, run.output);
 }
@@ -292,12 +335,20 @@ std::string Summary(const Run& run, const ShardIndex& index, double total_second
   return out;
 }
 
-}  // namespace
+// A failed run: this rank's temporary file is removed, then DIR (and the parents this rank
+// created with it) if this rank created it and nothing is left in it — the lock file removed
+// first, while it is still held.
+void CleanUpAfterFailure(Run& run) {
+  run.file.reset();
+  run.out_dirs.RemoveIfEmpty();
+  run.lock.reset();
+}
 
-absl::Status ShardCheckpoint(const ShardCheckpointOptions& options, Communicator& comm,
-                             std::ostream& log) {
-  const absl::Time start = absl::Now();
-  Run run{options, comm, log};
+// The steps of shard_checkpoint.h, in order.
+absl::Status RunSteps(Run& run, const absl::Time start) {
+  const ShardCheckpointOptions& options = run.options;
+  Communicator& comm = run.comm;
+  std::ostream& log = run.log;
   // One deadline for the whole run; every collective step below gets what is left of it.
   CallOptions call = options.call;
   call.deadline = comm.Deadline(options.call);
@@ -327,6 +378,17 @@ absl::Status ShardCheckpoint(const ShardCheckpointOptions& options, Communicator
   for (const std::string& warning : run.warnings) log << warning << "\n";
   log << Summary(run, index, absl::ToDoubleSeconds(absl::Now() - start)) << std::flush;
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ShardCheckpoint(const ShardCheckpointOptions& options, Communicator& comm,
+                             std::ostream& log) {
+  const absl::Time start = absl::Now();
+  Run run{options, comm, log};
+  absl::Status status = RunSteps(run, start);
+  if (!status.ok()) CleanUpAfterFailure(run);
+  return status;
 }
 
 }  // namespace shardkit::checkpoint

@@ -8,8 +8,9 @@
 //
 // Steps (each local failure is shared with every rank by a collective status round, so all ranks
 // fail together with the same message):
-//  1. Every rank parses its plan (flags override src_rank and strategy) and prepares the output
-//     directory (shard_dir.h); the source opens the checkpoint and validates its header.
+//  1. Every rank parses its plan (flags override src_rank and strategy) and checks the output
+//     directory (shard_dir.h); the source creates it if missing (the others, should they still
+//     not see it, in step 4) and opens the checkpoint and validates its header.
 //  2. The source sends the header (names, dtypes, shapes, __metadata__) to every rank; no other
 //     rank opens the checkpoint before step 3. Every rank binds the plan to it (plan_binding.h).
 //  3. The engine's agreement on the whole plan (AgreeOnPlan), before any data moves; then, on the
@@ -19,7 +20,8 @@
 //     cannot open them, or sees other ones, fails every rank here.
 //  4. The source takes the directory's lock (DIR/.shardkit.lock, held until it returns: one
 //     writer at a time; another run's is exit 2 on every rank) and removes an earlier output's
-//     index.json (durably); then every rank creates its file DIR/rank-RRRRR.safetensors under a
+//     index.json (durably) and the temporary files of processes that are gone
+//     (RemoveEarlierOutput); then every rank creates its file DIR/rank-RRRRR.safetensors under a
 //     temporary name, header written, at its final size.
 //  5. The data moves in rounds under the memory budget (stream_shard.h): the source reads each
 //     byte of the checkpoint once, every rank writes its bytes at their final offsets (direct:
@@ -28,6 +30,12 @@
 //     round the source writes DIR/index.json the same way. A failed or killed run therefore
 //     never leaves an index.json. (If writing index.json itself fails, only the source reports
 //     it: the other ranks are done by then.)
+// A failed run removes this rank's temporary file, and DIR with the parents this rank created,
+// if nothing is left in them (the source removes the lock file first, while it holds it). An
+// interrupted one does the same in the signal handler (io/interrupt.h), where the source prints
+// the line its io::ScopedInterruptReport holds: DIR still holds the earlier output, untouched
+// (before step 4 removed index.json), or holds no index.json (the earlier output cleared), or
+// the complete new output (index.json written), or was removed (this run had created it).
 // Output on `log` (the source rank only): warnings (plan rules that take no parameter — matching
 // none, or shadowed by earlier rules — and the FP8 scale check's), progress lines when enabled, and
 // a summary table at the end (per rank: bytes written, peak RSS and its growth while the data

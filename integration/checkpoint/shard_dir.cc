@@ -40,7 +40,6 @@ using OrderedJson = nlohmann::ordered_json;
 
 constexpr std::string_view kRankPrefix = "rank-";
 constexpr std::string_view kRankSuffix = ".safetensors";
-constexpr std::string_view kTempInfix = ".tmp.";
 
 // `value`, or its error with "<path>: " prefixed.
 template <typename T>
@@ -70,19 +69,15 @@ int64_t RankOfFileName(std::string_view name) {
   return rank;
 }
 
-// A name AtomicFile uses while writing `base` ("<base>.tmp.<pid>"), with the base returned.
-std::optional<std::string_view> TempBase(std::string_view name) {
-  const size_t at = name.rfind(kTempInfix);
-  if (at == std::string_view::npos || !AllDigits(name.substr(at + kTempInfix.size()))) {
-    return std::nullopt;
-  }
-  return name.substr(0, at);
+// index.json or a rank file: what a temporary name of shard output may stand for.
+bool IsOutputFileName(std::string_view name) {
+  return name == kIndexFileName || RankOfFileName(name) >= 0;
 }
 
 bool IsOutputName(std::string_view name) {
   if (name == io::kLockFileName) return true;
-  if (std::optional<std::string_view> base = TempBase(name)) name = *base;
-  return name == kIndexFileName || RankOfFileName(name) >= 0;
+  const std::optional<io::TemporaryName> temp = io::ParseTemporaryName(name);
+  return IsOutputFileName(temp ? temp->base : name);
 }
 
 absl::Status FsError(const std::string& path, const char* what, const std::error_code& ec) {
@@ -295,9 +290,10 @@ absl::Status CheckNoShardSuffix(std::string_view name) {
                    ": names must not contain '#' (shard files name shards NAME#K)"));
 }
 
-absl::Status PrepareOutputDir(const std::string& dir) {
-  SHARDKIT_RETURN_IF_ERROR(io::MakeDirectories(dir));
+absl::StatusOr<io::CreatedDirectories> PrepareOutputDir(const std::string& dir, bool create) {
   std::error_code ec;
+  if (!create && !fs::exists(dir, ec) && !ec) return io::CreatedDirectories();
+  SHARDKIT_ASSIGN_OR_RETURN(io::CreatedDirectories created, io::CreatedDirectories::Make(dir));
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (!IsOutputName(name)) {
@@ -308,7 +304,7 @@ absl::Status PrepareOutputDir(const std::string& dir) {
     }
   }
   if (ec) return FsError(dir, "cannot list the output directory", ec);
-  return absl::OkStatus();
+  return created;
 }
 
 absl::Status CheckOutsideInput(const std::string& in_dir, const std::string& out_dir) {
@@ -326,21 +322,20 @@ absl::Status CheckOutsideInput(const std::string& in_dir, const std::string& out
 }
 
 absl::Status RemoveEarlierOutput(const std::string& dir, int world_size) {
+  SHARDKIT_ASSIGN_OR_RETURN(const std::vector<std::string> temporaries,
+                            io::RemoveDeadTemporaries(dir, IsOutputFileName));
   std::error_code ec;
   std::vector<fs::path> stale;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name == io::kLockFileName) continue;  // this run's source holds it
-    if (name == kIndexFileName || TempBase(name) || RankOfFileName(name) >= world_size) {
-      stale.push_back(it->path());
-    }
+    if (name == kIndexFileName || RankOfFileName(name) >= world_size) stale.push_back(it->path());
   }
   if (ec) return FsError(dir, "cannot list the output directory", ec);
   std::sort(stale.begin(), stale.end());  // index.json sorts before rank files: gone first
   for (const fs::path& path : stale) {
     if (!fs::remove(path, ec) && ec) return FsError(path.string(), "cannot remove", ec);
   }
-  if (stale.empty()) return absl::OkStatus();
+  if (stale.empty() && temporaries.empty()) return absl::OkStatus();
   return io::SyncDirectory(dir);
 }
 

@@ -10,7 +10,7 @@
 // two or more shards of that parameter. Replicated parameters are whole in every file. Every
 // file's __metadata__ is index.json's "metadata".
 //
-//   SHARDKIT_RETURN_IF_ERROR(PrepareOutputDir("out"));          // every rank, before writing
+//   SHARDKIT_ASSIGN_OR_RETURN(auto created, PrepareOutputDir("out"));  // before writing
 //   IndexParameter entry = MakeIndexParameter("w", DType::kFloat32, {10, 8}, layout);
 //   SHARDKIT_RETURN_IF_ERROR(WriteIndex("out", index));          // the source, last
 //   SHARDKIT_ASSIGN_OR_RETURN(ShardIndex read, ReadIndex("out"));  // validated
@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/tensor/tensor.h"
+#include "integration/io/files.h"
 #include "specs/parameter_layout.h"
 #include "specs/plan.h"
 #include "specs/shard_metadata.h"
@@ -47,16 +48,25 @@ std::vector<std::string> ShardTensorNames(std::string_view name,
 // Errors: kInvalidArgument if `name` contains '#' (reserved for NAME#K).
 [[nodiscard]] absl::Status CheckNoShardSuffix(std::string_view name);
 
-// Makes `dir` ready for a new output: creates it (with parents) if missing. An existing `dir` must
-// be a directory holding nothing but an earlier shardkit output (index.json, rank-NNNNN.safetensors
-// and their temporary names, a .shardkit.lock left by a killed run or an older shardkit).
-// Errors: kInvalidArgument naming the path and the OS error, or the first foreign entry.
-[[nodiscard]] absl::Status PrepareOutputDir(const std::string& dir);
+// Makes `dir` ready for a new output: creates it (with parents) if missing — unless `create` is
+// false, when a missing `dir` is fine as it is (a rank other than the one that creates it). An
+// existing `dir` must be a directory holding nothing but an earlier shardkit output (index.json,
+// rank-NNNNN.safetensors and their temporary names, a .shardkit.lock left by a killed run or an
+// older shardkit). Returns the directories it
+// created (to remove again if the run fails: io::CreatedDirectories). Errors: kInvalidArgument
+// naming the path and the OS error, or the first foreign entry.
+[[nodiscard]] absl::StatusOr<io::CreatedDirectories> PrepareOutputDir(const std::string& dir,
+                                                                      bool create = true);
 
-// Removes what an earlier output left that this run will not overwrite: index.json, temporary
-// files, and rank files of ranks >= world_size — never .shardkit.lock. Then syncs `dir`, so that
-// the removals (index.json's above all) are durable before any new rank file appears. Call on one
-// rank, after PrepareOutputDir succeeded everywhere and before any rank writes.
+// Removes what an earlier output left that this run will not overwrite: index.json, rank files of
+// ranks >= world_size, and the temporary files of index.json and rank files whose process is gone
+// (io::RemoveDeadTemporaries: a running process's are left alone) — never .shardkit.lock. Then
+// syncs `dir`, so that the removals (index.json's above all) are durable before any new rank file
+// appears. Call on one rank, holding the directory's lock, after PrepareOutputDir succeeded
+// everywhere and before any rank writes: the only writers of temporary files there are then
+// ranks of runs whose source released the lock (failing runs), so a pid that is gone here is
+// removed even on a shared file system, where it may be another host's (that rank's rename then
+// fails); a pid that runs here is left alone, whichever host wrote it.
 // Errors: kInvalidArgument naming the path and OS error; kUnavailable if `dir` cannot be synced.
 [[nodiscard]] absl::Status RemoveEarlierOutput(const std::string& dir, int world_size);
 

@@ -1,8 +1,12 @@
 #include "integration/checkpoint/shard_dir.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "specs/spec_json.h"
 #include "testing/status_matchers.h"
@@ -96,20 +100,41 @@ TEST(ShardDirTest, InconsistentIndexesNameThePath) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("i.json: invalid JSON")));
 }
 
+// The pid of a process that has ended (and been reaped).
+pid_t GonePid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  return child;
+}
+
 TEST(ShardDirTest, OutputDirectoryRules) {
   const std::string fresh = TempPath("fresh/a/b");
-  EXPECT_THAT(PrepareOutputDir(fresh), IsOk());
+  EXPECT_THAT(PrepareOutputDir(fresh, /*create=*/false), IsOk());  // missing is fine: not made
+  EXPECT_FALSE(fs::exists(TempPath("fresh")));
+  absl::StatusOr<io::CreatedDirectories> created = PrepareOutputDir(fresh);
+  ASSERT_THAT(created, IsOk());
+  EXPECT_TRUE(created->created());
   EXPECT_TRUE(fs::is_directory(fresh));
+  const std::string gone = std::to_string(GonePid()), live = std::to_string(::getpid());
   Touch(fresh + "/index.json");
   Touch(fresh + "/rank-00000.safetensors");
   Touch(fresh + "/rank-00004.safetensors");
-  Touch(fresh + "/rank-00001.safetensors.tmp.77");
+  Touch(fresh + "/rank-00001.safetensors.tmp." + gone);
+  Touch(fresh + "/index.json.tmp." + gone);
+  Touch(fresh + "/rank-00001.safetensors.tmp." + live);  // a running process's: left alone
   Touch(fresh + "/.shardkit.lock");  // an earlier run's lock file is shardkit output
-  EXPECT_THAT(PrepareOutputDir(fresh), IsOk());
+  EXPECT_THAT(PrepareOutputDir(fresh, /*create=*/false), IsOk());
+  created = PrepareOutputDir(fresh);
+  ASSERT_THAT(created, IsOk());
+  EXPECT_FALSE(created->created());
   ASSERT_THAT(RemoveEarlierOutput(fresh, 2), IsOk());
   EXPECT_FALSE(fs::exists(fresh + "/index.json"));
   EXPECT_FALSE(fs::exists(fresh + "/rank-00004.safetensors"));
-  EXPECT_FALSE(fs::exists(fresh + "/rank-00001.safetensors.tmp.77"));
+  EXPECT_FALSE(fs::exists(fresh + "/rank-00001.safetensors.tmp." + gone));
+  EXPECT_FALSE(fs::exists(fresh + "/index.json.tmp." + gone));
+  EXPECT_TRUE(fs::exists(fresh + "/rank-00001.safetensors.tmp." + live));
+  fs::remove(fresh + "/rank-00001.safetensors.tmp." + live);
   EXPECT_TRUE(fs::exists(fresh + "/rank-00000.safetensors"));
   EXPECT_TRUE(fs::exists(fresh + "/.shardkit.lock"));  // left alone: the source holds it
   Touch(fresh + "/rank-00001.safetensors");

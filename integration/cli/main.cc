@@ -4,10 +4,14 @@
 #include <vector>
 
 #include "integration/cli/commands.h"
+#include "integration/io/interrupt.h"
 
 int main(int argc, char** argv) {
   // A rank writing to a peer that died must get EPIPE, not be killed by SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
+  // SIGINT, SIGTERM, SIGHUP: temporary files removed, one line from the source about its output,
+  // then death by the signal (exit status 128 + signal).
+  shardkit::io::InstallInterruptHandlers();
   std::vector<std::string> args(argv + 1, argv + argc);
   return shardkit::cli::RunShardkit(args);
 }

@@ -39,16 +39,22 @@ constexpr int kMaxAttempts = 1000;
 
 }  // namespace
 
-DirectoryLock::DirectoryLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+DirectoryLock::DirectoryLock(std::string path, int fd)
+    : path_(std::move(path)),
+      fd_(fd),
+      on_interrupt_(InterruptCleanup::Register(path_, CleanupKind::kOwnFile)) {}
 
 DirectoryLock::DirectoryLock(DirectoryLock&& other) noexcept
-    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
+    : path_(std::move(other.path_)),
+      fd_(std::exchange(other.fd_, -1)),
+      on_interrupt_(std::move(other.on_interrupt_)) {}
 
 DirectoryLock& DirectoryLock::operator=(DirectoryLock&& other) noexcept {
   if (this != &other) {
     Release();
     path_ = std::move(other.path_);
     fd_ = std::exchange(other.fd_, -1);
+    on_interrupt_ = std::move(other.on_interrupt_);
   }
   return *this;
 }
@@ -57,6 +63,7 @@ DirectoryLock::~DirectoryLock() { Release(); }
 
 void DirectoryLock::Release() {
   if (fd_ < 0) return;
+  on_interrupt_.Release();
   // Removed while still locked: a run that opened this file meanwhile gets the flock only after
   // the close below, finds the path gone or another file there (IsAtPath), and tries again.
   // Another holder's file (ours removed by hand, another run's made) is left alone.

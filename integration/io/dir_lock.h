@@ -20,6 +20,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "integration/io/interrupt.h"
 
 namespace shardkit::io {
 
@@ -52,6 +53,9 @@ class DirectoryLock {
 
   std::string path_;
   int fd_ = -1;
+  // While held, the lock file is one the interrupt handler removes (interrupt.h, kOwnFile): a run
+  // stopped by SIGINT, SIGTERM or SIGHUP leaves no lock file either.
+  InterruptCleanup on_interrupt_;
 };
 
 }  // namespace shardkit::io

@@ -1,15 +1,19 @@
 #include "integration/io/files.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "integration/io/output_file.h"
@@ -18,6 +22,8 @@ namespace shardkit::io {
 namespace {
 
 constexpr size_t kMaxChunk = size_t{1} << 30;  // per write call: Linux caps one call near 2 GiB
+
+constexpr char kTempInfix[] = ".tmp.";
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
@@ -56,20 +62,124 @@ absl::Status SyncDirectory(const std::string& dir) {
 }
 
 absl::Status MakeDirectories(const std::string& dir) {
+  return CreatedDirectories::Make(dir).status();  // destroyed: the directories are kept
+}
+
+absl::StatusOr<CreatedDirectories> CreatedDirectories::Make(const std::string& dir) {
   namespace fs = std::filesystem;
+  CreatedDirectories made;
+  made.dir_ = dir;
+  while (made.dir_.size() > 1 && made.dir_.back() == '/') made.dir_.pop_back();
   std::error_code ec;
   const fs::file_status status = fs::status(dir, ec);
-  if (status.type() == fs::file_type::directory) return absl::OkStatus();
+  if (status.type() == fs::file_type::directory) return made;
   if (status.type() != fs::file_type::not_found) {
     return absl::InvalidArgumentError(
         ec ? absl::StrCat(dir, ": cannot use the directory: ", ec.message())
            : absl::StrCat(dir, ": exists and is not a directory"));
   }
-  if (fs::create_directories(dir, ec); ec) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir, ": cannot create the directory: ", ec.message()));
+  // The missing ones, `dir` first: below the deepest path that exists (or cannot be examined).
+  std::vector<std::string> missing = {made.dir_};
+  for (fs::path parent = fs::path(made.dir_).parent_path(); !parent.empty();
+       parent = parent.parent_path()) {
+    if (fs::status(parent, ec).type() != fs::file_type::not_found) break;
+    missing.push_back(parent.string());
+    if (parent == parent.parent_path()) break;
   }
-  return absl::OkStatus();
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    bool created = false;
+    absl::StatusOr<InterruptCleanup> registration =
+        InterruptCleanup::Register(*it, CleanupKind::kDirectory, [&] {
+          if (::mkdir(it->c_str(), 0777) == 0) {
+            created = true;
+            return absl::OkStatus();
+          }
+          const int err = errno;
+          if (err == EEXIST && fs::is_directory(*it, ec)) return absl::OkStatus();  // a peer's
+          return absl::InvalidArgumentError(
+              absl::StrCat(dir, ": cannot create the directory: ", ErrnoText(err)));
+        });
+    if (!registration.ok()) {
+      made.RemoveIfEmpty();
+      return registration.status();
+    }
+    if (!created) continue;  // `registration` is released: not ours
+    made.dirs_.push_back(*it);
+    made.registrations_.push_back(*std::move(registration));
+    made.created_ = *it == made.dir_;
+  }
+  return made;
+}
+
+void CreatedDirectories::AddOwnFile(const std::string& path) {
+  if (!created_ || dirs_.empty()) return;
+  own_files_.push_back(path);
+  registrations_.push_back(InterruptCleanup::Register(path, CleanupKind::kOwnFile));
+}
+
+bool CreatedDirectories::RemoveIfEmpty() {
+  for (const std::string& file : own_files_) ::unlink(file.c_str());
+  bool removed = false;
+  for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
+    if (!RemoveEmptyDirectory(it->c_str(), kDirectorySettleMs)) break;
+    removed = removed || *it == dir_;  // the first one, when it is removed at all
+  }
+  Keep();
+  return removed;
+}
+
+void CreatedDirectories::Keep() {
+  registrations_.clear();
+  dirs_.clear();
+  own_files_.clear();
+}
+
+std::string TemporaryPath(const std::string& path) {
+  return absl::StrCat(path, kTempInfix, ::getpid());
+}
+
+std::optional<TemporaryName> ParseTemporaryName(std::string_view name) {
+  const size_t at = name.rfind(kTempInfix);
+  if (at == std::string_view::npos) return std::nullopt;
+  const std::string_view digits = name.substr(at + std::strlen(kTempInfix));
+  int64_t pid = 0;
+  if (digits.empty() ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      !absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()), &pid) || pid < 1 ||
+      pid > std::numeric_limits<pid_t>::max()) {
+    return std::nullopt;
+  }
+  return TemporaryName{name.substr(0, at), pid};
+}
+
+bool ProcessGone(int64_t pid) {
+  return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+absl::StatusOr<std::vector<std::string>> RemoveDeadTemporaries(
+    const std::string& dir, absl::FunctionRef<bool(std::string_view base)> is_ours) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::string> dead;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const std::optional<TemporaryName> temp = ParseTemporaryName(name);
+    if (temp && is_ours(temp->base) && ProcessGone(temp->pid)) dead.push_back(name);
+  }
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": cannot list the directory: ", ec.message()));
+  }
+  std::sort(dead.begin(), dead.end());
+  for (const std::string& name : dead) {
+    const std::string path = (fs::path(dir) / name).string();
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path,
+          ": cannot remove (a temporary file of a process that is gone): ", ErrnoText(errno)));
+    }
+  }
+  return dead;
 }
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
@@ -96,13 +206,17 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   return contents;
 }
 
-AtomicFile::AtomicFile(std::string path, std::string temp, int fd)
-    : path_(std::move(path)), temp_(std::move(temp)), fd_(fd) {}
+AtomicFile::AtomicFile(std::string path, std::string temp, int fd, InterruptCleanup registration)
+    : path_(std::move(path)),
+      temp_(std::move(temp)),
+      fd_(fd),
+      registration_(std::move(registration)) {}
 
 AtomicFile::AtomicFile(AtomicFile&& other) noexcept
     : path_(std::move(other.path_)),
       temp_(std::move(other.temp_)),
-      fd_(std::exchange(other.fd_, -1)) {}
+      fd_(std::exchange(other.fd_, -1)),
+      registration_(std::move(other.registration_)) {}
 
 AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept {
   if (this != &other) {
@@ -110,6 +224,7 @@ AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept {
     path_ = std::move(other.path_);
     temp_ = std::move(other.temp_);
     fd_ = std::exchange(other.fd_, -1);
+    registration_ = std::move(other.registration_);
   }
   return *this;
 }
@@ -120,16 +235,21 @@ void AtomicFile::Discard() {
   if (fd_ < 0) return;
   ::close(fd_);
   ::unlink(temp_.c_str());
+  registration_.Release();
   fd_ = -1;
 }
 
 absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& path) {
-  std::string temp = absl::StrCat(path, ".tmp.", ::getpid());
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot write: ", ErrnoText(errno)));
-  }
-  return AtomicFile(path, std::move(temp), fd);
+  std::string temp = TemporaryPath(path);
+  int fd = -1;
+  SHARDKIT_ASSIGN_OR_RETURN(
+      InterruptCleanup registration,
+      InterruptCleanup::Register(temp, CleanupKind::kTemporaryFile, [&] {
+        fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd >= 0) return absl::OkStatus();
+        return absl::InvalidArgumentError(absl::StrCat(path, ": cannot write: ", ErrnoText(errno)));
+      }));
+  return AtomicFile(path, std::move(temp), fd, std::move(registration));
 }
 
 absl::Status AtomicFile::Write(const void* data, size_t size) {
@@ -200,10 +320,9 @@ absl::Status AtomicFile::Commit() {
     status = absl::InvalidArgumentError(
         absl::StrCat(path_, ": cannot rename into place: ", ErrnoText(errno)));
   }
-  if (!status.ok()) {
-    ::unlink(temp_.c_str());
-    return status;
-  }
+  if (!status.ok()) ::unlink(temp_.c_str());
+  registration_.Release();  // renamed into place, or removed
+  if (!status.ok()) return status;
   return SyncDirectory(ParentDir(path_));
 }
 

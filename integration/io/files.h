@@ -1,7 +1,11 @@
 // Small file helpers shared by the CLI commands and the checkpoint formats: reading a whole
 // (small) file, and writing a file atomically and durably — under a temporary name in the same
 // directory, synced to disk and renamed into place only when complete, so that readers never see a
-// partial file, not even after a crash or power loss.
+// partial file, not even after a crash or power loss. A temporary file is registered with the
+// interrupt cleanup (interrupt.h) for as long as it exists, so SIGINT/SIGTERM remove it too; one
+// a killed process left behind is removed by a later run (RemoveDeadTemporaries). Output
+// directories a run creates are tracked (CreatedDirectories), to be removed again if the run
+// fails or is interrupted before it wrote anything into them.
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(std::string plan_text, ReadWholeFile("plan.json"));
 //   SHARDKIT_RETURN_IF_ERROR(WriteFileAtomically("out/index.json", text));
@@ -12,16 +16,23 @@
 //
 //   SHARDKIT_RETURN_IF_ERROR(file.Resize(total));        // or fill ranges in any order:
 //   SHARDKIT_RETURN_IF_ERROR(file.WriteAt(offset, data, size));
+//
+//   SHARDKIT_ASSIGN_OR_RETURN(CreatedDirectories dirs, CreatedDirectories::Make("a/b/out"));
+//   if (!status.ok()) dirs.RemoveIfEmpty();  // a failed run: what it created, if still empty
 #ifndef SHARDKIT_INTEGRATION_IO_FILES_H_
 #define SHARDKIT_INTEGRATION_IO_FILES_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "integration/io/interrupt.h"
 
 namespace shardkit::io {
 
@@ -40,14 +51,81 @@ namespace shardkit::io {
 // no permission), or if it exists and is not a directory.
 [[nodiscard]] absl::Status MakeDirectories(const std::string& dir);
 
+// The directories one run created for its output (MakeDirectories, remembering which of `dir` and
+// its parents did not exist before), so that a run that fails or is interrupted before writing
+// anything into them leaves no trace. While it lives, each created directory is registered with
+// the interrupt cleanup (removed by the handler if empty, the deepest first), as are the files
+// given to AddOwnFile. Movable, not copyable; destroying it keeps everything (Keep).
+class CreatedDirectories {
+ public:
+  CreatedDirectories() = default;
+  CreatedDirectories(CreatedDirectories&&) = default;
+  CreatedDirectories& operator=(CreatedDirectories&&) = default;
+
+  // Errors: as MakeDirectories; kCancelled once the process is being interrupted.
+  [[nodiscard]] static absl::StatusOr<CreatedDirectories> Make(const std::string& dir);
+
+  // Whether `dir` itself was created by Make (its created parents with it).
+  bool created() const { return created_; }
+
+  // A file of this run's inside `dir` that does not count as writing into it — the lock file, for
+  // as long as this run holds the lock: removed before the directories, on interrupt and by
+  // RemoveIfEmpty. Ignored unless created().
+  void AddOwnFile(const std::string& path);
+
+  // A failed run: removes the own files, then the created directories, deepest first, each only
+  // if it is empty (waiting up to kDirectorySettleMs for other ranks' temporary files to go);
+  // stops at the first that is not. Returns whether `dir` was removed. Best effort.
+  bool RemoveIfEmpty();
+
+  // A run that wrote its output: nothing is removed, on interrupt either.
+  void Keep();
+
+ private:
+  std::string dir_;                // as given, without trailing slashes
+  bool created_ = false;           // `dir_` itself was created
+  std::vector<std::string> dirs_;  // created and not kept yet, outermost first
+  std::vector<std::string> own_files_;
+  std::vector<InterruptCleanup> registrations_;
+};
+
+// The temporary name AtomicFile writes `<base>` under: "<base>.tmp.<pid>".
+struct TemporaryName {
+  std::string_view base;
+  int64_t pid = 0;  // 1 .. the largest pid_t
+};
+
+// The temporary name this process writes `path` under: "<path>.tmp.<pid>".
+std::string TemporaryPath(const std::string& path);
+
+// `name`'s base and pid if it is a temporary name (a pid of decimal digits after the last
+// ".tmp."), else nullopt.
+std::optional<TemporaryName> ParseTemporaryName(std::string_view name);
+
+// Whether no process `pid` runs on this host: kill(pid, 0) fails with ESRCH. (EPERM: it runs,
+// as another user.)
+bool ProcessGone(int64_t pid);
+
+// Removes the temporary files in `dir` (ParseTemporaryName) whose base `is_ours` accepts and
+// whose process is gone (ProcessGone): what an interrupted or killed run of the same kind left
+// behind. A temporary file of a running process is never touched. The pid is only meaningful on
+// this host: callers either hold the directory's lock (no run of their kind writes there but the
+// holder) or say what another host's run at the same moment would see (a failed rename, never a
+// wrong file). Returns the names removed. Errors: kInvalidArgument naming the directory or the
+// file and the OS error.
+[[nodiscard]] absl::StatusOr<std::vector<std::string>> RemoveDeadTemporaries(
+    const std::string& dir, absl::FunctionRef<bool(std::string_view base)> is_ours);
+
 // A file being written under the temporary name "<path>.tmp.<pid>". Commit() renames it to
-// `path`; destroying an uncommitted AtomicFile removes the temporary file. Movable, not copyable.
+// `path`; destroying an uncommitted AtomicFile removes the temporary file, and so does the
+// interrupt handler (interrupt.h) while it exists. Movable, not copyable.
 // Not thread-safe: make one call at a time. WriteAt calls need not come in offset order, so one
 // writer thread may fill the file's ranges as their bytes arrive.
 class AtomicFile {
  public:
   // Errors: kInvalidArgument naming the path and the OS error if it cannot be created (a missing
-  // directory, a path below a regular file, no permission).
+  // directory, a path below a regular file, no permission); kCancelled once the process is being
+  // interrupted.
   [[nodiscard]] static absl::StatusOr<AtomicFile> Create(const std::string& path);
 
   AtomicFile(AtomicFile&& other) noexcept;
@@ -88,12 +166,13 @@ class AtomicFile {
   [[nodiscard]] absl::Status Commit();
 
  private:
-  AtomicFile(std::string path, std::string temp, int fd);
+  AtomicFile(std::string path, std::string temp, int fd, InterruptCleanup registration);
   void Discard();
 
   std::string path_;
   std::string temp_;
   int fd_ = -1;
+  InterruptCleanup registration_;  // the temporary file, until renamed or removed
 };
 
 // Creates or replaces `path` with `contents` atomically and durably. Errors: as AtomicFile.

@@ -1,10 +1,12 @@
 #include "integration/io/files.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "testing/status_matchers.h"
@@ -16,7 +18,9 @@ using ::shardkit::testing::IsOk;
 using ::shardkit::testing::IsOkAndHolds;
 using ::shardkit::testing::StatusIs;
 using ::testing::_;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
@@ -139,6 +143,85 @@ TEST(FilesTest, ErrorsNameThePath) {
   ASSERT_THAT(WriteFileAtomically(regular, "x"), IsOk());
   EXPECT_THAT(WriteFileAtomically(regular + "/below", "y"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Not a directory")));
+}
+
+void Touch(const std::string& path) { std::ofstream(path) << "x"; }
+
+// The pid of a process that has ended (and been reaped).
+pid_t GonePid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  return child;
+}
+
+TEST(FilesTest, CreatedDirectoriesRemovesOnlyWhatItCreatedAndOnlyIfEmpty) {
+  const std::string top = TempPath("made");
+  ASSERT_THAT(MakeDirectories(top), IsOk());
+  absl::StatusOr<CreatedDirectories> made = CreatedDirectories::Make(top + "/a/b/c/");
+  ASSERT_THAT(made, IsOk());
+  EXPECT_TRUE(made->created());
+  made->AddOwnFile(top + "/a/b/c/.lock");
+  Touch(top + "/a/b/c/.lock");
+  EXPECT_TRUE(made->RemoveIfEmpty());
+  EXPECT_FALSE(Exists(top + "/a"));  // its new parents with it
+  EXPECT_TRUE(Exists(top));          // not this one: it was there before
+
+  made = CreatedDirectories::Make(top + "/a/b");
+  ASSERT_THAT(made, IsOk());
+  Touch(top + "/a/b/written");  // something was written into it: kept
+  EXPECT_FALSE(made->RemoveIfEmpty());
+  EXPECT_TRUE(Exists(top + "/a/b/written"));
+
+  made = CreatedDirectories::Make(top + "/a/b");  // exists: nothing created, nothing removed
+  ASSERT_THAT(made, IsOk());
+  EXPECT_FALSE(made->created());
+  ASSERT_TRUE(std::filesystem::remove(top + "/a/b/written"));
+  EXPECT_FALSE(made->RemoveIfEmpty());
+  EXPECT_TRUE(Exists(top + "/a/b"));
+
+  made = CreatedDirectories::Make(top + "/kept");
+  ASSERT_THAT(made, IsOk());
+  made->Keep();  // a run that succeeded
+  EXPECT_FALSE(made->RemoveIfEmpty());
+  EXPECT_TRUE(Exists(top + "/kept"));
+
+  Touch(top + "/file");
+  EXPECT_THAT(CreatedDirectories::Make(top + "/file/below").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Not a directory")));
+}
+
+TEST(FilesTest, TemporaryNames) {
+  EXPECT_EQ(TemporaryPath("d/x.bin"), "d/x.bin.tmp." + std::to_string(::getpid()));
+  const std::optional<TemporaryName> temp = ParseTemporaryName("rank-00001.safetensors.tmp.42");
+  ASSERT_TRUE(temp.has_value());
+  EXPECT_EQ(temp->base, "rank-00001.safetensors");
+  EXPECT_EQ(temp->pid, 42);
+  EXPECT_EQ(ParseTemporaryName("a.tmp.b.tmp.7")->base, "a.tmp.b");
+  for (const char* name : {"x.tmp.", "x.tmp.0", "x.tmp.-1", "x.tmp.1a", "x.tmp.99999999999", "x"}) {
+    EXPECT_FALSE(ParseTemporaryName(name).has_value()) << name;
+  }
+  EXPECT_FALSE(ProcessGone(::getpid()));
+  EXPECT_FALSE(ProcessGone(1));  // init: runs (EPERM for another user counts as running)
+  EXPECT_TRUE(ProcessGone(GonePid()));
+}
+
+TEST(FilesTest, RemoveDeadTemporariesLeavesRunningProcessesAndOtherKinds) {
+  const std::string dir = TempPath("dead-temps");
+  ASSERT_THAT(MakeDirectories(dir), IsOk());
+  const std::string gone = std::to_string(GonePid()), live = std::to_string(::getpid());
+  for (const std::string& name : {"out.bin.tmp." + gone, "out.bin.tmp." + live,
+                                  "other.bin.tmp." + gone, std::string("out.bin")}) {
+    Touch(dir + "/" + name);
+  }
+  auto ours = [](std::string_view base) { return base == "out.bin"; };
+  EXPECT_THAT(RemoveDeadTemporaries(dir, ours), IsOkAndHolds(ElementsAre("out.bin.tmp." + gone)));
+  EXPECT_FALSE(Exists(dir + "/out.bin.tmp." + gone));
+  EXPECT_TRUE(Exists(dir + "/out.bin.tmp." + live));
+  EXPECT_TRUE(Exists(dir + "/other.bin.tmp." + gone));
+  EXPECT_THAT(RemoveDeadTemporaries(dir, ours), IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(RemoveDeadTemporaries(dir + "/missing", ours),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("cannot list")));
 }
 
 }  // namespace

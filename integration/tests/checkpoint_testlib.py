@@ -60,6 +60,16 @@ def write_safetensors(path, tensors, metadata=None, order=None):
         f.write(struct.pack("<Q", len(text)) + text + data)
 
 
+def write_big_checkpoint(path, plan_path, dim):
+    """The fault tests' 64 MiB checkpoint: float32 "w" [4096, 4096] and a small "b"; the plan at
+    `plan_path` cuts "w" on `dim` over every rank and replicates "b"."""
+    blob = bytes(range(256)) * (64 * (1 << 20) // 256)
+    write_safetensors(path, {"w": ("F32", [4096, 4096], blob), "b": ("F32", [4], b"\1" * 16)})
+    with open(plan_path, "w") as f:
+        f.write('{"rules": [{"match": "w", "spec": {"type": "chunk", "dim": %d, '
+                '"placements": {"ranks": "all"}}}]}' % dim)
+
+
 def read_safetensors(path):
     """Returns (raw header text, metadata or None, {name: (dtype, shape, data bytes)})."""
     with open(path, "rb") as f:

@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checkpoint_testlib import (BIN, TMP, alive, check, finish, io_grew, read_pid,
-                                write_safetensors, writing_file)
+                                write_big_checkpoint, writing_file)
 
 MIB = 1 << 20
 WORLD = 3
@@ -100,11 +100,7 @@ def run_case_landed(label, victim, reached, **kwargs):
 
 def main():
     # 64 MiB float32 "w" [4096, 4096], rows over the 3 ranks; a small replicated "b".
-    blob = bytes(range(256)) * (64 * MIB // 256)
-    write_safetensors(CK, {"w": ("F32", [4096, 4096], blob), "b": ("F32", [4], b"\1" * 16)})
-    with open(PLAN, "w") as f:
-        f.write('{"rules": [{"match": "w", "spec": {"type": "chunk", "dim": 0, '
-                '"placements": {"ranks": "all"}}}]}')
+    write_big_checkpoint(CK, PLAN, dim=0)
     # The source, reading the checkpoint; then sending 2/3 of 64 MiB; rank 1, writing its file.
     run_case_landed("kill-before", 0, io_grew("rchar", 32 * MIB))
     run_case_landed("kill-during", 0, io_grew("wchar", 8 * MIB))

@@ -44,11 +44,6 @@ void TensorBytesReader::Reset(ReadFn read, int64_t tensor_bytes, int64_t limit) 
   limit_ = limit < 0 ? tensor_bytes : std::min(limit, tensor_bytes);
 }
 
-absl::Status TensorBytesReader::Stage(int64_t begin, int64_t end) {
-  limit_ = end;
-  return Load(begin, end);
-}
-
 absl::Status TensorBytesReader::Load(int64_t begin, int64_t end) {
   staged_begin_ = begin;
   staged_end_ = std::min(end, begin + static_cast<int64_t>(staging_.size()));

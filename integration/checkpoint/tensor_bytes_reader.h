@@ -6,13 +6,12 @@
 //
 //   TensorBytesReader reader(staging);           // staging: caller-owned, reused
 //   reader.Reset(file, info, /*limit=*/end);      // the tensor to read from, never past `end`
-//   SHARDKIT_RETURN_IF_ERROR(reader.Stage(begin, end));         // optional: one pread for many
 //   SHARDKIT_RETURN_IF_ERROR(reader.Copy(offset, bytes, dst));  // in increasing offset order
 //
 // A short copy outside what is staged stages the staging buffer's size from its offset (never
-// past the limit). Copies in increasing offset order, or a Stage of the range the next copies
-// fall in, make every byte be read once; any order is correct. That reads every byte between
-// the first copy and the limit: right when (nearly) all of them are wanted.
+// past the limit). Copies in increasing offset order make every byte be read once; any order is
+// correct. That reads every byte between the first copy and the limit: right when (nearly) all
+// of them are wanted (gather).
 //
 // When only some of a range's bytes are wanted (a rank's columns of rows: reshard, direct), Want
 // reads the wanted pieces and bounded gaps only (the coalescing rule, JoinsRead):
@@ -78,10 +77,6 @@ class TensorBytesReader {
              int64_t limit = -1);
   // The same for tensor `t` of `source`.
   void Reset(const TensorSource& source, size_t t, int64_t limit = -1);
-
-  // Reads tensor bytes [begin, end) (at most the staging size) into staging now, and sets the
-  // limit to `end`. Errors: as Copy.
-  [[nodiscard]] absl::Status Stage(int64_t begin, int64_t end);
 
   // Copies bytes [offset, offset + size) of the tensor's data to `dst` (straight into place when
   // it is long, or when what would be staged is this copy only).

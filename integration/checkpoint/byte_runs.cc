@@ -1,6 +1,7 @@
 #include "integration/checkpoint/byte_runs.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -107,6 +108,65 @@ void ForEachPiece(const ByteRuns& runs, int64_t begin, int64_t end,
     const int64_t from = std::max(start, begin);
     const int64_t to = std::min(start + runs.length, end);
     fn(from, n * runs.length + (from - start), to - from);
+  }
+}
+
+namespace {
+
+// The next run of shard i that reaches into the range: run n, starting at tensor byte `start`.
+struct NextRun {
+  int64_t start;
+  size_t i;
+  int64_t n;
+};
+
+// Whether `a` comes after `b` (a min-heap by start, then shard, under std's max-heap functions).
+bool Later(const NextRun& a, const NextRun& b) {
+  return a.start != b.start ? a.start > b.start : a.i > b.i;
+}
+
+// Restores the heap after its first element moved later (one path down, not a pop and a push).
+void SiftDown(std::vector<NextRun>& heap) {
+  for (size_t at = 0;;) {
+    size_t child = 2 * at + 1;
+    if (child >= heap.size()) return;
+    if (child + 1 < heap.size() && Later(heap[child], heap[child + 1])) ++child;
+    if (!Later(heap[at], heap[child])) return;
+    std::swap(heap[at], heap[child]);
+    at = child;
+  }
+}
+
+}  // namespace
+
+void ForEachPieceInOrder(std::span<const ByteRuns* const> runs, int64_t begin, int64_t end,
+                         absl::FunctionRef<void(size_t, int64_t, int64_t, int64_t)> fn) {
+  if (runs.size() == 1) {  // nothing to merge
+    return ForEachPiece(*runs[0], begin, end, [&](int64_t at, int64_t shard_at, int64_t bytes) {
+      fn(0, at, shard_at, bytes);
+    });
+  }
+  if (begin >= end) return;
+  std::vector<NextRun> heap;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const int64_t n = runs[i]->count == 0 ? 0 : runs[i]->FirstEndingAfter(begin);
+    if (n < runs[i]->count && runs[i]->Offset(n) < end) heap.push_back({runs[i]->Offset(n), i, n});
+  }
+  std::make_heap(heap.begin(), heap.end(), Later);
+  while (!heap.empty()) {
+    NextRun& run = heap.front();
+    const ByteRuns& r = *runs[run.i];
+    const int64_t from = std::max(run.start, begin);
+    const int64_t to = std::min(run.start + r.length, end);
+    fn(run.i, from, run.n * r.length + (from - run.start), to - from);
+    const int64_t start = run.n + 1 < r.count ? r.Offset(run.n + 1) : end;
+    if (start < end) {
+      run = {start, run.i, run.n + 1};
+      SiftDown(heap);
+    } else {
+      std::pop_heap(heap.begin(), heap.end(), Later);
+      heap.pop_back();
+    }
   }
 }
 

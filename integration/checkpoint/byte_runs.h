@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -53,6 +54,12 @@ std::pair<int64_t, int64_t> ShardSpan(const ByteRuns& runs, int64_t begin, int64
 // bytes [begin, end), in increasing order (shard offsets follow each other).
 void ForEachPiece(const ByteRuns& runs, int64_t begin, int64_t end,
                   absl::FunctionRef<void(int64_t, int64_t, int64_t)> fn);
+
+// Calls fn(i, tensor_offset, shard_offset, bytes) for every maximal piece of every shard runs[i]
+// inside tensor bytes [begin, end), all shards' pieces merged in increasing tensor offset — the
+// order a reader of the tensor meets them in (runs of chunks on a dim > 0 interleave).
+void ForEachPieceInOrder(std::span<const ByteRuns* const> runs, int64_t begin, int64_t end,
+                         absl::FunctionRef<void(size_t, int64_t, int64_t, int64_t)> fn);
 
 }  // namespace shardkit::checkpoint
 

@@ -89,8 +89,9 @@ absl::Status OpenAndMatch(Load& load) {
 
 // Reads shard `s` of parameter `p` (tensor `t` of the source) into `dst`, piece by piece in
 // increasing offset order: each piece a range of tensor bytes, read from the old shards that
-// overlap it. Short pieces are staged, never past the shard's last byte in the tensor, so the
-// reads touch only the old shards overlapping the span of tensor bytes the new shard covers.
+// overlap it. Short pieces are read together only as the coalescing rule allows
+// (TensorBytesReader::Want: gaps within 1.25 × the wanted bytes, or shorter than a page), so the
+// reads touch only the old shards overlapping the new shard's pieces.
 absl::Status ReadShard(const ShardDirSource& source, size_t t, const StreamTensor& p, size_t s,
                        TensorBytesReader& reader, std::byte* dst) {
   if (p.replicated) {
@@ -103,9 +104,10 @@ absl::Status ReadShard(const ShardDirSource& source, size_t t, const StreamTenso
   reader.Reset(source, t, end);
   absl::Status status;
   ForEachPiece(runs, runs.base, end, [&](int64_t tensor_at, int64_t shard_at, int64_t n) {
-    if (status.ok()) status = reader.Copy(tensor_at, n, dst + shard_at);
+    if (status.ok()) status = reader.Want(tensor_at, n, dst + shard_at);
   });
-  return status;
+  if (!status.ok()) return status;  // a failed Want left nothing pending
+  return reader.Flush();
 }
 
 // Placements must be host memory: LoadShards allocates its shards there.
@@ -193,7 +195,10 @@ absl::Status LoadShards(const std::string& dir, Module& module, const specs::Pla
       SHARDKIT_RETURN_IF_ERROR(module.SetTensor(name, std::get<Tensor>(std::move(load.loaded[i]))));
     }
   }
-  if (options.stats != nullptr) options.stats->files_read = load.source->files_read();
+  if (options.stats != nullptr) {
+    options.stats->files_read = load.source->files_read();
+    options.stats->bytes_read = load.source->bytes_read();
+  }
   return absl::OkStatus();
 }
 

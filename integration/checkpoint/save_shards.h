@@ -38,8 +38,9 @@
 //  2. Every rank allocates its new shards (host memory) and reads their bytes from DIR's old
 //     shards (ShardDirSource::ReadBytes, reshard's range reads: a read touches only the old shards
 //     it overlaps), long pieces straight into place, short ones through two staging buffers
-//     within memory_bytes, staged from the new shard's span of tensor bytes and never past it. A
-//     replicated parameter is read from DIR's src_rank copy, as `gather` does.
+//     within memory_bytes, read together only across small gaps (TensorBytesReader::Want: at
+//     most 1.25 × the wanted bytes per read, or gaps shorter than a page). A replicated
+//     parameter is read from DIR's src_rank copy, as `gather` does.
 //  3. One status round (the commit); only then is every slot replaced — a ShardedTensor of the
 //     new shards (a sharded parameter), or a fresh Tensor (a replicated one), requires_grad as
 //     the slot had it. On failure no slot changes on any rank.
@@ -84,6 +85,7 @@ struct SaveShardsOptions {
 // What one rank's LoadShards did, for callers and tests that check its reads.
 struct LoadShardsStats {
   int64_t files_read = 0;  // DIR's rank files its reads touched (ShardDirSource::files_read)
+  int64_t bytes_read = 0;  // bytes it pread from them (ShardDirSource::bytes_read)
 };
 
 struct LoadShardsOptions {

@@ -4,7 +4,8 @@
 // gathered (GatherCheckpoint, as `shardkit gather`) and inspected, loaded back at 4 ranks with the
 // same plan and at 2 and 3 ranks with another (rows <-> columns, enumerable, replicated); every
 // shard is checked against the full tensors. Then the errors: module vs. directory mismatches,
-// disagreeing ranks, a missing directory, foreign files, a rank failing before the commit.
+// disagreeing ranks, a missing directory, foreign files, a rank failing before the commit. And a
+// load by columns of a directory saved by rows preads its columns, not the rows (bytes_read).
 #include "integration/checkpoint/save_shards.h"
 
 #include <cstdlib>
@@ -267,6 +268,41 @@ TEST(SaveShards, SaveAtFourLoadAtFourOneTwoAndThree) {
                                   testing::RankGroup::Shared(world, "gloo"));
     EXPECT_THAT(group->Run(&LoadCase, dir), testing::IsOk()) << world;
   }
+}
+
+// World 3: a [64, 4096] F32 parameter saved by rows, loaded by columns — each rank a third of
+// every 16 KiB row. It preads its own columns (one pread each), not the rows around them: at most
+// 1.25 x its shard (TensorBytesReader::Want).
+void ColumnsOfRowsCase(int rank, Communicator& comm, std::string_view arg) {
+  const std::string dir(arg);
+  const auto plan = [](int dim) {
+    const std::string spec =
+        absl::StrCat(R"({"type": "chunk", "dim": )", dim, R"(, "placements": {"ranks": "all"}})");
+    return *specs::ParsePlan(absl::StrCat(R"({"rules": [{"match": "w", "spec": )", spec, "}]}"));
+  };
+  const Tensor full = *Tensor::Arange({64, 4096}, DType::kFloat32, 1);
+  Module module;
+  ASSERT_THAT(module.AddParameter("w", full), testing::IsOk());
+  ASSERT_THAT(ShardModule(module, plan(0), comm), testing::IsOk());
+  ASSERT_THAT(SaveShards(dir, module, comm), testing::IsOk());
+  Module loaded;
+  ASSERT_THAT(loaded.AddParameter("w", *Tensor::Meta({64, 4096}, DType::kFloat32)),
+              testing::IsOk());
+  LoadShardsStats stats;
+  ASSERT_THAT(LoadShards(dir, loaded, plan(1), comm, {.stats = &stats}), testing::IsOk());
+  const ShardedTensor& st = **loaded.GetSharded("w");
+  ASSERT_EQ(st.local_shards().size(), 1u);
+  const LocalShard& mine = st.local_shards()[0];
+  EXPECT_TRUE(SameBytes(mine.tensor, *NarrowToShard(full, st.shards()[mine.index])));
+  EXPECT_EQ(stats.files_read, comm.world_size()) << "every old file holds some of its rows";
+  EXPECT_LE(stats.bytes_read * 4, mine.tensor.nbytes() * 5)
+      << "rank " << rank << " read " << stats.bytes_read << " bytes for its "
+      << mine.tensor.nbytes();
+}
+
+TEST(LoadShards, ColumnsOfRowsReadOnlyTheirBytes) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(testing::RankGroup * group, testing::RankGroup::Shared(3, "gloo"));
+  EXPECT_THAT(group->Run(&ColumnsOfRowsCase, TempPath("columns-of-rows")), testing::IsOk());
 }
 
 // Every slot still holds its meta tensor: a failed load changed nothing.

@@ -34,7 +34,7 @@ namespace {
 
 // What every rank reports at the end, for the source's summary.
 struct RankReport {
-  int64_t bytes_read = 0;  // from the checkpoint, or the old shard directory
+  int64_t bytes_read = 0;  // pread from the checkpoint, or from the old shard directory's files
   int64_t files_read = 0;  // reshard: the old rank files it read from
   int64_t bytes_written = 0;
   int64_t peak_rss = 0;    // VmHWM at the end
@@ -252,6 +252,9 @@ absl::Status Stream(Run& run, const CallOptions& call) {
                         .on_round = [&](int64_t bytes) { progress.Step(++rounds_done, bytes); }};
   SHARDKIT_ASSIGN_OR_RETURN(
       run.stream, StreamShards(*run.schedule, run.source.get(), run.output, run.comm, options));
+  // A shard directory's bytes are pread by its own reader: what the stream asked it for, as
+  // bytes from its rank files.
+  if (run.shard_dir != nullptr) run.stream.bytes_read = run.shard_dir->bytes_read();
   run.stream_seconds = progress.Elapsed();
   return absl::OkStatus();
 }

@@ -58,8 +58,9 @@ namespace shardkit::checkpoint {
 // What one rank did, for callers and tests that check the memory bound.
 struct ShardCheckpointStats {
   int64_t bytes_written = 0;  // tensor bytes this rank wrote into its file
-  int64_t bytes_read = 0;     // bytes this rank read from the checkpoint (the source of scatter and
-                              // broadcast: each byte once, ≈ its size; direct: its own shards')
+  int64_t bytes_read = 0;     // bytes this rank pread from the checkpoint (the source of scatter
+                              // and broadcast: each byte once, ≈ its size; direct and reshard:
+                              // its own shards', ≤ 1.25 × them for pieces ≥ 4 KiB apart)
   int64_t buffer_bytes = 0;   // this rank's streaming windows and buffers (within memory_bytes)
   int64_t rounds = 0;
   int64_t peak_rss = 0;    // VmHWM at the end

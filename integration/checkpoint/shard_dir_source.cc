@@ -132,12 +132,14 @@ absl::Status ShardDirSource::ReadShard(const Parameter& p, size_t s, int64_t off
   const ByteRuns& runs = p.layout.runs[s];
   const auto [first, count] = ShardSpan(runs, offset, offset + size);
   if (count == 0) return absl::OkStatus();
-  reader_->Reset(files_[rank], *p.at[s], first + count);  // staged reads stop at the span's end
+  reader_->Reset(files_[rank], *p.at[s], first + count);
+  // The pieces follow each other in the shard's bytes: staging-sized preads of exactly them.
   absl::Status status;
   ForEachPiece(runs, offset, offset + size, [&](int64_t tensor_at, int64_t shard_at, int64_t n) {
-    if (status.ok()) status = reader_->Copy(shard_at, n, dst + (tensor_at - offset));
+    if (status.ok()) status = reader_->Want(shard_at, n, dst + (tensor_at - offset));
   });
-  return status;
+  if (!status.ok()) return status;  // a failed Want left nothing pending
+  return reader_->Flush();
 }
 
 absl::Status ShardDirSource::CheckUnchanged(size_t t) const {

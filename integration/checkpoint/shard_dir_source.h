@@ -8,9 +8,12 @@
 // A read touches only the old shards it overlaps: each parameter's shards are indexed by the span
 // of tensor bytes they cover (sorted by start, with a running maximum of ends), so finding them is
 // a binary search plus the shards found — never all pairs of old and new shards. From each old
-// shard the read takes one contiguous range of its own bytes (byte_runs.h): pieces of 64 KiB or
-// more with one pread straight into place, shorter ones through a reused staging buffer. A
-// replicated parameter is read from index.json's src_rank copy, as `gather` does.
+// shard the read takes one contiguous range of its own bytes (byte_runs.h) and nothing else: a
+// piece of 64 KiB or more, or a piece alone, with one pread straight into place, shorter pieces
+// through a reused staging buffer filled with exactly them (TensorBytesReader::Want). So the bytes
+// pread are the bytes asked for: a reader that wants a rank's columns asks for those pieces
+// (TensorBytesReader::Want), not for the rows around them. A replicated parameter is read from
+// index.json's src_rank copy, as `gather` does.
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_DIR_SOURCE_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_DIR_SOURCE_H_
 
@@ -51,6 +54,8 @@ class ShardDirSource : public TensorSource {
 
   // How many of the old rank files reads have touched so far.
   int64_t files_read() const;
+  // The bytes pread from the old rank files so far.
+  int64_t bytes_read() const { return reader_->bytes_read(); }
 
  private:
   // Tensor bytes [begin, end) hold all of shard `shard`'s bytes.

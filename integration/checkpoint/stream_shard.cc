@@ -45,32 +45,30 @@ std::vector<std::pair<int64_t, int64_t>> Segments(const Round& round, int rank, 
 }
 
 // Fills the window with one tensor's blocks in `round`, reading the tensor's part of the round
-// once: in staging-sized steps, every shard's pieces of a step together (a step is staged with one
-// pread when the tensor has pieces too short to read straight into place).
+// once: every block's pieces in increasing tensor order, through the reader's coalescing rule
+// (TensorBytesReader::Want) — adjacent pieces of several blocks in staging-sized preads, a rank's
+// scattered pieces (its columns, under direct) each alone or with small gaps.
 absl::Status FillTensor(const StreamTensor& t, const Round& round,
                         std::span<const Block* const> blocks, TensorBytesReader& reader,
-                        int64_t step, std::byte* window) {
+                        std::byte* window) {
   const auto from = static_cast<int64_t>(std::max(round.begin, t.begin) - t.begin);
   const auto to = static_cast<int64_t>(std::min(round.end, t.end) - t.begin);
-  if (t.replicated) return reader.Copy(from, to - from, window + blocks[0]->window_offset);
-  bool short_pieces = false;
-  for (const Block* block : blocks) {
-    short_pieces |= t.runs[static_cast<size_t>(block->shard)].length < kDirectReadBytes;
-  }
   absl::Status status;
-  for (int64_t at = from; at < to && status.ok(); at += step) {
-    if (short_pieces) status = reader.Stage(at, std::min(to, at + step));
-    for (const Block* block : blocks) {
-      const int64_t shift = block->window_offset - block->first;  // window position of byte 0
-      ForEachPiece(t.runs[static_cast<size_t>(block->shard)], at, std::min(to, at + step),
-                   [&](int64_t tensor_at, int64_t shard_at, int64_t bytes) {
-                     if (status.ok()) {
-                       status = reader.Copy(tensor_at, bytes, window + (shift + shard_at));
-                     }
-                   });
-    }
+  if (t.replicated) {
+    status = reader.Want(from, to - from, window + blocks[0]->window_offset);
+  } else {
+    std::vector<const ByteRuns*> runs;
+    for (const Block* block : blocks) runs.push_back(&t.runs[static_cast<size_t>(block->shard)]);
+    ForEachPieceInOrder(runs, from, to,
+                        [&](size_t b, int64_t tensor_at, int64_t shard_at, int64_t bytes) {
+                          const int64_t shift = blocks[b]->window_offset - blocks[b]->first;
+                          if (status.ok()) {
+                            status = reader.Want(tensor_at, bytes, window + (shift + shard_at));
+                          }
+                        });
   }
-  return status;
+  if (!status.ok()) return status;  // a failed Want left nothing pending
+  return reader.Flush();
 }
 
 // The blocks a reading rank puts in its window: all of them at their window offsets (the source
@@ -91,7 +89,7 @@ std::vector<Block> BlocksToRead(const Round& round, int rank, bool direct) {
 // first checked to be the one opened (not resized or replaced since: Reader::CheckUnchanged).
 absl::Status FillWindow(const StreamSchedule& schedule, const Round& round,
                         std::span<const Block> window_blocks, const TensorSource& source,
-                        TensorBytesReader& reader, int64_t step, std::byte* window) {
+                        TensorBytesReader& reader, std::byte* window) {
   std::vector<const Block*> blocks;  // grouped by tensor (the window is rank-major)
   for (const Block& block : window_blocks) blocks.push_back(&block);
   std::stable_sort(blocks.begin(), blocks.end(),
@@ -110,7 +108,7 @@ absl::Status FillWindow(const StreamSchedule& schedule, const Round& round,
     reader.Reset(source, t.source_index);
     SHARDKIT_RETURN_IF_ERROR(
         FillTensor(t, round, std::span<const Block* const>(blocks).subspan(first, last - first),
-                   reader, step, window));
+                   reader, window));
   }
   return absl::OkStatus();
 }
@@ -191,9 +189,8 @@ absl::StatusOr<StreamStats> StreamFromReader(const StreamSchedule& schedule,
       std::optional<size_t> slot = pipe.AcquireFree();
       if (!slot) return;
       const Round round = schedule.MakeRound(k);
-      pipe.Publish(*slot,
-                   FillWindow(schedule, round, BlocksToRead(round, comm.rank(), direct), source,
-                              reader, options.staging_bytes, (*windows)[*slot]->data()));
+      pipe.Publish(*slot, FillWindow(schedule, round, BlocksToRead(round, comm.rank(), direct),
+                                     source, reader, (*windows)[*slot]->data()));
     }
   });
   absl::Status local, status;

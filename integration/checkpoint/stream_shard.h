@@ -61,7 +61,7 @@ struct StreamOptions {
 };
 
 struct StreamStats {
-  int64_t bytes_read = 0;     // a reading rank: bytes read from the checkpoint
+  int64_t bytes_read = 0;     // a reading rank: bytes it pread from the source, gaps included
   int64_t bytes_written = 0;  // bytes this rank wrote into its file
   int64_t buffer_bytes = 0;   // the memory this rank's windows and buffers took
 };

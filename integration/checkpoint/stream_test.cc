@@ -77,6 +77,37 @@ TEST(ByteRunsTest, PiecesMatchBruteForceForEveryRange) {
   }
 }
 
+TEST(ByteRunsTest, PiecesInOrderMergeEveryShardsPiecesByTensorOffset) {
+  // Shards that interleave (dims 1 and 2), one that does not, an empty one, and one given twice.
+  const Shape shape = {4, 5, 3};
+  const std::vector<specs::ShardMetadata> shards = {
+      Shard({0, 0, 0}, {4, 2, 3}), Shard({0, 2, 0}, {4, 3, 1}), Shard({0, 2, 1}, {4, 3, 2}),
+      Shard({1, 2, 1}, {3, 2, 2}), Shard({0, 0, 0}, {0, 5, 3}), Shard({0, 0, 0}, {4, 2, 3})};
+  std::vector<ByteRuns> runs;
+  for (const specs::ShardMetadata& shard : shards) runs.push_back(*RunsOf(shape, 16, shard));
+  std::vector<const ByteRuns*> all;
+  for (const ByteRuns& r : runs) all.push_back(&r);
+  const int64_t total = 4 * 5 * 3 * 2;
+  for (int64_t begin = 0; begin <= total; begin += 7) {
+    for (int64_t end = begin; end <= total; end += 5) {
+      std::map<std::pair<size_t, int64_t>, std::pair<int64_t, int64_t>> expected, got;
+      for (size_t i = 0; i < runs.size(); ++i) {
+        ForEachPiece(runs[i], begin, end, [&](int64_t at, int64_t shard_at, int64_t bytes) {
+          expected[{i, at}] = {shard_at, bytes};
+        });
+      }
+      int64_t last = -1;
+      ForEachPieceInOrder(all, begin, end,
+                          [&](size_t i, int64_t at, int64_t shard_at, int64_t bytes) {
+                            EXPECT_GE(at, last) << "in increasing tensor offset";
+                            last = at;
+                            got[{i, at}] = {shard_at, bytes};
+                          });
+      ASSERT_EQ(got, expected) << "[" << begin << ", " << end << ")";
+    }
+  }
+}
+
 TEST(StreamScheduleTest, RoundsDeliverEveryByteOnceToItsRank) {
   // "a": [6, 4] F32 chunked on dim 1 over ranks 2, 0, 1; "b": replicated [3] F32; "c": empty.
   std::vector<StreamTensor> tensors;

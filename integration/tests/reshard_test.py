@@ -11,6 +11,9 @@ reading its new shards from the old rank files itself.
   directory; a rank that cannot read DIR (its copy missing); a rank whose copy's index.json
   differs; an old rank file replaced after the agreement (rank 1 stopped once it has created its
   new file). A rank killed mid-read: the others exit 1, no index.json.
+- Bytes pread: every rank's summary bytes_read is at most 1.25 x the bytes it writes, row ->
+  column (a rank's third of each row read alone, not the whole rows), column -> row and row ->
+  row on another world, each output gathered back to the checkpoint.
 - The planner is not all-pairs: an enumerable spec of 10^5 one-row shards of a [100000, 8] tensor,
   resharded to chunk dim 0 over 4 ranks, finishes well inside its bound (the time is printed).
 """
@@ -26,8 +29,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import checkpoint_test  # noqa: E402  (its checkpoint: every byte-sized dtype)
-from checkpoint_testlib import (BIN, TMP, check, finish, first_lines_per_rank, io_grew,  # noqa: E402
-                                read_pid, read_safetensors, run, same_rank_files,
+from checkpoint_testlib import (BIN, TMP, cells, check, finish, first_lines_per_rank,  # noqa: E402
+                                io_grew, read_pid, read_safetensors, run, same_rank_files,
                                 write_safetensors, writing_file)
 
 MIB = 1 << 20
@@ -160,6 +163,44 @@ def big_dir():
     return src, cols
 
 
+def rank_rows(stderr):
+    """{rank: (bytes_read, bytes)} from reshard's summary table."""
+    rows = {}
+    for line in stderr.splitlines():
+        parts = cells(re.sub(r"^\[rank \d+\]", "", line))
+        if len(parts) >= 7 and parts[1].startswith("rank-") and parts[0].isdigit():
+            rows[int(parts[0])] = (int(parts[3]), int(parts[5]))
+    return rows
+
+
+def bytes_read_bound(src, cols):
+    """Every rank preads at most 1.25 x the bytes it writes: row -> column (a rank's 5.3 KiB
+    third of each 16 KiB row, read alone, not the rows around it), column -> row, and row -> row
+    on another world; under the default budget and under 8 MiB rounds."""
+    rows = os.path.join(TMP, "rows.json")
+    cases = [("row -> column", src, cols, 3, "by-cols", []),
+             ("row -> column, 8 MiB", src, cols, 3, "by-cols-8", ["--memory-mib", "8"]),
+             ("column -> row", os.path.join(TMP, "by-cols"), rows, 2, "by-rows", []),
+             ("row -> row, 3 -> 4", src, rows, 4, "by-rows-4", [])]
+    for label, source, plan, world, out, extra in cases:
+        out = os.path.join(TMP, out)
+        r = run(["reshard", "--nproc", str(world), "--in", source, "--plan", plan, "--out", out]
+                + extra)
+        if not check(r.returncode == 0, f"{label}: exit {r.returncode}: {r.stderr}"):
+            continue
+        table = rank_rows(r.stderr)
+        print(f"{label}: (bytes_read, bytes) per rank {table}", flush=True)
+        check(sorted(table) == list(range(world)), f"{label}: summary rows: {r.stderr}")
+        for rank, (read, wrote) in table.items():
+            check(wrote > 0 and read * 4 <= wrote * 5,
+                  f"{label}: rank {rank} read {read} bytes to write {wrote} (over 1.25 x)")
+        back = os.path.join(TMP, "bound-back.safetensors")
+        g = run(["gather", "--in", out, "--out", back])
+        if check(g.returncode == 0, f"{label}: gather: {g.stderr}"):
+            with open(os.path.join(TMP, "big.safetensors"), "rb") as a, open(back, "rb") as b:
+                check(a.read() == b.read(), f"{label}: gathered file differs from the checkpoint")
+
+
 def mid_run(label, src, cols, reached, act, expect_code):
     """reshard (3 ranks, 8 MiB rounds, rows -> columns); rank 1 acted on once `reached`."""
     for attempt in range(1, 4):
@@ -241,6 +282,7 @@ def main():
     across_worlds(ck)
     refusals(ck)
     src, cols = big_dir()
+    bytes_read_bound(src, cols)
     stderr = mid_run("replaced", src, cols, writing_file, replace_rank_file, 2)
     check("rank-00002.safetensors: was replaced while open" in stderr, f"replaced: {stderr}")
     big = big_dir()  # a fresh copy: the replaced one is fine, but keep the cases apart

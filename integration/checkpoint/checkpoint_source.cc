@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/json/json_reader.h"
 #include "integration/checkpoint/hf_output.h"
@@ -97,13 +98,14 @@ absl::StatusOr<WeightMap> ReadWeightMap(const std::string& path) {
   if (!weights.is_object()) return Invalid(path, "weight_map: expected an object");
   for (const auto& [tensor, file] : weights.items()) {
     if (!file.is_string() || file.get<std::string>().empty()) {
-      return Invalid(path, absl::StrCat("weight_map[\"", tensor, "\"]: expected a file name"));
+      return Invalid(path,
+                     absl::StrCat("weight_map[", QuoteName(tensor), "]: expected a file name"));
     }
     const fs::path name(file.get<std::string>());
     const bool climbs =
         std::any_of(name.begin(), name.end(), [](const fs::path& part) { return part == ".."; });
     if (name.is_absolute() || climbs) {
-      return Invalid(path, absl::StrCat("weight_map[\"", tensor, "\"]: \"", name.string(),
+      return Invalid(path, absl::StrCat("weight_map[", QuoteName(tensor), "]: \"", name.string(),
                                         "\" must be a path relative to the index, inside its "
                                         "directory"));
     }
@@ -130,12 +132,12 @@ absl::Status CheckWeightMap(const std::string& index, const WeightMap& map,
   for (const auto& [tensor, file] : map.file_of) {
     const std::vector<size_t>& in = holders[tensor];
     if (in.size() > 1) {
-      return Invalid(index, absl::StrCat("tensor \"", tensor, "\" is in both ", names[in[0]],
+      return Invalid(index, absl::StrCat("tensor ", QuoteName(tensor), " is in both ", names[in[0]],
                                          " and ", names[in[1]]));
     }
     if (in.empty() || names[in[0]] != file) {
       return Invalid(index,
-                     absl::StrCat("weight_map puts tensor \"", tensor, "\" in ", file,
+                     absl::StrCat("weight_map puts tensor ", QuoteName(tensor), " in ", file,
                                   in.empty() ? ", which has no such tensor"
                                              : absl::StrCat(", but it is in ", names[in[0]])));
     }
@@ -265,9 +267,9 @@ absl::StatusOr<CheckpointSource> CheckpointSource::FromFiles(std::vector<safeten
     for (const auto& [key, value] : header.metadata) {
       auto [it, fresh] = out.header_.metadata.emplace(key, value);
       if (!fresh && it->second != value) {
-        return Invalid(source, absl::StrCat("__metadata__ key \"", key, "\" is \"", it->second,
-                                            "\" in ", files[metadata_from[key]].path(), " but \"",
-                                            value, "\" in ", files[f].path()));
+        return Invalid(source, absl::StrCat("__metadata__ key ", QuoteName(key), " is \"",
+                                            it->second, "\" in ", files[metadata_from[key]].path(),
+                                            " but \"", value, "\" in ", files[f].path()));
       }
       metadata_from.emplace(key, f);
     }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/comm/collective_status.h"
 #include "core/engine/shard_parameter.h"
@@ -57,13 +58,13 @@ absl::Status MatchModule(Load& load) {
     const auto found = load.source_index.find(name);
     if (found == load.source_index.end()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("parameter \"", name, "\" of the module is not in ", kIndexFileName));
+          absl::StrCat("parameter ", QuoteName(name), " of the module is not in ", kIndexFileName));
     }
     const IndexParameter& saved = index.parameters[found->second];
     const Tensor& mine = **load.meta.GetTensor(name);
     if (mine.dtype() != saved.dtype || mine.shape() != saved.shape) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "parameter \"", name, "\" is ", DescribeTensor(mine.dtype(), mine.shape()),
+          "parameter ", QuoteName(name), " is ", DescribeTensor(mine.dtype(), mine.shape()),
           " in the module but ", DescribeTensor(saved.dtype, saved.shape), " in ", kIndexFileName));
     }
   }
@@ -71,7 +72,7 @@ absl::Status MatchModule(Load& load) {
   for (const IndexParameter& saved : index.parameters) {
     if (!load.meta.Contains(saved.name)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "parameter \"", saved.name, "\" of ", kIndexFileName,
+          "parameter ", QuoteName(saved.name), " of ", kIndexFileName,
           " is not in the module (LoadShardsOptions::allow_unused skips such parameters)"));
     }
   }
@@ -116,7 +117,7 @@ absl::Status CheckHostPlacements(const AgreedParameter& parameter) {
     const auto& device = parameter.shards[s].placement.device();
     if (device && !device->is_cpu()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("parameter \"", parameter.name, "\": shard ", s, " is placed on ",
+          absl::StrCat("parameter ", QuoteName(parameter.name), ": shard ", s, " is placed on ",
                        parameter.shards[s].placement.ToString(),
                        "; LoadShards allocates shards in host memory (cpu)"));
     }
@@ -164,7 +165,7 @@ absl::Status LoadAll(Load& load) {
   for (const AgreedParameter& parameter : load.agreed) {
     absl::StatusOr<Loaded> loaded = LoadParameter(load, parameter, reader);
     if (!loaded.ok()) {
-      return Annotate(loaded.status(), absl::StrCat("parameter \"", parameter.name, "\""));
+      return Annotate(loaded.status(), absl::StrCat("parameter ", QuoteName(parameter.name)));
     }
     load.loaded.push_back(*std::move(loaded));
   }

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/quote.h"
 #include "core/base/status_macros.h"
 
 namespace shardkit::checkpoint {
@@ -32,9 +33,9 @@ absl::StatusOr<const TensorInfo*> FindShard(const std::vector<Reader>& readers,
   SHARDKIT_ASSIGN_OR_RETURN(const TensorInfo* info, reader.Find(shard.tensor));
   if (info->dtype != parameter.dtype || info->shape != shard.metadata.sizes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        reader.path(), ": tensor \"", shard.tensor, "\" is ",
+        reader.path(), ": tensor ", QuoteName(shard.tensor), " is ",
         std::string(SafetensorsName(info->dtype)), ShapeToString(info->shape),
-        " but index.json says shard ", i, " of parameter \"", parameter.name, "\" is ",
+        " but index.json says shard ", i, " of parameter ", QuoteName(parameter.name), " is ",
         std::string(SafetensorsName(parameter.dtype)), ShapeToString(shard.metadata.sizes)));
   }
   return info;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/comm/collective_status.h"
 #include "core/engine/shard_parameter.h"
@@ -56,7 +57,7 @@ absl::Status CheckSlots(Save& save) {
   SHARDKIT_ASSIGN_OR_RETURN(save.meta, GlobalMetaModule(save.module, save.options.memory_bytes));
   for (const std::string& name : save.module.names()) {
     SHARDKIT_RETURN_IF_ERROR(CheckNoShardSuffix(name));
-    const std::string what = absl::StrCat("parameter \"", name, "\"");
+    const std::string what = absl::StrCat("parameter ", QuoteName(name));
     if (!*save.module.IsSharded(name)) {
       SHARDKIT_RETURN_IF_ERROR(CheckData(**save.module.GetTensor(name), what));
       continue;
@@ -99,7 +100,7 @@ absl::Status CheckLayoutsAndDir(Save& save) {
                                  });
     if (!same) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "parameter \"", parameter.name, "\": its shards are not the layout of its spec ",
+          "parameter ", QuoteName(parameter.name), ": its shards are not the layout of its spec ",
           parameter.spec_json, " over this communicator's ", save.comm.world_size(), " ranks"));
     }
   }
@@ -224,7 +225,7 @@ absl::StatusOr<Module> GlobalMetaModule(const Module& module, int64_t memory_byt
       tensor = Tensor::Meta(plain.shape(), plain.dtype());
       requires_grad = plain.requires_grad();
     }
-    if (!tensor.ok()) return Annotate(tensor.status(), absl::StrCat("parameter \"", name, "\""));
+    if (!tensor.ok()) return Annotate(tensor.status(), absl::StrCat("parameter ", QuoteName(name)));
     tensor->set_requires_grad(requires_grad);
     SHARDKIT_RETURN_IF_ERROR(meta.AddParameter(name, *std::move(tensor)));
   }

@@ -145,7 +145,7 @@ absl::Status CheckShardsMatchLayout(const IndexParameter& parameter,
     if (shard.file != RankFileName(want.placement.rank()) || shard.tensor != tensor) {
       return PathError(shard_path,
                        absl::StrCat("expected file \"", RankFileName(want.placement.rank()),
-                                    "\" and tensor \"", tensor, "\""));
+                                    "\" and tensor ", QuoteName(tensor)));
     }
   }
   return absl::OkStatus();
@@ -231,8 +231,8 @@ absl::StatusOr<ShardIndex> ParseIndexJson(const Json& json) {
       {"format", "version", "world_size", "src_rank", "strategy", "metadata", "parameters"}));
   SHARDKIT_ASSIGN_OR_RETURN(const Json* format, Required(json, "", "format"));
   if (*format != kIndexFormat) {
-    return PathError("format",
-                     absl::StrCat("expected \"", kIndexFormat, "\", got ", DescribeValue(*format)));
+    return PathError("format", absl::StrCat("expected ", QuoteName(kIndexFormat), ", got ",
+                                            DescribeValue(*format)));
   }
   SHARDKIT_ASSIGN_OR_RETURN(const Json* version, Required(json, "", "version"));
   SHARDKIT_ASSIGN_OR_RETURN(const int64_t version_number, GetInt(*version, "version"));

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "core/base/check.h"
+#include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/json/json_reader.h"
 #include "integration/io/files.h"
@@ -53,7 +54,7 @@ absl::StatusOr<uint64_t> AsUnsigned(const Json& value, std::string_view what) {
 
 // The checks of a tensor's fields against each other, for both paths of ParseHeader.
 absl::StatusOr<TensorInfo> CheckEntry(internal::RawEntry raw) {
-  const std::string where = absl::StrCat("tensor \"", raw.name, "\"");
+  const std::string where = absl::StrCat("tensor ", QuoteName(raw.name));
   absl::StatusOr<DType> dtype = DTypeFromSafetensors(raw.dtype);
   if (!dtype.ok()) return Annotate(dtype.status(), where);
   TensorInfo info{std::move(raw.name), *dtype, std::move(raw.shape), raw.begin, raw.end};
@@ -72,43 +73,45 @@ absl::StatusOr<TensorInfo> CheckEntry(internal::RawEntry raw) {
 // A tensor's fields from the DOM, each checked for its type.
 absl::StatusOr<internal::RawEntry> ReadEntry(const std::string& name, const Json& entry) {
   if (!entry.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\": expected an object"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", QuoteName(name), ": expected an object"));
   }
   for (const auto& [key, unused] : entry.items()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets") {
       return absl::InvalidArgumentError(
-          absl::StrCat("tensor \"", name, "\": unknown field \"", key, "\""));
+          absl::StrCat("tensor ", QuoteName(name), ": unknown field ", QuoteName(key)));
     }
   }
   if (!entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets")) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tensor \"", name, "\": needs dtype, shape and data_offsets"));
+        absl::StrCat("tensor ", QuoteName(name), ": needs dtype, shape and data_offsets"));
   }
   const Json& dtype = entry["dtype"];
   if (!dtype.is_string()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tensor \"", name, "\": dtype must be a string"));
+        absl::StrCat("tensor ", QuoteName(name), ": dtype must be a string"));
   }
   internal::RawEntry raw{name, dtype.get<std::string>(), {}, 0, 0};
   const Json& shape = entry["shape"];
   const Json& offsets = entry["data_offsets"];
   if (!shape.is_array() || shape.size() > 64) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tensor \"", name, "\": shape must be an array of at most 64 sizes"));
+        absl::StrCat("tensor ", QuoteName(name), ": shape must be an array of at most 64 sizes"));
   }
   for (const Json& dim : shape) {
     SHARDKIT_ASSIGN_OR_RETURN(uint64_t d,
-                              AsUnsigned(dim, absl::StrCat("tensor \"", name, "\" shape")));
+                              AsUnsigned(dim, absl::StrCat("tensor ", QuoteName(name), " shape")));
     if (d > static_cast<uint64_t>(INT64_MAX)) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\": shape overflows"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", QuoteName(name), ": shape overflows"));
     }
     raw.shape.push_back(static_cast<int64_t>(d));
   }
   if (!offsets.is_array() || offsets.size() != 2) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tensor \"", name, "\": data_offsets must be [begin, end]"));
+        absl::StrCat("tensor ", QuoteName(name), ": data_offsets must be [begin, end]"));
   }
-  std::string what = absl::StrCat("tensor \"", name, "\" data_offsets");
+  std::string what = absl::StrCat("tensor ", QuoteName(name), " data_offsets");
   SHARDKIT_ASSIGN_OR_RETURN(raw.begin, AsUnsigned(offsets[0], what));
   SHARDKIT_ASSIGN_OR_RETURN(raw.end, AsUnsigned(offsets[1], what));
   return raw;
@@ -120,7 +123,7 @@ absl::StatusOr<std::map<std::string, std::string>> ParseMetadata(const Json& val
   for (const auto& [key, v] : value.items()) {
     if (!v.is_string()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("__metadata__ \"", key, "\": values must be strings"));
+          absl::StrCat("__metadata__ ", QuoteName(key), ": values must be strings"));
     }
     metadata[key] = v.get<std::string>();
   }
@@ -137,12 +140,12 @@ absl::Status CheckLayout(std::vector<TensorInfo>& tensors, uint64_t data_size) {
   for (const TensorInfo& info : tensors) {
     if (info.end > data_size) {
       return absl::InvalidArgumentError(
-          absl::StrCat("tensor \"", info.name, "\": data_offsets end ", info.end,
+          absl::StrCat("tensor ", QuoteName(info.name), ": data_offsets end ", info.end,
                        " lies beyond the data region of ", data_size, " bytes (file truncated?)"));
     }
     if (info.begin != position) {
       return absl::InvalidArgumentError(
-          absl::StrCat("tensor \"", info.name, "\": data starts at ", info.begin,
+          absl::StrCat("tensor ", QuoteName(info.name), ": data starts at ", info.begin,
                        " but the previous tensor ends at ", position,
                        info.begin < position ? " (overlap)" : " (gap)"));
     }
@@ -358,7 +361,7 @@ absl::StatusOr<const TensorInfo*> Reader::Find(std::string_view name) const {
   if (auto it = by_name_.find(absl::string_view(name.data(), name.size())); it != by_name_.end()) {
     return &header_.tensors[it->second];
   }
-  return absl::NotFoundError(absl::StrCat(path_, ": no tensor \"", std::string(name), "\""));
+  return absl::NotFoundError(absl::StrCat(path_, ": no tensor ", QuoteName(std::string(name))));
 }
 
 absl::Status Reader::ReadBytes(const TensorInfo& info, uint64_t offset, uint64_t size,
@@ -408,7 +411,7 @@ absl::StatusOr<FileLayout> PlanFile(const std::string& path, std::vector<TensorI
       return Invalid(path, "cannot write a tensor named \"__metadata__\" (reserved)");
     }
     if (i > 0 && tensors[i - 1].name == tensors[i].name) {
-      return Invalid(path, absl::StrCat("duplicate tensor name \"", tensors[i].name, "\""));
+      return Invalid(path, absl::StrCat("duplicate tensor name ", QuoteName(tensors[i].name)));
     }
   }
   FileLayout layout;
@@ -434,7 +437,7 @@ absl::Status Writer::Append(const Tensor& tensor) {
   const TensorInfo& info = tensors_[next_];
   if (tensor.is_meta() || tensor.dtype() != info.dtype || tensor.shape() != info.shape) {
     return absl::FailedPreconditionError(
-        absl::StrCat(file_.path(), ": tensor \"", info.name, "\" expects ",
+        absl::StrCat(file_.path(), ": tensor ", QuoteName(info.name), " expects ",
                      std::string(SafetensorsName(info.dtype)), ShapeToString(info.shape), ", got ",
                      tensor.DebugString()));
   }
@@ -459,8 +462,8 @@ absl::Status WriteFile(const std::string& path,
   std::map<std::string, const Tensor*> by_name;
   for (const auto& [name, tensor] : tensors) {
     if (tensor->is_meta()) {
-      return Invalid(
-          path, absl::StrCat("cannot write tensor \"", name, "\" (", tensor->DebugString(), ")"));
+      return Invalid(path, absl::StrCat("cannot write tensor ", QuoteName(name), " (",
+                                        tensor->DebugString(), ")"));
     }
     infos.push_back({name, tensor->dtype(), tensor->shape(), 0, 0});
     by_name[name] = tensor;

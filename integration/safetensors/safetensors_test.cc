@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "specs/fingerprint.h"
 #include "testing/status_matchers.h"
 
@@ -209,6 +210,29 @@ TEST(SafetensorsTest, RejectsMalformedHeaders) {
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)))
         << c.name;
   }
+}
+
+// A checkpoint's tensor names are hostile input: messages quote them whole and escaped, cut only
+// beyond 1 KiB with their length (core/base/quote.h), never at a fixed short width.
+TEST(SafetensorsTest, ErrorsQuoteTensorNamesWholeUpToOneKiB) {
+  const std::string long_name = "model.language_model.layers.12.self_attn.q_proj.weight";
+  EXPECT_THAT(Reader::Open(WriteRaw("long_name.safetensors",
+                                    absl::StrCat(R"({")", long_name,
+                                                 R"(":{"dtype":"XX","shape":[1],"data_offsets":[0,1]}})"),
+                                    1)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(absl::StrCat("tensor \"", long_name, "\""))));
+  const std::string hostile = std::string(5000, 'a') + "\\u001b[2J";
+  const absl::Status status =
+      Reader::Open(WriteRaw("hostile_name.safetensors",
+                            absl::StrCat(R"({")", hostile,
+                                         R"(":{"dtype":"XX","shape":[1],"data_offsets":[0,1]}})"),
+                            1))
+          .status();
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr(absl::StrCat("tensor \"", std::string(1024, 'a'),
+                                                      "\"\u2026 (5004 bytes)"))));
+  EXPECT_LT(status.message().size(), 1500u);
 }
 
 TEST(SafetensorsTest, RejectsTruncatedFiles) {

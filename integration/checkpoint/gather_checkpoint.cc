@@ -138,13 +138,18 @@ std::vector<TensorInfo> OutputInfos(const ShardIndex& index) {
   return infos;
 }
 
+// The window of a gather of `total` bytes: one process reads and writes it (RoundWindow).
+int64_t GatherWindow(int64_t memory_bytes, int64_t total) {
+  return RoundWindow(SplitBudget(memory_bytes), kGatherRoundBytes, total);
+}
+
 // The output's data, window by window: this thread fills one window while a writer thread hands
 // the other to `out`, which puts it at its offsets in its files.
 absl::Status WriteWindows(const GatherInput& input, const std::vector<StreamTensor>& tensors,
                           OutputFiles& out, int64_t memory_bytes, Progress& meter) {
   const auto total = static_cast<int64_t>(out.total_bytes());
   const Budget budget = SplitBudget(memory_bytes);
-  const int64_t window = std::max<int64_t>(std::min(budget.window, total), 1);
+  const int64_t window = GatherWindow(memory_bytes, total);
   const int64_t rounds = (total + window - 1) / window;
   const auto slots = static_cast<size_t>(std::min<int64_t>(2, rounds));
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Storage>> windows,
@@ -187,7 +192,7 @@ absl::Status WriteWindows(const GatherInput& input, const std::vector<StreamTens
 
 // The progress meter of a gather writing `total` bytes; its clock starts now.
 Progress MakeMeter(std::ostream& log, const GatherOptions& options, int64_t total) {
-  const int64_t window = std::max<int64_t>(SplitBudget(options.memory_bytes).window, 1);
+  const int64_t window = GatherWindow(options.memory_bytes, total);
   return Progress(log, options.progress, "shardkit gather: writing", (total + window - 1) / window,
                   total, "windows");
 }

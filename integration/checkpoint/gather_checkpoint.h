@@ -19,12 +19,13 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "integration/checkpoint/memory_budget.h"
 
 namespace shardkit::checkpoint {
 
 struct GatherOptions {
   bool progress = false;                      // progress lines on `log`
-  int64_t memory_bytes = int64_t{512} << 20;  // at most this much tensor data in memory at once
+  int64_t memory_bytes = kDefaultMemoryBytes;  // at most this much tensor data in memory at once
 };
 
 // Writes `out_path` durably (fsync, rename, directory fsync), window by window: every byte is

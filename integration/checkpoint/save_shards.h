@@ -60,6 +60,7 @@
 #include "absl/status/statusor.h"
 #include "core/comm/communicator.h"
 #include "core/engine/module.h"
+#include "integration/checkpoint/memory_budget.h"
 #include "specs/plan.h"
 
 namespace shardkit::checkpoint {
@@ -67,7 +68,7 @@ namespace shardkit::checkpoint {
 struct SaveShardsOptions {
   // Staging for a non-contiguous tensor's bytes (> 0); contiguous ones are written from their
   // memory. As `shard --memory-mib`, 512 MiB.
-  int64_t memory_bytes = int64_t{512} << 20;
+  int64_t memory_bytes = kDefaultMemoryBytes;
   // index.json's "metadata" and every rank file's __metadata__ (restored by `gather`); rank 0's
   // is written, whatever the other ranks pass.
   std::map<std::string, std::string> metadata;
@@ -93,7 +94,7 @@ struct LoadShardsOptions {
   // (a module that would silently miss part of a checkpoint is usually a mistake).
   bool allow_unused = false;
   // The staging buffers for short pieces (> 0): each gets SplitBudget(memory_bytes, 2).staging.
-  int64_t memory_bytes = int64_t{512} << 20;
+  int64_t memory_bytes = kDefaultMemoryBytes;
   CallOptions call;                  // deadline of the whole call
   LoadShardsStats* stats = nullptr;  // filled in for this rank on success, when set
 };

@@ -181,6 +181,17 @@ absl::Status ResolveParameters(Run& run, const std::vector<std::string>& shared)
   return absl::OkStatus();
 }
 
+// The rounds' size (RoundWindow): under direct every rank reads its share of a window itself, so
+// the window grows with the world; a scatter or broadcast source holds two whole windows.
+int64_t Window(const Run& run, const std::vector<StreamTensor>& tensors) {
+  int64_t total = 0;
+  for (const StreamTensor& tensor : tensors) total += static_cast<int64_t>(tensor.end - tensor.begin);
+  const int64_t target = run.plan.strategy == specs::Strategy::kDirect
+                             ? kRankRoundBytes * run.comm.world_size()
+                             : kScatterRoundBytes;
+  return RoundWindow(run.budget(), target, total);
+}
+
 // Step 3: every rank agrees on the whole plan (the engine's agreement: names, bound specs,
 // shapes, dtypes, src_rank, strategy), before any data moves.
 absl::Status AgreeOnLayouts(Run& run, const CallOptions& call) {
@@ -192,8 +203,8 @@ absl::Status AgreeOnLayouts(Run& run, const CallOptions& call) {
   SHARDKIT_ASSIGN_OR_RETURN(
       std::vector<StreamTensor> tensors,
       CheckLayouts(run.header, std::move(agreed), run.options.fp8, &run.warnings));
-  const Budget budget = run.budget();
-  run.schedule.emplace(std::move(tensors), run.comm.world_size(), budget.window);
+  const int64_t window = Window(run, tensors);
+  run.schedule.emplace(std::move(tensors), run.comm.world_size(), window);
   return absl::OkStatus();
 }
 

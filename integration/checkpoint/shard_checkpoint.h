@@ -51,6 +51,7 @@
 #include "absl/status/status.h"
 #include "core/comm/communicator.h"
 #include "integration/checkpoint/fp8_scales.h"
+#include "integration/checkpoint/memory_budget.h"
 #include "specs/plan.h"
 
 namespace shardkit::checkpoint {
@@ -80,7 +81,7 @@ struct ShardCheckpointOptions {
   // strategy here are ignored); index.json says "reshard". out_dir must lie outside it.
   bool reshard = false;
   // No rank holds more than this much tensor data at once (stream_shard.h, SplitBudget).
-  int64_t memory_bytes = int64_t{512} << 20;
+  int64_t memory_bytes = kDefaultMemoryBytes;
   // FP8 weights and their `_scale_inv` scales must be cut on the same blocks (fp8_scales.h).
   Fp8ScaleOptions fp8;
   // --strict: plan rules that take no parameter (matching none, or shadowed by earlier rules) and

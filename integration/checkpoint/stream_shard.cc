@@ -288,14 +288,6 @@ absl::StatusOr<StreamStats> StreamToReceiver(const StreamSchedule& schedule,
 
 }  // namespace
 
-Budget SplitBudget(int64_t budget_bytes, int staging_buffers) {
-  Budget budget;
-  budget.staging = std::clamp<int64_t>(budget_bytes / 16, 64 << 10, 4 << 20);
-  budget.staging = std::min(budget.staging, std::max<int64_t>(budget_bytes / 4, 1));
-  budget.window = std::max<int64_t>((budget_bytes - budget.staging * staging_buffers) / 2, 1);
-  return budget;
-}
-
 absl::StatusOr<StreamStats> StreamShards(const StreamSchedule& schedule, const TensorSource* source,
                                          const StreamOutput& output, Communicator& comm,
                                          const StreamOptions& options) {

@@ -23,24 +23,13 @@
 
 #include "absl/status/statusor.h"
 #include "core/comm/communicator.h"
+#include "integration/checkpoint/memory_budget.h"
 #include "integration/checkpoint/stream_schedule.h"
 #include "integration/checkpoint/tensor_source.h"
 #include "integration/io/files.h"
 #include "integration/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {
-
-// How a rank's memory budget is spent: the source holds two windows (round k being sent, k+1
-// being read) and a staging buffer for short pieces; a receiver holds two buffers of at most a
-// window (round k being received, k-1 being written). So no rank holds more than `budget` bytes
-// of tensor data, whatever the checkpoint's size.
-struct Budget {
-  int64_t window = 0;   // bytes per round
-  int64_t staging = 0;  // the source's staging buffer (each of them)
-};
-// `staging_buffers`: 2 when the source reads through one more staging buffer of its own (a shard
-// directory: ShardDirSource).
-Budget SplitBudget(int64_t budget_bytes, int staging_buffers = 1);
 
 // Where this rank's blocks go: its file (prefix already written) and the data offset of every
 // shard it holds: dest[t][s] for shard s of schedule tensor t, dest[t][0] for a replicated one.

@@ -333,7 +333,8 @@ int ReportError(const std::string& command, const absl::Status& status, std::ost
 
 void AddMemoryFlag(FlagParser& flags, int64_t* mib) {
   flags.AddInt("memory-mib", mib,
-               absl::StrCat("at most M MiB of tensor data in memory on any rank at once (default ",
+               absl::StrCat("at most M MiB of tensor data in memory on any rank at once; rounds "
+                            "are sized for speed within it (default ",
                             kDefaultMemoryMib, ")"),
                1, int64_t{1} << 30);
 }

@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "integration/checkpoint/memory_budget.h"
 
 namespace shardkit::cli {
 
@@ -178,7 +179,7 @@ inline constexpr char kSeeHelp[] = " (see --help)";
 
 // --memory-mib M of the commands that stream checkpoints (shard, gather): at most M MiB of tensor
 // data in memory on any rank at once; at least 1.
-inline constexpr int64_t kDefaultMemoryMib = 512;
+inline constexpr int64_t kDefaultMemoryMib = checkpoint::kDefaultMemoryBytes >> 20;
 void AddMemoryFlag(FlagParser& flags, int64_t* mib);
 
 // --fp8-block B (>= 1) and --allow-misaligned-scales of the commands that check FP8 weights'

@@ -9,7 +9,7 @@ it. On the 64 MiB checkpoint, 4 ranks:
   the data each: the overlap rule), not 1;
 - `--memory-mib 8` still bounds them (at least 17 rounds of 3.75 MiB);
 - the source's peak RSS under the default stays far below the old 2 windows of the data (what
-  one round of 16 MiB needs, with the process: below 96 MiB);
+  one round of 16 MiB needs, with the process: below 96 MiB; not under sanitizers);
 - each output gathers back to the checkpoint byte for byte.
 """
 
@@ -23,6 +23,10 @@ from checkpoint_testlib import (TMP, check, finish, read_safetensors, run,  # no
 
 CK = os.path.join(TMP, "budget.safetensors")
 PLAN = os.path.join(TMP, "budget-plan.json")
+# Under --config=asan the RSS holds shadow memory and the allocator's quarantine of freed buffers
+# (a CI run measured 101.9 MiB); the bound is checked in the plain configuration, as in
+# gather_hf_test, and the rounds everywhere.
+SANITIZED = any(v in os.environ for v in ("ASAN_OPTIONS", "TSAN_OPTIONS"))
 ROWS = os.path.join(TMP, "budget-rows.json")
 
 
@@ -62,7 +66,8 @@ def main():
         check(result.returncode == 0, f"{label}: {result.stderr}")
         rounds, peak = rounds_and_source_peak(result.stderr, label)
         check(rounds == 4, f"{label}: the default budget took {rounds} rounds, expected 4")
-        check(peak < 96, f"{label}: the source's peak RSS was {peak} MiB under the default")
+        if not SANITIZED:
+            check(peak < 96, f"{label}: the source's peak RSS was {peak} MiB under the default")
         gathers_back(out, label)
         bounded = shard(out + "-m8", *extra, "--memory-mib", "8")
         check(bounded.returncode == 0, f"{label} --memory-mib 8: {bounded.stderr}")

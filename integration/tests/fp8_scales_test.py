@@ -55,7 +55,7 @@ def plan(name, rules):
     return path(name)
 
 
-# The README's worked plan: rows of W and columns of O on 128 blocks, their scales alike.
+# The worked plan of docs/checkpoints.md: rows of W and columns of O on 128 blocks, their scales alike.
 ALIGNED = [(W, chunk(0, align=128)), (WS, chunk(0)), (O, chunk(1, align=128)), (OS, chunk(1))]
 
 

@@ -90,6 +90,18 @@ def finish(name):
     print(f"all {checks} {name} checks passed")
 
 
+def tmp_path(*parts):
+    """A path under this test's temporary directory ($TEST_TMPDIR)."""
+    return os.path.join(TMP, *parts)
+
+
+def write_json(name, value):
+    """Writes `value` (a str as it is, anything else as JSON) to tmp_path(name); returns the path."""
+    with open(tmp_path(name), "w") as f:
+        f.write(value if isinstance(value, str) else json.dumps(value))
+    return tmp_path(name)
+
+
 def numel(shape):
     n = 1
     for d in shape:
@@ -238,6 +250,21 @@ def first_lines_per_rank(stderr, world):
             if rank < world and rank not in firsts:
                 firsts[rank] = line
     return firsts
+
+
+def expect_every_rank(label, r, world, *texts, code=2):
+    """`r`, a run of `world` ranks (one process when `world` is 1), exited `code`, and every rank's
+    first stderr line is the same and holds each of `texts`. Returns rank 0's first line."""
+    if world > 1:
+        firsts = first_lines_per_rank(r.stderr, world)
+    else:
+        firsts = {0: r.stderr.splitlines()[0]} if r.stderr else {}
+    print(f"{label}: exit {r.returncode}: {firsts.get(0)}", flush=True)
+    check(r.returncode == code, f"{label}: exit {r.returncode}, expected {code}: {r.stderr}")
+    check(len(firsts) == world and len(set(firsts.values())) == 1 and
+          all(t in firsts.get(0, "") for t in texts),
+          f"{label}: first lines differ or lack {texts}: {firsts}")
+    return firsts.get(0, "")
 
 
 def cells(line):

@@ -285,6 +285,16 @@ def io_counter(pid, field):
     return None
 
 
+def launch_recording_pids(pids, command, nproc=3, launch_flags=("--timeout", "20")):
+    """Starts `shardkit launch --nproc NPROC LAUNCH_FLAGS -- sh -c 'echo $$ > PIDS/$SHARDKIT_RANK;
+    exec shardkit COMMAND'` (COMMAND: the rest of a shell command line) with its output piped, and
+    returns the Popen; read_pid(PIDS/R) is then rank R's pid."""
+    os.makedirs(pids)
+    script = f'echo $$ > "{pids}/$SHARDKIT_RANK"; exec "{BIN}" {command}'
+    return subprocess.Popen([BIN, "launch", "--nproc", str(nproc), *launch_flags, "--", "sh", "-c",
+                             script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def read_pid(path, deadline):
     """The pid a rank wrote to `path` (`echo $$`), once the whole line is there."""
     while time.time() < deadline:

@@ -25,8 +25,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checkpoint_testlib import (BIN, ITEM_SIZE, TMP, check, expect_every_rank, finish,  # noqa: E402
-                                io_counter, io_grew, numel, read_pid, read_safetensors, run,
-                                same_rank_files, write_safetensors, writing_file)
+                                io_counter, io_grew, launch_recording_pids, numel, read_pid,
+                                read_safetensors, run, same_rank_files, write_safetensors,
+                                writing_file)
 
 MIB = 1 << 20
 PLAN = os.path.join(TMP, "direct-plan.json")
@@ -149,12 +150,8 @@ def changed_while_reading(label, reached, change):
         write_safetensors(ck, {"w": ("F32", [4096, 4096], blob), "b": ("F32", [4], b"\1" * 16)})
         out = os.path.join(TMP, f"{label}-{attempt}")
         pids = os.path.join(TMP, f"{label}-{attempt}.pids")
-        os.makedirs(pids)
-        script = (f'echo $$ > "{pids}/$SHARDKIT_RANK"; exec "{BIN}" shard --plan "{PLAN}" '
-                  f'--checkpoint "{ck}" --out "{out}" --strategy direct --memory-mib 8')
-        launcher = subprocess.Popen([BIN, "launch", "--nproc", "3", "--timeout", "20", "--", "sh",
-                                     "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True)
+        launcher = launch_recording_pids(pids, f'shard --plan "{PLAN}" --checkpoint "{ck}" '
+                                         f'--out "{out}" --strategy direct --memory-mib 8')
         start = time.time()
         pid = read_pid(os.path.join(pids, "1"), start + 20)
         base, read_before_stop = None, None  # rank 1's rchar: first seen, and when stopped

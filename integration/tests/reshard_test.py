@@ -30,8 +30,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import checkpoint_test  # noqa: E402  (its checkpoint: every byte-sized dtype)
 from checkpoint_testlib import (BIN, TMP, cells, check, expect_every_rank, finish,  # noqa: E402
-                                first_lines_per_rank, io_grew, read_pid, read_safetensors, run,
-                                same_rank_files, write_safetensors, writing_file)
+                                first_lines_per_rank, io_grew, launch_recording_pids, read_pid,
+                                read_safetensors, run, same_rank_files, write_safetensors,
+                                writing_file)
 
 MIB = 1 << 20
 EVERY = {"ranks": "all"}
@@ -197,12 +198,8 @@ def mid_run(label, src, cols, reached, act, expect_code):
     for attempt in range(1, 4):
         out = os.path.join(TMP, f"{label}-{attempt}")
         pids = os.path.join(TMP, f"{label}-{attempt}.pids")
-        os.makedirs(pids)
-        script = (f'echo $$ > "{pids}/$SHARDKIT_RANK"; exec "{BIN}" reshard --in "{src}" '
-                  f'--plan "{cols}" --out "{out}" --memory-mib 8')
-        launcher = subprocess.Popen([BIN, "launch", "--nproc", "3", "--timeout", "20", "--",
-                                     "sh", "-c", script], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True)
+        launcher = launch_recording_pids(
+            pids, f'reshard --in "{src}" --plan "{cols}" --out "{out}" --memory-mib 8')
         start = time.time()
         pid = read_pid(os.path.join(pids, "1"), start + 20)
         acted = False

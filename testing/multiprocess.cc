@@ -1,10 +1,5 @@
 #include "testing/multiprocess.h"
 
-#include <unistd.h>
-
-#include <atomic>
-#include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -47,17 +42,6 @@ std::string DescribeRank(ChildGroup& group, size_t i, const std::optional<std::s
 }
 
 }  // namespace
-
-std::string FreshTestDir(std::string_view stem) {
-  static std::atomic<int> counter{0};
-  const char* root = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(
-      root != nullptr ? std::string(root) : std::filesystem::temp_directory_path().string(), "/",
-      absl::string_view(stem.data(), stem.size()), "-", getpid(), "-", counter++);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
 
 absl::Status ForkRanks(int world_size, const std::function<void(int, const std::string&)>& fn,
                        const RankOptions& options) {

@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "core/comm/communicator.h"
 #include "core/comm/connect_options.h"
+#include "testing/test_dir.h"  // FreshTestDir, for the users of this header
 
 namespace shardkit::testing {
 
@@ -68,10 +69,6 @@ ConnectOptions RankConnectOptions(int rank, int world_size, std::string_view bac
 [[nodiscard]] absl::Status RunRanksInThreads(
     int world_size, std::string_view backend,
     const std::function<void(int rank, Communicator& comm)>& fn, const RankOptions& options = {});
-
-// A fresh, empty directory under $TEST_TMPDIR (or the system temporary directory), for stores and
-// outputs of one test.
-std::string FreshTestDir(std::string_view stem);
 
 }  // namespace shardkit::testing
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "testing/status_matchers.h"
+#include "testing/test_dir.h"
 
 namespace shardkit {
 namespace {
@@ -186,8 +187,8 @@ class CompleteForLauncherTest : public ::testing::Test {
  protected:
   // A fresh store directory for each test.
   std::string StoreUrl() {
-    return absl::StrCat("file://", std::getenv("TEST_TMPDIR"), "/",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    return "file://" +
+           testing::TestPath(::testing::UnitTest::GetInstance()->current_test_info()->name());
   }
 };
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "testing/status_matchers.h"
+#include "testing/test_dir.h"
 
 namespace shardkit {
 namespace {
@@ -24,19 +25,15 @@ using ::shardkit::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-std::string TestDir(const std::string& name) {
-  return absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
-}
-
 TEST(FileStoreTest, CreatesNestedDirectories) {
-  const std::string dir = TestDir("nested/a/b/");
+  const std::string dir = testing::TestPath("nested/a/b/");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<FileStore> store, FileStore::Open(dir));
-  EXPECT_EQ(store->dir(), TestDir("nested/a/b"));
+  EXPECT_EQ(store->dir(), testing::TestPath("nested/a/b"));
   EXPECT_EQ(::access(store->dir().c_str(), W_OK), 0);
 }
 
 TEST(FileStoreTest, PathBelowRegularFileIsInvalidArgument) {
-  const std::string file = TestDir("regular_file");
+  const std::string file = testing::TestPath("regular_file");
   std::ofstream(file) << "not a directory";
   const std::string dir = file + "/store";
   EXPECT_THAT(FileStore::Open(dir),
@@ -49,7 +46,7 @@ TEST(FileStoreTest, PathBelowRegularFileIsInvalidArgument) {
 }
 
 TEST(FileStoreTest, InstancesOnOneDirectoryShareKeys) {
-  const std::string dir = TestDir("shared");
+  const std::string dir = testing::TestPath("shared");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<FileStore> a, FileStore::Open(dir));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<FileStore> b, FileStore::Open(dir));
   ASSERT_THAT(a->Set("x/y", "1"), IsOk());
@@ -59,7 +56,8 @@ TEST(FileStoreTest, InstancesOnOneDirectoryShareKeys) {
 }
 
 TEST(FileStoreTest, TooLongKeyIsInvalidArgument) {
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<FileStore> store, FileStore::Open(TestDir("long")));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<FileStore> store,
+                                FileStore::Open(testing::TestPath("long")));
   EXPECT_THAT(store->Set(std::string(200, 'k'), "v"), IsOk());
   EXPECT_THAT(store->Set(std::string(201, 'k'), "v"),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("too long")));
@@ -72,7 +70,7 @@ TEST(FileStoreTest, TooLongKeyIsInvalidArgument) {
 TEST(FileStoreTest, ForkedProcessesHammerOneStore) {
   constexpr int kProcs = 4;
   constexpr int kAdds = 150;
-  const std::string dir = TestDir("forked");
+  const std::string dir = testing::TestPath("forked");
   std::vector<pid_t> pids;
   for (int p = 0; p < kProcs; ++p) {
     pid_t pid = ::fork();

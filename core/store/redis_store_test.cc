@@ -39,6 +39,8 @@ class RedisEnvironment : public ::testing::Environment {
 [[maybe_unused]] ::testing::Environment* const kEnvironment =
     ::testing::AddGlobalTestEnvironment(new RedisEnvironment);
 
+// GTEST_SKIP and ASSERT return from this function only: each caller returns after it when it
+// skipped or failed, so that no test goes on without a server.
 void RequireServer() {
   if (absl::IsNotFound(server_status)) GTEST_SKIP() << server_status;
   ASSERT_NE(server, nullptr) << server_status;
@@ -64,6 +66,7 @@ TEST(RedisStoreTest, ServerIsRunning) {
 
 TEST(RedisStoreTest, PrefixesFromUrlsAreIsolated) {
   RequireServer();
+  if (IsSkipped() || HasFatalFailure()) return;
   SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> a, OpenStore(server->url() + "/jobs/a"));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> b, OpenStore(server->url() + "/jobs/b"));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> root, OpenStore(server->url()));
@@ -74,6 +77,7 @@ TEST(RedisStoreTest, PrefixesFromUrlsAreIsolated) {
 
 TEST(RedisStoreTest, NothingListeningIsUnavailable) {
   RequireServer();
+  if (IsSkipped() || HasFatalFailure()) return;
   SHARDKIT_ASSERT_OK_AND_ASSIGN(auto other, RedisServer::Start(std::getenv("TEST_TMPDIR")));
   const int port = other->port();
   other.reset();  // the port is now closed
@@ -84,6 +88,7 @@ TEST(RedisStoreTest, NothingListeningIsUnavailable) {
 
 TEST(RedisStoreTest, ReconnectsAfterServerRestart) {
   RequireServer();
+  if (IsSkipped() || HasFatalFailure()) return;
   SHARDKIT_ASSERT_OK_AND_ASSIGN(auto own, RedisServer::Start(std::getenv("TEST_TMPDIR")));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisStore> store,
                                 RedisStore::Connect("127.0.0.1", own->port(), absl::Seconds(2)));

@@ -10,6 +10,7 @@
 #include "core/store/store_contract_test.h"
 #include "gmock/gmock.h"
 #include "testing/status_matchers.h"
+#include "testing/test_dir.h"
 
 namespace shardkit::testing {
 namespace {
@@ -20,8 +21,7 @@ using ::testing::HasSubstr;
 std::shared_ptr<Store> MakeMemoryStore() { return std::make_shared<MemoryStore>(); }
 
 std::shared_ptr<Store> MakeFileStore() {
-  static int counter = 0;
-  auto store = FileStore::Open(absl::StrCat(std::getenv("TEST_TMPDIR"), "/contract/", ++counter));
+  auto store = FileStore::Open(FreshTestDir("contract"));
   EXPECT_THAT(store, IsOk());
   return store.ok() ? std::shared_ptr<Store>(*std::move(store)) : nullptr;
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "testing/status_matchers.h"
+#include "testing/test_dir.h"
 
 namespace shardkit {
 namespace {
@@ -82,7 +83,7 @@ TEST(StoreUrlTest, SubPrefix) {
 }
 
 TEST(StoreUrlTest, OpensFileStore) {
-  const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/url_store");
+  const std::string dir = testing::TestPath("url_store");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> a, OpenStore("file://" + dir));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> b, OpenStore("file://" + dir + "/"));
   ASSERT_THAT(a->Set("k", "v"), IsOk());
@@ -90,7 +91,7 @@ TEST(StoreUrlTest, OpensFileStore) {
 }
 
 TEST(StoreUrlTest, FileStoreBelowRegularFileFails) {
-  const std::string file = absl::StrCat(std::getenv("TEST_TMPDIR"), "/plain_file");
+  const std::string file = testing::TestPath("plain_file");
   std::ofstream(file) << "x";
   EXPECT_THAT(OpenStore("file://" + file + "/store"),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("Not a directory")));

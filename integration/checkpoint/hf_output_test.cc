@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "testing/status_matchers.h"
+#include "testing/test_dir.h"
 
 namespace shardkit::checkpoint {
 namespace {
@@ -17,11 +18,6 @@ using ::shardkit::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : ".") + "/" + name;
-}
 
 void Touch(const std::string& path) { std::ofstream(path) << "x"; }
 
@@ -105,7 +101,7 @@ TEST(HfIndexJsonTest, SortedAndIndentedAsSavePretrainedWritesIt) {
 }
 
 TEST(LockEmptyDirectoryTest, CreatesLocksAndRefusesWhatIsNotEmpty) {
-  const std::string dir = TempPath("hf/new/out");
+  const std::string dir = testing::TestPath("hf/new/out");
   std::optional<io::DirectoryLock> lock;
   {
     absl::StatusOr<io::DirectoryLock> first = LockEmptyDirectory(dir);
@@ -124,7 +120,7 @@ TEST(LockEmptyDirectoryTest, CreatesLocksAndRefusesWhatIsNotEmpty) {
 }
 
 TEST(LockEmptyDirectoryTest, RefusedDirectoryGetsNoLockFile) {
-  const std::string dir = TempPath("hf-full");
+  const std::string dir = testing::TestPath("hf-full");
   fs::create_directories(dir);
   Touch(dir + "/notes.txt");
   EXPECT_THAT(LockEmptyDirectory(dir).status(),
@@ -133,10 +129,10 @@ TEST(LockEmptyDirectoryTest, RefusedDirectoryGetsNoLockFile) {
 }
 
 TEST(LockEmptyDirectoryTest, NotADirectory) {
-  Touch(TempPath("hf-regular"));
-  EXPECT_THAT(LockEmptyDirectory(TempPath("hf-regular")).status(),
+  Touch(testing::TestPath("hf-regular"));
+  EXPECT_THAT(LockEmptyDirectory(testing::TestPath("hf-regular")).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a directory")));
-  EXPECT_THAT(LockEmptyDirectory(TempPath("hf-regular/out")).status(),
+  EXPECT_THAT(LockEmptyDirectory(testing::TestPath("hf-regular/out")).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Not a directory")));
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "integration/safetensors/safetensors.h"
 #include "testing/status_matchers.h"
+#include "testing/test_dir.h"
 
 namespace shardkit::checkpoint {
 namespace {
@@ -16,13 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 using safetensors::TensorInfo;
 using ::shardkit::testing::IsOk;
-
-std::string TempDir(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir ? dir : ".") + "/" + name;
-  fs::create_directories(path);
-  return path;
-}
 
 // a (5 bytes) and d (3) in file 0, b (no bytes) alone in file 1, c (7) in file 2: file 1 has no
 // data, so the virtual region is file 0's [0, 8), then file 2's [8, 15).
@@ -71,7 +65,7 @@ std::vector<std::byte> Range(int begin, int end) {
 }
 
 TEST(PlanOutputFilesTest, FilesFollowEachOtherInTheVirtualRegion) {
-  Example example(TempDir("plan"));
+  Example example(testing::FreshTestDir("plan"));
   absl::StatusOr<std::vector<OutputFile>> files = example.Plan();
   ASSERT_THAT(files.status(), IsOk());
   ASSERT_EQ(files->size(), 3u);
@@ -95,7 +89,7 @@ std::pair<int, int> TemporaryAndFinal(const std::string& dir) {
 }
 
 TEST(OutputFilesTest, WritesAcrossFilesAndCommitsInFinish) {
-  const std::string dir = TempDir("write");
+  const std::string dir = testing::FreshTestDir("write");
   Example example(dir);
   absl::StatusOr<OutputFiles> opened = example.Open();
   ASSERT_THAT(opened.status(), IsOk());
@@ -116,7 +110,7 @@ TEST(OutputFilesTest, WritesAcrossFilesAndCommitsInFinish) {
 
 // Complete files beyond kMaxUncommittedFiles are committed oldest first while the stream goes on.
 TEST(OutputFilesTest, CommitsTheOldestBeyondTheLimit) {
-  const std::string dir = TempDir("many");
+  const std::string dir = testing::FreshTestDir("many");
   Example example(dir);
   const size_t count = kMaxUncommittedFiles + 4;
   example.tensors.clear();
@@ -141,7 +135,7 @@ TEST(OutputFilesTest, CommitsTheOldestBeyondTheLimit) {
 }
 
 TEST(OutputFilesTest, FinishCreatesFilesWithNoData) {
-  Example example(TempDir("empty"));
+  Example example(testing::FreshTestDir("empty"));
   example.tensors = {{"a", DType::kUInt8, {0}, 0, 0}, {"b", DType::kUInt8, {0}, 0, 0}};
   example.file_of = {1, 0};
   example.paths.pop_back();
@@ -156,7 +150,7 @@ TEST(OutputFilesTest, FinishCreatesFilesWithNoData) {
 }
 
 TEST(OutputFilesTest, RemoveAllLeavesNothing) {
-  const std::string dir = TempDir("remove");
+  const std::string dir = testing::FreshTestDir("remove");
   Example example(dir);
   absl::StatusOr<OutputFiles> opened = example.Open();
   ASSERT_THAT(opened.status(), IsOk());
@@ -170,7 +164,7 @@ TEST(OutputFilesTest, RemoveAllLeavesNothing) {
 
 // What a run whose index cannot be written does after Finish.
 TEST(OutputFilesTest, RemoveAllAfterFinishRemovesTheCommittedFiles) {
-  const std::string dir = TempDir("remove-committed");
+  const std::string dir = testing::FreshTestDir("remove-committed");
   Example example(dir);
   absl::StatusOr<OutputFiles> opened = example.Open();
   ASSERT_THAT(opened.status(), IsOk());

@@ -34,6 +34,7 @@
 #include "specs/plan.h"
 #include "testing/rank_group.h"
 #include "testing/status_matchers.h"
+#include "testing/test_dir.h"
 
 namespace shardkit::checkpoint {
 namespace {
@@ -41,11 +42,6 @@ namespace {
 using Json = nlohmann::json;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return (fs::path(dir != nullptr ? dir : ".") / name).string();
-}
 
 struct Param {
   const char* name;
@@ -260,7 +256,7 @@ void LoadCase(int rank, Communicator& comm, std::string_view arg) {
 }
 
 TEST(SaveShards, SaveAtFourLoadAtFourOneTwoAndThree) {
-  const std::string dir = TempPath("saved4");
+  const std::string dir = testing::TestPath("saved4");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(testing::RankGroup * four, testing::RankGroup::Shared(4, "gloo"));
   ASSERT_THAT(four->Run(&SaveCase, dir), testing::IsOk());
   for (int world : {1, 2, 3}) {
@@ -302,7 +298,8 @@ void ColumnsOfRowsCase(int rank, Communicator& comm, std::string_view arg) {
 
 TEST(LoadShards, ColumnsOfRowsReadOnlyTheirBytes) {
   SHARDKIT_ASSERT_OK_AND_ASSIGN(testing::RankGroup * group, testing::RankGroup::Shared(3, "gloo"));
-  EXPECT_THAT(group->Run(&ColumnsOfRowsCase, TempPath("columns-of-rows")), testing::IsOk());
+  EXPECT_THAT(group->Run(&ColumnsOfRowsCase, testing::TestPath("columns-of-rows")),
+              testing::IsOk());
 }
 
 // Every slot still holds its meta tensor: a failed load changed nothing.
@@ -451,7 +448,7 @@ void SaveErrorsCase(int rank, Communicator& comm, std::string_view arg) {
 }
 
 TEST(SaveShards, Errors) {
-  const std::string dir = TempPath("errors");
+  const std::string dir = testing::TestPath("errors");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(testing::RankGroup * group, testing::RankGroup::Shared(3, "gloo"));
   ASSERT_THAT(group->Run(&SaveErrorsCase, dir), testing::IsOk());
   EXPECT_THAT(group->Run(&LoadErrorsCase, dir + "/late"), testing::IsOk());

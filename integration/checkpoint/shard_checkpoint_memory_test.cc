@@ -28,17 +28,13 @@
 #include "testing/rank_group.h"
 #include "testing/sanitizers.h"
 #include "testing/status_matchers.h"
+#include "testing/test_dir.h"
 
 namespace shardkit::checkpoint {
 namespace {
 
 using Json = nlohmann::json;
 constexpr int64_t kMiB = 1 << 20;
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return (std::filesystem::path(dir != nullptr ? dir : ".") / name).string();
-}
 
 // A checkpoint whose data byte i is a pattern of i that no row or shard boundary repeats, written
 // 1 MiB at a time (the test never holds a tensor). With `reversed`, the tensors lie in the file
@@ -137,14 +133,14 @@ void ShardUnderBudgetCase(int rank, Communicator& comm, std::string_view arg) {
 }
 
 std::string WritePlan(const std::string& name, const std::string& text) {
-  const std::string path = TempPath(name);
+  const std::string path = testing::TestPath(name);
   EXPECT_THAT(io::WriteFileAtomically(path, text), testing::IsOk());
   return path;
 }
 
 // 96 MiB: rows, columns, a replicated tensor, permuted placements; under 8 MiB.
 void RunMixed(const std::string& name, bool reversed, const std::string& strategy) {
-  const std::string ck = TempPath(name + ".safetensors");
+  const std::string ck = testing::TestPath(name + ".safetensors");
   WriteCheckpoint(ck,
                   {{"a.weight", DType::kFloat32, {2048, 4096}, 0, 0},
                    {"b.weight", DType::kFloat32, {4096, 2048}, 0, 0},
@@ -159,8 +155,8 @@ void RunMixed(const std::string& name, bool reversed, const std::string& strateg
   SHARDKIT_ASSERT_OK_AND_ASSIGN(testing::RankGroup * group, testing::RankGroup::Shared(3, "gloo"));
   const Json c = {{"plan", plan},
                   {"checkpoint", ck},
-                  {"out", TempPath(name + "-out")},
-                  {"gathered", TempPath(name + "-back.safetensors")},
+                  {"out", testing::TestPath(name + "-out")},
+                  {"gathered", testing::TestPath(name + "-back.safetensors")},
                   {"strategy", strategy},
                   {"mib", 8},
                   {"min_rounds", 20},
@@ -180,15 +176,15 @@ TEST(ShardCheckpointMemory, ReversedFileOrderBroadcastUnderEightMiB) {
 TEST(ShardCheckpointMemory, DirectUnderEightMiB) { RunMixed("direct", false, "direct"); }
 
 TEST(ShardCheckpointMemory, OneTensorLargerThanTheBudget) {
-  const std::string ck = TempPath("one.safetensors");
+  const std::string ck = testing::TestPath("one.safetensors");
   WriteCheckpoint(ck, {{"big", DType::kFloat32, {300, 262144}, 0, 0}});
   const std::string plan = WritePlan("one.json", R"({"rules": [
       {"match": "big", "spec": {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}}]})");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(testing::RankGroup * group, testing::RankGroup::Shared(3, "gloo"));
   const Json c = {{"plan", plan},
                   {"checkpoint", ck},
-                  {"out", TempPath("one-out")},
-                  {"gathered", TempPath("one-back.safetensors")},
+                  {"out", testing::TestPath("one-out")},
+                  {"gathered", testing::TestPath("one-back.safetensors")},
                   {"strategy", "scatter"},
                   {"mib", 16},
                   {"min_rounds", 30},

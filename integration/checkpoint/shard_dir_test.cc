@@ -10,6 +10,7 @@
 
 #include "specs/spec_json.h"
 #include "testing/status_matchers.h"
+#include "testing/test_dir.h"
 
 namespace shardkit::checkpoint {
 namespace {
@@ -19,11 +20,6 @@ using ::shardkit::testing::IsOk;
 using ::shardkit::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : ".") + "/" + name;
-}
 
 void Touch(const std::string& path) { std::ofstream(path) << "x"; }
 
@@ -109,9 +105,9 @@ pid_t GonePid() {
 }
 
 TEST(ShardDirTest, OutputDirectoryRules) {
-  const std::string fresh = TempPath("fresh/a/b");
+  const std::string fresh = testing::TestPath("fresh/a/b");
   EXPECT_THAT(PrepareOutputDir(fresh, /*create=*/false), IsOk());  // missing is fine: not made
-  EXPECT_FALSE(fs::exists(TempPath("fresh")));
+  EXPECT_FALSE(fs::exists(testing::TestPath("fresh")));
   absl::StatusOr<io::CreatedDirectories> created = PrepareOutputDir(fresh);
   ASSERT_THAT(created, IsOk());
   EXPECT_TRUE(created->created());
@@ -149,10 +145,10 @@ TEST(ShardDirTest, OutputDirectoryRules) {
   Touch(fresh + "/notes.txt");
   EXPECT_THAT(PrepareOutputDir(fresh), StatusIs(absl::StatusCode::kInvalidArgument,
                                                 HasSubstr("\"notes.txt\", which is not shardkit")));
-  Touch(TempPath("regular"));
-  EXPECT_THAT(PrepareOutputDir(TempPath("regular/out")),
+  Touch(testing::TestPath("regular"));
+  EXPECT_THAT(PrepareOutputDir(testing::TestPath("regular/out")),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Not a directory")));
-  EXPECT_THAT(PrepareOutputDir(TempPath("regular")),
+  EXPECT_THAT(PrepareOutputDir(testing::TestPath("regular")),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a directory")));
 }
 

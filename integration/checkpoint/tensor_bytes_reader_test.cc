@@ -18,6 +18,7 @@
 #include "integration/safetensors/safetensors.h"
 #include "specs/shard_metadata.h"
 #include "testing/status_matchers.h"
+#include "testing/test_dir.h"
 
 namespace shardkit::checkpoint {
 namespace {
@@ -25,11 +26,6 @@ namespace {
 using ::shardkit::testing::IsOk;
 
 constexpr int64_t kStaging = 256 << 10;
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : ".") + "/" + name;
-}
 
 // The tensors of a real file, every read asked of it recorded (offset, bytes).
 class RecordingSource : public TensorSource {
@@ -80,13 +76,13 @@ class WantTest : public ::testing::Test {
                                                                {"wide", Patterned({64, 4096}, 3)}};
     std::vector<std::pair<std::string, const Tensor*>> named;
     for (const auto& [name, tensor] : *tensors_) named.emplace_back(name, &tensor);
-    ASSERT_THAT(safetensors::WriteFile(TempPath("want.safetensors"), named), IsOk());
+    ASSERT_THAT(safetensors::WriteFile(testing::TestPath("want.safetensors"), named), IsOk());
   }
   static void TearDownTestSuite() { delete tensors_; }
 
   void SetUp() override {
-    source_ =
-        std::make_unique<RecordingSource>(*safetensors::Reader::Open(TempPath("want.safetensors")));
+    source_ = std::make_unique<RecordingSource>(
+        *safetensors::Reader::Open(testing::TestPath("want.safetensors")));
     staging_.resize(kStaging);
   }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "testing/status_matchers.h"
+#include "testing/test_dir.h"
 
 namespace shardkit::io {
 namespace {
@@ -27,13 +28,6 @@ namespace {
 using ::shardkit::testing::IsOk;
 using ::shardkit::testing::StatusIs;
 using ::testing::HasSubstr;
-
-std::string TempDir(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir ? dir : ".") + "/" + name;
-  std::filesystem::create_directories(path);
-  return path;
-}
 
 // A forked child that acquires the lock on `dir`, reports whether it got it, and then holds it
 // until it is killed or this process closes the pipe it waits on (also when this process dies).
@@ -90,7 +84,7 @@ class LockHolder {
 };
 
 TEST(DirectoryLockTest, AnotherProcessHoldsItUntilItIsKilled) {
-  const std::string dir = TempDir("held");
+  const std::string dir = testing::FreshTestDir("held");
   LockHolder holder(dir);
   ASSERT_TRUE(holder.locked());
   const std::string held_by_other = dir +
@@ -107,7 +101,7 @@ TEST(DirectoryLockTest, AnotherProcessHoldsItUntilItIsKilled) {
 }
 
 TEST(DirectoryLockTest, TwoAcquiresInOneProcessConflict) {
-  const std::string dir = TempDir("twice");
+  const std::string dir = testing::FreshTestDir("twice");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(DirectoryLock first, DirectoryLock::Acquire(dir));
   // flock locks belong to the open file description: a second open of the file conflicts.
   EXPECT_THAT(DirectoryLock::Acquire(dir),
@@ -121,7 +115,7 @@ TEST(DirectoryLockTest, TwoAcquiresInOneProcessConflict) {
 }
 
 TEST(DirectoryLockTest, TheLockFileExistsOnlyWhileHeld) {
-  const std::string dir = TempDir("removed");
+  const std::string dir = testing::FreshTestDir("removed");
   const std::string path = dir + "/" + kLockFileName;
   {
     SHARDKIT_ASSERT_OK_AND_ASSIGN(DirectoryLock lock, DirectoryLock::Acquire(dir));
@@ -151,7 +145,7 @@ struct Tally {
 // one's open and flock and another's unlink and close. Never two holders at once, and each gets
 // its turns (a deadline only guards against a livelock).
 TEST(DirectoryLockTest, RemovalNeverLetsTwoProcessesHoldTheLock) {
-  const std::string dir = TempDir("hammered");
+  const std::string dir = testing::FreshTestDir("hammered");
   void* memory =
       ::mmap(nullptr, sizeof(Tally), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(memory, MAP_FAILED);
@@ -195,7 +189,7 @@ TEST(DirectoryLockTest, RemovalNeverLetsTwoProcessesHoldTheLock) {
 }
 
 TEST(DirectoryLockTest, MissingDirectoryNamesTheLockFile) {
-  EXPECT_THAT(DirectoryLock::Acquire(TempDir("parent") + "/missing"),
+  EXPECT_THAT(DirectoryLock::Acquire(testing::FreshTestDir("parent") + "/missing"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("missing/.shardkit.lock: cannot open the lock file: No such")));
 }

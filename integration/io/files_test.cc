@@ -10,6 +10,7 @@
 #include <string>
 
 #include "testing/status_matchers.h"
+#include "testing/test_dir.h"
 
 namespace shardkit::io {
 namespace {
@@ -22,25 +23,20 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : ".") + "/" + name;
-}
-
 bool Exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
 }
 
 TEST(FilesTest, WritesAtomicallyAndReadsBack) {
-  const std::string path = TempPath("a.txt");
+  const std::string path = testing::TestPath("a.txt");
   ASSERT_THAT(WriteFileAtomically(path, "first"), IsOk());
   ASSERT_THAT(WriteFileAtomically(path, std::string("sec\0ond", 7)), IsOk());
   EXPECT_THAT(ReadWholeFile(path), IsOkAndHolds(std::string("sec\0ond", 7)));
 }
 
 TEST(FilesTest, UncommittedFileLeavesNothing) {
-  const std::string path = TempPath("uncommitted.bin");
+  const std::string path = testing::TestPath("uncommitted.bin");
   {
     SHARDKIT_ASSERT_OK_AND_ASSIGN(AtomicFile file, AtomicFile::Create(path));
     ASSERT_THAT(file.Write("xyz", 3), IsOk());
@@ -62,7 +58,7 @@ bool NoTemporaryLeft(const std::string& path) {
 }
 
 TEST(FilesTest, CommitLeavesNoTemporaryFile) {
-  const std::string path = TempPath("committed.bin");
+  const std::string path = testing::TestPath("committed.bin");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(AtomicFile file, AtomicFile::Create(path));
   ASSERT_THAT(file.Write("abc", 3), IsOk());
   EXPECT_FALSE(NoTemporaryLeft(path));  // the check sees the temporary while it exists
@@ -74,7 +70,7 @@ TEST(FilesTest, CommitLeavesNoTemporaryFile) {
 // Something other than a regular file put at the path while the file was written is not
 // replaced: Commit re-checks just before its rename, and removes its temporary file.
 TEST(FilesTest, CommitLeavesWhatIsNoLongerARegularFile) {
-  const std::string fifo = TempPath("became-a-fifo");
+  const std::string fifo = testing::TestPath("became-a-fifo");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(AtomicFile file, AtomicFile::Create(fifo));
   ASSERT_THAT(file.Write("abc", 3), IsOk());
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
@@ -85,7 +81,7 @@ TEST(FilesTest, CommitLeavesWhatIsNoLongerARegularFile) {
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
   EXPECT_TRUE(NoTemporaryLeft(fifo));
 
-  const std::string link = TempPath("became-a-link");
+  const std::string link = testing::TestPath("became-a-link");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(AtomicFile second, AtomicFile::Create(link));
   ASSERT_EQ(::symlink("elsewhere", link.c_str()), 0);
   EXPECT_THAT(second.Commit(),
@@ -95,7 +91,7 @@ TEST(FilesTest, CommitLeavesWhatIsNoLongerARegularFile) {
 }
 
 TEST(FilesTest, WriteAtInAnyOrderAndResizeGiveTheExactBytes) {
-  const std::string path = TempPath("ranges.bin");
+  const std::string path = testing::TestPath("ranges.bin");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(AtomicFile file, AtomicFile::Create(path));
   ASSERT_THAT(file.Resize(12), IsOk());  // sized first: the last two bytes stay zero
   ASSERT_THAT(file.WriteAt(6, "ghij", 4), IsOk());
@@ -114,7 +110,7 @@ TEST(FilesTest, WriteAtInAnyOrderAndResizeGiveTheExactBytes) {
 }
 
 TEST(FilesTest, WriteAtAndResizeErrorsNameTheTemporaryFile) {
-  const std::string path = TempPath("bad-offset.bin");
+  const std::string path = testing::TestPath("bad-offset.bin");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(AtomicFile file, AtomicFile::Create(path));
   const uint64_t too_far = ~uint64_t{0} - 1;  // beyond any file: the OS rejects it
   EXPECT_THAT(file.WriteAt(too_far, "x", 1),
@@ -125,21 +121,22 @@ TEST(FilesTest, WriteAtAndResizeErrorsNameTheTemporaryFile) {
 }
 
 TEST(FilesTest, SyncDirectory) {
-  EXPECT_THAT(SyncDirectory(TempPath("")), IsOk());
-  EXPECT_THAT(SyncDirectory(TempPath("no-such-dir")),
+  EXPECT_THAT(SyncDirectory(testing::TestPath("")), IsOk());
+  EXPECT_THAT(SyncDirectory(testing::TestPath("no-such-dir")),
               StatusIs(absl::StatusCode::kUnavailable,
                        HasSubstr("no-such-dir: cannot open to sync: No such file")));
-  const std::string regular = TempPath("not-a-dir");
+  const std::string regular = testing::TestPath("not-a-dir");
   ASSERT_THAT(WriteFileAtomically(regular, "x"), IsOk());
   EXPECT_THAT(SyncDirectory(regular),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("Not a directory")));
 }
 
 TEST(FilesTest, ErrorsNameThePath) {
-  EXPECT_THAT(ReadWholeFile(TempPath("missing")),
+  EXPECT_THAT(ReadWholeFile(testing::TestPath("missing")),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("missing: no such file")));
-  EXPECT_THAT(ReadWholeFile(TempPath("")), StatusIs(absl::StatusCode::kInvalidArgument, _));
-  const std::string regular = TempPath("regular");
+  EXPECT_THAT(ReadWholeFile(testing::TestPath("")),
+              StatusIs(absl::StatusCode::kInvalidArgument, _));
+  const std::string regular = testing::TestPath("regular");
   ASSERT_THAT(WriteFileAtomically(regular, "x"), IsOk());
   EXPECT_THAT(WriteFileAtomically(regular + "/below", "y"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Not a directory")));
@@ -156,7 +153,7 @@ pid_t GonePid() {
 }
 
 TEST(FilesTest, CreatedDirectoriesRemovesOnlyWhatItCreatedAndOnlyIfEmpty) {
-  const std::string top = TempPath("made");
+  const std::string top = testing::TestPath("made");
   ASSERT_THAT(MakeDirectories(top), IsOk());
   absl::StatusOr<CreatedDirectories> made = CreatedDirectories::Make(top + "/a/b/c/");
   ASSERT_THAT(made, IsOk());
@@ -207,7 +204,7 @@ TEST(FilesTest, TemporaryNames) {
 }
 
 TEST(FilesTest, RemoveDeadTemporariesLeavesRunningProcessesAndOtherKinds) {
-  const std::string dir = TempPath("dead-temps");
+  const std::string dir = testing::TestPath("dead-temps");
   ASSERT_THAT(MakeDirectories(dir), IsOk());
   const std::string gone = std::to_string(GonePid()), live = std::to_string(::getpid());
   for (const std::string& name : {"out.bin.tmp." + gone, "out.bin.tmp." + live,

@@ -14,17 +14,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "integration/io/files.h"
+#include "testing/test_dir.h"
 
 namespace shardkit::io {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : ".") + "/" + name;
-}
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -63,7 +59,7 @@ Ended RunInterrupted(Body body) {
 }
 
 TEST(InterruptTest, RemovesTemporaryFilesReportsAndDiesOfTheSignal) {
-  const std::string dir = TempPath("interrupt-a");
+  const std::string dir = testing::TestPath("interrupt-a");
   ASSERT_TRUE(MakeDirectories(dir).ok());
   const Ended ended = RunInterrupted([&] {
     absl::StatusOr<AtomicFile> file = AtomicFile::Create(dir + "/out.bin");
@@ -86,7 +82,7 @@ TEST(InterruptTest, RemovesTemporaryFilesReportsAndDiesOfTheSignal) {
 }
 
 TEST(InterruptTest, RemovesCreatedDirectoriesOutputsAndProbes) {
-  const std::string top = TempPath("interrupt-b");
+  const std::string top = testing::TestPath("interrupt-b");
   const Ended ended = RunInterrupted([&] {
     absl::StatusOr<CreatedDirectories> made = CreatedDirectories::Make(top + "/x/y");
     if (!made.ok()) ::_exit(98);
@@ -107,7 +103,7 @@ TEST(InterruptTest, RemovesCreatedDirectoriesOutputsAndProbes) {
             "which this run had created, is removed\n");
   EXPECT_FALSE(Exists(top + "/x"));
 
-  const std::string probe = TempPath("interrupt-probe");
+  const std::string probe = testing::TestPath("interrupt-probe");
   ASSERT_TRUE(WriteFileAtomically(probe, "").ok());
   const Ended probed = RunInterrupted([&] {
     ScopedInterruptReport report;
@@ -122,7 +118,7 @@ TEST(InterruptTest, RemovesCreatedDirectoriesOutputsAndProbes) {
 }
 
 TEST(InterruptTest, NoReportNoLineAndReleasedPathsStay) {
-  const std::string path = TempPath("interrupt-released");
+  const std::string path = testing::TestPath("interrupt-released");
   const Ended ended = RunInterrupted([&] {
     {
       ScopedInterruptReport report;  // gone: no line

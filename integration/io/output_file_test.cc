@@ -17,6 +17,7 @@
 #include <string>
 
 #include "testing/status_matchers.h"
+#include "testing/test_dir.h"
 
 namespace shardkit::io {
 namespace {
@@ -25,11 +26,6 @@ namespace fs = std::filesystem;
 using ::shardkit::testing::IsOk;
 using ::shardkit::testing::StatusIs;
 using ::testing::HasSubstr;
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : ".") + "/output_file/" + name;
-}
 
 void Write(const std::string& path, const std::string& bytes) {
   fs::create_directories(fs::path(path).parent_path());
@@ -50,12 +46,13 @@ OutputRules ReadingFrom(const std::string& dir) {
 }
 
 TEST(CheckOutputFileTest, NothingThereIsFine) {
-  EXPECT_THAT(CheckOutputFile(TempPath("absent.safetensors")), IsOk());
-  EXPECT_THAT(CheckOutputFile(TempPath("no/such/dir/x.safetensors")), IsOk());  // Create says
+  EXPECT_THAT(CheckOutputFile(testing::TestPath("output_file/absent.safetensors")), IsOk());
+  EXPECT_THAT(CheckOutputFile(testing::TestPath("output_file/no/such/dir/x.safetensors")),
+              IsOk());  // Create says
 }
 
 TEST(CheckOutputFileTest, InsideTheInputIsRefusedHoweverItIsSpelled) {
-  const std::string dir = TempPath("shards");
+  const std::string dir = testing::TestPath("output_file/shards");
   Write(dir + "/index.json", "{}");
   Write(dir + "/rank-00000.safetensors", Safetensors(kTensor, "ab"));
   const std::string inside =
@@ -68,14 +65,16 @@ TEST(CheckOutputFileTest, InsideTheInputIsRefusedHoweverItIsSpelled) {
         StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("the output file " + out + inside)))
         << out;
   }
-  const std::string link = TempPath("link-to-shards");
+  const std::string link = testing::TestPath("output_file/link-to-shards");
   fs::create_directory_symlink(dir, link);
   EXPECT_THAT(CheckOutputFile(link + "/index.json", ReadingFrom(dir)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(inside)));
   EXPECT_THAT(CheckOutputFile(dir + "/index.json", ReadingFrom(link)),  // the input linked
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(" is inside ")));
   // A sibling whose name begins with the input's is outside it.
-  EXPECT_THAT(CheckOutputFile(TempPath("shards-gathered.safetensors"), ReadingFrom(dir)), IsOk());
+  EXPECT_THAT(CheckOutputFile(testing::TestPath("output_file/shards-gathered.safetensors"),
+                              ReadingFrom(dir)),
+              IsOk());
   EXPECT_THAT(CheckOutputFile(dir, ReadingFrom(dir)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr(dir + " is the shard directory it would be read from (" + dir +
@@ -83,17 +82,20 @@ TEST(CheckOutputFileTest, InsideTheInputIsRefusedHoweverItIsSpelled) {
 }
 
 TEST(CheckOutputFileTest, TheInputFileItself) {
-  const std::string in = TempPath("in.safetensors");
+  const std::string in = testing::TestPath("output_file/in.safetensors");
   Write(in, Safetensors(kTensor, "ab"));
   const OutputRules rules{.keep_out_of = {{in, "the checkpoint it would be read from"}}};
-  EXPECT_THAT(CheckOutputFile(TempPath("../output_file/in.safetensors"), rules),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("is the checkpoint it would be read from (" + in + ")")));
-  EXPECT_THAT(CheckOutputFile(TempPath("trained.safetensors"), rules), IsOk());
+  EXPECT_THAT(
+      CheckOutputFile(testing::TestPath("output_file/../output_file/in.safetensors"), rules),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("is the checkpoint it would be read from (" + in + ")")));
+  EXPECT_THAT(CheckOutputFile(testing::TestPath("output_file/trained.safetensors"), rules), IsOk());
 }
 
 TEST(CheckOutputFileTest, ADirectoryPathIsRefused) {
-  for (const std::string& out : {TempPath("x/"), TempPath("."), TempPath("x/..")}) {
+  for (const std::string& out :
+       {testing::TestPath("output_file/x/"), testing::TestPath("output_file/."),
+        testing::TestPath("output_file/x/..")}) {
     EXPECT_THAT(CheckOutputFile(out),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(" names a directory")))
         << out;
@@ -101,23 +103,23 @@ TEST(CheckOutputFileTest, ADirectoryPathIsRefused) {
 }
 
 TEST(CheckOutputFileTest, LinksAndSpecialFilesAreRefused) {
-  const std::string target = TempPath("target.safetensors");
+  const std::string target = testing::TestPath("output_file/target.safetensors");
   Write(target, Safetensors(kTensor, "ab"));
-  const std::string link = TempPath("link.safetensors");
+  const std::string link = testing::TestPath("output_file/link.safetensors");
   fs::create_symlink(target, link);  // even a link to a safetensors file
   EXPECT_THAT(CheckOutputFile(link),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("the output file " + link + " is a symbolic link")));
-  const std::string dangling = TempPath("dangling.safetensors");
-  fs::create_symlink(TempPath("nothing"), dangling);
+  const std::string dangling = testing::TestPath("output_file/dangling.safetensors");
+  fs::create_symlink(testing::TestPath("output_file/nothing"), dangling);
   EXPECT_THAT(CheckOutputFile(dangling),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is a symbolic link")));
-  const std::string dir = TempPath("a-dir");
+  const std::string dir = testing::TestPath("output_file/a-dir");
   fs::create_directories(dir);
   EXPECT_THAT(CheckOutputFile(dir), StatusIs(absl::StatusCode::kInvalidArgument,
                                              HasSubstr(dir + " exists and is a directory, not a "
                                                              "regular file: refusing to replace")));
-  const std::string fifo = TempPath("a-fifo");
+  const std::string fifo = testing::TestPath("output_file/a-fifo");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
   EXPECT_THAT(CheckOutputFile(fifo),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exists and is a fifo")));
@@ -126,7 +128,7 @@ TEST(CheckOutputFileTest, LinksAndSpecialFilesAreRefused) {
 }
 
 TEST(CheckOutputFileTest, ACharacterDeviceIsRefused) {
-  const std::string node = TempPath("null-copy");
+  const std::string node = testing::TestPath("output_file/null-copy");
   if (::mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
     GTEST_SKIP() << "mknod: " << std::strerror(errno) << " (root, outside a sandbox, may)";
   }
@@ -137,10 +139,10 @@ TEST(CheckOutputFileTest, ACharacterDeviceIsRefused) {
 }
 
 TEST(CheckOutputFileTest, OnlyASafetensorsFileIsReplaced) {
-  const std::string good = TempPath("good.safetensors");
+  const std::string good = testing::TestPath("output_file/good.safetensors");
   Write(good, Safetensors(kTensor, "ab"));
   EXPECT_THAT(CheckOutputFile(good), IsOk());
-  const std::string empty_header = TempPath("empty-header.safetensors");
+  const std::string empty_header = testing::TestPath("output_file/empty-header.safetensors");
   Write(empty_header, Safetensors("{}  "));
   EXPECT_THAT(CheckOutputFile(empty_header), IsOk());
   const struct {
@@ -157,7 +159,7 @@ TEST(CheckOutputFileTest, OnlyASafetensorsFileIsReplaced) {
       {"zero-length", Safetensors(""), "its header is not a JSON object"},
   };
   for (const auto& file : bad) {
-    const std::string path = TempPath(file.name);
+    const std::string path = testing::TestPath(std::string("output_file/") + file.name);
     Write(path, file.bytes);
     EXPECT_THAT(CheckOutputFile(path), StatusIs(absl::StatusCode::kInvalidArgument,
                                                 HasSubstr("the output file " + path +
@@ -169,7 +171,7 @@ TEST(CheckOutputFileTest, OnlyASafetensorsFileIsReplaced) {
         << file.name;
   }
   // A length beyond the format's limit is not read, however large the file claims to be.
-  const std::string huge = TempPath("huge-length");
+  const std::string huge = testing::TestPath("output_file/huge-length");
   std::string bytes = Safetensors("{}");
   const uint64_t length = kMaxSafetensorsHeaderBytes + 1;
   for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((length >> (8 * i)) & 0xff);
@@ -184,20 +186,20 @@ TEST(CheckOutputFileTest, TextOutputsReplaceOnlyAnEarlierOne) {
                           .existing = ExistingOutput::kText,
                           .text_signature = "shardkit demo: ",
                           .text_kind = "an earlier summary"};
-  const std::string earlier = TempPath("summary.txt");
+  const std::string earlier = testing::TestPath("output_file/summary.txt");
   Write(earlier, "shardkit demo: 12 parameters\n");
   EXPECT_THAT(CheckOutputFile(earlier, rules), IsOk());
-  const std::string empty = TempPath("mktemp-like");
+  const std::string empty = testing::TestPath("output_file/mktemp-like");
   Write(empty, "");
   EXPECT_THAT(CheckOutputFile(empty, rules), IsOk());
-  const std::string other = TempPath("thesis.tex");
+  const std::string other = testing::TestPath("output_file/thesis.tex");
   Write(other, "shardkit");  // shorter than the signature
   EXPECT_THAT(CheckOutputFile(other, rules),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("--summary " + other +
                                  " exists and is not an earlier summary "
                                  "(it is not empty and does not begin with \"shardkit demo: \")")));
-  const std::string checkpoint = TempPath("model.safetensors");
+  const std::string checkpoint = testing::TestPath("output_file/model.safetensors");
   Write(checkpoint, Safetensors(kTensor, "ab"));
   EXPECT_THAT(CheckOutputFile(checkpoint, rules),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not an earlier summary")));

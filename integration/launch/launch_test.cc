@@ -17,6 +17,7 @@
 #include "integration/launch/line_prefixer.h"
 #include "integration/launch/rank_processes.h"
 #include "testing/status_matchers.h"
+#include "testing/test_dir.h"
 
 namespace shardkit::launch {
 namespace {
@@ -176,7 +177,7 @@ struct Captured {
 Captured RunScript(int nproc, const std::string& script, absl::Duration grace,
                    bool prefix_stdout = true, const std::string& error_prefix = "") {
   static int counter = 0;
-  const std::string base = absl::StrCat(std::getenv("TEST_TMPDIR"), "/run", ++counter);
+  const std::string base = testing::TestPath(absl::StrCat("run", ++counter));
   int out_fd = ::open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   int err_fd = ::open((base + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   RunOptions options;
@@ -269,7 +270,7 @@ TEST(RunRankProcessesTest, NoRankOrWatcherOutlivesTheRun) {
 }
 
 TEST(RunRankProcessesTest, BackgroundChildrenDoNotOutliveTheirRank) {
-  const std::string pidfile = absl::StrCat(std::getenv("TEST_TMPDIR"), "/bg.pid");
+  const std::string pidfile = testing::TestPath("bg.pid");
   Captured run = RunScript(1, "sleep 60 & echo $! > " + pidfile + "; exit 0", absl::Seconds(1));
   EXPECT_EQ(LaunchExitCode(run.outcome), 0);
   EXPECT_LT(run.took, absl::Seconds(5));

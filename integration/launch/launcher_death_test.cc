@@ -22,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "testing/test_dir.h"
 
 extern char** environ;
 
@@ -112,7 +113,7 @@ pid_t StartLauncher(const std::string& pidfile) {
 }
 
 TEST(LauncherDeathTest, SigkilledLauncherTakesEveryRankProcessWithIt) {
-  const std::string pidfile = absl::StrCat(std::getenv("TEST_TMPDIR"), "/rank_pids");
+  const std::string pidfile = testing::TestPath("rank_pids");
   KillOnExit kill_on_exit(pidfile);
   const pid_t launcher = StartLauncher(pidfile);
   ASSERT_GT(launcher, 0) << "cannot start the shardkit binary";

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "specs/fingerprint.h"
 #include "testing/status_matchers.h"
+#include "testing/test_dir.h"
 
 namespace shardkit::safetensors {
 namespace {
@@ -20,15 +21,10 @@ using ::testing::_;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : ".") + "/" + name;
-}
-
 // Writes a raw file: 8-byte length, `header`, `data_bytes` zero bytes.
 std::string WriteRaw(const std::string& name, const std::string& header, size_t data_bytes,
                      uint64_t length_override = 0) {
-  std::string path = TempPath(name);
+  std::string path = testing::TestPath(name);
   std::ofstream out(path, std::ios::binary);
   uint64_t length = length_override ? length_override : header.size();
   for (int i = 0; i < 8; ++i) out.put(static_cast<char>(length >> (8 * i)));
@@ -58,7 +54,7 @@ TEST(SafetensorsTest, RoundTripsEveryDTypeZeroSizeAndViews) {
   for (size_t k = 0; k < owned.size(); ++k) {
     tensors.emplace_back("t" + std::to_string(k), &owned[k]);
   }
-  const std::string path = TempPath("roundtrip.safetensors");
+  const std::string path = testing::TestPath("roundtrip.safetensors");
   ASSERT_THAT(WriteFile(path, tensors, {{"format", "pt"}}), IsOk());
   SHARDKIT_ASSERT_OK_AND_ASSIGN(Reader reader, Reader::Open(path));
   EXPECT_EQ(reader.header().metadata.at("format"), "pt");
@@ -87,9 +83,9 @@ TEST(SafetensorsTest, WriteErrors) {
   SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor t, Tensor::Zeros({2}, DType::kInt8));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor meta, Tensor::Meta({2}, DType::kInt8));
   EXPECT_THAT(
-      WriteFile(TempPath("dup.safetensors"), {{"a", &t}, {"a", &t}}),
+      WriteFile(testing::TestPath("dup.safetensors"), {{"a", &t}, {"a", &t}}),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("duplicate tensor name \"a\"")));
-  EXPECT_THAT(WriteFile(TempPath("meta.safetensors"), {{"m", &meta}}),
+  EXPECT_THAT(WriteFile(testing::TestPath("meta.safetensors"), {{"m", &meta}}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("meta")));
   // As root, a path below a regular file is the reliable "cannot be written" (ENOTDIR).
   const std::string file = WriteRaw("plainfile", "{}", 0);
@@ -100,7 +96,7 @@ TEST(SafetensorsTest, WriteErrors) {
 TEST(SafetensorsTest, WriterStreamsInNameOrder) {
   SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor a, Tensor::Arange({2, 3}, DType::kInt16));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor b, Tensor::Arange({4}, DType::kFloat64, 7));
-  const std::string path = TempPath("streamed.safetensors");
+  const std::string path = testing::TestPath("streamed.safetensors");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(Writer writer,
                                 Writer::Create(path, {{"b", DType::kFloat64, {4}, 0, 0},
                                                       {"a", DType::kInt16, {2, 3}, 0, 0}}));
@@ -117,9 +113,9 @@ TEST(SafetensorsTest, WriterStreamsInNameOrder) {
   EXPECT_EQ(std::memcmp(read.data(), b.data(), 32), 0);
   {
     SHARDKIT_ASSERT_OK_AND_ASSIGN(Writer abandoned,
-                                  Writer::Create(TempPath("abandoned.safetensors"), {}));
+                                  Writer::Create(testing::TestPath("abandoned.safetensors"), {}));
   }
-  EXPECT_THAT(Reader::Open(TempPath("abandoned.safetensors")),
+  EXPECT_THAT(Reader::Open(testing::TestPath("abandoned.safetensors")),
               StatusIs(absl::StatusCode::kNotFound, _));
 }
 
@@ -140,7 +136,7 @@ TEST(SafetensorsTest, IdentityAndChangesAfterOpening) {
                                 Reader::Open(WriteRaw("identity2.safetensors", other_header, 8)));
   EXPECT_NE(other.identity().header_digest, reader.identity().header_digest);
   // Replaced by a file of the same size: the file at the path is another one.
-  ASSERT_EQ(std::rename(TempPath("identity2.safetensors").c_str(), path.c_str()), 0);
+  ASSERT_EQ(std::rename(testing::TestPath("identity2.safetensors").c_str(), path.c_str()), 0);
   EXPECT_THAT(reader.CheckUnchanged(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("was replaced while open")));
   EXPECT_THAT(other.CheckUnchanged(),
@@ -159,7 +155,7 @@ TEST(SafetensorsTest, IdentityAndChangesAfterOpening) {
 }
 
 TEST(SafetensorsTest, MissingFileIsNotFound) {
-  EXPECT_THAT(Reader::Open(TempPath("absent.safetensors")),
+  EXPECT_THAT(Reader::Open(testing::TestPath("absent.safetensors")),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("no such file")));
 }
 
@@ -245,13 +241,13 @@ TEST(SafetensorsTest, RejectsTruncatedFiles) {
 }
 
 TEST(SafetensorsTest, SaysWhenAFileIsNotSafetensorsAtAll) {
-  const std::string text = TempPath("notes.txt");
+  const std::string text = testing::TestPath("notes.txt");
   std::ofstream(text) << "plain text, long enough to look like a header length\n";
   EXPECT_THAT(Reader::Open(text),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("notes.txt: not a safetensors file (its 8-byte header length is "
                                  "followed by byte 0x78, not the '{'")));
-  const std::string tiny = TempPath("tiny.safetensors");
+  const std::string tiny = testing::TestPath("tiny.safetensors");
   std::ofstream(tiny) << "abc";
   EXPECT_THAT(Reader::Open(tiny), StatusIs(absl::StatusCode::kInvalidArgument,
                                            HasSubstr("not a safetensors file (3 bytes; the "
@@ -277,7 +273,7 @@ TEST(SafetensorsTest, RejectsAHeaderAboveTheLimitInALargeEnoughFile) {
 
 TEST(SafetensorsTest, ReadsPartialRanges) {
   SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor t, Tensor::Arange({16}, DType::kUInt8));
-  const std::string path = TempPath("partial.safetensors");
+  const std::string path = testing::TestPath("partial.safetensors");
   ASSERT_THAT(WriteFile(path, {{"w", &t}}), IsOk());
   SHARDKIT_ASSERT_OK_AND_ASSIGN(Reader reader, Reader::Open(path));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(const TensorInfo* info, reader.Find("w"));

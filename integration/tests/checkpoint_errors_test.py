@@ -12,18 +12,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import (BIN, TMP, check, finish, first_lines_per_rank, run,
-                                write_safetensors)
-
-
-def path(name):
-    return os.path.join(TMP, name)
-
-
-def write_json(name, value):
-    with open(path(name), "w") as f:
-        f.write(value if isinstance(value, str) else json.dumps(value))
-    return path(name)
+from checkpoint_testlib import (BIN, check, finish, first_lines_per_rank, run,  # noqa: E402
+                                tmp_path, write_json, write_safetensors)
 
 
 def expect(label, r, code, text):
@@ -33,12 +23,12 @@ def expect(label, r, code, text):
     check(r.stdout == "", f"{label}: stdout {r.stdout!r}")
 
 
-CK = path("model.safetensors")
+CK = tmp_path("model.safetensors")
 PLAN = {"rules": [{"match": "w", "spec": {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}}]}
 
 
 def shard_args(plan, ck=CK, out=None):
-    return ["shard", "--plan", plan, "--checkpoint", ck, "--out", out or path("out")]
+    return ["shard", "--plan", plan, "--checkpoint", ck, "--out", out or tmp_path("out")]
 
 
 def bad_checkpoints(plan):
@@ -48,19 +38,20 @@ def bad_checkpoints(plan):
             ("malformed header", (9).to_bytes(8, "little") + b"{not json", "not valid JSON"),
             ("truncated", good[:-3], "truncated"),
             ("short", b"\x01\x02", "not a safetensors file")):
-        with open(path("bad.safetensors"), "wb") as f:
+        with open(tmp_path("bad.safetensors"), "wb") as f:
             f.write(blob)
-        expect(label, run(shard_args(plan, path("bad.safetensors"))), 2, text)
-    with open(path("f4.safetensors"), "wb") as f:  # 3 four-bit elements: not whole bytes
+        expect(label, run(shard_args(plan, tmp_path("bad.safetensors"))), 2, text)
+    with open(tmp_path("f4.safetensors"), "wb") as f:  # 3 four-bit elements: not whole bytes
         header = b'{"w":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}}'
         f.write(len(header).to_bytes(8, "little") + header + b"\0\0")
-    expect("F4 odd bits", run(shard_args(plan, path("f4.safetensors"))), 2,
+    expect("F4 odd bits", run(shard_args(plan, tmp_path("f4.safetensors"))), 2,
            "12 bits, not a whole number of bytes")
-    expect("missing checkpoint", run(shard_args(plan, path("nope.safetensors"))), 2, "no such file")
+    expect("missing checkpoint", run(shard_args(plan, tmp_path("nope.safetensors"))), 2,
+           "no such file")
     # Only the source reads the checkpoint; the other ranks fail with the same message.
-    with open(path("bad.safetensors"), "wb") as f:
+    with open(tmp_path("bad.safetensors"), "wb") as f:
         f.write((9).to_bytes(8, "little") + b"{not json")
-    r = run(shard_args(plan, path("bad.safetensors")) + ["--nproc", "2"])
+    r = run(shard_args(plan, tmp_path("bad.safetensors")) + ["--nproc", "2"])
     firsts = first_lines_per_rank(r.stderr, 2)
     check(r.returncode == 2 and len(set(firsts.values())) == 1 and len(firsts) == 2 and
           "not valid JSON" in firsts[1], f"bad checkpoint on 2 ranks: {r.returncode} {r.stderr}")
@@ -73,12 +64,12 @@ def bad_plans_and_flags(plan):
     dim = write_json("dim_plan.json", {"rules": [{"match": "w", "spec": {
         "type": "chunk", "dim": 3, "placements": ["rank:0"]}}]})
     expect("dim out of range", run(shard_args(dim)), 2, 'parameter "w"')
-    expect("missing plan", run(shard_args(path("none.json"))), 2, "no such file")
+    expect("missing plan", run(shard_args(tmp_path("none.json"))), 2, "no such file")
     expect("--src-rank outside", run(shard_args(plan) + ["--src-rank", "2", "--nproc", "2"]), 2,
            "src_rank 2 is outside the world of 2 ranks")
     far = write_json("far_plan.json", dict(PLAN, src_rank=1))
     expect("plan src_rank outside", run(shard_args(far)), 2, "src_rank 1 is outside the world")
-    expect("missing --plan", run(["shard", "--checkpoint", CK, "--out", path("o")]), 2, "--plan")
+    expect("missing --plan", run(["shard", "--checkpoint", CK, "--out", tmp_path("o")]), 2, "--plan")
     expect("bad strategy", run(shard_args(plan) + ["--strategy", "gossip"]), 2, "gossip")
     expect("--nproc under a launcher",
            run(shard_args(plan) + ["--nproc", "2"], env=dict(os.environ, SHARDKIT_RANK="0")), 2,
@@ -88,24 +79,25 @@ def bad_plans_and_flags(plan):
 
 
 def bad_output_dirs(plan):
-    with open(path("regular"), "w") as f:
+    with open(tmp_path("regular"), "w") as f:
         f.write("x")
-    expect("out below a file", run(shard_args(plan, out=path("regular/out"))), 2, "Not a directory")
-    os.makedirs(path("foreign"), exist_ok=True)
-    with open(path("foreign/notes.txt"), "w") as f:
+    expect("out below a file", run(shard_args(plan, out=tmp_path("regular/out"))), 2,
+           "Not a directory")
+    os.makedirs(tmp_path("foreign"), exist_ok=True)
+    with open(tmp_path("foreign/notes.txt"), "w") as f:
         f.write("keep me")
-    expect("foreign files", run(shard_args(plan, out=path("foreign"))), 2, "not shardkit output")
-    check(os.listdir(path("foreign")) == ["notes.txt"], "foreign dir was modified")
-    write_safetensors(path("hash.safetensors"), {"a#1": ("F32", [1], b"\0" * 4)})
-    r = run(shard_args(plan, path("hash.safetensors"), path("hash-out")) + ["--nproc", "2"])
+    expect("foreign files", run(shard_args(plan, out=tmp_path("foreign"))), 2, "not shardkit output")
+    check(os.listdir(tmp_path("foreign")) == ["notes.txt"], "foreign dir was modified")
+    write_safetensors(tmp_path("hash.safetensors"), {"a#1": ("F32", [1], b"\0" * 4)})
+    r = run(shard_args(plan, tmp_path("hash.safetensors"), tmp_path("hash-out")) + ["--nproc", "2"])
     firsts = first_lines_per_rank(r.stderr, 2)
     check(r.returncode == 2 and len(firsts) == 2 and len(set(firsts.values())) == 1 and
           "must not contain '#'" in firsts[0], f"'#' in a name: {r.returncode} {r.stderr}")
-    check(not os.path.exists(path("hash-out/index.json")), "'#' run left index.json")
+    check(not os.path.exists(tmp_path("hash-out/index.json")), "'#' run left index.json")
 
 
 def locked_output_dir(plan):
-    out = path("locked-out")
+    out = tmp_path("locked-out")
     lock_path = os.path.join(out, ".shardkit.lock")
     args = shard_args(plan, out=out) + ["--nproc", "3"]
     os.makedirs(out)
@@ -122,7 +114,7 @@ def locked_output_dir(plan):
     r = run(args)  # released when the file was closed; the file, left behind, is taken over
     check(r.returncode == 0, f"after the lock was released: exit {r.returncode}: {r.stderr}")
     check(not os.path.exists(lock_path), "the lock file was left behind by the run that held it")
-    gathered = path("locked-gathered.safetensors")
+    gathered = tmp_path("locked-gathered.safetensors")
     r = run(["gather", "--in", out, "--out", gathered])
     check(r.returncode == 0, f"gather of the once-locked dir: {r.stderr}")
     if r.returncode == 0:
@@ -151,7 +143,7 @@ def disagreeing_plans(plan):
             ("disagreeing plans", other, "", "rank 1"),
             ("invalid plan on one rank", invalid, "", "invalid JSON"),
             ("disagreeing memory budgets", plan, "--memory-mib 8", budgets)):
-        out = path(label.replace(" ", "-"))
+        out = tmp_path(label.replace(" ", "-"))
         r = run(launch_wrapper(rank1_plan, plan, out, rank1_flags=flags))
         firsts = first_lines_per_rank(r.stderr, 3)
         check(r.returncode == 2, f"{label}: launcher exit {r.returncode}: {r.stderr}")
@@ -163,7 +155,7 @@ def disagreeing_plans(plan):
 
 
 def killed_rank(plan):
-    fifo, pidfile, out = path("never.json"), path("rank1.pid"), path("killed-out")
+    fifo, pidfile, out = tmp_path("never.json"), tmp_path("rank1.pid"), tmp_path("killed-out")
     os.mkfifo(fifo)  # rank 1 blocks opening its plan, after joining the rendezvous
     launcher = subprocess.Popen([BIN] + launch_wrapper(fifo, plan, out, f'echo $$ > "{pidfile}";'),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -184,29 +176,31 @@ def killed_rank(plan):
 
 
 def bad_gather_and_inspect(plan):
-    out = path("good-out")
+    out = tmp_path("good-out")
     r = run(shard_args(plan, out=out) + ["--nproc", "2"])
     check(r.returncode == 0, f"good run: {r.stderr}")
-    expect("gather without index", run(["gather", "--in", path("foreign"), "--out", path("g")]), 2,
+    expect("gather without index",
+           run(["gather", "--in", tmp_path("foreign"), "--out", tmp_path("g")]), 2,
            "index.json: no such file")
-    expect("gather to a bad path", run(["gather", "--in", out, "--out", path("regular/g")]), 2,
+    expect("gather to a bad path", run(["gather", "--in", out, "--out", tmp_path("regular/g")]), 2,
            "Not a directory")
     with open(os.path.join(out, "index.json")) as f:
         index = f.read()
     write_json("good-out/index.json", index.replace('"sizes":[2]', '"sizes":[3]', 1))
-    expect("tampered index", run(["gather", "--in", out, "--out", path("g")]), 2,
+    expect("tampered index", run(["gather", "--in", out, "--out", tmp_path("g")]), 2,
            'parameters["w"].shards')
     write_json("good-out/index.json", index)
     write_safetensors(os.path.join(out, "rank-00001.safetensors"), {"w": ("F32", [3], b"\0" * 12)})
-    expect("wrong shard shape", run(["gather", "--in", out, "--out", path("g")]), 2, "F32[3]")
+    expect("wrong shard shape", run(["gather", "--in", out, "--out", tmp_path("g")]), 2, "F32[3]")
     write_safetensors(os.path.join(out, "rank-00001.safetensors"),
                       {"w": ("F32", [2], b"\0" * 8), "extra": ("I8", [1], b"\0")})
-    expect("unlisted tensor", run(["gather", "--in", out, "--out", path("g")]), 2, "not listed")
+    expect("unlisted tensor", run(["gather", "--in", out, "--out", tmp_path("g")]), 2, "not listed")
     os.remove(os.path.join(out, "rank-00001.safetensors"))
-    expect("missing rank file", run(["gather", "--in", out, "--out", path("g")]), 2, "no such file")
-    check(not os.path.exists(path("g")), "failed gathers left an output file")
-    expect("inspect missing", run(["inspect", path("nothing")]), 2, "no such file")
-    expect("inspect malformed", run(["inspect", path("bad.safetensors")]), 2, "not valid JSON")
+    expect("missing rank file", run(["gather", "--in", out, "--out", tmp_path("g")]), 2,
+           "no such file")
+    check(not os.path.exists(tmp_path("g")), "failed gathers left an output file")
+    expect("inspect missing", run(["inspect", tmp_path("nothing")]), 2, "no such file")
+    expect("inspect malformed", run(["inspect", tmp_path("bad.safetensors")]), 2, "not valid JSON")
     expect("inspect two paths", run(["inspect", CK, CK]), 2, "exactly one PATH")
 
 

@@ -1,5 +1,13 @@
-"""Helpers for the checkpoint command tests: safetensors files written and read in plain Python,
-N-d slicing of row-major bytes, and running the real `shardkit` binary."""
+"""Helpers for the end-to-end tests of the `shardkit` binary (integration/tests, integration/torch):
+checks and the test's result (passed, failed, skipped) as JUnit XML, safetensors files written and
+read in plain Python, N-d slicing of row-major bytes, running the real binary, rank processes
+watched from outside.
+
+A test calls check() for every assertion and ends with finish(NAME). A part that cannot run on this
+machine (no root, no PyPI client, mknod refused) calls skip(PART, REASON) and the test goes on; a
+test none of which can run calls skip_test(NAME, REASON), which exits 0. Bazel 4.2.3 has no skipped
+status, so the result goes to $XML_OUTPUT_FILE (Bazel keeps it as the test's test.xml):
+tools/test_summary.py counts a test whose every part skipped as skipped, not passed."""
 
 import json
 import os
@@ -9,6 +17,7 @@ import struct
 import subprocess
 import sys
 import time
+from xml.etree import ElementTree
 
 BIN = os.path.join(os.environ.get("TEST_SRCDIR", "."), "shardkit/integration/shardkit")
 TMP = os.environ.get("TEST_TMPDIR", ".")
@@ -17,6 +26,9 @@ ITEM_SIZE = {"F32": 4, "F64": 8, "F16": 2, "BF16": 2, "I8": 1, "U8": 1, "I16": 2
              "F8_E5M2": 1, "F8_E8M0": 1, "F8_E4M3FNUZ": 1, "F8_E5M2FNUZ": 1}
 
 failures = []
+checks = 0
+# The test's parts so far, for $XML_OUTPUT_FILE: (name, "passed" | "failed" | "skipped", message).
+cases = []
 
 
 def fail(message):
@@ -25,16 +37,69 @@ def fail(message):
 
 
 def check(condition, message):
+    global checks
+    checks += 1
     if not condition:
         fail(message)
     return condition
 
 
+def write_results():
+    """Writes `cases` to $XML_OUTPUT_FILE (where Bazel set it), one <testcase> each."""
+    path = os.environ.get("XML_OUTPUT_FILE")
+    if not path:
+        return
+    target = os.environ.get("TEST_TARGET", os.path.basename(sys.argv[0]))
+    suite = ElementTree.Element("testsuite", name=target, tests=str(len(cases)),
+                                failures=str(sum(kind == "failed" for _, kind, _ in cases)),
+                                skipped=str(sum(kind == "skipped" for _, kind, _ in cases)))
+    for name, kind, message in cases:
+        case = ElementTree.SubElement(suite, "testcase", name=name, classname=target)
+        if kind != "passed":
+            ElementTree.SubElement(case, "failure" if kind == "failed" else "skipped",
+                                   message=message)
+    root = ElementTree.Element("testsuites")
+    root.append(suite)
+    ElementTree.ElementTree(root).write(path, encoding="UTF-8", xml_declaration=True)
+
+
+def skip(part, reason):
+    """Records that `part` of this test did not run on this machine, and why; the test goes on."""
+    print(f"skipped: {part}: {reason}", flush=True)
+    cases.append((part, "skipped", reason))
+    write_results()
+
+
+def skip_test(name, reason):
+    """The whole test cannot run on this machine: says why, records it as skipped, exits 0."""
+    skip(name, reason)
+    sys.exit(0)
+
+
 def finish(name):
+    """Ends the checks of `name`: exit 1 if any failed, or if none ran (a test that asserted
+    nothing must not pass)."""
+    if not failures and checks == 0:
+        fail(f"{name}: no check ran")
+    cases.append((name, "failed" if failures else "passed",
+                  "; ".join(failures) if failures else f"{checks} checks"))
+    write_results()
     if failures:
         print(f"{len(failures)} {name} checks failed")
         sys.exit(1)
-    print(f"all {name} checks passed")
+    print(f"all {checks} {name} checks passed")
+
+
+def tmp_path(*parts):
+    """A path under this test's temporary directory ($TEST_TMPDIR)."""
+    return os.path.join(TMP, *parts)
+
+
+def write_json(name, value):
+    """Writes `value` (a str as it is, anything else as JSON) to tmp_path(name); returns the path."""
+    with open(tmp_path(name), "w") as f:
+        f.write(value if isinstance(value, str) else json.dumps(value))
+    return tmp_path(name)
 
 
 def numel(shape):
@@ -122,18 +187,30 @@ def run(args, timeout=60, **kwargs):
     return subprocess.run([BIN] + args, capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
-def rerun_with_clients(script, flag):
+def rerun_with_clients(script, flag, part):
     """Runs `script` again under SHARDKIT_TEST_PYTHON (the .venv with PyPI's safetensors, numpy
-    and huggingface_hub) with the environment variable `flag` set to 1: its exit status, or 0
-    after saying why it skipped when there is no such Python."""
+    and huggingface_hub) with the environment variable `flag` set to 1, its parts added to this
+    test's: its exit status. Without such a Python, `part` is recorded as skipped: 0."""
     python = os.environ.get("SHARDKIT_TEST_PYTHON")
     if not python or subprocess.run([python, "-c", "import safetensors, numpy, huggingface_hub"],
                                     capture_output=True).returncode != 0:
-        print("skipped: no SHARDKIT_TEST_PYTHON with safetensors, numpy and huggingface_hub "
-              "(run ./tools/test, which makes .venv with tools/setup --test-venv)")
+        skip(part, "no SHARDKIT_TEST_PYTHON with safetensors, numpy and huggingface_hub (run "
+             "./tools/test, which makes .venv with tools/setup --test-venv)")
         return 0
-    env = dict(os.environ, **{flag: "1"})
-    return subprocess.run([python, os.path.abspath(script)], env=env).returncode
+    results = os.path.join(TMP, f"{flag}.xml")
+    env = dict(os.environ, **{flag: "1", "XML_OUTPUT_FILE": results})
+    code = subprocess.run([python, os.path.abspath(script)], env=env).returncode
+    try:
+        for case in ElementTree.parse(results).iter("testcase"):
+            outcome = next(iter(case), None)
+            cases.append((case.get("name"), "passed" if outcome is None else
+                          "skipped" if outcome.tag == "skipped" else "failed",
+                          "" if outcome is None else outcome.get("message", "")))
+    except (OSError, ElementTree.ParseError) as e:
+        cases.append((part, "failed", f"exit {code}, no results ({e})"))
+        code = code or 1
+    write_results()
+    return code
 
 
 def same_rank_files(out, reference, world, label):
@@ -175,6 +252,21 @@ def first_lines_per_rank(stderr, world):
     return firsts
 
 
+def expect_every_rank(label, r, world, *texts, code=2):
+    """`r`, a run of `world` ranks (one process when `world` is 1), exited `code`, and every rank's
+    first stderr line is the same and holds each of `texts`. Returns rank 0's first line."""
+    if world > 1:
+        firsts = first_lines_per_rank(r.stderr, world)
+    else:
+        firsts = {0: r.stderr.splitlines()[0]} if r.stderr else {}
+    print(f"{label}: exit {r.returncode}: {firsts.get(0)}", flush=True)
+    check(r.returncode == code, f"{label}: exit {r.returncode}, expected {code}: {r.stderr}")
+    check(len(firsts) == world and len(set(firsts.values())) == 1 and
+          all(t in firsts.get(0, "") for t in texts),
+          f"{label}: first lines differ or lack {texts}: {firsts}")
+    return firsts.get(0, "")
+
+
 def cells(line):
     """A table line split into cells (columns are separated by two or more spaces)."""
     return re.split(r"\s{2,}", line.strip())
@@ -191,6 +283,16 @@ def io_counter(pid, field):
     except (OSError, ValueError):
         pass
     return None
+
+
+def launch_recording_pids(pids, command, nproc=3, launch_flags=("--timeout", "20")):
+    """Starts `shardkit launch --nproc NPROC LAUNCH_FLAGS -- sh -c 'echo $$ > PIDS/$SHARDKIT_RANK;
+    exec shardkit COMMAND'` (COMMAND: the rest of a shell command line) with its output piped, and
+    returns the Popen; read_pid(PIDS/R) is then rank R's pid."""
+    os.makedirs(pids)
+    script = f'echo $$ > "{pids}/$SHARDKIT_RANK"; exec "{BIN}" {command}'
+    return subprocess.Popen([BIN, "launch", "--nproc", str(nproc), *launch_flags, "--", "sh", "-c",
+                             script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def read_pid(path, deadline):

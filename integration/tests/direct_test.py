@@ -24,9 +24,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import (BIN, ITEM_SIZE, TMP, check, finish, first_lines_per_rank, io_grew,
-                                io_counter, numel, read_pid, read_safetensors, run,
-                                same_rank_files, write_safetensors, writing_file)
+from checkpoint_testlib import (BIN, ITEM_SIZE, TMP, check, expect_every_rank, finish,  # noqa: E402
+                                io_counter, io_grew, launch_recording_pids, numel, read_pid,
+                                read_safetensors, run, same_rank_files, write_safetensors,
+                                writing_file)
 
 MIB = 1 << 20
 PLAN = os.path.join(TMP, "direct-plan.json")
@@ -95,15 +96,6 @@ def on_hosts(hosts, out, world=3, extra=""):
                            "-c", script], capture_output=True, text=True, timeout=60)
 
 
-def expect_everywhere(label, r, world, *texts):
-    firsts = first_lines_per_rank(r.stderr, world)
-    print(f"{label}: exit {r.returncode}: {firsts.get(0)}", flush=True)
-    check(r.returncode == 2, f"{label}: exit {r.returncode}: {r.stderr}")
-    check(len(firsts) == world and len(set(firsts.values())) == 1 and
-          all(t in firsts.get(0, "") for t in texts),
-          f"{label}: first lines differ or lack {texts}: {firsts}")
-
-
 def hosts_cases(directory):
     hosts = os.path.join(TMP, "hosts")
     for rank in range(3):
@@ -119,7 +111,7 @@ def hosts_cases(directory):
     # Rank 2's copy is missing.
     shutil.move(os.path.join(hosts, "host2"), os.path.join(hosts, "gone"))
     r = on_hosts(hosts, out)
-    expect_everywhere("missing on rank 2", r, 3, "rank 2 cannot open the checkpoint",
+    expect_every_rank("missing on rank 2", r, 3, "rank 2 cannot open the checkpoint",
                       f"{hosts}/host2/ckpt")
     shutil.move(os.path.join(hosts, "gone"), os.path.join(hosts, "host2"))
 
@@ -132,7 +124,7 @@ def hosts_cases(directory):
     with open(second, "wb") as f:
         f.write(changed)
     r = on_hosts(hosts, out)
-    expect_everywhere("another header on rank 1", r, 3, "rank 1 (", "sees another checkpoint than "
+    expect_every_rank("another header on rank 1", r, 3, "rank 1 (", "sees another checkpoint than "
                       "rank 0, the source", "model-00002-of-00003.safetensors: ", "header sha256:")
     with open(second, "wb") as f:
         f.write(original)
@@ -143,7 +135,7 @@ def hosts_cases(directory):
     with open(index, "a") as f:
         f.write("\n")
     r = on_hosts(hosts, out)
-    expect_everywhere("another index on rank 1", r, 3, f"{INDEX}: ")
+    expect_every_rank("another index on rank 1", r, 3, f"{INDEX}: ")
     with open(os.path.join(out, "index.json"), "rb") as f:
         check(f.read() == earlier, "a refused run changed the earlier output's index.json")
 
@@ -158,12 +150,8 @@ def changed_while_reading(label, reached, change):
         write_safetensors(ck, {"w": ("F32", [4096, 4096], blob), "b": ("F32", [4], b"\1" * 16)})
         out = os.path.join(TMP, f"{label}-{attempt}")
         pids = os.path.join(TMP, f"{label}-{attempt}.pids")
-        os.makedirs(pids)
-        script = (f'echo $$ > "{pids}/$SHARDKIT_RANK"; exec "{BIN}" shard --plan "{PLAN}" '
-                  f'--checkpoint "{ck}" --out "{out}" --strategy direct --memory-mib 8')
-        launcher = subprocess.Popen([BIN, "launch", "--nproc", "3", "--timeout", "20", "--", "sh",
-                                     "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True)
+        launcher = launch_recording_pids(pids, f'shard --plan "{PLAN}" --checkpoint "{ck}" '
+                                         f'--out "{out}" --strategy direct --memory-mib 8')
         start = time.time()
         pid = read_pid(os.path.join(pids, "1"), start + 20)
         base, read_before_stop = None, None  # rank 1's rchar: first seen, and when stopped
@@ -188,7 +176,7 @@ def changed_while_reading(label, reached, change):
                   "again", flush=True)
             continue
         check(stopped, f"{label}: rank 1 was never stopped: {stderr}")
-        expect_everywhere(label, subprocess.CompletedProcess([], launcher.returncode, "", stderr),
+        expect_every_rank(label, subprocess.CompletedProcess([], launcher.returncode, "", stderr),
                           3, ck)
         check(not os.path.exists(os.path.join(out, "index.json")), f"{label}: index.json written")
         return

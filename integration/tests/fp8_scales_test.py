@@ -15,16 +15,12 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import (BIN, TMP, check, extract, finish, first_lines_per_rank,
-                                read_safetensors, run, write_safetensors)
+from checkpoint_testlib import (BIN, check, extract, finish, first_lines_per_rank,  # noqa: E402
+                                read_safetensors, run, tmp_path, write_safetensors)
 
 WORLD = 3
 W, WS = "layers.0.mlp.weight", "layers.0.mlp.weight_scale_inv"  # rows: [300, 256], [3, 2]
 O, OS = "layers.0.attn.o.weight", "layers.0.attn.o.weight_scale_inv"  # columns: [256, 300], [2, 3]
-
-
-def path(name):
-    return os.path.join(TMP, name)
 
 
 def scales(rng, shape):
@@ -38,8 +34,8 @@ def checkpoint(name, rng, scale_shape=(3, 2)):
                O: ("F8_E4M3", [256, 300], rng.randbytes(256 * 300)),
                OS: scales(rng, [2, 3]),
                "norm.weight": ("F32", [4], rng.randbytes(16))}
-    write_safetensors(path(name), tensors, metadata={"quantization": "fp8 128x128"})
-    return path(name), tensors
+    write_safetensors(tmp_path(name), tensors, metadata={"quantization": "fp8 128x128"})
+    return tmp_path(name), tensors
 
 
 def chunk(dim, ranks="all", align=None):
@@ -50,9 +46,9 @@ def chunk(dim, ranks="all", align=None):
 
 
 def plan(name, rules):
-    with open(path(name), "w") as f:
+    with open(tmp_path(name), "w") as f:
         json.dump({"rules": [{"match": match, "spec": spec} for match, spec in rules]}, f)
-    return path(name)
+    return tmp_path(name)
 
 
 # The worked plan of docs/checkpoints.md: rows of W and columns of O on 128 blocks, their scales alike.
@@ -60,14 +56,14 @@ ALIGNED = [(W, chunk(0, align=128)), (WS, chunk(0)), (O, chunk(1, align=128)), (
 
 
 def shard(label, plan_path, ck, *flags):
-    out = path(label.replace(" ", "-") + "-out")
+    out = tmp_path(label.replace(" ", "-") + "-out")
     r = run(["shard", "--nproc", str(WORLD), "--plan", plan_path, "--checkpoint", ck,
              "--out", out] + list(flags))
     return out, r
 
 
 def round_trip(label, out, tensors):
-    back = path(label.replace(" ", "-") + "-back.safetensors")
+    back = tmp_path(label.replace(" ", "-") + "-back.safetensors")
     g = run(["gather", "--in", out, "--out", back])
     if check(g.returncode == 0, f"{label}: gather exit {g.returncode}: {g.stderr}"):
         _, metadata, got = read_safetensors(back)
@@ -193,7 +189,7 @@ def resharded(rng):
     if not check(r.returncode == 0, f"reshard src: {r.stderr}"):
         return
     def reshard(label, plan_path, *flags):
-        out = path(label.replace(" ", "-") + "-out")
+        out = tmp_path(label.replace(" ", "-") + "-out")
         return out, run(["reshard", "--nproc", str(WORLD), "--in", src, "--plan", plan_path,
                          "--out", out] + list(flags))
     out, r = reshard("reshard aligned", plan("reshard-aligned.json",
@@ -220,7 +216,7 @@ def disagreeing(rng):
             ("different allow", "--allow-misaligned-scales",
              "the ranks were given different --allow-misaligned-scales: ranks 0, 2: not set; "
              "rank 1: set")):
-        out = path(label.replace(" ", "-") + "-out")
+        out = tmp_path(label.replace(" ", "-") + "-out")
         script = (f'f=""; if [ "$SHARDKIT_RANK" = 1 ]; then f="{flags}"; fi; '
                   f'exec "{BIN}" shard --plan "{aligned_plan}" --checkpoint "{ck}" --out "{out}" $f')
         r = run(["launch", "--nproc", str(WORLD), "--timeout", "20", "--", "sh", "-c", script])

@@ -380,7 +380,7 @@ def main():
     killed_run(large, large_dir)
     finish("gather --max-shard-size")
     sys.stdout.flush()
-    return rerun_with_clients(__file__, "HF_SPLIT_CLIENTS")
+    return rerun_with_clients(__file__, "HF_SPLIT_CLIENTS", "huggingface_hub split")
 
 
 if __name__ == "__main__":

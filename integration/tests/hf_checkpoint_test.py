@@ -13,8 +13,8 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import (ITEM_SIZE, TMP, check, finish, first_lines_per_rank, numel,
-                                read_safetensors, run, write_safetensors)
+from checkpoint_testlib import (ITEM_SIZE, TMP, check, expect_every_rank, finish,  # noqa: E402
+                                numel, read_safetensors, run, write_safetensors)
 
 WORLD = 3
 PLAN = os.path.join(TMP, "hf-plan.json")
@@ -44,13 +44,6 @@ def write_hf(directory, files, metadata=None, total_size=None, weight_map=None):
 def shard(checkpoint, out):
     return run(["shard", "--nproc", str(WORLD), "--plan", PLAN, "--checkpoint", checkpoint,
                 "--out", out])
-
-
-def expect_error(label, r, text):
-    firsts = first_lines_per_rank(r.stderr, WORLD)
-    check(r.returncode == 2, f"{label}: exit {r.returncode}: {r.stderr}")
-    check(len(firsts) == WORLD and len(set(firsts.values())) == 1 and text in firsts[0],
-          f"{label}: first lines differ or lack {text!r}: {firsts}")
 
 
 def round_trip(label, checkpoint, originals, metadata):
@@ -87,8 +80,8 @@ def sub_byte(rng):
             check(got["f4.cols"] == ("F4", [4, 2], want), f"sub-byte: rank {rank}'s F4 shard")
     bad = os.path.join(TMP, "sub-byte-bad.safetensors")
     write_safetensors(bad, {"f6.cols": ("F6_E2M3", [2, 4], rng.randbytes(6))})
-    expect_error("sub-byte cut inside a byte", shard(bad, os.path.join(TMP, "o7")),
-                 "parameter \"f6.cols\" (F6_E2M3[2, 4]): shard 0")
+    expect_every_rank("sub-byte cut inside a byte", shard(bad, os.path.join(TMP, "o7")),
+                      WORLD, "parameter \"f6.cols\" (F6_E2M3[2, 4]): shard 0")
 
 
 def main():
@@ -135,35 +128,36 @@ def main():
 
     bad = os.path.join(TMP, "hf-conflict")
     write_hf(bad, files, metadata={n: {"format": n[:11]} for n in files})
-    expect_error("conflicting metadata", shard(bad, os.path.join(TMP, "o1")),
-                 "__metadata__ key \"format\"")
+    expect_every_rank("conflicting metadata", shard(bad, os.path.join(TMP, "o1")),
+                      WORLD, "__metadata__ key \"format\"")
     omitted = dict((t, f) for f, ts in files.items() for t in ts if t != "norm")
     bad = os.path.join(TMP, "hf-omitted")
     write_hf(bad, files, weight_map=omitted)
-    expect_error("tensor the map omits", shard(bad, os.path.join(TMP, "o2")),
-                 "holds tensor \"norm\", which the weight_map does not list")
+    expect_every_rank("tensor the map omits", shard(bad, os.path.join(TMP, "o2")),
+                      WORLD, "holds tensor \"norm\", which the weight_map does not list")
     moved = dict(omitted, norm="model-00001-of-00003.safetensors")
     bad = os.path.join(TMP, "hf-moved")
     write_hf(bad, files, weight_map=moved)
-    expect_error("tensor in another file", shard(bad, os.path.join(TMP, "o3")),
-                 "but it is in model-00002-of-00003.safetensors")
+    expect_every_rank("tensor in another file", shard(bad, os.path.join(TMP, "o3")),
+                      WORLD, "but it is in model-00002-of-00003.safetensors")
     listed = dict(moved, ghost="model-00001-of-00003.safetensors")
     bad = os.path.join(TMP, "hf-ghost")
     write_hf(bad, files, weight_map=dict(listed, norm="model-00002-of-00003.safetensors"))
-    expect_error("a listed tensor no file holds", shard(bad, os.path.join(TMP, "o8")),
-                 "puts tensor \"ghost\" in model-00001-of-00003.safetensors, which has no such")
+    expect_every_rank("a listed tensor no file holds", shard(bad, os.path.join(TMP, "o8")), WORLD,
+                      "puts tensor \"ghost\" in model-00001-of-00003.safetensors, which has no such")
     bad = os.path.join(TMP, "hf-missing")
     write_hf(bad, files)
     os.remove(os.path.join(bad, "model-00003-of-00003.safetensors"))
-    expect_error("missing file", shard(bad, os.path.join(TMP, "o4")), "no such file")
+    expect_every_rank("missing file", shard(bad, os.path.join(TMP, "o4")), WORLD, "no such file")
     bad = os.path.join(TMP, "hf-two")
     write_hf(bad, files)
     shutil.copy(os.path.join(bad, "model.safetensors.index.json"),
                 os.path.join(bad, "other.safetensors.index.json"))
-    expect_error("two indexes", shard(bad, os.path.join(TMP, "o5")),
-                 "holds 2 Hugging Face indexes")
-    expect_error("a shard directory", shard(os.path.join(TMP, "index-out"), os.path.join(TMP, "o6")),
-                 "use 'shardkit reshard'")
+    expect_every_rank("two indexes", shard(bad, os.path.join(TMP, "o5")),
+                      WORLD, "holds 2 Hugging Face indexes")
+    expect_every_rank("a shard directory",
+                      shard(os.path.join(TMP, "index-out"), os.path.join(TMP, "o6")), WORLD,
+                      "use 'shardkit reshard'")
     sub_byte(rng)
     for name in ("o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8"):
         check(not os.path.exists(os.path.join(TMP, name, "index.json")), f"{name}: index.json")

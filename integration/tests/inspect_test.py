@@ -10,12 +10,8 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import (TMP, check, finish, read_safetensors, run,  # noqa: E402
+from checkpoint_testlib import (check, finish, read_safetensors, run, tmp_path,  # noqa: E402
                                 write_safetensors)
-
-
-def path(*parts):
-    return os.path.join(TMP, *parts)
 
 
 PLAN = {"rules": [{"match": "w", "spec": {"type": "chunk", "dim": 0,
@@ -33,8 +29,8 @@ def expect_refused(label, target, *texts):
 
 def damaged_copy(name, damage):
     """A copy of the good shard directory with `damage(directory)` applied."""
-    out = path(name)
-    shutil.copytree(path("good"), out)
+    out = tmp_path(name)
+    shutil.copytree(tmp_path("good"), out)
     damage(out)
     return out
 
@@ -48,14 +44,14 @@ def rewrite_rank_file(directory, rank, edit):
 
 
 def shard_directories():
-    ck = path("model.safetensors")
+    ck = tmp_path("model.safetensors")
     write_safetensors(ck, {"w": ("F32", [6, 4], bytes(96)), "b": ("F32", [4], bytes(16))})
-    with open(path("plan.json"), "w") as f:
+    with open(tmp_path("plan.json"), "w") as f:
         json.dump(PLAN, f)
-    r = run(["shard", "--nproc", "3", "--plan", path("plan.json"), "--checkpoint", ck,
-             "--out", path("good")])
+    r = run(["shard", "--nproc", "3", "--plan", tmp_path("plan.json"), "--checkpoint", ck,
+             "--out", tmp_path("good")])
     check(r.returncode == 0, f"shard: {r.stderr}")
-    r = run(["inspect", path("good")])
+    r = run(["inspect", tmp_path("good")])
     check(r.returncode == 0 and r.stdout.startswith("name") and r.stderr == "",
           f"inspect of a good directory: {r.returncode} {r.stdout} {r.stderr}")
 
@@ -80,15 +76,15 @@ def shard_directories():
 
 
 def not_safetensors():
-    with open(path("notes.txt"), "w") as f:
+    with open(tmp_path("notes.txt"), "w") as f:
         f.write("These are notes, not tensors: a header length of 7020653469289679483?\n" * 4)
-    expect_refused("text file", path("notes.txt"), "notes.txt: not a safetensors file (")
-    check("exceeds the limit" not in run(["inspect", path("notes.txt")]).stderr,
+    expect_refused("text file", tmp_path("notes.txt"), "notes.txt: not a safetensors file (")
+    check("exceeds the limit" not in run(["inspect", tmp_path("notes.txt")]).stderr,
           "text file: still reported as a header length")
 
 
 def one_file_of_several():
-    hf = path("hf")
+    hf = tmp_path("hf")
     os.makedirs(hf)
     names = [f"model-0000{k}-of-00002.safetensors" for k in (1, 2)]
     write_safetensors(os.path.join(hf, names[0]), {"a": ("F32", [2], bytes(8))})

@@ -25,7 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import (BIN, TMP, alive, check, finish, read_pid,  # noqa: E402
+from checkpoint_testlib import (BIN, TMP, alive, check, finish, read_pid, tmp_path,  # noqa: E402
                                 write_big_checkpoint, write_safetensors)
 
 CK = os.path.join(TMP, "big.safetensors")
@@ -33,10 +33,6 @@ PLAN = os.path.join(TMP, "plan.json")
 BAD_PLAN = os.path.join(TMP, "bad_plan.json")
 SLOW = ["--memory-mib", "1"]
 SIGNAME = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
-
-
-def path(*parts):
-    return os.path.join(TMP, *parts)
 
 
 def temporaries(top):
@@ -143,18 +139,19 @@ def reset(*dirs):
 
 
 def shard_interrupts():
-    fresh = path("fresh", "a", "b")
+    fresh = tmp_path("fresh", "a", "b")
     for sig in (signal.SIGINT, signal.SIGTERM):
         name = SIGNAME[sig]
-        result = interrupt_landed(shard(fresh), path("fresh"), sig, f"shard {name} fresh",
-                                  lambda: reset(path("fresh")))
+        result = interrupt_landed(shard(fresh), tmp_path("fresh"), sig, f"shard {name} fresh",
+                                  lambda: reset(tmp_path("fresh")))
         check_interrupted(f"shard {name} fresh", result, 128 + sig,
                           f"[rank 0] shardkit shard: interrupted ({name}): removed 1 temporary "
                           f"file here (every rank removes its own); {fresh}, which this run had "
-                          "created, is removed", path("fresh"))
-        check(not os.path.exists(path("fresh")), f"shard {name} fresh: {path('fresh')} is left")
+                          "created, is removed", tmp_path("fresh"))
+        check(not os.path.exists(tmp_path("fresh")),
+              f"shard {name} fresh: {tmp_path('fresh')} is left")
 
-    out = path("earlier")
+    out = tmp_path("earlier")
     result = interrupt_landed(shard(out), out, signal.SIGTERM, "shard over an earlier output",
                               lambda: (reset(out), earlier_output(out)))
     check_interrupted("shard over an earlier output", result, 143,
@@ -163,7 +160,7 @@ def shard_interrupts():
                       "output was cleared", out)
     check(not os.path.exists(os.path.join(out, "index.json")), "cleared: index.json is left")
 
-    alone = path("alone")
+    alone = tmp_path("alone")
     result = interrupt_landed(shard(alone, nproc=1), alone, signal.SIGINT, "shard, one process",
                               lambda: reset(alone))
     check_interrupted("shard, one process", result, -signal.SIGINT,
@@ -176,10 +173,10 @@ def shard_interrupted_before_clearing():
     """Rank 1 is held back reading its plan from a FIFO nobody writes; rank 0 has checked the
     output and opened the checkpoint (its report is set) and waits for rank 1 in the first status
     round: the earlier output is untouched."""
-    out = path("untouched")
+    out = tmp_path("untouched")
     reset(out)
     earlier_output(out)
-    pids, fifo = path("untouched.pids"), path("plan.fifo")
+    pids, fifo = tmp_path("untouched.pids"), tmp_path("plan.fifo")
     os.makedirs(pids, exist_ok=True)
     os.mkfifo(fifo)
     args = " ".join(f'"{a}"' for a in shard(out, nproc=1)[3:])  # after --plan PLAN
@@ -204,13 +201,13 @@ def shard_interrupted_before_clearing():
         f"removes its own); {out} still holds the earlier output, untouched"],
         f"before clearing: stderr {stderr}")
     check(os.path.exists(os.path.join(out, "index.json")), "before clearing: index.json is gone")
-    gathered = subprocess.run([BIN, "gather", "--in", out, "--out", path("untouched.safetensors")],
+    gathered = subprocess.run([BIN, "gather", "--in", out, "--out", tmp_path("untouched.safetensors")],
                               capture_output=True, text=True)
     check(gathered.returncode == 0, f"before clearing: the earlier output: {gathered.stderr}")
 
 
 def reshard_interrupt():
-    old, new = path("old"), path("resharded")
+    old, new = tmp_path("old"), tmp_path("resharded")
     reset(old)
     earlier_output(old)
     args = ["reshard", "--in", old, "--plan", PLAN, "--out", new, "--nproc", "2"] + SLOW
@@ -222,8 +219,8 @@ def reshard_interrupt():
 
 
 def gather_interrupts():
-    shards = path("old")  # reshard_interrupt's: a complete shard directory
-    out_dir = path("g")
+    shards = tmp_path("old")  # reshard_interrupt's: a complete shard directory
+    out_dir = tmp_path("g")
     out = os.path.join(out_dir, "model.safetensors")
     args = ["gather", "--in", shards, "--out", out] + SLOW
     result = interrupt_landed(args, out_dir, signal.SIGINT, "gather, no OUT",
@@ -244,17 +241,17 @@ def gather_interrupts():
     with open(out, "rb") as f:
         check(f.read().endswith(b"abc"), "gather over OUT: the earlier file changed")
 
-    hf = path("hf", "new")
+    hf = tmp_path("hf", "new")
     hf_args = ["gather", "--in", shards, "--out", hf, "--max-shard-size", "8MB"] + SLOW
-    result = interrupt_landed(hf_args, path("hf"), signal.SIGINT, "gather HF, new directory",
-                              lambda: reset(path("hf")))
+    result = interrupt_landed(hf_args, tmp_path("hf"), signal.SIGINT, "gather HF, new directory",
+                              lambda: reset(tmp_path("hf")))
     removed = r"removed \d+ temporary files?( and \d+ written files?)?"
     check_interrupted("gather HF, new directory", result, -signal.SIGINT, re.compile(
         rf"shardkit gather: interrupted \(SIGINT\): {removed}; {re.escape(hf)}, which this run "
-        "had created, is removed"), path("hf"))
-    check(not os.path.exists(path("hf")), "gather HF, new directory: the directory is left")
+        "had created, is removed"), tmp_path("hf"))
+    check(not os.path.exists(tmp_path("hf")), "gather HF, new directory: the directory is left")
 
-    empty = path("hf-empty")
+    empty = tmp_path("hf-empty")
     result = interrupt_landed(hf_args[:4] + [empty] + hf_args[5:], empty, signal.SIGINT,
                               "gather HF, empty directory",
                               lambda: (reset(empty), os.makedirs(empty)))
@@ -272,7 +269,7 @@ def gone_pid():
 
 
 def touch(*parts):
-    with open(path(*parts), "w") as f:
+    with open(tmp_path(*parts), "w") as f:
         f.write("x")
 
 
@@ -281,7 +278,7 @@ def leftovers():
     sleeper = subprocess.Popen(["sleep", "120"])
     live = sleeper.pid
     try:
-        out = path("leftovers")
+        out = tmp_path("leftovers")
         reset(out)
         earlier_output(out)
         for name in (f"rank-00000.safetensors.tmp.{gone}", f"index.json.tmp.{gone}",
@@ -292,7 +289,7 @@ def leftovers():
         check(sorted(temporaries(out)) == [os.path.join(out, f"rank-00001.safetensors.tmp.{live}")],
               f"shard leftovers: {temporaries(out)}")
 
-        g = path("g-left")
+        g = tmp_path("g-left")
         reset(g)
         os.makedirs(g)
         touch("g-left", f"model.safetensors.tmp.{gone}")
@@ -305,7 +302,7 @@ def leftovers():
                                                f"other.safetensors.tmp.{gone}"]),
               f"gather leftovers: {sorted(os.listdir(g))}")
 
-        hf = path("hf-left")
+        hf = tmp_path("hf-left")
         reset(hf)
         os.makedirs(hf)
         touch("hf-left", f"model-00001-of-00009.safetensors.tmp.{gone}")
@@ -317,7 +314,7 @@ def leftovers():
         check(os.path.exists(os.path.join(hf, "model.safetensors.index.json")),
               f"gather HF leftovers: {sorted(os.listdir(hf))}")
 
-        busy = path("hf-busy")
+        busy = tmp_path("hf-busy")
         reset(busy)
         os.makedirs(busy)
         touch("hf-busy", f"model.safetensors.tmp.{live}")
@@ -337,7 +334,7 @@ def leftovers():
 
 def failed_runs():
     for nproc in (1, 2):
-        top = path(f"failed{nproc}")
+        top = tmp_path(f"failed{nproc}")
         reset(top)
         args = ["shard", "--plan", BAD_PLAN, "--checkpoint", CK, "--out", os.path.join(top, "b", "c")]
         done = subprocess.run([BIN] + args + (["--nproc", "2"] if nproc > 1 else []),

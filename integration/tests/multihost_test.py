@@ -10,7 +10,8 @@ SHARDKIT_IFNAME); `shardkit gather` must give back the checkpoint each time.
 Nothing is left behind, even if this test is killed: each host is `unshare --net --pid --fork
 --kill-child` (its pid namespace dies with it, and every process entered into it with it), the
 unshare processes die with this one (PR_SET_PDEATHSIG), and the veth pair lives only inside the
-namespaces. Skips (exit 0, with a message) where namespaces cannot be made."""
+namespaces. Where namespaces cannot be made it records that it skipped, and why, and exits 0
+(skip_test: tools/test_summary.py counts it as skipped, not passed)."""
 
 import ctypes
 import os
@@ -21,7 +22,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import BIN, TMP, check, finish, read_safetensors, write_safetensors
+from checkpoint_testlib import (BIN, TMP, check, finish, read_safetensors, skip,  # noqa: E402
+                                skip_test, write_safetensors)
 
 SEARCH_PATH = os.environ.get("PATH", "") + ":/usr/sbin:/sbin:/usr/bin:/bin"
 ADDRESS = {"a": "192.0.2.1", "b": "192.0.2.2"}
@@ -47,9 +49,8 @@ def die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def skip(reason):
-    print(f"SKIP: multi-host test: {reason}", flush=True)
-    sys.exit(0)
+def cannot_run(reason):
+    skip_test("multi-host", reason)
 
 
 class Host:
@@ -74,7 +75,7 @@ class Host:
         if self.init is None:
             err = self.holder.stderr.read().decode() if self.holder.poll() is not None else ""
             self.close()
-            skip(f"cannot create a network namespace with unshare: {err.strip() or 'no child'}")
+            cannot_run(f"cannot create a network namespace with unshare: {err.strip() or 'no child'}")
 
     def argv(self, args, pid_namespace=True):
         """`args` run inside this host: its network namespace, and its pid namespace (so that
@@ -168,9 +169,9 @@ def shard_across(a, b, store, plan, checkpoint, tensors):
 def main():
     for name in ("unshare", "nsenter", "ip"):
         if tool(name) is None:
-            skip(f"{name} is not installed")
+            cannot_run(f"{name} is not installed")
     if os.geteuid() != 0:
-        skip("creating network namespaces needs root")
+        cannot_run("creating network namespaces needs root")
     blob = bytes((i * 7) & 0xFF for i in range(1024 * 256 * 4))
     tensors = {"w": ("F32", [1024, 256], blob), "b": ("F32", [4], bytes(range(16)))}
     checkpoint = os.path.join(TMP, "model.safetensors")
@@ -186,12 +187,12 @@ def main():
         try:
             connect(a, b)
         except RuntimeError as e:
-            skip(f"cannot connect the namespaces: {e}")
+            cannot_run(f"cannot connect the namespaces: {e}")
         if tool("redis-server") and tool("redis-cli"):
             start_redis(a)
             shard_across(a, b, f"redis://{ADDRESS['a']}:{REDIS_PORT}", plan, checkpoint, tensors)
         else:
-            print("redis-server is not installed: the Redis run is skipped", flush=True)
+            skip("redis", "redis-server is not installed")
         # No Redis: host A's launcher serves the store itself (it holds rank 0).
         shard_across(a, b, f"tcp://{ADDRESS['a']}:{TCP_PORT}", plan, checkpoint, tensors)
     finally:

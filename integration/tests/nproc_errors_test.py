@@ -8,20 +8,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import BIN, TMP, check, finish, run, write_safetensors  # noqa: E402
+from checkpoint_testlib import (BIN, check, finish, run, tmp_path, write_json,  # noqa: E402
+                                write_safetensors)
 
 
-def path(name):
-    return os.path.join(TMP, name)
-
-
-def write_json(name, value):
-    with open(path(name), "w") as f:
-        json.dump(value, f)
-    return path(name)
-
-
-CK = path("model.safetensors")
+CK = tmp_path("model.safetensors")
 GOOD = {"rules": [{"match": "w", "spec": {"type": "chunk", "dim": 0,
                                           "placements": {"ranks": "all"}}}]}
 BAD = {"rules": [{"match": "w", "spec": {"type": "chunk", "dim": 5,
@@ -40,19 +31,20 @@ def one_line(label, r, ranks, command):
 def main():
     write_safetensors(CK, {"w": ("F32", [6, 4], bytes(96)), "b": ("F32", [4], bytes(16))})
     good, bad = write_json("good.json", GOOD), write_json("bad.json", BAD)
-    r = run(["shard", "--nproc", "3", "--plan", bad, "--checkpoint", CK, "--out", path("o1")])
+    r = run(["shard", "--nproc", "3", "--plan", bad, "--checkpoint", CK, "--out", tmp_path("o1")])
     one_line("shard --nproc 3", r, "ranks 0-2", "shard")
 
-    r = run(["shard", "--nproc", "2", "--plan", good, "--checkpoint", CK, "--out", path("src")])
+    r = run(["shard", "--nproc", "2", "--plan", good, "--checkpoint", CK, "--out", tmp_path("src")])
     check(r.returncode == 0, f"good shard: {r.stderr}")
     check("[rank 0] shardkit shard: 2 parameters (1 sharded, 1 replicated) on 2 ranks" in r.stderr,
           f"good shard: the summary is not rank 0's, as it was: {r.stderr}")
-    r = run(["reshard", "--nproc", "2", "--in", path("src"), "--plan", bad, "--out", path("o2")])
+    r = run(["reshard", "--nproc", "2", "--in", tmp_path("src"), "--plan", bad, "--out",
+             tmp_path("o2")])
     one_line("reshard --nproc 2", r, "ranks 0, 1", "reshard")
 
     # shardkit launch keeps its contract: every rank's own line, and one exit line per rank.
     r = run(["launch", "--nproc", "3", "--", BIN, "shard", "--plan", bad, "--checkpoint", CK,
-             "--out", path("o3")])
+             "--out", tmp_path("o3")])
     check(r.returncode == 2, f"launch: exit {r.returncode}: {r.stderr}")
     for rank in range(3):
         check(f"[rank {rank}] shardkit shard: applying the plan" in r.stderr,

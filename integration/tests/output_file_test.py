@@ -18,7 +18,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from checkpoint_testlib import (BIN, TMP, check, finish, first_lines_per_rank,  # noqa: E402
-                                run, snapshot, write_safetensors)
+                                run, skip, snapshot, write_safetensors)
 
 CK = os.path.join(TMP, "model.safetensors")
 D = os.path.join(TMP, "shards")
@@ -100,7 +100,7 @@ def gather_cases():
     try:
         os.mknod(null_copy, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
     except OSError as e:
-        print(f"character device: skipped (mknod: {e})")
+        skip("character device", f"mknod: {e}")
     else:
         refused("a character device", null_copy, f"the output file {null_copy} exists and is a "
                 "character device, not a regular file: refusing to replace it")

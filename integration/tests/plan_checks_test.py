@@ -9,8 +9,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import (BIN, TMP, check, finish, first_lines_per_rank, read_safetensors,
-                                run, write_safetensors)
+from checkpoint_testlib import (BIN, check, expect_every_rank, finish,  # noqa: E402
+                                read_safetensors, run, tmp_path, write_json, write_safetensors)
 
 ALL = {"ranks": "all"}
 PROJ = "model.layers.*.self_attn.*_proj.weight"
@@ -28,16 +28,6 @@ SHADOWED = (f'rules[4] ("{O_PROJ}") matches 4 parameters, all taken by rules[0] 
 UNMATCHED = 'rules[2] ("lm_head.weight") matches no parameter of the checkpoint'
 
 
-def path(name):
-    return os.path.join(TMP, name)
-
-
-def write_json(name, value):
-    with open(path(name), "w") as f:
-        json.dump(value, f)
-    return path(name)
-
-
 def llama_checkpoint():
     tensors = {"model.embed_tokens.weight": ("F32", [6, 4], bytes(range(96)))}
     for layer in range(4):
@@ -47,20 +37,14 @@ def llama_checkpoint():
         for proj in ("gate", "up", "down"):
             tensors[f"model.layers.{layer}.mlp.{proj}_proj.weight"] = ("F32", [6, 2], b"\2" * 48)
         tensors[f"model.layers.{layer}.input_layernorm.weight"] = ("F32", [4], b"\1" * 16)
-    write_safetensors(path("llama.safetensors"), tensors, metadata={"format": "pt"})
-    return path("llama.safetensors")
-
-
-def expect_all_ranks(label, r, code, text, world=2):
-    firsts = first_lines_per_rank(r.stderr, world)
-    check(r.returncode == code, f"{label}: exit {r.returncode}, expected {code}: {r.stderr}")
-    check(len(firsts) == world and len(set(firsts.values())) == 1 and text in firsts[0],
-          f"{label}: not every rank says {text!r}: {firsts}")
+    write_safetensors(tmp_path("llama.safetensors"), tensors, metadata={"format": "pt"})
+    return tmp_path("llama.safetensors")
 
 
 def shadowed_rule(ck):
     plan = write_json("llama.json", LLAMA_PLAN)
-    r = run(["shard", "--plan", plan, "--checkpoint", ck, "--out", path("llama-out"), "--nproc", "2"])
+    r = run(["shard", "--plan", plan, "--checkpoint", ck, "--out", tmp_path("llama-out"),
+             "--nproc", "2"])
     check(r.returncode == 0, f"shadowed plan: exit {r.returncode}: {r.stderr}")
     check(f"[rank 0] warning: {plan}: {SHADOWED}\n" in r.stderr,
           f"shadowed plan: no warning naming rules[0]: {r.stderr}")
@@ -69,22 +53,22 @@ def shadowed_rule(ck):
     # rules[3] keeps some of its matches (the MLP's): no warning for it.
     check(r.stderr.count("warning:") == 2, f"shadowed plan: other warnings: {r.stderr}")
     # --strict: the same findings are exit 2 on every rank, before anything is written.
-    out = path("llama-strict")
+    out = tmp_path("llama-strict")
     r = run(["shard", "--plan", plan, "--checkpoint", ck, "--out", out, "--nproc", "2", "--strict"])
-    expect_all_ranks("--strict", r, 2, f"applying the plan to the checkpoint: ranks 0, 1: {plan}: "
-                     f"--strict: {UNMATCHED}; {SHADOWED}")
+    expect_every_rank("--strict", r, 2, f"applying the plan to the checkpoint: ranks 0, 1: {plan}: "
+                      f"--strict: {UNMATCHED}; {SHADOWED}")
     check(not os.path.exists(os.path.join(out, "index.json")), "--strict wrote index.json")
     # reshard takes --strict too, on the old directory's parameters.
-    r = run(["reshard", "--in", path("llama-out"), "--plan", plan, "--out", path("llama-re"),
+    r = run(["reshard", "--in", tmp_path("llama-out"), "--plan", plan, "--out", tmp_path("llama-re"),
              "--nproc", "2", "--strict"])
-    expect_all_ranks("reshard --strict", r, 2, f"--strict: {UNMATCHED}; {SHADOWED}")
+    expect_every_rank("reshard --strict", r, 2, f"--strict: {UNMATCHED}; {SHADOWED}")
     # Ranks given different --strict fail together before data moves (as for --memory-mib).
     script = (f'f=""; if [ "$SHARDKIT_RANK" = 1 ]; then f=--strict; fi; exec "{BIN}" shard '
-              f'--plan "{plan}" --checkpoint "{ck}" --out "{path("llama-mixed")}" $f')
+              f'--plan "{plan}" --checkpoint "{ck}" --out "{tmp_path("llama-mixed")}" $f')
     r = run(["launch", "--nproc", "2", "--", "sh", "-c", script])
-    expect_all_ranks("different --strict", r, 2,
-                     "the ranks were given different --strict: rank 0: not set; rank 1: set")
-    check(not os.path.exists(path("llama-mixed/index.json")), "different --strict: index.json")
+    expect_every_rank("different --strict", r, 2,
+                      "the ranks were given different --strict: rank 0: not set; rank 1: set")
+    check(not os.path.exists(tmp_path("llama-mixed/index.json")), "different --strict: index.json")
 
 
 def strict_plans(ck):
@@ -92,35 +76,36 @@ def strict_plans(ck):
     fixed = dict(LLAMA_PLAN, rules=[LLAMA_PLAN["rules"][4], LLAMA_PLAN["rules"][0],
                                     LLAMA_PLAN["rules"][1]])
     plan = write_json("fixed.json", fixed)
-    r = run(["shard", "--plan", plan, "--checkpoint", ck, "--out", path("fixed-out"),
+    r = run(["shard", "--plan", plan, "--checkpoint", ck, "--out", tmp_path("fixed-out"),
              "--nproc", "4", "--strict"])
     check(r.returncode == 0 and "warning" not in r.stderr, f"fixed plan: {r.returncode} {r.stderr}")
     # A plan that shards nothing: fine without --strict, exit 2 with it.
     plan = write_json("nothing.json", {"rules": []})
-    r = run(["shard", "--plan", plan, "--checkpoint", ck, "--out", path("nothing-out"), "--nproc", "2"])
+    r = run(["shard", "--plan", plan, "--checkpoint", ck, "--out", tmp_path("nothing-out"),
+             "--nproc", "2"])
     check(r.returncode == 0, f"plan sharding nothing: {r.stderr}")
-    r = run(["shard", "--plan", plan, "--checkpoint", ck, "--out", path("nothing-strict"),
+    r = run(["shard", "--plan", plan, "--checkpoint", ck, "--out", tmp_path("nothing-strict"),
              "--nproc", "2", "--strict"])
-    expect_all_ranks("shards nothing --strict", r, 2,
-                     f"{plan}: --strict: the plan shards nothing: no rule matches any of the "
-                     "checkpoint's 33 parameters")
+    expect_every_rank("shards nothing --strict", r, 2,
+                      f"{plan}: --strict: the plan shards nothing: no rule matches any of the "
+                      "checkpoint's 33 parameters")
 
 
 def long_names():
     name = "model.language_model.layers.12.self_attn.q_proj.weight"
     hostile = "x" * 5000
-    write_safetensors(path("long.safetensors"), {name: ("F32", [2, 2], b"\0" * 16),
+    write_safetensors(tmp_path("long.safetensors"), {name: ("F32", [2, 2], b"\0" * 16),
                                                  hostile: ("F32", [2], b"\0" * 8)})
     plan = write_json("dim2.json", {"rules": [
         {"match": "model.**", "spec": {"type": "chunk", "dim": 2, "placements": ALL}}]})
-    r = run(["shard", "--plan", plan, "--checkpoint", path("long.safetensors"), "--out",
-             path("long-out"), "--nproc", "2"])
-    expect_all_ranks("long name", r, 2, f'parameter "{name}" (rule 0, "model.**"): dim 2 is out of '
-                     "range")
+    r = run(["shard", "--plan", plan, "--checkpoint", tmp_path("long.safetensors"), "--out",
+             tmp_path("long-out"), "--nproc", "2"])
+    expect_every_rank("long name", r, 2, f'parameter "{name}" (rule 0, "model.**"): dim 2 is out of '
+                      "range")
     plan = write_json("hostile.json", {"rules": [
         {"match": "x*", "spec": {"type": "chunk", "dim": 1, "placements": ALL}}]})
-    r = run(["shard", "--plan", plan, "--checkpoint", path("long.safetensors"), "--out",
-             path("long-out")])
+    r = run(["shard", "--plan", plan, "--checkpoint", tmp_path("long.safetensors"), "--out",
+             tmp_path("long-out")])
     first = r.stderr.splitlines()[0] if r.stderr else ""
     check(r.returncode == 2 and f'parameter "{"x" * 1024}"\u2026 (5000 bytes) (rule 0, "x*")' in first,
           f"a 5000-byte name is cut at 1 KiB with its length: {r.returncode} {first[:200]!r}")
@@ -132,7 +117,7 @@ def cuda_placements(ck):
                                                                            "device": "cuda"}}},
         {"match": "model.embed_tokens.weight", "spec": {"type": "chunk", "dim": 1, "placements":
                                                         ["rank:1/cuda:1", "rank:0/cuda:0"]}}]})
-    out = path("cuda-out")
+    out = tmp_path("cuda-out")
     r = run(["shard", "--plan", plan, "--checkpoint", ck, "--out", out, "--nproc", "2"])
     check(r.returncode == 0, f"cuda plan on gloo: exit {r.returncode}: {r.stderr}")
     if r.returncode != 0:
@@ -145,13 +130,13 @@ def cuda_placements(ck):
           ["rank:0/cuda", "rank:1/cuda"], "shorthand cuda placements not recorded")
     r = run(["inspect", out])
     check(r.returncode == 0 and "chunk(dim=1)" in r.stdout, f"inspect of a cuda plan: {r.stderr}")
-    r = run(["gather", "--in", out, "--out", path("cuda.safetensors")])
-    check(r.returncode == 0 and read_safetensors(path("cuda.safetensors"))[2] ==
+    r = run(["gather", "--in", out, "--out", tmp_path("cuda.safetensors")])
+    check(r.returncode == 0 and read_safetensors(tmp_path("cuda.safetensors"))[2] ==
           read_safetensors(ck)[2], f"gather of a cuda plan: {r.stderr}")
-    r = run(["reshard", "--in", out, "--plan", plan, "--out", path("cuda-re"), "--nproc", "3"])
+    r = run(["reshard", "--in", out, "--plan", plan, "--out", tmp_path("cuda-re"), "--nproc", "3"])
     check(r.returncode == 0, f"reshard with a cuda plan: {r.stderr}")
-    r = run(["gather", "--in", path("cuda-re"), "--out", path("cuda-re.safetensors")])
-    check(r.returncode == 0 and read_safetensors(path("cuda-re.safetensors"))[2] ==
+    r = run(["gather", "--in", tmp_path("cuda-re"), "--out", tmp_path("cuda-re.safetensors")])
+    check(r.returncode == 0 and read_safetensors(tmp_path("cuda-re.safetensors"))[2] ==
           read_safetensors(ck)[2], f"gather after a cuda reshard: {r.stderr}")
     r = run(["spec", "check", plan, "--checkpoint", ck, "--world", "2"])
     check(r.returncode == 0 and "rules[1]" in r.stdout, f"spec check of a cuda plan: {r.stderr}")

@@ -29,9 +29,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import checkpoint_test  # noqa: E402  (its checkpoint: every byte-sized dtype)
-from checkpoint_testlib import (BIN, TMP, cells, check, finish, first_lines_per_rank,  # noqa: E402
-                                io_grew, read_pid, read_safetensors, run, same_rank_files,
-                                write_safetensors, writing_file)
+from checkpoint_testlib import (BIN, TMP, cells, check, expect_every_rank, finish,  # noqa: E402
+                                first_lines_per_rank, io_grew, launch_recording_pids, read_pid,
+                                read_safetensors, run, same_rank_files, write_safetensors,
+                                writing_file)
 
 MIB = 1 << 20
 EVERY = {"ranks": "all"}
@@ -109,15 +110,6 @@ def across_worlds(ck):
                 check(a.read() == b.read(), f"{label}: gathered file differs from the checkpoint")
 
 
-def expect_everywhere(label, r, world, *texts):
-    firsts = first_lines_per_rank(r.stderr, world) if world > 1 else {0: r.stderr.splitlines()[0]}
-    print(f"{label}: exit {r.returncode}: {firsts.get(0)}", flush=True)
-    check(r.returncode == 2, f"{label}: exit {r.returncode}: {r.stderr}")
-    check(len(firsts) == world and len(set(firsts.values())) == 1 and
-          all(t in firsts.get(0, "") for t in texts),
-          f"{label}: first lines differ or lack {texts}: {firsts}")
-
-
 def on_hosts(hosts, out, extra=""):
     """reshard on 3 ranks where rank R reads hosts/host<R>/dir (its own copy of DIR)."""
     script = (f'exec "{BIN}" reshard --in "{hosts}/host$SHARDKIT_RANK/dir" --plan '
@@ -130,19 +122,19 @@ def refusals(ck):
     src = os.path.join(TMP, "old-4-for-3")
     r = run(["reshard", "--nproc", "2", "--in", src, "--plan", new_plan(2), "--out",
              os.path.join(src, "inside")])
-    expect_everywhere("--out inside --in", r, 2, "is inside the shard directory")
+    expect_every_rank("--out inside --in", r, 2, "is inside the shard directory")
     r = run(["reshard", "--in", ck, "--plan", new_plan(1), "--out", os.path.join(TMP, "o1")])
-    expect_everywhere("--in a checkpoint file", r, 1, "not a shard directory")
+    expect_every_rank("--in a checkpoint file", r, 1, "not a shard directory")
     hosts = os.path.join(TMP, "hosts")
     for rank in (0, 1):
         shutil.copytree(src, os.path.join(hosts, f"host{rank}", "dir"))
     out = os.path.join(TMP, "hosts-out")
-    expect_everywhere("copy missing on rank 2", on_hosts(hosts, out), 3,
+    expect_every_rank("copy missing on rank 2", on_hosts(hosts, out), 3,
                       "rank 2 cannot open the shard directory", f"{hosts}/host2/dir: no such")
     shutil.copytree(src, os.path.join(hosts, "host2", "dir"))
     with open(os.path.join(hosts, "host1", "dir", "index.json"), "a") as f:
         f.write("\n")
-    expect_everywhere("another index.json on rank 1", on_hosts(hosts, out), 3, "rank 1 (",
+    expect_every_rank("another index.json on rank 1", on_hosts(hosts, out), 3, "rank 1 (",
                       "sees another shard directory than rank 0", "index.json: ", " bytes, sha256:")
     check(not os.path.exists(os.path.join(out, "index.json")), "refused runs wrote index.json")
 
@@ -206,12 +198,8 @@ def mid_run(label, src, cols, reached, act, expect_code):
     for attempt in range(1, 4):
         out = os.path.join(TMP, f"{label}-{attempt}")
         pids = os.path.join(TMP, f"{label}-{attempt}.pids")
-        os.makedirs(pids)
-        script = (f'echo $$ > "{pids}/$SHARDKIT_RANK"; exec "{BIN}" reshard --in "{src}" '
-                  f'--plan "{cols}" --out "{out}" --memory-mib 8')
-        launcher = subprocess.Popen([BIN, "launch", "--nproc", "3", "--timeout", "20", "--",
-                                     "sh", "-c", script], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True)
+        launcher = launch_recording_pids(
+            pids, f'reshard --in "{src}" --plan "{cols}" --out "{out}" --memory-mib 8')
         start = time.time()
         pid = read_pid(os.path.join(pids, "1"), start + 20)
         acted = False

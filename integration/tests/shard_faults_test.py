@@ -16,8 +16,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import (BIN, TMP, alive, check, finish, io_grew, read_pid,
-                                write_big_checkpoint, writing_file)
+from checkpoint_testlib import (BIN, TMP, alive, check, finish, io_grew, launch_recording_pids,
+                                read_pid, write_big_checkpoint, writing_file)
 
 MIB = 1 << 20
 WORLD = 3
@@ -47,15 +47,12 @@ def run_case(label, victim, reached, attempt=1, extra="", earlier=False):
     """Returns False if the kill landed too late to test anything (the victim had finished)."""
     out = os.path.join(TMP, f"{label}-{attempt}")
     pids = os.path.join(TMP, f"{label}-{attempt}.pids")
-    os.makedirs(pids)
     if earlier:
         earlier_output(out)
-    script = (f'echo $$ > "{pids}/$SHARDKIT_RANK"; '
-              f'exec "{BIN}" shard --plan "{PLAN}" --checkpoint "{CK}" --out "{out}" {extra}')
     start = time.time()
-    launcher = subprocess.Popen(
-        [BIN, "launch", "--nproc", str(WORLD), "--timeout", str(TIMEOUT), "--grace", "30", "--",
-         "sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    launcher = launch_recording_pids(
+        pids, f'shard --plan "{PLAN}" --checkpoint "{CK}" --out "{out}" {extra}', nproc=WORLD,
+        launch_flags=("--timeout", str(TIMEOUT), "--grace", "30"))
     pid = read_pid(os.path.join(pids, str(victim)), start + 20)
     killed_at = None
     while time.time() - start < 20 and launcher.poll() is None:

@@ -15,6 +15,7 @@
 #include "specs/plan.h"
 #include "testing/rank_group.h"
 #include "testing/status_matchers.h"
+#include "testing/test_dir.h"
 
 namespace shardkit::libtorch {
 namespace {
@@ -243,17 +244,11 @@ void TensorsFromMeta(int rank, Communicator& comm, std::string_view) {
   EXPECT_EQ(small.is_meta(), rank != 0);  // the input is left alone
 }
 
-// The same path on every rank: the test's temporary directory.
-std::string SaveDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : ".", "/", name);
-}
-
 // Trained shards saved at world 3 (SaveTorchShards), then loaded back: by LoadTorchShards from meta
 // tensors with another layout (columns; embed replicated), and by LoadTorchModule in place with
 // the saved layout. A shape that differs from the directory fails alike on every rank.
 void SaveThenLoad(int rank, Communicator& comm, std::string_view) {
-  const std::string dir = SaveDir("torch-save");
+  const std::string dir = testing::TestPath("torch-save");
   {
     Model model;
     FillSource(model, rank);

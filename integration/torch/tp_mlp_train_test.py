@@ -132,7 +132,7 @@ def check_refused_out():
         os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
         cases.append(("a character device", device, [], "exists and is a character device"))
     except OSError as e:
-        print(f"--out a character device: skipped (mknod: {e})")
+        lib.skip("--out a character device", f"mknod: {e}")
     for label, out, extra, needle in cases:
         make_input(inp, 4, seed=11)  # afresh: each case must be refused for its own reason
         before, before_in = lib.snapshot(out), lib.snapshot(inp)

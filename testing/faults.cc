@@ -120,8 +120,8 @@ class FailingCpuAllocator final : public Allocator {
   void Deallocate(const Device& device, void* ptr, size_t nbytes) override {
     inner_.load()->Deallocate(device, ptr, nbytes);
   }
-  absl::Status Copy(void* dst, const Device& dst_device, const void* src,
-                    const Device& src_device, size_t nbytes) override {
+  absl::Status Copy(void* dst, const Device& dst_device, const void* src, const Device& src_device,
+                    size_t nbytes) override {
     return inner_.load()->Copy(dst, dst_device, src, src_device, nbytes);
   }
   absl::Status Zero(const Device& device, void* ptr, size_t nbytes) override {

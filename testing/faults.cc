@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/tensor/allocator.h"
 
 namespace shardkit::testing {
 
@@ -83,6 +85,76 @@ void StallFor(absl::Duration duration) {
   while (waitpid(helper, nullptr, 0) < 0 && errno == EINTR) {
   }
 }
+
+namespace {
+
+// The CPU allocator while an AllocationFault is alive: forwards to the allocator registered
+// before, except for the one allocation it fails. Never destroyed, so that memory it handed out
+// can be freed through it after the fault is gone.
+class FailingCpuAllocator final : public Allocator {
+ public:
+  void Arm(Allocator* inner, int skip) {
+    if (inner == this) {
+      std::fprintf(stderr, "AllocationFault: one at a time per process\n");
+      std::abort();
+    }
+    inner_ = inner;
+    skip_ = skip;
+    fired_ = false;
+    armed_ = true;
+  }
+  Allocator* Disarm() {
+    armed_ = false;
+    return inner_.load();
+  }
+  bool fired() const { return fired_.load(); }
+
+  absl::StatusOr<void*> Allocate(const Device& device, size_t nbytes) override {
+    if (nbytes > 0 && armed_.load() && !fired_.load() && skip_.fetch_sub(1) <= 0) {
+      fired_ = true;
+      return absl::ResourceExhaustedError(
+          absl::StrCat("out of CPU memory allocating ", nbytes, " bytes (injected)"));
+    }
+    return inner_.load()->Allocate(device, nbytes);
+  }
+  void Deallocate(const Device& device, void* ptr, size_t nbytes) override {
+    inner_.load()->Deallocate(device, ptr, nbytes);
+  }
+  absl::Status Copy(void* dst, const Device& dst_device, const void* src, const Device& src_device,
+                    size_t nbytes) override {
+    return inner_.load()->Copy(dst, dst_device, src, src_device, nbytes);
+  }
+  absl::Status Zero(const Device& device, void* ptr, size_t nbytes) override {
+    return inner_.load()->Zero(device, ptr, nbytes);
+  }
+
+ private:
+  std::atomic<Allocator*> inner_{nullptr};
+  std::atomic<int> skip_{0};
+  std::atomic<bool> armed_{false};
+  std::atomic<bool> fired_{false};
+};
+
+FailingCpuAllocator& FailingCpu() {
+  static FailingCpuAllocator* allocator = new FailingCpuAllocator();  // never destroyed
+  return *allocator;
+}
+
+}  // namespace
+
+AllocationFault::AllocationFault(int skip) {
+  absl::StatusOr<Allocator*> current = GetAllocator(Device::Cpu());
+  if (!current.ok()) {
+    std::fprintf(stderr, "AllocationFault: %s\n", current.status().ToString().c_str());
+    std::abort();
+  }
+  FailingCpu().Arm(*current, skip);
+  RegisterAllocator(DeviceType::kCpu, &FailingCpu());
+}
+
+AllocationFault::~AllocationFault() { RegisterAllocator(DeviceType::kCpu, FailingCpu().Disarm()); }
+
+bool AllocationFault::fired() const { return FailingCpu().fired(); }
 
 std::vector<pid_t> ChildProcesses(pid_t pid) {
   std::vector<pid_t> children;

@@ -1,6 +1,7 @@
 // Fault injection for multiprocess tests, without hooks in production code: a rank acts on itself
 // when it has written a given number of bytes (so "mid-transfer" is a byte count, not a guess at
-// timing), drops its TCP connections while living on, or stalls (SIGSTOP) for a while.
+// timing), drops its TCP connections while living on, stalls (SIGSTOP) for a while, or runs out
+// of CPU memory at a given allocation (through the allocator registry, core/tensor/allocator.h).
 //
 //   // On the source rank: die once 16 MiB of the parameter have left this process.
 //   WriteTrigger die(16 << 20, [] { raise(SIGKILL); });
@@ -14,6 +15,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <thread>
@@ -52,6 +54,26 @@ int ShutdownTcpConnections();
 // Stops this whole process (SIGSTOP) and has a helper process continue it (SIGCONT) after
 // `duration`; returns once continued, the helper reaped. Safe to call from any thread.
 void StallFor(absl::Duration duration);
+
+// While alive, the CPU allocator of this process fails one allocation: the first of one byte or
+// more after `skip` such allocations since construction returns kResourceExhausted ("out of CPU
+// memory allocating N bytes (injected)"); every other call goes to the allocator that was
+// registered before, which destruction registers again. Memory allocated meanwhile may outlive
+// the fault. Counts only Storage allocations (tensors, engine buffers), not malloc. One at a
+// time per process; construct and destroy on one thread.
+//
+//   AllocationFault fault(/*skip=*/1);  // the second allocation of this rank fails
+//   absl::StatusOr<ShardedTensor> moved = Reshard(st, spec, comm);
+class AllocationFault {
+ public:
+  explicit AllocationFault(int skip = 0);
+  AllocationFault(const AllocationFault&) = delete;
+  AllocationFault& operator=(const AllocationFault&) = delete;
+  ~AllocationFault();
+
+  // Whether the allocation has failed yet.
+  bool fired() const;
+};
 
 // The processes whose parent is `pid` (from /proc), e.g. to check that a test left none behind.
 std::vector<pid_t> ChildProcesses(pid_t pid);

@@ -58,6 +58,11 @@ TEST_SOURCES = {
     "backends/gloo/control_latency_bench.cc",
     "core/engine/engine_test_suite.cc",
     "core/engine/engine_test_suite.h",
+    "core/engine/engine_test_suite_errors.cc",
+    "core/engine/engine_test_suite_plans.cc",
+    "core/engine/engine_test_suite_round_trip.cc",
+    "core/engine/engine_test_suite_util.cc",
+    "core/engine/engine_test_suite_util.h",
 }
 
 

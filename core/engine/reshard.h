@@ -19,8 +19,12 @@ namespace shardkit {
 
 // Collective over the communicator `tensor` was sharded on. The result uses the bound `new_spec`
 // and lists its shards in that spec's order; `tensor` is unchanged.
+// Steps: the agreement on the descriptor; on every rank, its new shards and wires allocated and
+// what it sends packed; one status round; the AllToAll; unpacking.
 // Errors: kInvalidArgument (same on every rank) if a rank's `new_spec` does not bind to the global
-// shape and world, or ranks disagree on it; transport errors as the Communicator's.
+// shape and world, or ranks disagree on it; a rank's failure to allocate or pack (e.g.
+// kResourceExhausted), the same on every rank, naming that rank, before any byte moves; transport
+// errors as the Communicator's.
 [[nodiscard]] absl::StatusOr<ShardedTensor> Reshard(const ShardedTensor& tensor,
                                                     const specs::ShardingSpec& new_spec,
                                                     Communicator& comm,

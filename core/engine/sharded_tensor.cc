@@ -1,6 +1,9 @@
 #include "core/engine/sharded_tensor.h"
 
+#include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
@@ -50,6 +53,83 @@ absl::Status PrepareGatherOutput(const ShardedTensor& st, int dst, Tensor* out,
     return absl::InvalidArgumentError(
         absl::StrCat("out is ", out->DebugString(), " but the sharded tensor is ",
                      std::string(DTypeName(st.dtype())), ShapeToString(st.global_shape())));
+  }
+  return absl::OkStatus();
+}
+
+// What Gather moves on this rank, made ready before any byte moves.
+struct GatherSide {
+  ConstBuffer send;                     // a sender: its shards, back to back
+  std::shared_ptr<Storage> packed;      // a sender holding several shards: they, packed
+  std::vector<MutableBuffer> recvs;     // the destination: per rank, where its bytes go
+  std::vector<int64_t> staging_offset;  // per rank, into `staging`, or -1 (received in place)
+  std::shared_ptr<Storage> staging;
+};
+
+// A sender's shards back to back: in place when it holds one, else packed once beside them
+// (several shards of one rank share a device). Errors: as Storage::Allocate and CopyFrom.
+absl::Status PrepareSend(const ShardedTensor& st, const Communicator& comm, GatherSide& side) {
+  const std::vector<LocalShard>& local = st.local_shards();
+  if (local.size() == 1) {
+    const Tensor& t = local[0].tensor;
+    side.send = ConstBuffer(t.data(), static_cast<size_t>(t.nbytes()), t.device());
+    return absl::OkStatus();
+  }
+  const std::string step = absl::StrCat("packing this rank's ", local.size(), " shards");
+  const Device device = local.empty() ? internal::DefaultDevice(comm) : local[0].tensor.device();
+  absl::StatusOr<std::shared_ptr<Storage>> packed =
+      Storage::Allocate(device, static_cast<size_t>(st.local_nbytes()));
+  if (!packed.ok()) return Annotate(packed.status(), step);
+  side.packed = *std::move(packed);
+  std::byte* cursor = side.packed->data();
+  for (const LocalShard& shard : local) {
+    if (shard.tensor.numel() == 0) continue;
+    absl::StatusOr<Tensor> view =
+        internal::TensorOverBytes(cursor, shard.tensor.shape(), st.dtype(), device);
+    absl::Status copied = view.ok() ? view->CopyFrom(shard.tensor) : view.status();
+    if (!copied.ok()) return Annotate(copied, step);
+    cursor += shard.tensor.nbytes();
+  }
+  side.send = ConstBuffer(side.packed->data(), side.packed->nbytes(), device);
+  return absl::OkStatus();
+}
+
+// The destination: its own shards copied into `out`; per other rank a receive buffer, its region
+// of `out` when that is contiguous and it holds one shard, else a slice of one staging buffer.
+// Errors: as Storage::Allocate and CopyFrom.
+absl::Status PrepareReceive(const ShardedTensor& st, int dst, Tensor& out, GatherSide& side) {
+  const std::vector<ShardMetadata>& shards = st.shards();
+  for (const LocalShard& shard : st.local_shards()) {
+    SHARDKIT_ASSIGN_OR_RETURN(Tensor region, NarrowToShard(out, shards[shard.index]));
+    if (region.numel() == 0) continue;
+    absl::Status copied = region.CopyFrom(shard.tensor);
+    if (!copied.ok()) return Annotate(copied, absl::StrCat("copying own shard ", shard.index));
+  }
+  const auto by_rank = internal::ShardIndicesByRank(shards, static_cast<int>(side.recvs.size()));
+  side.staging_offset.assign(by_rank.size(), -1);
+  int64_t staging_bytes = 0;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    if (static_cast<int>(r) == dst) continue;
+    const int64_t nbytes = internal::PackedBytes(shards, by_rank[r], st.dtype());
+    if (by_rank[r].size() == 1 && out.IsContiguous() &&
+        internal::RegionIsContiguous(st.global_shape(), shards[by_rank[r][0]])) {
+      SHARDKIT_ASSIGN_OR_RETURN(Tensor region, NarrowToShard(out, shards[by_rank[r][0]]));
+      side.recvs[r] = MutableBuffer(region.data(), static_cast<size_t>(nbytes), out.device());
+    } else {
+      side.staging_offset[r] = staging_bytes;
+      staging_bytes += nbytes;
+    }
+  }
+  absl::StatusOr<std::shared_ptr<Storage>> staging =
+      Storage::Allocate(out.device(), static_cast<size_t>(staging_bytes));
+  if (!staging.ok()) return Annotate(staging.status(), "staging what other ranks send");
+  side.staging = *std::move(staging);
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    if (side.staging_offset[r] >= 0) {
+      side.recvs[r] = MutableBuffer(
+          side.staging->data() + side.staging_offset[r],
+          static_cast<size_t>(internal::PackedBytes(shards, by_rank[r], st.dtype())), out.device());
+    }
   }
   return absl::OkStatus();
 }
@@ -117,72 +197,22 @@ int64_t ShardedTensor::local_nbytes() const {
 absl::Status ShardedTensor::Gather(int dst, Tensor* out, Communicator& comm,
                                    const CallOptions& options) const {
   const int rank = comm.rank();
-  SHARDKIT_RETURN_IF_ERROR(
-      AgreeOnStatus(comm, PrepareGatherOutput(*this, dst, out, comm), "Gather", options));
+  // Every step that can fail on this rank alone (its `out`, an allocation, a pack) comes before
+  // the status round, which makes any failure every rank's same error before a byte moves.
+  GatherSide side;
+  side.recvs.resize(static_cast<size_t>(comm.world_size()));
+  absl::Status ready = PrepareGatherOutput(*this, dst, out, comm);
+  if (ready.ok())
+    ready = rank == dst ? PrepareReceive(*this, dst, *out, side) : PrepareSend(*this, comm, side);
+  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ready, "Gather", options));
+  if (rank != dst) return comm.Gather(side.send, {}, dst, options);
+
+  SHARDKIT_RETURN_IF_ERROR(comm.Gather(ConstBuffer(), side.recvs, dst, options));
   const auto by_rank = internal::ShardIndicesByRank(shards_, comm.world_size());
-
-  if (rank != dst) {
-    // This rank's shards back to back: in place when it holds one, else packed once.
-    std::shared_ptr<Storage> packed;
-    ConstBuffer send;
-    if (local_.size() == 1) {
-      const Tensor& t = local_[0].tensor;
-      send = ConstBuffer(t.data(), static_cast<size_t>(t.nbytes()), t.device());
-    } else {
-      // Packed beside the shards (several shards of one rank share a device).
-      const Device device =
-          local_.empty() ? internal::DefaultDevice(comm) : local_[0].tensor.device();
-      SHARDKIT_ASSIGN_OR_RETURN(packed,
-                                Storage::Allocate(device, static_cast<size_t>(local_nbytes())));
-      std::byte* cursor = static_cast<std::byte*>(packed->data());
-      for (const LocalShard& shard : local_) {
-        if (shard.tensor.numel() == 0) continue;
-        SHARDKIT_ASSIGN_OR_RETURN(
-            Tensor view, internal::TensorOverBytes(cursor, shard.tensor.shape(), dtype_, device));
-        SHARDKIT_RETURN_IF_ERROR(view.CopyFrom(shard.tensor));
-        cursor += shard.tensor.nbytes();
-      }
-      send = ConstBuffer(packed->data(), packed->nbytes(), device);
-    }
-    return comm.Gather(send, {}, dst, options);
-  }
-
-  // The destination: its own shards by local copy, the others received in place when their
-  // region of `out` is contiguous and they hold one shard, else through one staging buffer.
-  for (const LocalShard& shard : local_) {
-    SHARDKIT_ASSIGN_OR_RETURN(Tensor region, NarrowToShard(*out, shards_[shard.index]));
-    if (region.numel() > 0) SHARDKIT_RETURN_IF_ERROR(region.CopyFrom(shard.tensor));
-  }
-  std::vector<MutableBuffer> recvs(by_rank.size());
-  std::vector<int64_t> staging_offset(by_rank.size(), -1);
-  int64_t staging_bytes = 0;
   for (size_t r = 0; r < by_rank.size(); ++r) {
-    if (static_cast<int>(r) == dst) continue;
-    const int64_t nbytes = internal::PackedBytes(shards_, by_rank[r], dtype_);
-    if (by_rank[r].size() == 1 && out->IsContiguous() &&
-        internal::RegionIsContiguous(global_shape_, shards_[by_rank[r][0]])) {
-      SHARDKIT_ASSIGN_OR_RETURN(Tensor region, NarrowToShard(*out, shards_[by_rank[r][0]]));
-      recvs[r] = MutableBuffer(region.data(), static_cast<size_t>(nbytes), out->device());
-    } else {
-      staging_offset[r] = staging_bytes;
-      staging_bytes += nbytes;
-    }
-  }
-  SHARDKIT_ASSIGN_OR_RETURN(std::shared_ptr<Storage> staging_storage,
-                            Storage::Allocate(out->device(), static_cast<size_t>(staging_bytes)));
-  std::byte* staging = static_cast<std::byte*>(staging_storage->data());
-  for (size_t r = 0; r < by_rank.size(); ++r) {
-    if (staging_offset[r] >= 0) {
-      recvs[r] = MutableBuffer(
-          staging + staging_offset[r],
-          static_cast<size_t>(internal::PackedBytes(shards_, by_rank[r], dtype_)), out->device());
-    }
-  }
-  SHARDKIT_RETURN_IF_ERROR(comm.Gather(ConstBuffer(), recvs, dst, options));
-  for (size_t r = 0; r < by_rank.size(); ++r) {
-    if (staging_offset[r] < 0) continue;
-    SHARDKIT_RETURN_IF_ERROR(
-        internal::UnpackRegions(staging + staging_offset[r], shards_, by_rank[r], *out));
+    if (side.staging_offset[r] < 0) continue;
+    SHARDKIT_RETURN_IF_ERROR(internal::UnpackRegions(side.staging->data() + side.staging_offset[r],
+                                                     shards_, by_rank[r], *out));
   }
   return absl::OkStatus();
 }

@@ -73,8 +73,11 @@ class ShardedTensor {
   // default-constructed tensor is replaced by a fresh one on the CPU, or on the rank's current CUDA
   // device for a backend that moves only CUDA memory); on other ranks `out` must be nullptr. Every
   // rank sends only its own shard bytes; ranks without shards send nothing.
-  // Errors: kInvalidArgument, the same on every rank, if `dst` or any rank's `out` is wrong;
-  // transport errors as the Communicator's.
+  // Every rank first does what can fail on it alone (checking `out`, allocating, packing), then
+  // one status round, then the transfer.
+  // Errors: kInvalidArgument, the same on every rank, if `dst` or any rank's `out` is wrong; a
+  // rank's failure to allocate or pack (e.g. kResourceExhausted), the same on every rank, naming
+  // that rank, before any byte moves; transport errors as the Communicator's.
   [[nodiscard]] absl::Status Gather(int dst, Tensor* out, Communicator& comm,
                                     const CallOptions& options = {}) const;
 

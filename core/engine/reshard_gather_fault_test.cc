@@ -1,0 +1,198 @@
+// A failure on one rank after the agreement of Reshard and ShardedTensor::Gather — an allocation
+// of a new shard, of the send wire, of a packing buffer, of the staging buffer — on 2 and 4 forked
+// ranks over real Gloo on 127.0.0.1: every rank returns the same error (the same first line), at
+// once, not at the operation's deadline. The victim does not leave early: like a program that
+// goes on, it lives until every rank has its result (a file each, in a directory of the test).
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "core/engine/reshard.h"
+#include "core/engine/shard_parameter.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "specs/spec_json.h"
+#include "testing/faults.h"
+#include "testing/multiprocess.h"
+#include "testing/status_matchers.h"
+
+namespace shardkit {
+namespace {
+
+using ::shardkit::testing::AllocationFault;
+using ::shardkit::testing::FreshTestDir;
+using ::shardkit::testing::RankOptions;
+using ::shardkit::testing::RunRanks;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// The operation's deadline; every rank must have its error well before it.
+constexpr absl::Duration kDeadline = absl::Seconds(4);
+constexpr int kDst = 0;  // Gather's destination
+
+enum class Op { kReshard, kGather };
+
+struct Case {
+  Op op;
+  bool victim_is_dst;  // else the last rank (never the destination)
+  int skip;            // allocations the victim makes before the one that fails
+  const char* step;    // what the victim's error names
+};
+
+// "w" (float32 [4W, 2W]) in 2W row blocks, every rank holding two: Gather's senders pack them,
+// its destination stages them. Reshard moves it to column blocks, one per rank, each built from
+// every rank's rows.
+specs::ShardingSpec TwoBlocksPerRank(int world) {
+  std::string placements;
+  for (int i = 0; i < 2 * world; ++i) {
+    placements += absl::StrFormat("%s\"rank:%d\"", i == 0 ? "" : ",", i % world);
+  }
+  return *specs::ParseSpec(
+      absl::StrFormat(R"({"type":"chunk","dim":0,"placements":[%s]})", placements));
+}
+
+std::string ResultPath(const std::string& dir, int rank) {
+  return absl::StrCat(dir, "/rank", rank);
+}
+
+// Writes "<seconds>\n<status>" whole (rename), then waits until every rank has written its own.
+void ReportAndWait(const std::string& dir, int rank, int world, absl::Duration elapsed,
+                   const absl::Status& status) {
+  const std::string path = ResultPath(dir, rank);
+  {
+    std::ofstream out(path + ".tmp");
+    out << absl::ToDoubleSeconds(elapsed) << "\n" << status.ToString();
+  }
+  std::filesystem::rename(path + ".tmp", path);
+  const absl::Time give_up = absl::Now() + 3 * kDeadline;
+  for (int r = 0; r < world && absl::Now() < give_up;) {
+    if (std::filesystem::exists(ResultPath(dir, r))) {
+      ++r;
+    } else {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+}
+
+struct Result {
+  double seconds = -1;
+  std::string first_line;
+  std::string text;
+};
+
+Result ReadResult(const std::string& dir, int rank) {
+  Result result;
+  std::ifstream in(ResultPath(dir, rank));
+  std::string seconds;
+  if (!std::getline(in, seconds) || !absl::SimpleAtod(seconds, &result.seconds)) return result;
+  std::getline(in, result.first_line);
+  std::stringstream rest;
+  rest << in.rdbuf();
+  result.text = result.first_line + "\n" + rest.str();
+  return result;
+}
+
+void RunFaultCase(int world, const Case& c) {
+  const int victim = c.victim_is_dst ? kDst : world - 1;
+  const std::string dir = FreshTestDir("first-lines");
+  RankOptions options;
+  options.deadline = absl::Seconds(60);
+  SHARDKIT_EXPECT_OK(RunRanks(
+      world, "gloo",
+      [&](int rank, Communicator& comm) {
+        SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor full,
+                                      Tensor::Arange({4 * world, 2 * world}, DType::kFloat32));
+        Module module;
+        SHARDKIT_ASSERT_OK(
+            module.AddParameter("w", rank == 0 ? full : *Tensor::Meta(full.shape(), full.dtype())));
+        SHARDKIT_ASSERT_OK(ShardParameter(module, "w", TwoBlocksPerRank(world), comm));
+        SHARDKIT_ASSERT_OK_AND_ASSIGN(const ShardedTensor* st, module.GetSharded("w"));
+        SHARDKIT_ASSERT_OK_AND_ASSIGN(
+            specs::ShardingSpec columns,
+            specs::ParseSpec(R"({"type":"chunk","dim":1,"placements":{"ranks":"all"}})"));
+        Tensor out;  // allocated before the fault: the destination's staging is then the first
+        if (rank == kDst) {
+          SHARDKIT_ASSERT_OK_AND_ASSIGN(out, Tensor::Empty(full.shape(), full.dtype()));
+        }
+        SHARDKIT_ASSERT_OK(comm.Barrier());
+
+        CallOptions call;
+        call.timeout = kDeadline;
+        absl::Status status;
+        const absl::Time start = absl::Now();
+        {
+          std::optional<AllocationFault> fault;
+          if (rank == victim) fault.emplace(c.skip);
+          if (c.op == Op::kReshard) {
+            status = Reshard(*st, columns, comm, call).status();
+          } else {
+            status = st->Gather(kDst, rank == kDst ? &out : nullptr, comm, call);
+          }
+          if (fault.has_value()) {
+            EXPECT_TRUE(fault->fired()) << "no allocation failed";
+          }
+        }
+        const absl::Duration elapsed = absl::Now() - start;
+        std::fprintf(stderr, "rank %d: error after %.3f s: %s\n", rank,
+                     absl::ToDoubleSeconds(elapsed), status.ToString().c_str());
+        ReportAndWait(dir, rank, world, elapsed, status);
+      },
+      options));
+
+  const Result first = ReadResult(dir, 0);
+  for (int rank = 0; rank < world; ++rank) {
+    const Result result = ReadResult(dir, rank);
+    ASSERT_GE(result.seconds, 0) << "rank " << rank << " reported nothing";
+    EXPECT_LT(result.seconds, absl::ToDoubleSeconds(kDeadline / 2))
+        << "rank " << rank << " waited for the deadline: " << result.text;
+    EXPECT_EQ(result.first_line, first.first_line) << "rank " << rank << " vs rank 0";
+    EXPECT_THAT(result.first_line, StartsWith("RESOURCE_EXHAUSTED: "));
+    EXPECT_THAT(result.first_line, HasSubstr(absl::StrCat("rank ", victim, ": ")));
+    EXPECT_THAT(result.first_line, HasSubstr(c.step));
+    EXPECT_THAT(result.first_line, HasSubstr("(injected)"));
+  }
+}
+
+class AfterAgreementFaults : public ::testing::TestWithParam<int> {};
+
+TEST_P(AfterAgreementFaults, ReshardNewShardAllocation) {
+  RunFaultCase(GetParam(),
+               {.op = Op::kReshard, .victim_is_dst = false, .skip = 0, .step = "new shard"});
+}
+
+TEST_P(AfterAgreementFaults, ReshardSendWireAllocation) {
+  RunFaultCase(GetParam(),
+               {.op = Op::kReshard, .victim_is_dst = false, .skip = 1, .step = "send wire"});
+}
+
+TEST_P(AfterAgreementFaults, GatherPackOnSender) {
+  RunFaultCase(GetParam(), {.op = Op::kGather,
+                            .victim_is_dst = false,
+                            .skip = 0,
+                            .step = "packing this rank's 2 shards"});
+}
+
+TEST_P(AfterAgreementFaults, GatherStagingOnDestination) {
+  RunFaultCase(GetParam(), {.op = Op::kGather,
+                            .victim_is_dst = true,
+                            .skip = 0,
+                            .step = "staging what other ranks send"});
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, AfterAgreementFaults, ::testing::Values(2, 4),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return absl::StrFormat("World%d", info.param);
+                         });
+
+}  // namespace
+}  // namespace shardkit

@@ -51,6 +51,14 @@ class OperationClock {
                                 absl::ToDoubleSeconds(deadline_ - start_)));
   }
 
+  // The result of a round that agrees on every rank's errors: while `comm` is usable it is every
+  // rank's same verdict (one rank's time in it would make the ranks' messages differ) and is
+  // returned as it is; the round's own transport failure poisons `comm` and is annotated.
+  absl::Status AnnotateRound(const absl::Status& status, std::string_view step,
+                             const Communicator& comm) const {
+    return comm.poisoned().ok() ? status : Annotate(status, step);
+  }
+
  private:
   const absl::Time start_;
   const absl::Time deadline_;
@@ -71,27 +79,38 @@ absl::Status ShardParameters(Module& module, const std::vector<ParameterSpec>& p
   options.call.deadline = comm.Deadline(requested.call);
   const OperationClock clock(options.call.deadline);
   std::vector<internal::ShardJob> jobs = internal::PrepareJobs(module, parameters, comm, options);
-  timer.Mark(&ShardStats::agree_begin, timer.Lap(&ShardStats::check_seconds));
-  SHARDKIT_RETURN_IF_ERROR(clock.Annotate(
-      internal::AgreeOnDescriptor(comm, internal::Describe(jobs, options, comm.world_size()),
-                                  internal::LocalErrors(jobs), "ShardParameter", options.call),
-      "ShardParameter agreement"));
-  timer.Mark(&ShardStats::agree_end, timer.Lap(&ShardStats::agree_seconds));
-  internal::PackBuffer pack;
-  absl::StatusOr<std::vector<internal::ShardResult>> transferred =
-      internal::TransferJobs(jobs, comm, options, pack);
-  if (!transferred.ok()) {
-    absl::Status failure = clock.Annotate(transferred.status(), "transfer");
-    // A poisoned communicator cannot carry the news; otherwise peers learn it promptly (their
-    // next collective no longer matches this rank's) instead of at their deadline.
-    if (!comm.poisoned().ok()) return failure;
-    return AgreeOnStatus(comm, failure, "ShardParameter commit", options.call);
+  // Whatever can fail on this rank alone (allocating, packing, copying its own shards) is done
+  // before the agreement, which makes it every rank's same error before a byte moves.
+  std::vector<std::string> local_errors = internal::LocalErrors(jobs);
+  absl::StatusCode local_code = internal::LocalErrorCode(jobs);
+  internal::PreparedTransfer prepared;
+  if (local_errors.empty()) {
+    absl::Status ready = internal::PrepareTransfer(jobs, comm, options, prepared);
+    if (!ready.ok()) {
+      local_errors.emplace_back(ready.message());
+      local_code = ready.code();
+    }
   }
-  std::vector<internal::ShardResult>& results = *transferred;
-  timer.Lap(&ShardStats::transfer_seconds);
+  timer.Mark(&ShardStats::agree_begin, timer.Lap(&ShardStats::check_seconds));
+  SHARDKIT_RETURN_IF_ERROR(clock.AnnotateRound(
+      internal::AgreeOnDescriptor(comm, internal::Describe(jobs, options, comm.world_size()),
+                                  local_errors, "ShardParameter", options.call, local_code),
+      "ShardParameter agreement", comm));
+  timer.Mark(&ShardStats::agree_end, timer.Lap(&ShardStats::agree_seconds));
+  absl::StatusOr<std::vector<internal::ShardResult>> transferred =
+      internal::TransferJobs(jobs, comm, options, prepared);
+  absl::Status local = absl::OkStatus();
+  if (!transferred.ok()) {
+    local = clock.Annotate(transferred.status(), "transfer");
+    // A poisoned communicator cannot carry the news; otherwise the commit round does.
+    if (!comm.poisoned().ok()) return local;
+  } else {
+    timer.Lap(&ShardStats::transfer_seconds);
+  }
   SHARDKIT_RETURN_IF_ERROR(
-      clock.Annotate(AgreeOnStatus(comm, absl::OkStatus(), "ShardParameter commit", options.call),
-                     "ShardParameter commit"));
+      clock.AnnotateRound(AgreeOnStatus(comm, local, "ShardParameter commit", options.call),
+                          "ShardParameter commit", comm));
+  std::vector<internal::ShardResult>& results = *transferred;
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (auto* sharded = std::get_if<ShardedTensor>(&results[i])) {
       SHARDKIT_RETURN_IF_ERROR(module.SetSharded(jobs[i].name, std::move(*sharded)));
@@ -140,10 +159,11 @@ absl::StatusOr<std::vector<AgreedParameter>> AgreeOnParameters(
   const OperationClock clock(options.call.deadline);
   std::vector<internal::ShardJob> jobs =
       internal::PrepareJobs(module, parameters, comm, options, /*layout_only=*/true);
-  SHARDKIT_RETURN_IF_ERROR(clock.Annotate(
+  SHARDKIT_RETURN_IF_ERROR(clock.AnnotateRound(
       internal::AgreeOnDescriptor(comm, internal::Describe(jobs, options, comm.world_size()),
-                                  internal::LocalErrors(jobs), "ShardParameter", options.call),
-      "ShardParameter agreement"));
+                                  internal::LocalErrors(jobs), "ShardParameter", options.call,
+                                  internal::LocalErrorCode(jobs)),
+      "ShardParameter agreement", comm));
   std::vector<AgreedParameter> agreed;
   for (size_t i = 0; i < jobs.size(); ++i) {
     internal::ShardJob& job = jobs[i];

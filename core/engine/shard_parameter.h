@@ -8,11 +8,13 @@
 // The data flow (docs/architecture.md, "ShardParameter and ShardModule: the data flow"):
 //  1. Local checks, no I/O: the slot exists and holds a tensor (a meta tensor is fine on ranks
 //     other than the source), the source's tensor has data and is contiguous, the spec binds to
-//     the shape and the world, devices suit the backend; receive storage is allocated. A local
-//     failure does not return early: it is carried into step 2.
+//     the shape and the world, devices suit the backend; then whatever can fail on one rank
+//     alone: receive storage is allocated, the source packs what it sends and copies its own
+//     shards. A local failure does not return early: it is carried into step 2.
 //  2. Agreement: one all-gather of fixed-size digests of {names, bound specs, shapes, dtypes,
 //     requires_grad, src_rank, strategy} and of local readiness. On any difference every rank
-//     returns the same kInvalidArgument naming every disagreeing rank and field; no data moves.
+//     returns the same kInvalidArgument naming every disagreeing rank and field (a local failure
+//     alone: its own code, e.g. kResourceExhausted); no data moves.
 //  3. Distribution: `kScatter` sends each rank only its shards (per-rank sizes, no padding;
 //     contiguous chunks straight from the source's memory, others packed once; a rank's several
 //     shards in one transfer, received straight into their final storage); `kBroadcast` sends the
@@ -78,8 +80,9 @@ struct ParameterSpec {
 // Collective: shards one parameter. Errors: kInvalidArgument (same on every rank) for any local
 // problem or disagreement, naming ranks, parameter and field — a placement on a device the backend
 // cannot move included, worded as the backend's capability ("backend gloo cannot move cuda memory:
-// parameter "w" is placed on rank:1/cuda (...)"); transport errors as the
-// Communicator's (kDeadlineExceeded, kUnavailable), annotated with the step ("ShardParameter
+// parameter "w" is placed on rank:1/cuda (...)"); a rank's failure to allocate or pack (e.g.
+// kResourceExhausted), the same on every rank, naming that rank and the step; transport errors
+// as the Communicator's (kDeadlineExceeded, kUnavailable), annotated with the step ("ShardParameter
 // agreement" / "ShardParameter(NAME): transfer" / "ShardParameter commit") and the time into the
 // operation, after which the communicator is poisoned.
 [[nodiscard]] absl::Status ShardParameter(Module& module, std::string_view name,

@@ -49,13 +49,16 @@ void Diff(const Json& a, const Json& b, const std::string& path, size_t limit,
 }
 
 // One rank's full report, exchanged only when the digests disagree.
-std::string EncodeReport(const Json& descriptor, const std::vector<std::string>& errors) {
-  return Json{{"descriptor", descriptor}, {"errors", errors}}.dump();
+std::string EncodeReport(const Json& descriptor, const std::vector<std::string>& errors,
+                         absl::StatusCode code) {
+  return Json{{"descriptor", descriptor}, {"errors", errors}, {"code", static_cast<int>(code)}}
+      .dump();
 }
 
 absl::Status BuildMismatchError(const std::vector<std::string>& reports, std::string_view op) {
   std::vector<Json> descriptors;
-  std::vector<std::pair<int, std::string>> errors;  // (rank, local error), ranks ascending
+  std::vector<std::pair<int, std::string>> errors;      // (rank, local error), ranks ascending
+  absl::StatusCode local_code = absl::StatusCode::kOk;  // the lowest rank's with local errors
   for (size_t r = 0; r < reports.size(); ++r) {
     Json report = Json::parse(reports[r], nullptr, /*allow_exceptions=*/false);
     if (report.is_discarded() || !report.contains("descriptor")) {
@@ -64,6 +67,12 @@ absl::Status BuildMismatchError(const std::vector<std::string>& reports, std::st
     }
     for (const auto& error : report["errors"]) {
       errors.emplace_back(static_cast<int>(r), error.get<std::string>());
+    }
+    if (local_code == absl::StatusCode::kOk && !report["errors"].empty()) {
+      const Json& code = report["code"];
+      local_code = code.is_number_integer() && code.get<int>() != 0
+                       ? static_cast<absl::StatusCode>(code.get<int>())
+                       : absl::StatusCode::kInvalidArgument;
     }
     descriptors.push_back(std::move(report["descriptor"]));
   }
@@ -90,8 +99,9 @@ absl::Status BuildMismatchError(const std::vector<std::string>& reports, std::st
   }
   // Local problems alone (every rank describes the same operation) are no disagreement.
   const bool disagree = problems.size() > local_problems;
-  return absl::InvalidArgumentError(absl::StrCat(
-      std::string(op), disagree ? ": ranks do not agree: " : ": ", absl::StrJoin(problems, "; ")));
+  return absl::Status(disagree ? absl::StatusCode::kInvalidArgument : local_code,
+                      absl::StrCat(std::string(op), disagree ? ": ranks do not agree: " : ": ",
+                                   absl::StrJoin(problems, "; ")));
 }
 
 }  // namespace
@@ -104,7 +114,7 @@ std::vector<std::string> DescribeDifferences(const Json& a, const Json& b, size_
 
 absl::Status AgreeOnDescriptor(Communicator& comm, const Json& descriptor,
                                const std::vector<std::string>& local_errors, std::string_view op,
-                               const CallOptions& options) {
+                               const CallOptions& options, absl::StatusCode local_code) {
   const std::string text = descriptor.dump();
   const specs::Sha256Digest digest = specs::Sha256(text);
   std::string mine(kDigestBytes + 1, '\0');
@@ -117,7 +127,7 @@ absl::Status AgreeOnDescriptor(Communicator& comm, const Json& descriptor,
   if (agreed) return absl::OkStatus();
   SHARDKIT_ASSIGN_OR_RETURN(
       std::vector<std::string> reports,
-      comm.AllGather(ConstBuffer(EncodeReport(descriptor, local_errors)), options));
+      comm.AllGather(ConstBuffer(EncodeReport(descriptor, local_errors, local_code)), options));
   return BuildMismatchError(reports, op);
 }
 

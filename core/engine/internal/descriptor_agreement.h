@@ -20,14 +20,17 @@
 namespace shardkit::internal {
 
 // Collective. `descriptor` must be what every rank is expected to agree on; `local_errors` the
-// problems this rank found (each already naming its parameter).
-// Errors: kInvalidArgument, identical on every rank: "<op>: ranks do not agree: rank R: <error>;
+// problems this rank found (each already naming its parameter); `local_code` the code of the first
+// of them.
+// Errors: identical on every rank: kInvalidArgument "<op>: ranks do not agree: rank R: <error>;
 // …; rank S differs from rank T: <path> is <X>, not <Y>; …" — or "<op>: ranks 0-3: <error>; …"
 // when the ranks' descriptors are the same and only local problems stand in the way (a bad spec,
-// a device the backend cannot move). Transport errors as the Communicator's.
-[[nodiscard]] absl::Status AgreeOnDescriptor(Communicator& comm, const nlohmann::json& descriptor,
-                                             const std::vector<std::string>& local_errors,
-                                             std::string_view op, const CallOptions& options);
+// a device the backend cannot move, an allocation), with the `local_code` of the lowest rank that
+// has one (as AgreeOnStatus). Transport errors as the Communicator's.
+[[nodiscard]] absl::Status AgreeOnDescriptor(
+    Communicator& comm, const nlohmann::json& descriptor,
+    const std::vector<std::string>& local_errors, std::string_view op, const CallOptions& options,
+    absl::StatusCode local_code = absl::StatusCode::kInvalidArgument);
 
 // The paths where `a` and `b` differ, as "path is A, not B" (at most `limit`), for messages.
 std::vector<std::string> DescribeDifferences(const nlohmann::json& a, const nlohmann::json& b,

@@ -156,6 +156,8 @@ std::vector<ShardJob> PrepareJobs(const Module& module,
       job.error = DeviceProblem(job, comm, comm.rank() == options.src_rank);
       if (!job.error.empty()) continue;
       status = AllocateReceive(job, comm, options);
+      // A check's failure is an invalid argument, whatever its code; an allocation keeps its own.
+      if (!status.ok()) job.error_code = status.code();
     }
     if (!status.ok()) {
       job.error = absl::StrCat("parameter ", QuoteName(job.name), ": ", status.message());
@@ -188,6 +190,13 @@ std::vector<std::string> LocalErrors(const std::vector<ShardJob>& jobs) {
     if (!job.error.empty()) errors.push_back(job.error);
   }
   return errors;
+}
+
+absl::StatusCode LocalErrorCode(const std::vector<ShardJob>& jobs) {
+  for (const ShardJob& job : jobs) {
+    if (!job.error.empty()) return job.error_code;
+  }
+  return absl::StatusCode::kInvalidArgument;
 }
 
 absl::StatusOr<std::byte*> PackBuffer::Reserve(size_t bytes, const Device& device) {

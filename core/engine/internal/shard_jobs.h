@@ -28,6 +28,7 @@ struct ShardJob {
   std::vector<specs::ShardMetadata> shards;  // sharded: the layout, in spec order
   std::string spec_json;                     // bound canonical JSON, or specs::kReplicatedJson
   std::string error;                         // this rank's local problem, or empty
+  absl::StatusCode error_code = absl::StatusCode::kInvalidArgument;  // of `error`
   Device device;  // where this rank's shards (or its replicated copy) are allocated
   std::shared_ptr<Storage> recv_storage;  // scatter, non-source: this rank's shard bytes
 };
@@ -47,6 +48,8 @@ std::vector<ShardJob> PrepareJobs(const Module& module,
 nlohmann::json Describe(const std::vector<ShardJob>& jobs, const ShardOptions& options,
                         int world_size);
 std::vector<std::string> LocalErrors(const std::vector<ShardJob>& jobs);
+// The code of the first of them (kInvalidArgument when there are none).
+absl::StatusCode LocalErrorCode(const std::vector<ShardJob>& jobs);
 
 // Reused packing memory of the source rank, across parameters.
 class PackBuffer {
@@ -61,13 +64,41 @@ class PackBuffer {
 
 using ShardResult = std::variant<Tensor, ShardedTensor>;
 
+// Everything TransferJobs needs, made ready before the agreement (PrepareTransfer), so that what
+// can fail on one rank alone fails there and every rank learns it in the agreement.
+struct PreparedTransfer {
+  // kScatter, the source: per rank, one segment per sharded parameter it holds bytes of, pointing
+  // into the source's tensors or into `pack` (filled).
+  std::vector<std::vector<ConstBuffer>> sends;
+  PackBuffer pack;
+  // Per job, in job order: this rank's shards of a sharded parameter (the source's filled; a
+  // scatter receiver's views over ShardJob::recv_storage; a broadcast receiver's allocated, filled
+  // from `full` after the transfer), and where a broadcast lands (replicated: the result; a
+  // sharded parameter under kBroadcast on a receiver: a view over `scratch`).
+  std::vector<std::vector<LocalShard>> local;
+  std::vector<Tensor> full;
+  // kBroadcast, not the source: one buffer per device, as large as its largest sharded
+  // parameter, that receives each of them whole in turn.
+  std::vector<std::shared_ptr<Storage>> scratch;
+};
+
+// Step 1, the part that needs memory: on the source under kScatter, the pack buffer filled (first)
+// and copies of its own shards; under kBroadcast, the source's own-shard copies, and elsewhere
+// the receive buffers and this rank's shards; replicated parameters' receive tensors. Call only
+// when every job passed its checks. Nothing moves between ranks.
+// Errors: as Storage::Allocate and Tensor::CopyFrom (e.g. kResourceExhausted), naming the
+// parameter and the step.
+[[nodiscard]] absl::Status PrepareTransfer(const std::vector<ShardJob>& jobs,
+                                           const Communicator& comm, const ShardOptions& options,
+                                           PreparedTransfer& prepared);
+
 // Step 3 for every agreed parameter, in an order every rank shares: with kScatter all sharded
 // parameters in one ScatterSegments call, then each remaining one (replicated parameters, or all
-// under kBroadcast) in job order. Errors: transport errors, naming the parameter(s);
-// allocation failures.
+// under kBroadcast) in job order. Only bytes move, and a broadcast receiver copies its shards out
+// of what it received. Errors: transport errors, naming the parameter(s); a copy's failure.
 [[nodiscard]] absl::StatusOr<std::vector<ShardResult>> TransferJobs(
     const std::vector<ShardJob>& jobs, Communicator& comm, const ShardOptions& options,
-    PackBuffer& pack);
+    PreparedTransfer& prepared);
 
 }  // namespace shardkit::internal
 

@@ -1,5 +1,6 @@
-// A failure on one rank after the agreement of Reshard and ShardedTensor::Gather — an allocation
-// of a new shard, of the send wire, of a packing buffer, of the staging buffer — on 2 and 4 forked
+// A failure on one rank alone in Reshard, ShardedTensor::Gather and ShardParameter — an allocation
+// of a new shard, of the send wire, of a packing buffer, of the staging buffer; ShardParameter's
+// source pack, a broadcast receive buffer, a copy of the source's own shard — on 2 and 4 forked
 // ranks over real Gloo on 127.0.0.1: every rank returns the same error (the same first line), at
 // once, not at the operation's deadline. The victim does not leave early: like a program that
 // goes on, it lives until every rank has its result (a file each, in a directory of the test).
@@ -38,16 +39,25 @@ using ::testing::StartsWith;
 
 // The operation's deadline; every rank must have its error well before it.
 constexpr absl::Duration kDeadline = absl::Seconds(4);
-constexpr int kDst = 0;  // Gather's destination
+constexpr int kDst = 0;  // Gather's destination, ShardParameter's source
 
-enum class Op { kReshard, kGather };
+// ShardParameter's cases shard "w" under the fault: by columns (the source packs what it
+// sends), by rows (each rank's part is contiguous: nothing packed), or by rows with broadcast.
+enum class Op { kReshard, kGather, kScatterColumns, kScatterRows, kBroadcastRows };
 
 struct Case {
   Op op;
-  bool victim_is_dst;  // else the last rank (never the destination)
+  bool victim_is_dst;  // else the last rank (never the destination or source)
   int skip;            // allocations the victim makes before the one that fails
   const char* step;    // what the victim's error names
 };
+
+bool IsShard(Op op) { return op != Op::kReshard && op != Op::kGather; }
+
+specs::ShardingSpec ChunkSpec(int dim) {
+  return *specs::ParseSpec(
+      absl::StrFormat(R"({"type":"chunk","dim":%d,"placements":{"ranks":"all"}})", dim));
+}
 
 // "w" (float32 [4W, 2W]) in 2W row blocks, every rank holding two: Gather's senders pack them,
 // its destination stages them. Reshard moves it to column blocks, one per rank, each built from
@@ -115,28 +125,35 @@ void RunFaultCase(int world, const Case& c) {
         Module module;
         SHARDKIT_ASSERT_OK(
             module.AddParameter("w", rank == 0 ? full : *Tensor::Meta(full.shape(), full.dtype())));
-        SHARDKIT_ASSERT_OK(ShardParameter(module, "w", TwoBlocksPerRank(world), comm));
-        SHARDKIT_ASSERT_OK_AND_ASSIGN(const ShardedTensor* st, module.GetSharded("w"));
-        SHARDKIT_ASSERT_OK_AND_ASSIGN(
-            specs::ShardingSpec columns,
-            specs::ParseSpec(R"({"type":"chunk","dim":1,"placements":{"ranks":"all"}})"));
+        // ShardParameter's cases shard "w" under the fault; Reshard's and Gather's shard it first.
+        ShardOptions shard;
+        shard.src_rank = kDst;
+        shard.strategy = c.op == Op::kBroadcastRows ? Strategy::kBroadcast : Strategy::kScatter;
+        shard.call.timeout = kDeadline;
+        const ShardedTensor* st = nullptr;
         Tensor out;  // allocated before the fault: the destination's staging is then the first
-        if (rank == kDst) {
-          SHARDKIT_ASSERT_OK_AND_ASSIGN(out, Tensor::Empty(full.shape(), full.dtype()));
+        if (!IsShard(c.op)) {
+          SHARDKIT_ASSERT_OK(ShardParameter(module, "w", TwoBlocksPerRank(world), comm));
+          SHARDKIT_ASSERT_OK_AND_ASSIGN(st, module.GetSharded("w"));
+          if (rank == kDst) {
+            SHARDKIT_ASSERT_OK_AND_ASSIGN(out, Tensor::Empty(full.shape(), full.dtype()));
+          }
         }
         SHARDKIT_ASSERT_OK(comm.Barrier());
 
-        CallOptions call;
-        call.timeout = kDeadline;
         absl::Status status;
         const absl::Time start = absl::Now();
         {
           std::optional<AllocationFault> fault;
           if (rank == victim) fault.emplace(c.skip);
           if (c.op == Op::kReshard) {
-            status = Reshard(*st, columns, comm, call).status();
+            status = Reshard(*st, ChunkSpec(1), comm, shard.call).status();
+          } else if (c.op == Op::kGather) {
+            status = st->Gather(kDst, rank == kDst ? &out : nullptr, comm, shard.call);
           } else {
-            status = st->Gather(kDst, rank == kDst ? &out : nullptr, comm, call);
+            status = ShardParameter(module, "w", ChunkSpec(c.op == Op::kScatterColumns ? 1 : 0),
+                                    comm, shard);
+            EXPECT_TRUE(module.GetTensor("w").ok()) << "the slot changed";
           }
           if (fault.has_value()) {
             EXPECT_TRUE(fault->fired()) << "no allocation failed";
@@ -163,33 +180,54 @@ void RunFaultCase(int world, const Case& c) {
   }
 }
 
-class AfterAgreementFaults : public ::testing::TestWithParam<int> {};
+class OneRankFaults : public ::testing::TestWithParam<int> {};
 
-TEST_P(AfterAgreementFaults, ReshardNewShardAllocation) {
+TEST_P(OneRankFaults, ReshardNewShardAllocation) {
   RunFaultCase(GetParam(),
                {.op = Op::kReshard, .victim_is_dst = false, .skip = 0, .step = "new shard"});
 }
 
-TEST_P(AfterAgreementFaults, ReshardSendWireAllocation) {
+TEST_P(OneRankFaults, ReshardSendWireAllocation) {
   RunFaultCase(GetParam(),
                {.op = Op::kReshard, .victim_is_dst = false, .skip = 1, .step = "send wire"});
 }
 
-TEST_P(AfterAgreementFaults, GatherPackOnSender) {
+TEST_P(OneRankFaults, GatherPackOnSender) {
   RunFaultCase(GetParam(), {.op = Op::kGather,
                             .victim_is_dst = false,
                             .skip = 0,
                             .step = "packing this rank's 2 shards"});
 }
 
-TEST_P(AfterAgreementFaults, GatherStagingOnDestination) {
+TEST_P(OneRankFaults, GatherStagingOnDestination) {
   RunFaultCase(GetParam(), {.op = Op::kGather,
                             .victim_is_dst = true,
                             .skip = 0,
                             .step = "staging what other ranks send"});
 }
 
-INSTANTIATE_TEST_SUITE_P(Worlds, AfterAgreementFaults, ::testing::Values(2, 4),
+TEST_P(OneRankFaults, ShardScatterSourcePack) {
+  RunFaultCase(GetParam(), {.op = Op::kScatterColumns,
+                            .victim_is_dst = true,
+                            .skip = 0,
+                            .step = "packing the source's non-contiguous shards"});
+}
+
+TEST_P(OneRankFaults, ShardBroadcastReceiveBuffer) {
+  RunFaultCase(GetParam(), {.op = Op::kBroadcastRows,
+                            .victim_is_dst = false,
+                            .skip = 0,
+                            .step = "the buffer that receives each broadcast parameter whole"});
+}
+
+TEST_P(OneRankFaults, ShardScatterSourceOwnShardCopy) {
+  RunFaultCase(GetParam(), {.op = Op::kScatterRows,
+                            .victim_is_dst = true,
+                            .skip = 0,
+                            .step = "parameter \"w\": copying own shard 0"});
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, OneRankFaults, ::testing::Values(2, 4),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return absl::StrFormat("World%d", info.param);
                          });

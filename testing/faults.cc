@@ -17,6 +17,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/os/proc_status.h"
 #include "core/tensor/allocator.h"
 
 namespace shardkit::testing {
@@ -52,10 +53,7 @@ WriteTrigger::~WriteTrigger() {
 
 int ShutdownTcpConnections() {
   int count = 0;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-    int fd = -1;
-    if (!absl::SimpleAtoi(entry.path().filename().string(), &fd)) continue;
+  (void)io::ForEachOpenFd([&](int fd) {  // unlisted: none shut down
     int type = 0;
     socklen_t type_size = sizeof(type);
     sockaddr_storage address{};
@@ -63,10 +61,10 @@ int ShutdownTcpConnections() {
     if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_size) != 0 || type != SOCK_STREAM ||
         getsockname(fd, reinterpret_cast<sockaddr*>(&address), &address_size) != 0 ||
         (address.ss_family != AF_INET && address.ss_family != AF_INET6)) {
-      continue;
+      return;
     }
     if (shutdown(fd, SHUT_RDWR) == 0) ++count;
-  }
+  });
   return count;
 }
 

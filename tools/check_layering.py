@@ -11,8 +11,9 @@ folder it lives in limits what it may include from the repository's own folders:
   core/base     core/base
   core/tensor   core/base, core/tensor
   core/json     core/base, core/json
-  core/store    core/base, core/store
-  core/comm     core/base, core/tensor, core/store, core/comm
+  core/os       core/base, core/os
+  core/store    core/base, core/os, core/store
+  core/comm     core/base, core/os, core/tensor, core/store, core/comm
   core/engine   core/base, core/tensor, core/comm, core/engine, specs
   specs         core/base, core/json, core/tensor/{shape,dtype,device}.h, specs
   backends      anything but core/engine, integration and testing
@@ -34,9 +35,11 @@ RULES = [
     ("core/base/", ["core/base/"], "core/base includes nothing else of shardkit"),
     ("core/tensor/", ["core/base/", "core/tensor/"], "core/tensor builds on core/base only"),
     ("core/json/", ["core/base/", "core/json/"], "core/json builds on core/base only"),
-    ("core/store/", ["core/base/", "core/store/"], "core/store builds on core/base only"),
-    ("core/comm/", ["core/base/", "core/tensor/", "core/store/", "core/comm/"],
-     "core/comm builds on core/base, core/tensor and core/store only"),
+    ("core/os/", ["core/base/", "core/os/"], "core/os builds on core/base only"),
+    ("core/store/", ["core/base/", "core/os/", "core/store/"],
+     "core/store builds on core/base and core/os only"),
+    ("core/comm/", ["core/base/", "core/os/", "core/tensor/", "core/store/", "core/comm/"],
+     "core/comm builds on core/base, core/os, core/tensor and core/store only"),
     ("core/engine/", ["core/base/", "core/tensor/", "core/comm/", "core/engine/", "specs/"],
      "the engine talks to ranks through core/comm only"),
     ("core/", [], "every folder of core/ has its own rule"),

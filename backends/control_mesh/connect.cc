@@ -15,9 +15,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "backends/control_mesh/control_mesh.h"
-#include "backends/control_mesh/internal/socket_util.h"
 #include "core/base/rank_text.h"
 #include "core/base/status_macros.h"
+#include "core/os/socket.h"
 
 namespace shardkit {
 namespace {
@@ -85,12 +85,13 @@ absl::StatusOr<std::unique_ptr<ControlMesh>> ControlMesh::Connect(Store& store,
   std::unique_ptr<ControlMesh> mesh(new ControlMesh(store, key_prefix, rank, world_size));
   if (world_size == 1) return mesh;
   // Every peer may dial before this rank accepts: the backlog holds them all.
-  SHARDKIT_ASSIGN_OR_RETURN(internal::Listener listener,
-                            internal::Listen(address, std::max(world_size, SOMAXCONN)));
-  mesh->listen_fd_ = listener.fd;
+  absl::StatusOr<io::Listener> listener =
+      io::ListenEphemeral(address, std::max(world_size, SOMAXCONN));
+  if (!listener.ok()) return Annotate(listener.status(), "control mesh");
+  mesh->listen_fd_ = listener->fd.release();
   mesh->token_ = RandomToken();
   SHARDKIT_RETURN_IF_ERROR(store.Set(
-      Key(key_prefix, rank), absl::StrCat(listener.host, " ", listener.port, " ", mesh->token_)));
+      Key(key_prefix, rank), absl::StrCat(listener->host, " ", listener->port, " ", mesh->token_)));
   return mesh;
 }
 
@@ -133,15 +134,15 @@ absl::Status ControlMesh::DialPeer(int peer, absl::Time deadline) {
                     absl::StrCat("control mesh: rank ", peer, " did not publish its address"));
   }
   SHARDKIT_ASSIGN_OR_RETURN(PeerAddress address, ParseAddress(*value, peer));
-  const std::string what = absl::StrCat("control mesh: connecting to rank ", peer);
-  absl::StatusOr<int> fd = internal::Dial(address.host, address.port, deadline);
+  const std::string what = absl::StrCat("control mesh: connecting to rank ", peer, " at ",
+                                        address.host, ":", address.port);
+  absl::StatusOr<io::Fd> fd = io::ConnectTcp(address.host, address.port, deadline);
   if (!fd.ok()) return Annotate(fd.status(), what);
   const Hello hello{kHelloMagic, rank_, address.token};
-  if (absl::Status s = internal::WriteAll(*fd, &hello, sizeof(hello), deadline); !s.ok()) {
-    ::close(*fd);
+  if (absl::Status s = io::SendAll(fd->get(), &hello, sizeof(hello), deadline); !s.ok()) {
     return Annotate(s, what);
   }
-  fds_[peer].store(*fd);
+  fds_[peer].store(fd->release());
   return absl::OkStatus();
 }
 
@@ -154,19 +155,19 @@ absl::Status ControlMesh::AcceptUntilConnected(std::span<const int> awaited, abs
     return std::vector<int>(ranks.begin(), ranks.end());
   };
   for (std::vector<int> missing = absent(); !missing.empty(); missing = absent()) {
-    absl::StatusOr<int> fd = internal::AcceptOne(listen_fd_, deadline);
+    absl::StatusOr<io::Fd> fd = io::AcceptOne(listen_fd_, deadline);
     if (!fd.ok()) {
       return Annotate(fd.status(), absl::StrCat("control mesh: ", FormatRanks(missing),
                                                 " did not connect to rank ", rank_));
     }
-    AdoptIfValid(*fd, std::min(deadline, absl::Now() + kHelloTimeout));
+    AdoptIfValid(fd->release(), std::min(deadline, absl::Now() + kHelloTimeout));
   }
   return absl::OkStatus();
 }
 
 void ControlMesh::AdoptIfValid(int fd, absl::Time deadline) {
   Hello hello;
-  const bool valid = internal::ReadAll(fd, &hello, sizeof(hello), deadline).ok() &&
+  const bool valid = io::RecvAll(fd, &hello, sizeof(hello), deadline).ok() &&
                      hello.magic == kHelloMagic && hello.token == token_ && hello.rank > rank_ &&
                      hello.rank < world_size() && fds_[hello.rank].load() < 0;
   if (valid) {
@@ -181,9 +182,9 @@ void ControlMesh::AdoptPending() noexcept {
   // Their hellos were sent with the handshake: a short grace covers one still in flight.
   const absl::Time grace = absl::Now() + kPendingHelloGrace;
   for (;;) {
-    absl::StatusOr<int> fd = internal::AcceptOne(listen_fd_, absl::Now());
+    absl::StatusOr<io::Fd> fd = io::AcceptOne(listen_fd_, absl::Now());
     if (!fd.ok()) return;
-    AdoptIfValid(*fd, grace);
+    AdoptIfValid(fd->release(), grace);
   }
 }
 

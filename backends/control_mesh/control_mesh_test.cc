@@ -17,7 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "backends/control_mesh/control_mesh_test_util.h"
-#include "backends/control_mesh/internal/socket_util.h"
+#include "core/os/socket.h"
 #include "core/store/store_url.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -160,13 +160,12 @@ TEST(ControlMesh, StrayConnectionIsDropped) {
       SHARDKIT_ASSERT_OK(published.status());
       std::vector<std::string> parts = absl::StrSplit(*published, ' ');
       ASSERT_EQ(parts.size(), 3u);
-      absl::StatusOr<int> fd =
-          internal::Dial(parts[0], std::stoi(parts[1]), absl::Now() + absl::Seconds(5));
+      absl::StatusOr<io::Fd> fd =
+          io::ConnectTcp(parts[0], std::stoi(parts[1]), absl::Now() + absl::Seconds(5));
       SHARDKIT_ASSERT_OK(fd.status());
-      stray = *fd;
+      stray = fd->release();
       const char junk[16] = "not a hello";
-      SHARDKIT_ASSERT_OK(
-          internal::WriteAll(stray, junk, sizeof(junk), absl::Now() + absl::Seconds(5)));
+      SHARDKIT_ASSERT_OK(io::SendAll(stray, junk, sizeof(junk), absl::Now() + absl::Seconds(5)));
     }
     std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);

@@ -16,7 +16,7 @@
 #include "core/comm/communicator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration/io/proc_status.h"
+#include "core/os/proc_status.h"
 #include "testing/multiprocess.h"
 #include "testing/status_matchers.h"
 

@@ -1,12 +1,11 @@
 #include "backends/gloo/pair_socket.h"
 
-#include <dirent.h>
 #include <netinet/in.h>
 #include <sys/stat.h>
 
 #include <cstring>
 
-#include "absl/strings/numbers.h"
+#include "core/os/proc_status.h"
 
 namespace shardkit::gloo_backend {
 namespace {
@@ -43,21 +42,15 @@ bool Ends(int fd, sockaddr_storage& local, sockaddr_storage& remote) {
 
 std::vector<int> FindPairSockets(const std::vector<PairEnds>& pairs) {
   std::vector<int> found(pairs.size(), -1);
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return found;
-  while (const dirent* entry = ::readdir(dir)) {
-    int fd = -1;
+  (void)io::ForEachOpenFd([&](int fd) {  // unlisted: nothing found
     sockaddr_storage local{}, remote{};
-    if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == ::dirfd(dir) || !Ends(fd, local, remote)) {
-      continue;
-    }
+    if (!Ends(fd, local, remote)) return;
     for (size_t i = 0; i < pairs.size(); ++i) {
       const bool match = pairs[i].active ? SameEndpoint(remote, pairs[i].peer)
                                          : SameEndpoint(local, pairs[i].self);
       if (match) found[i] = fd;
     }
-  }
-  ::closedir(dir);
+  });
   return found;
 }
 

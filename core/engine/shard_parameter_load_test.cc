@@ -5,15 +5,14 @@
 //
 // Under ASan/TSan the RSS bound is not checked (the sanitizers' quarantine and shadow memory grow
 // the resident set by design); the fd check still runs.
-#include <dirent.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "core/engine/module.h"
 #include "core/engine/shard_parameter.h"
+#include "core/os/proc_status.h"
 #include "specs/spec_json.h"
 #include "testing/rank_group.h"
 #include "testing/sanitizers.h"
@@ -35,22 +34,11 @@ constexpr int kReportEvery = 100;
 constexpr int64_t kMaxRssGrowthBytes = int64_t{8} << 20;
 
 int OpenFds() {
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
   int count = 0;
-  while (const dirent* entry = readdir(dir)) count += entry->d_name[0] != '.';
-  closedir(dir);
-  return count - 1;  // the directory stream's own descriptor
+  return io::ForEachOpenFd([&](int) { ++count; }).ok() ? count : -1;
 }
 
-int64_t RssBytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
-  }
-  return -1;
-}
+int64_t RssBytes() { return io::ProcStatusBytes("VmRSS").value_or(-1); }
 
 void OneCall(int rank, Communicator& comm, const specs::ShardingSpec& spec) {
   Module module;

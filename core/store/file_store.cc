@@ -13,6 +13,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/os/fd.h"
 #include "core/store/internal/store_util.h"
 
 namespace shardkit {
@@ -20,20 +21,7 @@ namespace {
 
 constexpr size_t kMaxEncodedKey = 200;
 
-// Closes a file descriptor on scope exit (which also releases an flock held through it).
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using io::Fd;  // closing it also releases an flock held through it
 
 absl::Status IoError(absl::string_view what, const std::string& path, int err) {
   return absl::UnavailableError(absl::StrCat(what, " \"", path, "\": ", std::strerror(err)));
@@ -71,13 +59,9 @@ absl::Status MakeDirs(const std::string& dir) {
 }
 
 absl::Status WriteAll(int fd, std::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return IoError("FileStore: cannot write", path, errno);
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return absl::OkStatus();
+  const int err = io::WriteFully(fd, data.data(), data.size());
+  return err == 0 ? absl::OkStatus()
+                  : IoError("FileStore: cannot write", path, err == io::kNoBytes ? EIO : err);
 }
 
 }  // namespace
@@ -123,14 +107,10 @@ absl::StatusOr<std::optional<std::string>> FileStore::ReadEncoded(const std::str
     return IoError("FileStore: cannot open", path, errno);
   }
   std::string value;
-  char buffer[1 << 14];
-  while (true) {
-    ssize_t n = ::read(fd.get(), buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return IoError("FileStore: cannot read", path, errno);
-    if (n == 0) return value;
-    value.append(buffer, static_cast<size_t>(n));
+  if (const int err = io::ReadToEnd(fd.get(), &value); err != 0) {
+    return IoError("FileStore: cannot read", path, err);
   }
+  return value;
 }
 
 absl::Status FileStore::WriteEncoded(const std::string& encoded, std::string_view value) {

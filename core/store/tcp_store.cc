@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/store/internal/store_util.h"
+#include "core/os/socket.h"
+#include "core/store/internal/tcp_socket.h"
 #include "core/store/internal/tcp_wire.h"
 
 namespace shardkit {
@@ -79,7 +81,7 @@ absl::Status TcpStore::Annotate(std::string_view what, const absl::Status& statu
 }
 
 absl::Status TcpStore::ConnectLocked(absl::Time deadline) {
-  SHARDKIT_ASSIGN_OR_RETURN(internal::Fd fd, internal::ConnectTcp(host_, port_, deadline));
+  SHARDKIT_ASSIGN_OR_RETURN(io::Fd fd, io::ConnectTcp(host_, port_, deadline));
   fd_ = std::move(fd);
   absl::StatusOr<std::string> reply =
       RequestOnceLocked(wire::EncodeHello(), std::min(deadline, absl::Now() + timeout_));

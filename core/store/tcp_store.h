@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/store/internal/tcp_socket.h"
+#include "core/os/fd.h"
 #include "core/store/polling_store.h"
 
 namespace shardkit {
@@ -66,7 +66,7 @@ class TcpStore final : public internal::PollingStore {
   const int port_;
   const absl::Duration timeout_;
   std::mutex mu_;
-  internal::Fd fd_;  // guarded by mu_; empty when disconnected
+  io::Fd fd_;  // guarded by mu_; empty when disconnected
 };
 
 }  // namespace shardkit

@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "core/store/internal/store_util.h"
+#include "core/os/socket.h"
+#include "core/store/internal/tcp_socket.h"
 #include "core/store/internal/tcp_wire.h"
 
 namespace shardkit {
@@ -18,7 +20,7 @@ namespace shardkit {
 namespace wire = internal::tcp_wire;
 
 struct TcpStoreServer::Connection {
-  internal::Fd fd;
+  io::Fd fd;
   std::string in;        // received bytes not yet handled
   std::string out;       // the reply being sent
   size_t out_sent = 0;   // bytes of `out` already sent
@@ -41,21 +43,21 @@ absl::Status Bare(const absl::Status& status) {
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& host,
                                                                       int port) {
-  absl::StatusOr<internal::Fd> listen = internal::ListenTcp(host, port);
+  absl::StatusOr<io::Fd> listen = io::ListenTcp(host, port);
   if (!listen.ok()) return listen.status();
-  absl::StatusOr<int> bound = internal::BoundPort(listen->get());
+  absl::StatusOr<int> bound = io::BoundPort(listen->get());
   if (!bound.ok()) return bound.status();
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return absl::UnavailableError(absl::StrCat("pipe: ", internal::ErrnoText(errno)));
+    return absl::UnavailableError(absl::StrCat("pipe: ", io::ErrnoText(errno)));
   }
   std::unique_ptr<TcpStoreServer> server(new TcpStoreServer(
-      *std::move(listen), internal::Fd(pipe_fds[0]), internal::Fd(pipe_fds[1]), *bound));
+      *std::move(listen), io::Fd(pipe_fds[0]), io::Fd(pipe_fds[1]), *bound));
   server->thread_ = std::thread([s = server.get()] { s->Loop(); });
   return server;
 }
 
-TcpStoreServer::TcpStoreServer(internal::Fd listen, internal::Fd wake_read, internal::Fd wake_write,
+TcpStoreServer::TcpStoreServer(io::Fd listen, io::Fd wake_read, io::Fd wake_write,
                                int port)
     : listen_(std::move(listen)),
       wake_read_(std::move(wake_read)),
@@ -102,7 +104,7 @@ void TcpStoreServer::Accept() {
       return;
     }
     auto connection = std::make_unique<Connection>();
-    connection->fd = internal::Fd(fd);
+    connection->fd = io::Fd(fd);
     connections_.push_back(std::move(connection));
   }
   accept_paused_ = true;

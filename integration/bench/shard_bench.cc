@@ -10,7 +10,7 @@
 #include "core/base/status_macros.h"
 #include "core/engine/module.h"
 #include "core/engine/shard_parameter.h"
-#include "integration/io/proc_status.h"
+#include "core/os/proc_status.h"
 #include "specs/parameter_layout.h"
 #include "specs/plan.h"
 #include "specs/spec_json.h"

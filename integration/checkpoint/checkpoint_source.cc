@@ -16,7 +16,7 @@
 #include "core/json/json_reader.h"
 #include "integration/checkpoint/hf_output.h"
 #include "integration/checkpoint/shard_dir.h"
-#include "integration/io/files.h"
+#include "core/os/files.h"
 #include "specs/fingerprint.h"
 
 namespace shardkit::checkpoint {

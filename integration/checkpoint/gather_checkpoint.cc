@@ -24,11 +24,11 @@
 #include "integration/checkpoint/stream_schedule.h"
 #include "integration/checkpoint/stream_shard.h"
 #include "integration/checkpoint/tensor_bytes_reader.h"
-#include "integration/io/dir_lock.h"
-#include "integration/io/files.h"
-#include "integration/io/interrupt.h"
+#include "core/os/dir_lock.h"
+#include "core/os/files.h"
+#include "core/os/interrupt.h"
 #include "integration/io/output_file.h"
-#include "integration/io/proc_status.h"
+#include "core/os/proc_status.h"
 #include "integration/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "core/base/status_macros.h"
-#include "integration/io/files.h"
+#include "core/os/files.h"
 #include "nlohmann/json.hpp"
 
 namespace shardkit::checkpoint {

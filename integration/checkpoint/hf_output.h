@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "integration/io/dir_lock.h"
-#include "integration/io/files.h"
+#include "core/os/dir_lock.h"
+#include "core/os/files.h"
 
 namespace shardkit::checkpoint {
 

@@ -30,7 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "integration/io/files.h"
+#include "core/os/files.h"
 #include "integration/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {

@@ -8,7 +8,7 @@
 #include "core/base/status_macros.h"
 #include "core/engine/module.h"
 #include "core/json/json_reader.h"
-#include "integration/io/files.h"
+#include "core/os/files.h"
 
 namespace shardkit::checkpoint {
 namespace {

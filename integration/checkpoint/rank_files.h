@@ -22,7 +22,7 @@
 #include "integration/checkpoint/shard_dir.h"
 #include "integration/checkpoint/stream_schedule.h"
 #include "integration/checkpoint/stream_shard.h"
-#include "integration/io/files.h"
+#include "core/os/files.h"
 #include "integration/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {

@@ -15,8 +15,8 @@
 #include "integration/checkpoint/shard_dir.h"
 #include "integration/checkpoint/stream_schedule.h"
 #include "integration/checkpoint/stream_shard.h"
-#include "integration/io/dir_lock.h"
-#include "integration/io/files.h"
+#include "core/os/dir_lock.h"
+#include "core/os/files.h"
 #include "specs/parameter_layout.h"
 
 namespace shardkit::checkpoint {

@@ -24,9 +24,9 @@
 #include "integration/checkpoint/shard_dir_source.h"
 #include "integration/checkpoint/stream_schedule.h"
 #include "integration/checkpoint/stream_shard.h"
-#include "integration/io/dir_lock.h"
-#include "integration/io/files.h"
-#include "integration/io/proc_status.h"
+#include "core/os/dir_lock.h"
+#include "core/os/files.h"
+#include "core/os/proc_status.h"
 #include "integration/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {

@@ -21,7 +21,7 @@
 #include "gtest/gtest.h"
 #include "integration/checkpoint/gather_checkpoint.h"
 #include "integration/checkpoint/shard_checkpoint.h"
-#include "integration/io/files.h"
+#include "core/os/files.h"
 #include "integration/safetensors/safetensors.h"
 #include "nlohmann/json.hpp"
 #include "specs/plan.h"

@@ -15,8 +15,8 @@
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/json/json_reader.h"
-#include "integration/io/dir_lock.h"
-#include "integration/io/files.h"
+#include "core/os/dir_lock.h"
+#include "core/os/files.h"
 #include "specs/spec_json.h"
 
 namespace shardkit::checkpoint {

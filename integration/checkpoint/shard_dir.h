@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/tensor/tensor.h"
-#include "integration/io/files.h"
+#include "core/os/files.h"
 #include "specs/parameter_layout.h"
 #include "specs/plan.h"
 #include "specs/shard_metadata.h"

@@ -11,7 +11,7 @@
 #include "integration/checkpoint/byte_runs.h"
 #include "integration/checkpoint/rank_files.h"
 #include "integration/checkpoint/stream_buffer.h"
-#include "integration/io/files.h"
+#include "core/os/files.h"
 #include "specs/fingerprint.h"
 
 namespace shardkit::checkpoint {

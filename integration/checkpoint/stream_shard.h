@@ -26,7 +26,7 @@
 #include "integration/checkpoint/memory_budget.h"
 #include "integration/checkpoint/stream_schedule.h"
 #include "integration/checkpoint/tensor_source.h"
-#include "integration/io/files.h"
+#include "core/os/files.h"
 #include "integration/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {

@@ -33,9 +33,9 @@
 #include "integration/cli/relaunch.h"
 #include "integration/demo/demo_rank.h"
 #include "integration/demo/summary.h"
-#include "integration/io/files.h"
+#include "core/os/files.h"
 #include "integration/io/output_file.h"
-#include "integration/launch/temp_dir.h"
+#include "core/os/temp_dir.h"
 
 namespace shardkit::cli {
 namespace {
@@ -119,7 +119,7 @@ int RunDemoRankCommand(const DemoFlags& flags) {
 
 // Starts flags.nproc ranks of this binary and prints rank 0's summary and the total time.
 int LaunchDemo(const DemoFlags& flags) {
-  launch::TempDir dir;
+  io::TempDir dir;
   if (absl::Status s = dir.Create("shardkit-demo"); !s.ok()) return ReportError(kCommand, s);
   const std::string summary_path = dir.path() + "/summary.txt";
   launch::LaunchOptions options;

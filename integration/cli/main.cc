@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "integration/cli/commands.h"
-#include "integration/io/interrupt.h"
+#include "core/os/interrupt.h"
 
 int main(int argc, char** argv) {
   // A rank writing to a peer that died must get EPIPE, not be killed by SIGPIPE.

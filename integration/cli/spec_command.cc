@@ -22,7 +22,7 @@
 #include "integration/checkpoint/dry_run.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
-#include "integration/io/files.h"
+#include "core/os/files.h"
 #include "specs/fingerprint.h"
 #include "specs/layout.h"
 #include "specs/placement.h"

@@ -13,7 +13,7 @@
 #include "core/engine/module.h"
 #include "core/engine/sharded_tensor.h"
 #include "core/tensor/tensor.h"
-#include "integration/io/proc_status.h"
+#include "core/os/proc_status.h"
 
 namespace shardkit::demo {
 namespace {

@@ -28,7 +28,7 @@
 #include "core/engine/sharded_tensor.h"
 #include "core/tensor/tensor.h"
 #include "integration/checkpoint/save_shards.h"
-#include "integration/io/files.h"
+#include "core/os/files.h"
 #include "integration/safetensors/safetensors.h"
 #include "specs/plan.h"
 

@@ -14,6 +14,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/os/fd.h"
+#include "core/os/files.h"
 #include "nlohmann/json.hpp"
 
 namespace shardkit::io {
@@ -21,48 +23,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ErrnoText(int err) { return std::strerror(err); }
-
-// "a directory", "a character device", …: what a non-regular, existing entry is.
-std::string KindOf(mode_t mode) {
-  if (S_ISLNK(mode)) return "a symbolic link";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a fifo";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
-// pread of exactly `size` bytes at `offset`, retried on EINTR and short reads. Returns 0, or the
-// errno (EIO for an early end of file).
+// pread of exactly `size` bytes at `offset`. Returns 0, or the errno (EIO for an early end of file).
 int ReadFully(int fd, char* out, size_t size, off_t offset) {
-  while (size > 0) {
-    const ssize_t n = ::pread(fd, out, size, offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    if (n == 0) return EIO;
-    out += n;
-    offset += n;
-    size -= static_cast<size_t>(n);
-  }
-  return 0;
+  const int err = PreadFully(fd, out, size, static_cast<uint64_t>(offset));
+  return err == kNoBytes ? EIO : err;
 }
-
-// An open file descriptor, closed on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // Opens the regular file `path` for reading — never a device node (opening one may act on the
 // device), nor through a final link, nor blocking on a fifo; `*size` receives its size. Errors:
@@ -70,7 +35,7 @@ class Fd {
 absl::StatusOr<int> OpenRegular(const std::string& path, uint64_t* size) {
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {  // not even opened: a device
-    return absl::InvalidArgumentError(absl::StrCat(path, ": is ", KindOf(st.st_mode)));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is ", FileTypeText(st.st_mode)));
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
@@ -79,7 +44,7 @@ absl::StatusOr<int> OpenRegular(const std::string& path, uint64_t* size) {
   const bool examined = ::fstat(fd, &st) == 0;  // what was opened, should the path have changed
   if (!examined || !S_ISREG(st.st_mode)) {
     const std::string why =
-        examined ? absl::StrCat("is ", KindOf(st.st_mode)) : "cannot examine: " + ErrnoText(errno);
+        examined ? absl::StrCat("is ", FileTypeText(st.st_mode)) : "cannot examine: " + ErrnoText(errno);
     ::close(fd);
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
   }
@@ -164,30 +129,11 @@ absl::Status CheckOutside(const std::string& out, const OutputRules& rules) {
 
 }  // namespace
 
-absl::Status CheckOutputType(const std::string& out, const std::string& name) {
-  struct stat st;
-  if (::lstat(out.c_str(), &st) != 0) {
-    if (errno == ENOENT) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " ", out, ": cannot examine: ", ErrnoText(errno)));
-  }
-  if (S_ISREG(st.st_mode)) return absl::OkStatus();
-  if (S_ISLNK(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " ", out,
-                     " is a symbolic link: shardkit neither follows nor replaces one (give the "
-                     "path of a regular file, or of nothing)"));
-  }
-  return absl::InvalidArgumentError(absl::StrCat(name, " ", out, " exists and is ",
-                                                 KindOf(st.st_mode),
-                                                 ", not a regular file: refusing to replace it"));
-}
-
 absl::Status IsSafetensorsFile(const std::string& path) {
   uint64_t size = 0;
   absl::StatusOr<int> fd = OpenRegular(path, &size);
   if (!fd.ok()) return fd.status();
-  const Fd closer(*fd);
+  const Fd closer(*fd);  // closes it
   if (std::optional<std::string> why = NotSafetensors(*fd, size)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a safetensors file: ", *why));
   }
@@ -210,7 +156,7 @@ absl::Status CheckOutputFile(const std::string& out, const OutputRules& rules) {
     return absl::InvalidArgumentError(
         absl::StrCat(rules.name, " exists and cannot be examined: ", fd.status().message()));
   }
-  const Fd closer(*fd);
+  const Fd closer(*fd);  // closes it
   const bool text = rules.existing == ExistingOutput::kText;
   const std::optional<std::string> why =
       text ? NotEarlierText(*fd, size, rules) : NotSafetensors(*fd, size);

@@ -7,7 +7,7 @@
 //   ... write OUT with io::AtomicFile, whose Commit re-checks CheckOutputType just before its
 //   rename (something put at OUT meanwhile is not replaced) ...
 //
-// Self-contained (the OS, absl, nlohmann's validator): no shardkit format is read here; a
+// Self-contained (core/os, absl, nlohmann's validator): no shardkit format is read here; a
 // safetensors file is recognised by its first bytes alone.
 #ifndef SHARDKIT_INTEGRATION_IO_OUTPUT_FILE_H_
 #define SHARDKIT_INTEGRATION_IO_OUTPUT_FILE_H_
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/os/files.h"  // CheckOutputType
 
 namespace shardkit::io {
 
@@ -48,21 +49,13 @@ inline constexpr uint64_t kMaxSafetensorsHeaderBytes = uint64_t{100} << 20;
 //  2. `out` is none of rules.keep_out_of, nor inside one: the real path of OUT's parent
 //     (symbolic links and ".." resolved, as far as it exists) joined with OUT's name is compared
 //     with each one's real path — so `D/../D/index.json` and a linked parent are caught.
-//  3. CheckOutputType: nothing is at `out`, or a regular file.
+//  3. CheckOutputType (core/os/files.h): nothing is at `out`, or a regular file.
 //  4. An existing file is what rules.existing allows (a safetensors file; an earlier text output).
 // Errors: kInvalidArgument naming rules.name, `out` and what is wrong: "is inside the shard
 // directory it would be read from (D): pick a path outside it", "is a symbolic link", "exists and
 // is a character device", "exists and is not a safetensors file (…)", or the OS error if `out`
 // cannot be examined.
 [[nodiscard]] absl::Status CheckOutputFile(const std::string& out, const OutputRules& rules = {});
-
-// Rule 3 alone (one lstat, a final symbolic link not followed): nothing is at `out`, or a regular
-// file — not a symbolic link (not even one to a regular file), a directory, a device node, a fifo
-// or a socket. io::AtomicFile::Commit calls it just before its rename.
-// Errors: kInvalidArgument "NAME OUT is a symbolic link: …" / "exists and is a directory, not a
-// regular file: …", or the OS error (other than "no such file") of lstat.
-[[nodiscard]] absl::Status CheckOutputType(const std::string& out,
-                                           const std::string& name = "the output file");
 
 // Whether the regular file `path` is a safetensors file: at least 8 bytes, whose first 8 (a
 // little-endian length N) satisfy N <= size - 8 and N <= kMaxSafetensorsHeaderBytes, and whose

@@ -14,7 +14,7 @@
 #include "core/store/job_run_id.h"
 #include "core/store/store_url.h"
 #include "core/store/tcp_store_server.h"
-#include "integration/launch/temp_dir.h"
+#include "core/os/temp_dir.h"
 
 extern char** environ;
 
@@ -171,7 +171,7 @@ std::vector<RankProcessSpec> RankSpecs(const LaunchOptions& options,
 
 absl::StatusOr<int> Launch(const LaunchOptions& options) {
   SHARDKIT_RETURN_IF_ERROR(ValidateLaunchOptions(options));
-  TempDir temp_dir;
+  io::TempDir temp_dir;
   LaunchOptions resolved = options;
   std::unique_ptr<TcpStoreServer> server;  // a tcp:// store, served until the ranks are done
   std::string run_id, store_url;

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/os/fd.h"
 #include "integration/launch/error_lines.h"
 #include "integration/launch/line_prefixer.h"
 #include "integration/launch/rank_watcher.h"
@@ -35,12 +36,8 @@ void OnSignal(int signal) {
 }
 
 void WriteAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // e.g. EPIPE: the reader went away; the ranks keep running
-    data.remove_prefix(static_cast<size_t>(n));
-  }
+  // An error (e.g. EPIPE: the reader went away) is ignored: the ranks keep running.
+  (void)io::WriteFully(fd, data.data(), data.size());
 }
 
 // Installs OnSignal for SIGCHLD and the forwarded signals; restores the old handlers on exit.

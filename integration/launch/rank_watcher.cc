@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/os/fd.h"
 
 namespace shardkit::launch {
 namespace {
@@ -43,15 +44,11 @@ void KeepOnly(int fd, int fd_bound) {
   ::sigprocmask(SIG_SETMASK, &all, nullptr);
   KeepOnly(read_fd, fd_bound);
   pid_t rank = 0;
-  size_t got = 0;
-  ssize_t n;
-  while ((n = ::read(0, reinterpret_cast<char*>(&rank) + got, sizeof(rank) - got)) != 0) {
-    if (n < 0 && errno != EINTR) ::_exit(1);
-    if (n > 0) got += static_cast<size_t>(n);
-    if (got == sizeof(rank)) break;
-  }
-  if (got < sizeof(rank)) ::_exit(0);  // the rank never started: nothing to kill
+  const int err = io::ReadFully(0, &rank, sizeof(rank));  // async-signal-safe
+  if (err == io::kNoBytes) ::_exit(0);  // the rank never started: nothing to kill
+  if (err != 0) ::_exit(1);
   char byte;
+  ssize_t n;
   while ((n = ::read(0, &byte, 1)) != 0) {
     if (n < 0 && errno != EINTR) ::_exit(1);
   }

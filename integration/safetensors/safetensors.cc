@@ -16,7 +16,8 @@
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/json/json_reader.h"
-#include "integration/io/files.h"
+#include "core/os/fd.h"
+#include "core/os/files.h"
 #include "integration/safetensors/internal/header_sax.h"
 #include "nlohmann/json.hpp"
 #include "specs/fingerprint.h"
@@ -30,7 +31,7 @@ absl::Status Invalid(std::string_view source, std::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": ", std::string(what)));
 }
 
-std::string ErrnoText(int err) { return std::strerror(err); }
+using io::ErrnoText;
 
 // Parses `text` as JSON, rejecting duplicate keys and deep nesting (specs' strict reader: a
 // SAX builder, linear in the input; nlohmann's callback parser rescans the parent object after
@@ -159,19 +160,11 @@ absl::Status CheckLayout(std::vector<TensorInfo>& tensors, uint64_t data_size) {
 }
 
 absl::Status ReadFully(int fd, uint64_t offset, uint64_t size, void* dst, std::string_view path) {
-  auto* out = static_cast<char*>(dst);
-  while (size > 0) {
-    size_t chunk = static_cast<size_t>(std::min<uint64_t>(size, 1ULL << 30));
-    ssize_t n = ::pread(fd, out, chunk, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      return absl::UnavailableError(
-          absl::StrCat(std::string(path), ": read failed: ", ErrnoText(errno)));
-    }
-    if (n == 0) return Invalid(path, "file is truncated");
-    out += n;
-    offset += static_cast<uint64_t>(n);
-    size -= static_cast<uint64_t>(n);
+  const int err = io::PreadFully(fd, dst, static_cast<size_t>(size), offset);
+  if (err == io::kNoBytes) return Invalid(path, "file is truncated");
+  if (err != 0) {
+    return absl::UnavailableError(
+        absl::StrCat(std::string(path), ": read failed: ", ErrnoText(err)));
   }
   return absl::OkStatus();
 }

@@ -31,7 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/tensor/tensor.h"
-#include "integration/io/files.h"
+#include "core/os/files.h"
 
 namespace shardkit::safetensors {
 

@@ -30,7 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "integration/checkpoint/checkpoint_source.h"
 #include "integration/checkpoint/shard_dir.h"
-#include "integration/io/proc_status.h"
+#include "core/os/proc_status.h"
 #include "integration/safetensors/safetensors.h"
 #include "specs/parameter_layout.h"
 #include "specs/plan.h"

@@ -25,7 +25,7 @@
 #include "core/comm/connect.h"
 #include "core/engine/shard_parameter.h"
 #include "integration/cli/flags.h"
-#include "integration/io/proc_status.h"
+#include "core/os/proc_status.h"
 #include "integration/torch/shard_torch.h"
 #include "integration/torch/torch_tensor.h"
 

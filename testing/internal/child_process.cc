@@ -11,33 +11,12 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/os/fd.h"
 #include "gtest/gtest-spi.h"
 #include "gtest/gtest.h"
 
 namespace shardkit::testing::internal {
 namespace {
-
-bool WriteAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    ssize_t n = write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= n;
-  }
-  return true;
-}
-
-bool ReadAll(int fd, char* data, size_t size) {
-  while (size > 0) {
-    ssize_t n = read(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= n;
-  }
-  return true;
-}
 
 void CloseFd(int& fd) {
   if (fd >= 0) close(fd);
@@ -48,15 +27,15 @@ void CloseFd(int& fd) {
 
 bool WriteMessage(int fd, const std::string& message) {
   const uint32_t size = message.size();
-  return WriteAll(fd, reinterpret_cast<const char*>(&size), sizeof(size)) &&
-         WriteAll(fd, message.data(), message.size());
+  return io::WriteFully(fd, &size, sizeof(size)) == 0 &&
+         io::WriteFully(fd, message.data(), message.size()) == 0;
 }
 
 std::optional<std::string> ReadMessage(int fd) {
   uint32_t size = 0;
-  if (!ReadAll(fd, reinterpret_cast<char*>(&size), sizeof(size))) return std::nullopt;
+  if (io::ReadFully(fd, &size, sizeof(size)) != 0) return std::nullopt;
   std::string message(size, '\0');
-  if (!ReadAll(fd, message.data(), size)) return std::nullopt;
+  if (io::ReadFully(fd, message.data(), size) != 0) return std::nullopt;
   return message;
 }
 

@@ -19,8 +19,8 @@
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(CreatedDirectories dirs, CreatedDirectories::Make("a/b/out"));
 //   if (!status.ok()) dirs.RemoveIfEmpty();  // a failed run: what it created, if still empty
-#ifndef SHARDKIT_INTEGRATION_IO_FILES_H_
-#define SHARDKIT_INTEGRATION_IO_FILES_H_
+#ifndef SHARDKIT_CORE_OS_FILES_H_
+#define SHARDKIT_CORE_OS_FILES_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -32,7 +32,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "integration/io/interrupt.h"
+#include "core/os/interrupt.h"
 
 namespace shardkit::io {
 
@@ -156,9 +156,8 @@ class AtomicFile {
 
   // Makes the file durable and puts it in place: fsync, close, rename to path(), then fsync of the
   // parent directory (SyncDirectory) so that the new name survives a crash too. Just before the
-  // rename it checks that path() is still nothing or a regular file (CheckOutputType,
-  // output_file.h): a symbolic link, device node, fifo or directory put there while the file was
-  // written is left alone. (Between that lstat and rename(2) nothing is checked.)
+  // rename it checks that path() is still nothing or a regular file (CheckOutputType): a symbolic
+  // link, device node, fifo or directory put there while the file was written is left alone. (Between that lstat and rename(2) nothing is checked.)
   // Errors: kUnavailable if fsync or close fails; kInvalidArgument if path() is no longer
   // replaceable or the rename fails — in these cases the temporary file is removed and path() is
   // as it was. kUnavailable if only the directory sync fails: the file is then in place, but may
@@ -175,9 +174,22 @@ class AtomicFile {
   InterruptCleanup registration_;  // the temporary file, until renamed or removed
 };
 
+// What may stand at a path a file is about to be written to: nothing, or a regular file — not a
+// symbolic link (not even one to a regular file), a directory, a device node, a fifo or a socket
+// (one lstat, a final symbolic link not followed). AtomicFile::Commit calls it just before its
+// rename; `name` is how messages name the path ("the output file", "--summary").
+// Errors: kInvalidArgument "NAME OUT is a symbolic link: …" / "exists and is a directory, not a
+// regular file: …", or the OS error (other than "no such file") of lstat.
+[[nodiscard]] absl::Status CheckOutputType(const std::string& out,
+                                           const std::string& name = "the output file");
+
+// What a file of mode `mode` (st_mode) is, for messages: "a symbolic link", "a directory",
+// "a character device", "a block device", "a fifo", "a socket", else "not a regular file".
+std::string FileTypeText(unsigned int mode);
+
 // Creates or replaces `path` with `contents` atomically and durably. Errors: as AtomicFile.
 [[nodiscard]] absl::Status WriteFileAtomically(const std::string& path, std::string_view contents);
 
 }  // namespace shardkit::io
 
-#endif  // SHARDKIT_INTEGRATION_IO_FILES_H_
+#endif  // SHARDKIT_CORE_OS_FILES_H_

@@ -1,4 +1,4 @@
-#include "integration/io/files.h"
+#include "core/os/files.h"
 
 #include <sys/stat.h>
 #include <sys/wait.h>

@@ -1,4 +1,4 @@
-#include "integration/io/dir_lock.h"
+#include "core/os/dir_lock.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/os/fd.h"
 
 namespace shardkit::io {
 namespace {
@@ -78,7 +79,7 @@ absl::StatusOr<DirectoryLock> DirectoryLock::Acquire(const std::string& dir) {
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path, ": cannot open the lock file: ", std::strerror(errno)));
+          absl::StrCat(path, ": cannot open the lock file: ", ErrnoText(errno)));
     }
     const int err = LockNow(fd) == 0 ? 0 : errno;
     // Between open and flock the holder may have finished: removed the file, which we then
@@ -92,7 +93,7 @@ absl::StatusOr<DirectoryLock> DirectoryLock::Acquire(const std::string& dir) {
                        "); wait for it to finish or choose another output directory"));
     }
     if (err != 0 && err != EWOULDBLOCK) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": cannot lock: ", std::strerror(err)));
+      return absl::InvalidArgumentError(absl::StrCat(path, ": cannot lock: ", ErrnoText(err)));
     }
   }
   return absl::UnavailableError(absl::StrCat(path, ": the lock file was replaced ", kMaxAttempts,

@@ -1,4 +1,4 @@
-#include "integration/launch/temp_dir.h"
+#include "core/os/temp_dir.h"
 
 #include <stdlib.h>
 
@@ -10,8 +10,9 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "core/os/fd.h"
 
-namespace shardkit::launch {
+namespace shardkit::io {
 
 TempDir::~TempDir() {
   std::error_code ignored;
@@ -24,10 +25,10 @@ absl::Status TempDir::Create(const std::string& name_prefix) {
       absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : P_tmpdir, "/", name_prefix, "-XXXXXX");
   if (::mkdtemp(pattern.data()) == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot create a temporary directory from \"",
-                                               pattern, "\": ", std::strerror(errno)));
+                                               pattern, "\": ", ErrnoText(errno)));
   }
   path_ = pattern;
   return absl::OkStatus();
 }
 
-}  // namespace shardkit::launch
+}  // namespace shardkit::io

@@ -27,8 +27,8 @@
 // handler cannot cover: a registration in flight on the very thread the handler runs on (its
 // file is not created yet and never will be), and more than kSlots paths at once (the extra ones
 // are not registered: a later run removes their temporaries, io::RemoveDeadTemporaries).
-#ifndef SHARDKIT_INTEGRATION_IO_INTERRUPT_H_
-#define SHARDKIT_INTEGRATION_IO_INTERRUPT_H_
+#ifndef SHARDKIT_CORE_OS_INTERRUPT_H_
+#define SHARDKIT_CORE_OS_INTERRUPT_H_
 
 #include <string>
 
@@ -131,4 +131,4 @@ bool RemoveEmptyDirectory(const char* path, int settle_ms);
 
 }  // namespace shardkit::io
 
-#endif  // SHARDKIT_INTEGRATION_IO_INTERRUPT_H_
+#endif  // SHARDKIT_CORE_OS_INTERRUPT_H_

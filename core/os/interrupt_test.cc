@@ -1,4 +1,4 @@
-#include "integration/io/interrupt.h"
+#include "core/os/interrupt.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -13,7 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration/io/files.h"
+#include "core/os/files.h"
 #include "testing/test_dir.h"
 
 namespace shardkit::io {

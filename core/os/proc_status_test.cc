@@ -1,4 +1,4 @@
-#include "integration/io/proc_status.h"
+#include "core/os/proc_status.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "integration/io/files.h"
+#include "core/os/files.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -16,25 +16,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
-#include "integration/io/output_file.h"
+#include "core/os/fd.h"
 
 namespace shardkit::io {
 namespace {
 
-constexpr size_t kMaxChunk = size_t{1} << 30;  // per write call: Linux caps one call near 2 GiB
-
 constexpr char kTempInfix[] = ".tmp.";
-
-std::string ErrnoText(int err) { return std::strerror(err); }
-
-// fsync, retried when a signal interrupts it. Returns 0, or -1 with errno set.
-int SyncFd(int fd) {
-  int rc;
-  do {
-    rc = ::fsync(fd);
-  } while (rc != 0 && errno == EINTR);
-  return rc;
-}
 
 // The directory holding `path` ("." for a bare name).
 std::string ParentDir(const std::string& path) {
@@ -47,15 +34,13 @@ std::string ParentDir(const std::string& path) {
 }  // namespace
 
 absl::Status SyncDirectory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
+  const Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) {
     return absl::UnavailableError(absl::StrCat(dir, ": cannot open to sync: ", ErrnoText(errno)));
   }
   // EINVAL: this file system does not sync directories; its entries are as durable as it allows.
-  const int rc = SyncFd(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0 && err != EINVAL) {
+  const int err = SyncFd(fd.get());
+  if (err != 0 && err != EINVAL) {
     return absl::UnavailableError(absl::StrCat(dir, ": cannot sync: ", ErrnoText(err)));
   }
   return absl::OkStatus();
@@ -183,26 +168,16 @@ absl::StatusOr<std::vector<std::string>> RemoveDeadTemporaries(
 }
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
     const int err = errno;
     if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
     return absl::InvalidArgumentError(absl::StrCat(path, ": cannot open: ", ErrnoText(err)));
   }
   std::string contents;
-  char buffer[1 << 16];
-  while (true) {
-    ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read: ", ErrnoText(err)));
-    }
-    if (n == 0) break;
-    contents.append(buffer, static_cast<size_t>(n));
+  if (const int err = ReadToEnd(fd.get(), &contents); err != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read: ", ErrnoText(err)));
   }
-  ::close(fd);
   return contents;
 }
 
@@ -253,33 +228,17 @@ absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& path) {
 }
 
 absl::Status AtomicFile::Write(const void* data, size_t size) {
-  const auto* in = static_cast<const char*>(data);
-  while (size > 0) {
-    const size_t chunk = std::min(size, kMaxChunk);
-    ssize_t n = ::write(fd_, in, chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      return absl::UnavailableError(absl::StrCat(temp_, ": write failed: ", ErrnoText(errno)));
-    }
-    in += n;
-    size -= static_cast<size_t>(n);
+  if (const int err = WriteFully(fd_, data, size); err != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        temp_, ": write failed: ", err == kNoBytes ? "no bytes written" : ErrnoText(err)));
   }
   return absl::OkStatus();
 }
 
 absl::Status AtomicFile::WriteAt(uint64_t offset, const void* data, size_t size) {
-  const auto* in = static_cast<const char*>(data);
-  while (size > 0) {
-    const size_t chunk = std::min(size, kMaxChunk);
-    ssize_t n = ::pwrite(fd_, in, chunk, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      return absl::UnavailableError(absl::StrCat(temp_, ": write at offset ", offset, " failed: ",
-                                                 n < 0 ? ErrnoText(errno) : "no bytes written"));
-    }
-    in += n;
-    offset += static_cast<uint64_t>(n);
-    size -= static_cast<size_t>(n);
+  if (const int err = PwriteFully(fd_, data, size, offset); err != 0) {
+    return absl::UnavailableError(absl::StrCat(temp_, ": write at offset ", offset, " failed: ",
+                                               err == kNoBytes ? "no bytes written" : ErrnoText(err)));
   }
   return absl::OkStatus();
 }
@@ -309,8 +268,8 @@ void AtomicFile::StartWriteback(uint64_t offset, uint64_t size) {
 absl::Status AtomicFile::Commit() {
   const int fd = std::exchange(fd_, -1);
   absl::Status status;
-  if (SyncFd(fd) != 0) {
-    status = absl::UnavailableError(absl::StrCat(temp_, ": fsync failed: ", ErrnoText(errno)));
+  if (const int err = SyncFd(fd); err != 0) {
+    status = absl::UnavailableError(absl::StrCat(temp_, ": fsync failed: ", ErrnoText(err)));
   }
   if (::close(fd) != 0 && status.ok()) {
     status = absl::UnavailableError(absl::StrCat(temp_, ": close failed: ", ErrnoText(errno)));
@@ -324,6 +283,35 @@ absl::Status AtomicFile::Commit() {
   registration_.Release();  // renamed into place, or removed
   if (!status.ok()) return status;
   return SyncDirectory(ParentDir(path_));
+}
+
+std::string FileTypeText(unsigned int mode) {
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a fifo";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+absl::Status CheckOutputType(const std::string& out, const std::string& name) {
+  struct stat st;
+  if (::lstat(out.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " ", out, ": cannot examine: ", ErrnoText(errno)));
+  }
+  if (S_ISREG(st.st_mode)) return absl::OkStatus();
+  if (S_ISLNK(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " ", out,
+                     " is a symbolic link: shardkit neither follows nor replaces one (give the "
+                     "path of a regular file, or of nothing)"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(name, " ", out, " exists and is ",
+                                                 FileTypeText(st.st_mode),
+                                                 ", not a regular file: refusing to replace it"));
 }
 
 absl::Status WriteFileAtomically(const std::string& path, std::string_view contents) {

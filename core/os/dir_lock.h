@@ -14,13 +14,13 @@
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(DirectoryLock lock, DirectoryLock::Acquire("out"));
 //   ...  // write into out/; destroying `lock` removes the lock file and releases the lock
-#ifndef SHARDKIT_INTEGRATION_IO_DIR_LOCK_H_
-#define SHARDKIT_INTEGRATION_IO_DIR_LOCK_H_
+#ifndef SHARDKIT_CORE_OS_DIR_LOCK_H_
+#define SHARDKIT_CORE_OS_DIR_LOCK_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "integration/io/interrupt.h"
+#include "core/os/interrupt.h"
 
 namespace shardkit::io {
 
@@ -60,4 +60,4 @@ class DirectoryLock {
 
 }  // namespace shardkit::io
 
-#endif  // SHARDKIT_INTEGRATION_IO_DIR_LOCK_H_
+#endif  // SHARDKIT_CORE_OS_DIR_LOCK_H_

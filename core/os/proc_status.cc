@@ -1,4 +1,4 @@
-#include "integration/io/proc_status.h"
+#include "core/os/proc_status.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -19,12 +19,14 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/base/status_macros.h"
+#include "core/os/fd.h"
 
 namespace shardkit::io {
 namespace {
 
 constexpr char kStatusPath[] = "/proc/self/status";
 constexpr char kClearRefsPath[] = "/proc/self/clear_refs";
+constexpr char kFdPath[] = "/proc/self/fd";
 
 }  // namespace
 
@@ -66,7 +68,7 @@ absl::Status ResetPeakRss() {
   if (fd >= 0) ::close(fd);
   if (!written) {
     return absl::UnavailableError(absl::StrCat("cannot reset the peak RSS through ", kClearRefsPath,
-                                               ": ", std::strerror(error)));
+                                               ": ", ErrnoText(error)));
   }
   return absl::OkStatus();
 }
@@ -78,6 +80,22 @@ int SocketOption(int fd, int option) {
   socklen_t size = sizeof(value);
   if (::getsockopt(fd, SOL_SOCKET, option, &value, &size) != 0) return -1;
   return value;
+}
+
+}  // namespace
+
+absl::Status ForEachOpenFd(absl::FunctionRef<void(int fd)> visit) {
+  DIR* dir = ::opendir(kFdPath);
+  if (dir == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot list ", kFdPath, ": ", ErrnoText(errno)));
+  }
+  const int own = ::dirfd(dir);
+  while (const dirent* entry = ::readdir(dir)) {
+    int fd = -1;
+    if (absl::SimpleAtoi(entry->d_name, &fd) && fd != own) visit(fd);
+  }
+  ::closedir(dir);
+  return absl::OkStatus();
 }
 
 bool IsTcpConnection(int fd) {
@@ -93,22 +111,9 @@ bool IsTcpConnection(int fd) {
   return ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &size) == 0;
 }
 
-}  // namespace
-
 absl::StatusOr<int> CountTcpConnections() {
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot list /proc/self/fd: ", std::strerror(errno)));
-  }
-  const int own = ::dirfd(dir);
   int count = 0;
-  while (const dirent* entry = ::readdir(dir)) {
-    int fd = -1;
-    if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == own) continue;
-    if (IsTcpConnection(fd)) ++count;
-  }
-  ::closedir(dir);
+  SHARDKIT_RETURN_IF_ERROR(ForEachOpenFd([&](int fd) { count += IsTcpConnection(fd); }));
   return count;
 }
 

@@ -1,17 +1,18 @@
-// Memory figures of this process from Linux's /proc/self/status, and its TCP connections, for
-// reports (`shardkit demo`'s summary, `shardkit bench`'s JSON) and for tests that bound what a
-// step allocates or connects.
+// Memory figures of this process from Linux's /proc/self/status, its open file descriptors
+// (/proc/self/fd) and its TCP connections, for reports (`shardkit demo`'s summary, `shardkit
+// bench`'s JSON) and for tests that bound what a step allocates, opens or connects.
 //
 //   SHARDKIT_RETURN_IF_ERROR(ResetPeakRss());                      // VmHWM := VmRSS
 //   SHARDKIT_ASSIGN_OR_RETURN(int64_t before, ProcStatusBytes("VmRSS"));
 //   DoWork();
 //   SHARDKIT_ASSIGN_OR_RETURN(int64_t peak, ProcStatusBytes("VmHWM"));  // peak - before: growth
-#ifndef SHARDKIT_INTEGRATION_IO_PROC_STATUS_H_
-#define SHARDKIT_INTEGRATION_IO_PROC_STATUS_H_
+#ifndef SHARDKIT_CORE_OS_PROC_STATUS_H_
+#define SHARDKIT_CORE_OS_PROC_STATUS_H_
 
 #include <cstdint>
 #include <string_view>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -32,12 +33,21 @@ namespace shardkit::io {
 // Errors: kUnavailable naming the OS error where that is not allowed.
 [[nodiscard]] absl::Status ResetPeakRss();
 
+// Calls `visit` with every file descriptor this process has open (the entries of /proc/self/fd),
+// except the one the listing itself uses. `visit` may close or shut down the descriptor it is
+// given, but should open none (a new one may or may not be listed).
+// Errors: kUnavailable if /proc/self/fd cannot be listed.
+[[nodiscard]] absl::Status ForEachOpenFd(absl::FunctionRef<void(int fd)> visit);
+
 // The connected TCP sockets (IPv4 or IPv6 streams with a peer; listening sockets are not
 // counted) among this process's open file descriptors (/proc/self/fd): how many connections a rank
 // holds, for `shardkit bench` and the scaling tests.
 // Errors: kUnavailable if /proc/self/fd cannot be listed.
 [[nodiscard]] absl::StatusOr<int> CountTcpConnections();
 
+// Whether `fd` is a connected TCP socket as CountTcpConnections counts them.
+bool IsTcpConnection(int fd);
+
 }  // namespace shardkit::io
 
-#endif  // SHARDKIT_INTEGRATION_IO_PROC_STATUS_H_
+#endif  // SHARDKIT_CORE_OS_PROC_STATUS_H_

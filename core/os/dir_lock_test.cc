@@ -2,7 +2,7 @@
 // once the child is SIGKILLed the kernel has released it and the parent's Acquire succeeds. The
 // lock file exists only while held (a killed holder's is taken over), and processes hammering
 // Acquire and release — each release removing the file — are never two holders at once.
-#include "integration/io/dir_lock.h"
+#include "core/os/dir_lock.h"
 
 #include <sched.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "integration/io/interrupt.h"
+#include "core/os/interrupt.h"
 
 #include <limits.h>
 #include <signal.h>
@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/os/fd.h"
 
 namespace shardkit::io {
 namespace {
@@ -78,12 +79,7 @@ class Line {
   }
   void WriteTo(int fd) {
     buffer_[size_++] = '\n';
-    for (size_t done = 0; done < size_;) {
-      const ssize_t n = ::write(fd, buffer_ + done, size_ - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;
-      done += static_cast<size_t>(n);
-    }
+    (void)WriteFully(fd, buffer_, size_);  // async-signal-safe
   }
 
  private:

@@ -1,20 +1,20 @@
 // TempDir: a fresh directory under $TMPDIR (or P_tmpdir), removed with everything in it when the
-// object is destroyed. Used for the launcher's default store and for files a command hands from
-// its ranks back to itself (e.g. `shardkit demo`'s summary).
+// object is destroyed. Used for `shardkit launch`'s default store and for files a command hands
+// from its ranks back to itself (e.g. `shardkit demo`'s summary).
 //
 //   TempDir dir;
 //   SHARDKIT_RETURN_IF_ERROR(dir.Create("shardkit-launch"));
 //   std::string url = absl::StrCat("file://", dir.path());
 //
 // Thread-safety: none. Not copyable (one owner removes the directory).
-#ifndef SHARDKIT_INTEGRATION_LAUNCH_TEMP_DIR_H_
-#define SHARDKIT_INTEGRATION_LAUNCH_TEMP_DIR_H_
+#ifndef SHARDKIT_CORE_OS_TEMP_DIR_H_
+#define SHARDKIT_CORE_OS_TEMP_DIR_H_
 
 #include <string>
 
 #include "absl/status/status.h"
 
-namespace shardkit::launch {
+namespace shardkit::io {
 
 class TempDir {
  public:
@@ -34,6 +34,6 @@ class TempDir {
   std::string path_;
 };
 
-}  // namespace shardkit::launch
+}  // namespace shardkit::io
 
-#endif  // SHARDKIT_INTEGRATION_LAUNCH_TEMP_DIR_H_
+#endif  // SHARDKIT_CORE_OS_TEMP_DIR_H_

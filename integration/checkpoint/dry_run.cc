@@ -6,10 +6,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
-#include "integration/checkpoint/checkpoint_source.h"
 #include "integration/checkpoint/inspect.h"
 #include "integration/checkpoint/plan_binding.h"
-#include "integration/checkpoint/shard_dir_source.h"
+#include "integration/checkpoint/source/checkpoint_source.h"
+#include "integration/checkpoint/source/shard_dir_source.h"
 
 namespace shardkit::checkpoint {
 namespace {

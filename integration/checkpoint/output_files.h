@@ -30,8 +30,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "integration/formats/safetensors/safetensors.h"
 #include "integration/io/files.h"
-#include "integration/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {
 

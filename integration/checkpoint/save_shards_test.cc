@@ -25,11 +25,12 @@
 #include "gtest/gtest.h"
 #include "integration/checkpoint/gather_checkpoint.h"
 #include "integration/checkpoint/inspect.h"
+#include "integration/checkpoint/reshard_checkpoint.h"
 #include "integration/checkpoint/shard_checkpoint.h"
-#include "integration/checkpoint/shard_dir.h"
+#include "integration/formats/safetensors/safetensors.h"
+#include "integration/formats/shard_dir/shard_dir.h"
 #include "integration/io/dir_lock.h"
 #include "integration/io/files.h"
-#include "integration/safetensors/safetensors.h"
 #include "nlohmann/json.hpp"
 #include "specs/plan.h"
 #include "testing/rank_group.h"
@@ -246,12 +247,10 @@ void LoadCase(int rank, Communicator& comm, std::string_view arg) {
   }
   ASSERT_THAT(AgreeOnStatus(comm, absl::OkStatus(), "plan written"), testing::IsOk());
   std::ostringstream log;
-  ASSERT_THAT(ShardCheckpoint({.plan_path = dir + suffix + ".json",
-                               .checkpoint_path = dir,
-                               .out_dir = dir + suffix,
-                               .reshard = true},
-                              comm, log),
-              testing::IsOk());
+  ASSERT_THAT(
+      ReshardCheckpoint(
+          {.plan_path = dir + suffix + ".json", .in_dir = dir, .out_dir = dir + suffix}, comm, log),
+      testing::IsOk());
   // Rank 0 writes the index after the others returned: wait for it (SaveShards itself does).
   ASSERT_THAT(AgreeOnStatus(comm, absl::OkStatus(), "index written"), testing::IsOk());
   Module resharded = MetaModule();

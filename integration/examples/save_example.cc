@@ -28,8 +28,8 @@
 #include "core/engine/sharded_tensor.h"
 #include "core/tensor/tensor.h"
 #include "integration/checkpoint/save_shards.h"
+#include "integration/formats/safetensors/safetensors.h"
 #include "integration/io/files.h"
-#include "integration/safetensors/safetensors.h"
 #include "specs/plan.h"
 
 namespace {

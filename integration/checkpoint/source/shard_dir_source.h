@@ -1,0 +1,93 @@
+// ShardDirSource: an earlier shard directory (what `shardkit shard` writes) as a TensorSource, for
+// `shardkit reshard` — every parameter whole over one virtual data region (name order, as
+// index.json lists them), each byte range read from the old shards that hold it.
+//
+//   SHARDKIT_ASSIGN_OR_RETURN(ShardDirSource dir, ShardDirSource::Open("shards", staging_bytes));
+//   SHARDKIT_RETURN_IF_ERROR(dir.ReadBytes(t, offset, n, dst));  // bytes of parameter t
+//
+// A read touches only the old shards it overlaps: each parameter's shards are indexed by the span
+// of tensor bytes they cover (sorted by start, with a running maximum of ends), so finding them is
+// a binary search plus the shards found — never all pairs of old and new shards. From each old
+// shard the read takes one contiguous range of its own bytes (byte_runs.h) and nothing else: a
+// piece of 64 KiB or more, or a piece alone, with one pread straight into place, shorter pieces
+// through a reused staging buffer filled with exactly them (TensorBytesReader::Want). So the bytes
+// pread are the bytes asked for: a reader that wants a rank's columns asks for those pieces
+// (TensorBytesReader::Want), not for the rows around them. A replicated parameter is read from
+// index.json's src_rank copy, as `gather` does.
+#ifndef SHARDKIT_INTEGRATION_CHECKPOINT_SOURCE_SHARD_DIR_SOURCE_H_
+#define SHARDKIT_INTEGRATION_CHECKPOINT_SOURCE_SHARD_DIR_SOURCE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/tensor/allocator.h"
+#include "integration/checkpoint/source/tensor_source.h"
+#include "integration/checkpoint/stream/stream_schedule.h"
+#include "integration/checkpoint/stream/tensor_bytes_reader.h"
+#include "integration/formats/safetensors/safetensors.h"
+#include "integration/formats/shard_dir/shard_dir.h"
+
+namespace shardkit::checkpoint {
+
+class ShardDirSource : public TensorSource {
+ public:
+  // Reads and validates DIR/index.json (ParseIndex), opens every rank file and checks that it
+  // holds exactly the shards index.json lists for it, with their dtypes and shapes. The staging
+  // buffer for short pieces has `staging_bytes` (> 0) and is allocated here.
+  // Errors: kNotFound (no index.json, a missing rank file); kInvalidArgument naming the file, the
+  // tensor or the JSON path; kResourceExhausted if the staging buffer cannot be allocated.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ShardDirSource>> Open(const std::string& dir,
+                                                                            int64_t staging_bytes);
+
+  const ShardIndex& index() const { return index_; }
+  const safetensors::Header& header() const override { return header_; }
+  // index.json (all of its bytes), then rank-00000.safetensors, … (header bytes).
+  const std::vector<CheckpointFile>& identity() const override { return identity_; }
+  [[nodiscard]] absl::Status ReadBytes(size_t t, int64_t offset, int64_t size,
+                                       std::byte* dst) const override;
+  [[nodiscard]] absl::Status CheckUnchanged(size_t t) const override;
+  const void* FilesOf(size_t t) const override { return &parameters_[t]; }
+
+  // How many of the old rank files reads have touched so far.
+  int64_t files_read() const;
+  // The bytes pread from the old rank files so far.
+  int64_t bytes_read() const { return reader_->bytes_read(); }
+
+ private:
+  // Tensor bytes [begin, end) hold all of shard `shard`'s bytes.
+  struct Span {
+    int64_t begin = 0;
+    int64_t end = 0;
+    size_t shard = 0;
+  };
+  struct Parameter {
+    StreamTensor layout;                             // the old shards and their byte runs
+    std::vector<const safetensors::TensorInfo*> at;  // per shard, in its rank file (or nullptr)
+    std::vector<size_t> rank_of;                     // per shard: the rank file holding it
+    std::vector<Span> spans;                         // non-empty shards, by begin
+    std::vector<int64_t> max_end;                    // max_end[i]: the largest end of spans[0..i]
+    std::vector<size_t> ranks;                       // the rank files read, ascending
+  };
+
+  ShardDirSource() = default;
+  absl::Status IndexParameters();
+  absl::Status ReadShard(const Parameter& p, size_t s, int64_t offset, int64_t size,
+                         std::byte* dst) const;
+
+  ShardIndex index_;
+  std::vector<safetensors::Reader> files_;  // by rank
+  safetensors::Header header_;
+  std::vector<CheckpointFile> identity_;
+  std::vector<Parameter> parameters_;  // as header_.tensors
+  std::shared_ptr<Storage> staging_;
+  std::unique_ptr<TensorBytesReader> reader_;  // over staging_
+  mutable std::vector<bool> touched_;          // by rank
+};
+
+}  // namespace shardkit::checkpoint
+
+#endif  // SHARDKIT_INTEGRATION_CHECKPOINT_SOURCE_SHARD_DIR_SOURCE_H_

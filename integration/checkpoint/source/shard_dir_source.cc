@@ -8,11 +8,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/tensor/dtype.h"
 #include "integration/checkpoint/stream/byte_runs.h"
 #include "integration/checkpoint/stream/stream_buffer.h"
 #include "integration/formats/shard_dir/rank_files.h"
 #include "integration/io/files.h"
 #include "specs/fingerprint.h"
+#include "specs/shard_box_index.h"
 
 namespace shardkit::checkpoint {
 using safetensors::Reader;
@@ -54,7 +56,7 @@ absl::StatusOr<std::unique_ptr<ShardDirSource>> ShardDirSource::Open(const std::
 }
 
 // Every parameter over one virtual data region (name order), its old shards found in their rank
-// files, and its non-empty shards indexed by span.
+// files, and its shards indexed by box.
 absl::Status ShardDirSource::IndexParameters() {
   header_.metadata = index_.metadata;
   uint64_t offset = 0;
@@ -80,16 +82,15 @@ absl::Status ShardDirSource::IndexParameters() {
       p.rank_of.push_back(rank);
       if (!read) continue;
       ranks.insert(rank);
-      if (!parameter.spec) continue;
-      const ByteRuns& runs = p.layout.runs[s];
-      if (runs.bytes() == 0) continue;
-      p.spans.push_back({runs.Offset(0), runs.Offset(runs.count - 1) + runs.length, s});
     }
     p.ranks.assign(ranks.begin(), ranks.end());
-    std::sort(p.spans.begin(), p.spans.end(),
-              [](const Span& a, const Span& b) { return a.begin < b.begin; });
-    int64_t most = 0;
-    for (const Span& span : p.spans) p.max_end.push_back(most = std::max(most, span.end));
+    if (!parameter.spec) continue;
+    p.boxes = specs::ShardBoxIndex::FromShards(p.layout.shards);
+    // A row of dim 0 in whole bytes: a byte range then maps to the rows it lies in.
+    if (!parameter.shape.empty() && parameter.shape[0] > 0) {
+      const int64_t row_bits = size.numel / parameter.shape[0] * ElementBits(parameter.dtype);
+      if (row_bits % 8 == 0) p.row_bytes = row_bits / 8;
+    }
   }
   return absl::OkStatus();
 }
@@ -103,18 +104,23 @@ absl::Status ShardDirSource::ReadBytes(size_t t, int64_t offset, int64_t size,
     }
     return absl::InternalError(absl::StrCat("no copy of \"", p.layout.name, "\" to read"));
   }
-  const int64_t end = offset + size;
-  // Candidates: spans that start before `end`, from the first whose running maximum of ends
-  // passes `offset` (both ascending).
-  const auto first = static_cast<size_t>(
-      std::upper_bound(p.max_end.begin(), p.max_end.end(), offset) - p.max_end.begin());
-  const auto last = static_cast<size_t>(
-      std::lower_bound(p.spans.begin(), p.spans.end(), end,
-                       [](const Span& span, int64_t at) { return span.begin < at; }) -
-      p.spans.begin());
-  for (size_t i = first; i < last; ++i) {
-    if (p.spans[i].end <= offset) continue;
-    SHARDKIT_RETURN_IF_ERROR(ReadShard(p, p.spans[i].shard, offset, size, dst));
+  if (size <= 0) return absl::OkStatus();
+  // The box of the rows of dim 0 that bytes [offset, offset + size) lie in (all of them when a
+  // row is not whole bytes); the shards it meets hold every byte of the range.
+  const Shape& shape = p.layout.shape;
+  specs::Box rows{Shape(shape.size(), 0), shape};
+  if (p.row_bytes > 0) {
+    rows.offsets[0] = offset / p.row_bytes;
+    rows.sizes[0] = (offset + size - 1) / p.row_bytes + 1 - rows.offsets[0];
+  }
+  for (const specs::BoxHit& hit : p.boxes.Intersecting(rows)) {
+    // Only shards whose bytes, first to last, overlap the range (their files count as read).
+    const ByteRuns& runs = p.layout.runs[hit.shard];
+    if (runs.bytes() == 0 || runs.Offset(0) >= offset + size ||
+        runs.Offset(runs.count - 1) + runs.length <= offset) {
+      continue;
+    }
+    SHARDKIT_RETURN_IF_ERROR(ReadShard(p, hit.shard, offset, size, dst));
   }
   return absl::OkStatus();
 }

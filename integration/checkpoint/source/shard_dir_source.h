@@ -5,9 +5,10 @@
 //   SHARDKIT_ASSIGN_OR_RETURN(ShardDirSource dir, ShardDirSource::Open("shards", staging_bytes));
 //   SHARDKIT_RETURN_IF_ERROR(dir.ReadBytes(t, offset, n, dst));  // bytes of parameter t
 //
-// A read touches only the old shards it overlaps: each parameter's shards are indexed by the span
-// of tensor bytes they cover (sorted by start, with a running maximum of ends), so finding them is
-// a binary search plus the shards found — never all pairs of old and new shards. From each old
+// A read touches only the old shards it overlaps: each parameter's shards are indexed by their
+// boxes (specs/shard_box_index.h) and a read of tensor bytes looks up the rows those bytes lie in,
+// so finding them is a binary search per dimension plus the shards found — never all pairs of old
+// and new shards. From each old
 // shard the read takes one contiguous range of its own bytes (byte_runs.h) and nothing else: a
 // piece of 64 KiB or more, or a piece alone, with one pread straight into place, shorter pieces
 // through a reused staging buffer filled with exactly them (TensorBytesReader::Want). So the bytes
@@ -30,6 +31,7 @@
 #include "integration/checkpoint/stream/tensor_bytes_reader.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "integration/formats/shard_dir/shard_dir.h"
+#include "specs/shard_box_index.h"
 
 namespace shardkit::checkpoint {
 
@@ -58,19 +60,13 @@ class ShardDirSource : public TensorSource {
   int64_t bytes_read() const { return reader_->bytes_read(); }
 
  private:
-  // Tensor bytes [begin, end) hold all of shard `shard`'s bytes.
-  struct Span {
-    int64_t begin = 0;
-    int64_t end = 0;
-    size_t shard = 0;
-  };
   struct Parameter {
     StreamTensor layout;                             // the old shards and their byte runs
     std::vector<const safetensors::TensorInfo*> at;  // per shard, in its rank file (or nullptr)
     std::vector<size_t> rank_of;                     // per shard: the rank file holding it
-    std::vector<Span> spans;                         // non-empty shards, by begin
-    std::vector<int64_t> max_end;                    // max_end[i]: the largest end of spans[0..i]
-    std::vector<size_t> ranks;                       // the rank files read, ascending
+    specs::ShardBoxIndex boxes;                      // sharded: the old shards' boxes
+    int64_t row_bytes = 0;      // bytes per index of dim 0 when whole bytes (else 0: any row)
+    std::vector<size_t> ranks;  // the rank files read, ascending
   };
 
   ShardDirSource() = default;

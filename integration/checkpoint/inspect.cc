@@ -118,7 +118,7 @@ std::string FormatShardIndex(const ShardIndex& index, const std::vector<std::str
   }
   std::vector<Row> facts = {{"world_size", absl::StrCat(index.world_size)},
                             {"src_rank", absl::StrCat(index.src_rank)},
-                            {"strategy", std::string(specs::StrategyName(index.strategy))}};
+                            {"strategy", std::string(WrittenByName(index.written_by))}};
   AppendMetadata(index.metadata, facts);
   return absl::StrCat(FormatTable(rows), "\n", FormatTable(facts));
 }

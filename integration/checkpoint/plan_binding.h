@@ -74,7 +74,7 @@ std::vector<AgreedParameter> AsAgreed(const safetensors::Header& header,
 
 // What index.json says about the output of `resolved` (header order): parameters sorted by name,
 // each with its layout's files and tensor names (MakeIndexParameter).
-ShardIndex MakeShardIndex(int64_t world_size, int64_t src_rank, specs::Strategy strategy,
+ShardIndex MakeShardIndex(int64_t world_size, int64_t src_rank, WrittenBy written_by,
                           const safetensors::Header& header,
                           const std::vector<specs::ResolvedParameter>& resolved);
 

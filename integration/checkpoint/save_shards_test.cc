@@ -193,7 +193,7 @@ void SaveCase(int rank, Communicator& comm, std::string_view arg) {
   if (rank == 0) {
     EXPECT_FALSE(fs::exists(fs::path(dir) / io::kLockFileName));  // removed as rank 0 let go
     SHARDKIT_ASSERT_OK_AND_ASSIGN(ShardIndex index, ReadIndex(dir));
-    EXPECT_EQ(index.strategy, specs::Strategy::kSave);
+    EXPECT_EQ(index.written_by, WrittenBy::kSave);
     EXPECT_EQ(index.src_rank, 0);
     EXPECT_EQ(index.world_size, comm.world_size());
     SHARDKIT_ASSERT_OK_AND_ASSIGN(std::string table, InspectPath(dir));

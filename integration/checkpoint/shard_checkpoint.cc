@@ -301,8 +301,8 @@ absl::Status GatherReports(Run& run, int64_t hwm_before, const CallOptions& call
 
 ShardIndex BuildIndex(const Run& run) {
   return MakeShardIndex(run.comm.world_size(), run.plan.src_rank,
-                        run.reshard() ? specs::Strategy::kReshard : run.plan.strategy, run.header,
-                        run.resolved);
+                        run.reshard() ? WrittenBy::kReshard : WrittenByShard(run.plan.strategy),
+                        run.header, run.resolved);
 }
 
 // The summary the source prints: totals, then per rank its file, tensors, bytes written and
@@ -320,7 +320,7 @@ std::string Summary(const Run& run, const ShardIndex& index, double total_second
   const int64_t read_bytes = run.schedule->total_bytes();
   const bool direct = run.plan.strategy == specs::Strategy::kDirect;
   std::string how =
-      absl::StrCat(std::string(specs::StrategyName(index.strategy)), " from rank ", index.src_rank);
+      absl::StrCat(std::string(WrittenByName(index.written_by)), " from rank ", index.src_rank);
   if (direct) how = "direct: every rank read its own shards";
   if (run.reshard()) {
     how = absl::StrCat("from ", run.options.checkpoint_path, " (",

@@ -250,8 +250,7 @@ absl::StatusOr<ShardIndex> ParseIndexJson(const Json& json) {
   }
   SHARDKIT_ASSIGN_OR_RETURN(const Json* strategy, Required(json, "", "strategy"));
   SHARDKIT_ASSIGN_OR_RETURN(std::string strategy_name, GetString(*strategy, "strategy"));
-  SHARDKIT_ASSIGN_OR_RETURN(index.strategy,
-                            At("strategy", specs::ParseRecordedStrategy(strategy_name)));
+  SHARDKIT_ASSIGN_OR_RETURN(index.written_by, At("strategy", ParseWrittenBy(strategy_name)));
   SHARDKIT_ASSIGN_OR_RETURN(const Json* metadata, Required(json, "", "metadata"));
   SHARDKIT_ASSIGN_OR_RETURN(index.metadata, ParseMetadata(*metadata));
   SHARDKIT_ASSIGN_OR_RETURN(const Json* parameters, Required(json, "", "parameters"));
@@ -355,12 +354,50 @@ IndexParameter MakeIndexParameter(std::string name, DType dtype, Shape shape,
   return parameter;
 }
 
+WrittenBy WrittenByShard(specs::Strategy strategy) {
+  switch (strategy) {
+    case specs::Strategy::kBroadcast:
+      return WrittenBy::kShardBroadcast;
+    case specs::Strategy::kDirect:
+      return WrittenBy::kShardDirect;
+    case specs::Strategy::kScatter:
+      break;
+  }
+  return WrittenBy::kShardScatter;
+}
+
+std::string_view WrittenByName(WrittenBy written_by) {
+  switch (written_by) {
+    case WrittenBy::kShardBroadcast:
+      return "broadcast";
+    case WrittenBy::kShardDirect:
+      return "direct";
+    case WrittenBy::kReshard:
+      return "reshard";
+    case WrittenBy::kSave:
+      return "save";
+    case WrittenBy::kShardScatter:
+      break;
+  }
+  return "scatter";
+}
+
+absl::StatusOr<WrittenBy> ParseWrittenBy(std::string_view name) {
+  for (WrittenBy w : {WrittenBy::kShardScatter, WrittenBy::kShardBroadcast, WrittenBy::kShardDirect,
+                      WrittenBy::kReshard, WrittenBy::kSave}) {
+    if (name == WrittenByName(w)) return w;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("expected \"scatter\", \"broadcast\", \"direct\", \"reshard\" or \"save\", got ",
+                   json::DescribeValue(json::Json(std::string(name)))));
+}
+
 std::string IndexToJson(const ShardIndex& index) {
   OrderedJson head = {{"format", kIndexFormat},
                       {"version", 1},
                       {"world_size", index.world_size},
                       {"src_rank", index.src_rank},
-                      {"strategy", specs::StrategyName(index.strategy)},
+                      {"strategy", WrittenByName(index.written_by)},
                       {"metadata", index.metadata}};
   std::string text = head.dump();
   text.pop_back();  // the closing brace: parameters follow, one per line

@@ -91,12 +91,25 @@ struct IndexParameter {
   std::vector<IndexShard> shards;  // in the spec's order
 };
 
+// Which program wrote a shard directory, as index.json's "strategy" records it: `shardkit shard`
+// with its plan's strategy (how the data moved: "scatter", "broadcast", "direct"), `shardkit
+// reshard` ("reshard": every rank read its new shards from an earlier shard directory) or
+// checkpoint::SaveShards ("save": every rank wrote the shards it held).
+enum class WrittenBy { kShardScatter, kShardBroadcast, kShardDirect, kReshard, kSave };
+
+// `shardkit shard` under `strategy`.
+WrittenBy WrittenByShard(specs::Strategy strategy);
+// index.json's string: "scatter" / "broadcast" / "direct" / "reshard" / "save".
+std::string_view WrittenByName(WrittenBy written_by);
+// Errors: kInvalidArgument naming the string.
+[[nodiscard]] absl::StatusOr<WrittenBy> ParseWrittenBy(std::string_view name);
+
 struct ShardIndex {
   int64_t world_size = 1;
   int64_t src_rank = 0;
-  specs::Strategy strategy = specs::Strategy::kScatter;
-  std::map<std::string, std::string> metadata;  // the checkpoint's __metadata__
-  std::vector<IndexParameter> parameters;       // sorted by name
+  WrittenBy written_by = WrittenBy::kShardScatter;  // index.json's "strategy"
+  std::map<std::string, std::string> metadata;      // the checkpoint's __metadata__
+  std::vector<IndexParameter> parameters;           // sorted by name
 };
 
 // The index entry of a parameter laid out as `layout` (files and tensor names filled in).

@@ -34,7 +34,7 @@ specs::ParameterLayout Layout(std::string_view spec_json, const Shape& shape, in
 }
 
 ShardIndex ExampleIndex() {
-  ShardIndex index{3, 0, specs::Strategy::kScatter, {{"format", "pt"}}, {}};
+  ShardIndex index{3, 0, WrittenBy::kShardScatter, {{"format", "pt"}}, {}};
   index.parameters.push_back(MakeIndexParameter(
       "embed.weight", DType::kFloat32, {10, 8},
       Layout(R"({"type":"chunk","dim":1,"placements":["rank:2/cpu","rank:0/cpu","rank:1/cpu"]})",
@@ -71,6 +71,20 @@ TEST(ShardDirTest, IndexRoundTripsAndKeepsTheDocumentedFields) {
   EXPECT_THAT(text, HasSubstr(R"("tensor":"twice#1")"));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(ShardIndex parsed, ParseIndex(text, "index.json"));
   EXPECT_EQ(IndexToJson(parsed), text);
+}
+
+// index.json's "strategy": which program wrote the directory; a plan's strategies, "reshard" and
+// "save", the strings unchanged.
+TEST(ShardDirTest, WrittenByRoundTripsItsStrings) {
+  for (WrittenBy w : {WrittenBy::kShardScatter, WrittenBy::kShardBroadcast, WrittenBy::kShardDirect,
+                      WrittenBy::kReshard, WrittenBy::kSave}) {
+    EXPECT_THAT(ParseWrittenBy(WrittenByName(w)), testing::IsOkAndHolds(w));
+  }
+  EXPECT_EQ(WrittenByName(WrittenByShard(specs::Strategy::kDirect)), "direct");
+  EXPECT_EQ(WrittenByName(WrittenBy::kSave), "save");
+  EXPECT_THAT(ParseWrittenBy("gather"),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("\"reshard\" or \"save\", got \"gather\"")));
 }
 
 TEST(ShardDirTest, InconsistentIndexesNameThePath) {

@@ -6,7 +6,6 @@
 #include <optional>
 #include <set>
 #include <span>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "core/base/status_macros.h"
 #include "integration/checkpoint/output_files.h"
 #include "integration/checkpoint/progress.h"
+#include "integration/checkpoint/stream/background_stage.h"
 #include "integration/checkpoint/stream/byte_runs.h"
 #include "integration/checkpoint/stream/slot_pipe.h"
 #include "integration/checkpoint/stream/stream_buffer.h"
@@ -158,20 +158,11 @@ absl::Status WriteWindows(const GatherInput& input, const std::vector<StreamTens
                             AllocateBuffers(1, budget.staging));
   TensorBytesReader bytes(std::span<std::byte>(staging[0]->data(), staging[0]->nbytes()));
   SlotPipe pipe(std::max<size_t>(slots, 1));
-  absl::Status write_status;
-  std::thread writer([&] {
-    for (int64_t k = 0; k < rounds; ++k) {
-      std::optional<SlotPipe::Filled> filled = pipe.WaitFilled();
-      if (!filled) return;
-      const int64_t begin = k * window, size = std::min(window, total - begin);
-      write_status = out.Write(static_cast<uint64_t>(begin), windows[filled->slot]->data(),
-                               static_cast<size_t>(size));
-      pipe.Release(filled->slot);
-      if (!write_status.ok()) {
-        pipe.Close();  // wakes the filling thread, which stops
-        return;
-      }
-    }
+  // Its first error closes the pipe, which wakes the filling thread: it stops.
+  BackgroundStage writer(pipe, BackgroundStage::kConsumer, rounds, [&](int64_t k, size_t slot) {
+    const int64_t begin = k * window, size = std::min(window, total - begin);
+    return out.Write(static_cast<uint64_t>(begin), windows[slot]->data(),
+                     static_cast<size_t>(size));
   });
   absl::Status status;
   for (int64_t k = 0; k < rounds && status.ok(); ++k) {
@@ -186,8 +177,8 @@ absl::Status WriteWindows(const GatherInput& input, const std::vector<StreamTens
     meter.Step(k + 1, static_cast<int64_t>(end));
   }
   if (!status.ok()) pipe.Close();
-  writer.join();
-  return status.ok() ? write_status : status;
+  writer.Join();
+  return status.ok() ? writer.status() : status;
 }
 
 // The progress meter of a gather writing `total` bytes; its clock starts now.

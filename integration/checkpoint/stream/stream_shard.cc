@@ -3,16 +3,15 @@
 #include <algorithm>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/check.h"
 #include "core/base/status_macros.h"
 #include "core/comm/collective_status.h"
+#include "integration/checkpoint/stream/background_stage.h"
 #include "integration/checkpoint/stream/slot_pipe.h"
 #include "integration/checkpoint/stream/stream_buffer.h"
 #include "integration/checkpoint/stream/tensor_bytes_reader.h"
@@ -184,14 +183,10 @@ absl::StatusOr<StreamStats> StreamFromReader(const StreamSchedule& schedule,
   stats.buffer_bytes = window_bytes * static_cast<int64_t>(slots) + options.staging_bytes;
   SlotPipe pipe(std::max<size_t>(slots, 1));
   TensorBytesReader reader(std::span<std::byte>((*staging)[0]->data(), (*staging)[0]->nbytes()));
-  std::thread filler([&] {
-    for (int64_t k = 0; k < rounds; ++k) {
-      std::optional<size_t> slot = pipe.AcquireFree();
-      if (!slot) return;
-      const Round round = schedule.MakeRound(k);
-      pipe.Publish(*slot, FillWindow(schedule, round, BlocksToRead(round, comm.rank(), direct),
-                                     source, reader, (*windows)[*slot]->data()));
-    }
+  BackgroundStage filler(pipe, BackgroundStage::kProducer, rounds, [&](int64_t k, size_t slot) {
+    const Round round = schedule.MakeRound(k);
+    return FillWindow(schedule, round, BlocksToRead(round, comm.rank(), direct), source, reader,
+                      (*windows)[slot]->data());
   });
   absl::Status local, status;
   for (int64_t k = 0; k <= rounds; ++k) {  // one status round more: it covers the last writes
@@ -214,7 +209,7 @@ absl::StatusOr<StreamStats> StreamFromReader(const StreamSchedule& schedule,
     if (options.on_round) options.on_round(static_cast<int64_t>(round.end));
   }
   pipe.Close();
-  filler.join();
+  filler.Join();
   stats.bytes_read = reader.bytes_read();
   if (!status.ok()) return status;
   return stats;
@@ -238,33 +233,17 @@ absl::StatusOr<StreamStats> StreamToReceiver(const StreamSchedule& schedule,
   const std::vector<std::shared_ptr<Storage>>& buffers = *allocated;
   stats.buffer_bytes = buffer_bytes * static_cast<int64_t>(slots);
   SlotPipe pipe(std::max<size_t>(slots, 1));
-  std::mutex mu;
-  absl::Status write_status;  // the writer's first error
-  std::thread writer([&] {
-    for (int64_t k = 0; k < rounds; ++k) {
-      std::optional<SlotPipe::Filled> filled = pipe.WaitFilled();
-      if (!filled) return;
-      absl::Status status = WriteBlocks(schedule.MakeRound(k), rank, options.broadcast,
-                                        buffers[filled->slot]->data(), output, stats.bytes_written);
-      pipe.Release(filled->slot);
-      if (!status.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        write_status = std::move(status);
-        pipe.Close();  // wakes the receiving thread, which reports it
-        return;
-      }
-    }
+  // Its first error closes the pipe, which wakes this thread to report it.
+  BackgroundStage writer(pipe, BackgroundStage::kConsumer, rounds, [&](int64_t k, size_t slot) {
+    return WriteBlocks(schedule.MakeRound(k), rank, options.broadcast, buffers[slot]->data(),
+                       output, stats.bytes_written);
   });
   absl::Status status;
   for (int64_t k = 0; k <= rounds; ++k) {  // one status round more: it covers the last writes
     std::optional<size_t> slot;
     if (k < rounds) slot = pipe.AcquireFree();
-    if (k == rounds) writer.join();
-    absl::Status local;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      local = write_status;
-    }
+    if (k == rounds) writer.Join();
+    absl::Status local = writer.status();
     if (k < rounds && !slot && local.ok()) local = absl::InternalError("the writer stopped");
     status = AgreeOnStatus(comm, local, kStreaming, options.call);
     if (!status.ok() || k == rounds) break;
@@ -281,7 +260,7 @@ absl::StatusOr<StreamStats> StreamToReceiver(const StreamSchedule& schedule,
     pipe.Publish(*slot, absl::OkStatus());
   }
   pipe.Close();
-  if (writer.joinable()) writer.join();
+  writer.Join();
   if (!status.ok()) return status;
   return stats;
 }

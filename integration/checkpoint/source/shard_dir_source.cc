@@ -40,19 +40,32 @@ absl::StatusOr<std::unique_ptr<ShardDirSource>> ShardDirSource::Open(const std::
   SHARDKIT_ASSIGN_OR_RETURN(std::string text, io::ReadWholeFile(index_path));
   SHARDKIT_ASSIGN_OR_RETURN(source->index_, ParseIndex(text, index_path));
   source->identity_.push_back({kIndexFileName, text.size(), specs::Fingerprint(text), true});
-  SHARDKIT_ASSIGN_OR_RETURN(source->files_, OpenRankFiles(dir, source->index_));
-  for (const Reader& file : source->files_) {
-    source->identity_.push_back({std::filesystem::path(file.path()).filename().string(),
-                                 file.identity().size, file.identity().header_digest});
+  SHARDKIT_RETURN_IF_ERROR(source->OpenFiles(dir, staging_bytes));
+  return source;
+}
+
+absl::StatusOr<std::unique_ptr<ShardDirSource>> ShardDirSource::OpenWithIndex(
+    const std::string& dir, ShardIndex index, int64_t staging_bytes) {
+  std::unique_ptr<ShardDirSource> source(new ShardDirSource());
+  source->index_ = std::move(index);
+  SHARDKIT_RETURN_IF_ERROR(source->OpenFiles(dir, staging_bytes));
+  return source;
+}
+
+absl::Status ShardDirSource::OpenFiles(const std::string& dir, int64_t staging_bytes) {
+  SHARDKIT_ASSIGN_OR_RETURN(files_, OpenRankFiles(dir, index_));
+  for (const Reader& file : files_) {
+    identity_.push_back({std::filesystem::path(file.path()).filename().string(),
+                         file.identity().size, file.identity().header_digest});
   }
-  SHARDKIT_RETURN_IF_ERROR(source->IndexParameters());
+  SHARDKIT_RETURN_IF_ERROR(IndexParameters());
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Storage>> staging,
                             AllocateBuffers(1, staging_bytes));
-  source->staging_ = std::move(staging[0]);
-  source->reader_ = std::make_unique<TensorBytesReader>(
-      std::span<std::byte>(source->staging_->data(), source->staging_->nbytes()));
-  source->touched_.assign(source->files_.size(), false);
-  return source;
+  staging_ = std::move(staging[0]);
+  reader_ = std::make_unique<TensorBytesReader>(
+      std::span<std::byte>(staging_->data(), staging_->nbytes()));
+  touched_.assign(files_.size(), false);
+  return absl::OkStatus();
 }
 
 // Every parameter over one virtual data region (name order), its old shards found in their rank

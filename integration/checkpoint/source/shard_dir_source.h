@@ -44,6 +44,10 @@ class ShardDirSource : public TensorSource {
   // tensor or the JSON path; kResourceExhausted if the staging buffer cannot be allocated.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<ShardDirSource>> Open(const std::string& dir,
                                                                             int64_t staging_bytes);
+  // As Open, for a caller that has read DIR/index.json itself (`gather`: ReadIndex and its
+  // messages); identity() then lists the rank files only. Errors: as Open's after index.json.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ShardDirSource>> OpenWithIndex(
+      const std::string& dir, ShardIndex index, int64_t staging_bytes);
 
   const ShardIndex& index() const { return index_; }
   const safetensors::Header& header() const override { return header_; }
@@ -70,6 +74,8 @@ class ShardDirSource : public TensorSource {
   };
 
   ShardDirSource() = default;
+  // The rank files of index_, the parameters indexed, the staging buffer.
+  absl::Status OpenFiles(const std::string& dir, int64_t staging_bytes);
   absl::Status IndexParameters();
   absl::Status ReadShard(const Parameter& p, size_t s, int64_t offset, int64_t size,
                          std::byte* dst) const;

@@ -81,10 +81,6 @@ std::string_view StrategyName(Strategy strategy) {
       return "broadcast";
     case Strategy::kDirect:
       return "direct";
-    case Strategy::kReshard:
-      return "reshard";
-    case Strategy::kSave:
-      return "save";
     case Strategy::kScatter:
       break;
   }
@@ -97,16 +93,6 @@ absl::StatusOr<Strategy> ParseStrategy(std::string_view name) {
   if (name == "direct") return Strategy::kDirect;
   return absl::InvalidArgumentError(
       absl::StrCat("expected \"scatter\", \"broadcast\" or \"direct\", got ",
-                   json::DescribeValue(Json(std::string(name)))));
-}
-
-absl::StatusOr<Strategy> ParseRecordedStrategy(std::string_view name) {
-  if (name == "reshard") return Strategy::kReshard;
-  if (name == "save") return Strategy::kSave;
-  absl::StatusOr<Strategy> strategy = ParseStrategy(name);
-  if (strategy.ok()) return strategy;
-  return absl::InvalidArgumentError(
-      absl::StrCat("expected \"scatter\", \"broadcast\", \"direct\", \"reshard\" or \"save\", got ",
                    json::DescribeValue(Json(std::string(name)))));
 }
 

@@ -37,19 +37,16 @@ namespace shardkit::specs {
 // How the source's data reaches the ranks: kScatter sends each rank its shards; kBroadcast sends
 // every rank everything (each keeps its shards); kDirect moves no tensor data at all — every rank
 // reads its own shards from a checkpoint it sees itself (`shardkit shard` only: tensors in memory
-// cannot be read that way, so the engine refuses it). kReshard is not a plan's: a shard directory's
-// index.json records it when `shardkit reshard` wrote the directory (every rank read its new
-// shards from an earlier shard directory). Nor is kSave: index.json records it when a running
-// program wrote the directory with checkpoint::SaveShards (every rank wrote the shards it held).
-enum class Strategy { kScatter, kBroadcast, kDirect, kReshard, kSave };
+// cannot be read that way, so the engine refuses it). Which program wrote a shard directory
+// (`shard` with one of these, `reshard`, `save`) is another question, index.json's: see
+// checkpoint::WrittenBy (integration/formats/shard_dir/shard_dir.h).
+enum class Strategy { kScatter, kBroadcast, kDirect };
 
-// "scatter" / "broadcast" / "direct" / "reshard" / "save".
+// "scatter" / "broadcast" / "direct".
 std::string_view StrategyName(Strategy strategy);
 // A plan's strategy: "scatter", "broadcast" or "direct". Errors: kInvalidArgument naming the
 // string.
 [[nodiscard]] absl::StatusOr<Strategy> ParseStrategy(std::string_view name);
-// A strategy as index.json records it: a plan's, "reshard" or "save". Errors: kInvalidArgument.
-[[nodiscard]] absl::StatusOr<Strategy> ParseRecordedStrategy(std::string_view name);
 
 struct PlanRule {
   std::string match;  // a pattern (pattern.h)

@@ -18,7 +18,10 @@ folder it lives in limits what it may include from the repository's own folders:
   specs         core/base, core/json, core/tensor/{shape,dtype,device}.h, specs
   backends      anything but core/engine, integration and testing
   testing       anything but backends and integration
-  integration   anything but backends/ (programs reach backends through //backends:all)
+  integration   anything but backends/ (programs reach backends through //backends:all), and:
+  integration/formats     nothing of integration/checkpoint or integration/cli, no core/comm or
+                          core/engine (bytes on disk: no Communicator)
+  integration/checkpoint  nothing of integration/cli (the CLI prints what the library returns)
 
 Prints one line per violation (`file:line: includes "x": reason`) and exits 1 if there are any.
 """
@@ -47,10 +50,16 @@ RULES = [
                 "core/tensor/device.h", "specs/"],
      "specs may include core/base, core/json and core/tensor/{shape,dtype,device}.h only"),
 ]
+# (folder, banned include prefixes, why). Every folder that prefixes a file's path applies.
 FORBIDDEN = [
     ("backends/", ["core/engine/", "integration/", "testing/"],
      "backends must not include the engine, the CLI or test helpers"),
     ("testing/", ["backends/", "integration/"], "test helpers must not include backends or the CLI"),
+    ("integration/formats/", ["integration/checkpoint/", "integration/cli/", "core/comm/",
+                              "core/engine/"],
+     "formats are bytes on disk: no Communicator, nothing of integration/checkpoint or cli"),
+    ("integration/checkpoint/", ["integration/cli/"],
+     "the checkpoint library never includes the CLI (the CLI prints what it returns)"),
     ("integration/", ["backends/"], "programs reach backends through //backends:all only"),
 ]
 
@@ -83,8 +92,8 @@ def violation(path, included):
         if path.startswith(folder):
             return None if included.startswith(tuple(allowed)) else why
     for folder, banned, why in FORBIDDEN:
-        if path.startswith(folder):
-            return why if included.startswith(tuple(banned)) else None
+        if path.startswith(folder) and included.startswith(tuple(banned)):
+            return why
     return None
 
 

@@ -6,10 +6,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
-#include "integration/checkpoint/checkpoint_source.h"
 #include "integration/checkpoint/inspect.h"
 #include "integration/checkpoint/plan_binding.h"
-#include "integration/checkpoint/shard_dir_source.h"
+#include "integration/checkpoint/source/checkpoint_source.h"
+#include "integration/checkpoint/source/shard_dir_source.h"
 
 namespace shardkit::checkpoint {
 namespace {
@@ -59,9 +59,9 @@ absl::StatusOr<std::string> DryRun(const DryRunOptions& options,
                {.plan_path = options.plan_path, .strict = options.strict}, warnings));
   SHARDKIT_RETURN_IF_ERROR(
       CheckLayouts(header, AsAgreed(header, resolved), options.fp8, warnings).status());
-  const ShardIndex index =
-      MakeShardIndex(options.world_size, plan.src_rank,
-                     reshard ? specs::Strategy::kReshard : plan.strategy, header, resolved);
+  const ShardIndex index = MakeShardIndex(
+      options.world_size, plan.src_rank,
+      reshard ? WrittenBy::kReshard : WrittenByShard(plan.strategy), header, resolved);
   return FormatShardIndex(index, RuleCells(index, resolved));
 }
 

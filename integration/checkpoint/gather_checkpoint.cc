@@ -6,36 +6,34 @@
 #include <optional>
 #include <set>
 #include <span>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/status_macros.h"
-#include "integration/checkpoint/byte_runs.h"
-#include "integration/checkpoint/hf_output.h"
 #include "integration/checkpoint/output_files.h"
 #include "integration/checkpoint/progress.h"
-#include "integration/checkpoint/rank_files.h"
-#include "integration/checkpoint/shard_dir.h"
-#include "integration/checkpoint/slot_pipe.h"
-#include "integration/checkpoint/stream_buffer.h"
-#include "integration/checkpoint/stream_schedule.h"
-#include "integration/checkpoint/stream_shard.h"
-#include "integration/checkpoint/tensor_bytes_reader.h"
 #include "core/os/dir_lock.h"
 #include "core/os/files.h"
 #include "core/os/interrupt.h"
-#include "integration/io/output_file.h"
 #include "core/os/proc_status.h"
-#include "integration/safetensors/safetensors.h"
+#include "integration/checkpoint/source/shard_dir_source.h"
+#include "integration/checkpoint/stream/background_stage.h"
+#include "integration/checkpoint/stream/byte_runs.h"
+#include "integration/checkpoint/stream/slot_pipe.h"
+#include "integration/checkpoint/stream/stream_buffer.h"
+#include "integration/checkpoint/stream/stream_schedule.h"
+#include "integration/checkpoint/stream/stream_shard.h"
+#include "integration/formats/hf/hf_output.h"
+#include "integration/formats/safetensors/safetensors.h"
+#include "integration/formats/shard_dir/shard_dir.h"
+#include "integration/io/output_file.h"
 
 namespace shardkit::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
-using safetensors::Reader;
 using safetensors::TensorInfo;
 
 // The output's tensors with their layouts, in the order of their bytes in the output (`placed`:
@@ -59,73 +57,36 @@ absl::StatusOr<std::vector<StreamTensor>> OutputTensors(const ShardIndex& index,
   return tensors;
 }
 
-// Where each shard of each parameter is: infos[p][s] in readers[its rank] (nullptr for the copies
-// of a replicated parameter other than the source rank's, which are not read).
-using ShardInfos = std::vector<std::vector<const TensorInfo*>>;
-
-absl::StatusOr<ShardInfos> FindShards(const std::vector<Reader>& readers, const ShardIndex& index) {
-  ShardInfos infos;
-  for (const IndexParameter& parameter : index.parameters) {
-    std::vector<const TensorInfo*>& mine = infos.emplace_back();
-    for (size_t s = 0; s < parameter.shards.size(); ++s) {
-      if (!parameter.spec && parameter.shards[s].metadata.placement.rank() != index.src_rank) {
-        mine.push_back(nullptr);
-        continue;
-      }
-      SHARDKIT_ASSIGN_OR_RETURN(mine.emplace_back(), FindShard(readers, parameter, s));
-    }
-  }
-  return infos;
-}
-
 // Fills `window` with output bytes [begin, end) (`tensors` in output order): every tensor's part
-// of it, from its shards
-// (replicated tensors: the source rank's copy), each shard's needed bytes read in one pass.
-absl::Status FillOutput(const std::vector<Reader>& readers, const ShardIndex& index,
-                        const ShardInfos& infos, const std::vector<StreamTensor>& tensors,
-                        uint64_t begin, uint64_t end, TensorBytesReader& bytes, std::byte* window) {
+// of it, read through `source` (replicated tensors: the source rank's copy).
+absl::Status FillOutput(const ShardDirSource& source, const std::vector<StreamTensor>& tensors,
+                        uint64_t begin, uint64_t end, std::byte* window) {
   auto first = std::partition_point(tensors.begin(), tensors.end(),
                                     [&](const StreamTensor& t) { return t.end <= begin; });
   for (auto t = first; t != tensors.end() && t->begin < end; ++t) {
-    const IndexParameter& parameter = index.parameters[t->source_index];
     const auto from = static_cast<int64_t>(std::max(begin, t->begin) - t->begin);
     const auto to = static_cast<int64_t>(std::min(end, t->end) - t->begin);
     // Window position of the tensor's byte x: shift + x (the tensor may start before the window).
     const int64_t shift = static_cast<int64_t>(t->begin) - static_cast<int64_t>(begin);
-    for (size_t s = 0; s < parameter.shards.size(); ++s) {
-      const TensorInfo* info = infos[t->source_index][s];
-      if (info == nullptr) continue;
-      const Reader& file =
-          readers[static_cast<size_t>(parameter.shards[s].metadata.placement.rank())];
-      if (t->replicated) {
-        bytes.Reset(file, *info, to);
-        SHARDKIT_RETURN_IF_ERROR(bytes.Copy(from, to - from, window + (shift + from)));
-        continue;
-      }
-      const auto [first, count] = ShardSpan(t->runs[s], from, to);
-      bytes.Reset(file, *info, first + count);  // staged reads stop where this window's end
-      absl::Status status;
-      ForEachPiece(t->runs[s], from, to, [&](int64_t tensor_at, int64_t shard_at, int64_t n) {
-        if (status.ok()) status = bytes.Copy(shard_at, n, window + (shift + tensor_at));
-      });
-      SHARDKIT_RETURN_IF_ERROR(status);
-    }
+    SHARDKIT_RETURN_IF_ERROR(
+        source.ReadBytes(t->source_index, from, to - from, window + (shift + from)));
   }
   return absl::OkStatus();
 }
 
-// What gather reads: the validated index, every rank file open, and where each shard to read is.
+// What gather reads: the validated index, and the directory as a source of whole tensors (every
+// rank file open and checked, each shard found; its staging buffer within the budget).
 struct GatherInput {
   ShardIndex index;
-  std::vector<Reader> readers;
-  ShardInfos shards;
+  std::unique_ptr<ShardDirSource> source;
 };
 
-absl::StatusOr<GatherInput> OpenInput(const std::string& in_dir) {
+absl::StatusOr<GatherInput> OpenInput(const std::string& in_dir, int64_t memory_bytes) {
   GatherInput input;
   SHARDKIT_ASSIGN_OR_RETURN(input.index, ReadIndex(in_dir));
-  SHARDKIT_ASSIGN_OR_RETURN(input.readers, OpenRankFiles(in_dir, input.index));
-  SHARDKIT_ASSIGN_OR_RETURN(input.shards, FindShards(input.readers, input.index));
+  SHARDKIT_ASSIGN_OR_RETURN(
+      input.source,
+      ShardDirSource::OpenWithIndex(in_dir, input.index, SplitBudget(memory_bytes).staging));
   return input;
 }
 
@@ -148,30 +109,17 @@ int64_t GatherWindow(int64_t memory_bytes, int64_t total) {
 absl::Status WriteWindows(const GatherInput& input, const std::vector<StreamTensor>& tensors,
                           OutputFiles& out, int64_t memory_bytes, Progress& meter) {
   const auto total = static_cast<int64_t>(out.total_bytes());
-  const Budget budget = SplitBudget(memory_bytes);
   const int64_t window = GatherWindow(memory_bytes, total);
   const int64_t rounds = (total + window - 1) / window;
   const auto slots = static_cast<size_t>(std::min<int64_t>(2, rounds));
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Storage>> windows,
                             AllocateBuffers(slots, window));
-  SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Storage>> staging,
-                            AllocateBuffers(1, budget.staging));
-  TensorBytesReader bytes(std::span<std::byte>(staging[0]->data(), staging[0]->nbytes()));
   SlotPipe pipe(std::max<size_t>(slots, 1));
-  absl::Status write_status;
-  std::thread writer([&] {
-    for (int64_t k = 0; k < rounds; ++k) {
-      std::optional<SlotPipe::Filled> filled = pipe.WaitFilled();
-      if (!filled) return;
-      const int64_t begin = k * window, size = std::min(window, total - begin);
-      write_status = out.Write(static_cast<uint64_t>(begin), windows[filled->slot]->data(),
-                               static_cast<size_t>(size));
-      pipe.Release(filled->slot);
-      if (!write_status.ok()) {
-        pipe.Close();  // wakes the filling thread, which stops
-        return;
-      }
-    }
+  // Its first error closes the pipe, which wakes the filling thread: it stops.
+  BackgroundStage writer(pipe, BackgroundStage::kConsumer, rounds, [&](int64_t k, size_t slot) {
+    const int64_t begin = k * window, size = std::min(window, total - begin);
+    return out.Write(static_cast<uint64_t>(begin), windows[slot]->data(),
+                     static_cast<size_t>(size));
   });
   absl::Status status;
   for (int64_t k = 0; k < rounds && status.ok(); ++k) {
@@ -179,15 +127,14 @@ absl::Status WriteWindows(const GatherInput& input, const std::vector<StreamTens
     if (!slot) break;  // the writer failed
     const auto begin = static_cast<uint64_t>(k * window);
     const auto end = static_cast<uint64_t>(std::min(total, (k + 1) * window));
-    status = FillOutput(input.readers, input.index, input.shards, tensors, begin, end, bytes,
-                        windows[*slot]->data());
+    status = FillOutput(*input.source, tensors, begin, end, windows[*slot]->data());
     if (!status.ok()) break;  // nothing half-filled is written
     pipe.Publish(*slot, absl::OkStatus());
     meter.Step(k + 1, static_cast<int64_t>(end));
   }
   if (!status.ok()) pipe.Close();
-  writer.join();
-  return status.ok() ? write_status : status;
+  writer.Join();
+  return status.ok() ? writer.status() : status;
 }
 
 // The progress meter of a gather writing `total` bytes; its clock starts now.
@@ -281,7 +228,7 @@ absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_
                               std::ostream& log, const GatherOptions& options) {
   SHARDKIT_RETURN_IF_ERROR(io::CheckOutputFile(
       out_path, {.keep_out_of = {{in_dir, "the shard directory it would be read from"}}}));
-  SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir));
+  SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir, options.memory_bytes));
   const std::vector<TensorInfo> infos = OutputInfos(input.index);
   std::vector<TensorInfo> placed;
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<OutputFile> files,
@@ -312,7 +259,7 @@ absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out
                                int64_t max_file_bytes, std::ostream& log,
                                const GatherOptions& options) {
   SHARDKIT_RETURN_IF_ERROR(CheckOutsideInput(in_dir, out_dir));
-  SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir));
+  SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir, options.memory_bytes));
   SHARDKIT_ASSIGN_OR_RETURN(HfPlan plan, PlanHuggingFace(input.index, out_dir, max_file_bytes));
   io::CreatedDirectories created;
   absl::StatusOr<io::DirectoryLock> lock = LockEmptyDirectory(out_dir, &created);

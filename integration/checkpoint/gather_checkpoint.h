@@ -19,12 +19,12 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "integration/checkpoint/memory_budget.h"
+#include "integration/checkpoint/stream/memory_budget.h"
 
 namespace shardkit::checkpoint {
 
 struct GatherOptions {
-  bool progress = false;                      // progress lines on `log`
+  bool progress = false;                       // progress lines on `log`
   int64_t memory_bytes = kDefaultMemoryBytes;  // at most this much tensor data in memory at once
 };
 

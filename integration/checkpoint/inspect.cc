@@ -9,10 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
-#include "integration/checkpoint/checkpoint_source.h"
-#include "integration/checkpoint/rank_files.h"
-#include "integration/checkpoint/shard_dir.h"
-#include "integration/safetensors/safetensors.h"
+#include "integration/checkpoint/source/checkpoint_source.h"
+#include "integration/formats/safetensors/safetensors.h"
+#include "integration/formats/shard_dir/rank_files.h"
+#include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
 namespace {
@@ -118,7 +118,7 @@ std::string FormatShardIndex(const ShardIndex& index, const std::vector<std::str
   }
   std::vector<Row> facts = {{"world_size", absl::StrCat(index.world_size)},
                             {"src_rank", absl::StrCat(index.src_rank)},
-                            {"strategy", std::string(specs::StrategyName(index.strategy))}};
+                            {"strategy", std::string(WrittenByName(index.written_by))}};
   AppendMetadata(index.metadata, facts);
   return absl::StrCat(FormatTable(rows), "\n", FormatTable(facts));
 }

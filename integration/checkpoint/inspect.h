@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "integration/checkpoint/shard_dir.h"
+#include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
 

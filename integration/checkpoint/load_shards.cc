@@ -13,11 +13,11 @@
 #include "core/engine/shard_parameter.h"
 #include "core/tensor/dtype.h"
 #include "integration/checkpoint/save_shards.h"
-#include "integration/checkpoint/shard_dir_source.h"
-#include "integration/checkpoint/stream_buffer.h"
-#include "integration/checkpoint/stream_schedule.h"
-#include "integration/checkpoint/stream_shard.h"
-#include "integration/checkpoint/tensor_bytes_reader.h"
+#include "integration/checkpoint/source/shard_dir_source.h"
+#include "integration/checkpoint/stream/stream_buffer.h"
+#include "integration/checkpoint/stream/stream_schedule.h"
+#include "integration/checkpoint/stream/stream_shard.h"
+#include "integration/checkpoint/stream/tensor_bytes_reader.h"
 
 namespace shardkit::checkpoint {
 namespace {

@@ -31,7 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/os/files.h"
-#include "integration/safetensors/safetensors.h"
+#include "integration/formats/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "integration/safetensors/safetensors.h"
+#include "integration/formats/safetensors/safetensors.h"
 #include "testing/status_matchers.h"
 #include "testing/test_dir.h"
 

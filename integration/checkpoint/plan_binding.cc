@@ -116,10 +116,10 @@ absl::StatusOr<std::vector<StreamTensor>> CheckLayouts(const safetensors::Header
   return tensors;
 }
 
-ShardIndex MakeShardIndex(int64_t world_size, int64_t src_rank, specs::Strategy strategy,
+ShardIndex MakeShardIndex(int64_t world_size, int64_t src_rank, WrittenBy written_by,
                           const safetensors::Header& header,
                           const std::vector<specs::ResolvedParameter>& resolved) {
-  ShardIndex index{world_size, src_rank, strategy, header.metadata, {}};
+  ShardIndex index{world_size, src_rank, written_by, header.metadata, {}};
   for (size_t i = 0; i < resolved.size(); ++i) {
     const safetensors::TensorInfo& info = header.tensors[i];
     index.parameters.push_back(

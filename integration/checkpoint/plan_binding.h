@@ -23,9 +23,9 @@
 #include "absl/status/statusor.h"
 #include "core/engine/shard_parameter.h"
 #include "integration/checkpoint/fp8_scales.h"
-#include "integration/checkpoint/shard_dir.h"
-#include "integration/checkpoint/stream_schedule.h"
-#include "integration/safetensors/safetensors.h"
+#include "integration/checkpoint/stream/stream_schedule.h"
+#include "integration/formats/safetensors/safetensors.h"
+#include "integration/formats/shard_dir/shard_dir.h"
 #include "specs/plan.h"
 
 namespace shardkit::checkpoint {
@@ -74,7 +74,7 @@ std::vector<AgreedParameter> AsAgreed(const safetensors::Header& header,
 
 // What index.json says about the output of `resolved` (header order): parameters sorted by name,
 // each with its layout's files and tensor names (MakeIndexParameter).
-ShardIndex MakeShardIndex(int64_t world_size, int64_t src_rank, specs::Strategy strategy,
+ShardIndex MakeShardIndex(int64_t world_size, int64_t src_rank, WrittenBy written_by,
                           const safetensors::Header& header,
                           const std::vector<specs::ResolvedParameter>& resolved);
 

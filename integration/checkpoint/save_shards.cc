@@ -11,12 +11,13 @@
 #include "core/base/status_macros.h"
 #include "core/comm/collective_status.h"
 #include "core/engine/shard_parameter.h"
-#include "integration/checkpoint/rank_files.h"
-#include "integration/checkpoint/shard_dir.h"
-#include "integration/checkpoint/stream_schedule.h"
-#include "integration/checkpoint/stream_shard.h"
 #include "core/os/dir_lock.h"
 #include "core/os/files.h"
+#include "integration/checkpoint/stream/rank_file_output.h"
+#include "integration/checkpoint/stream/stream_schedule.h"
+#include "integration/checkpoint/stream/stream_shard.h"
+#include "integration/formats/shard_dir/rank_files.h"
+#include "integration/formats/shard_dir/shard_dir.h"
 #include "specs/parameter_layout.h"
 
 namespace shardkit::checkpoint {
@@ -78,7 +79,8 @@ absl::Status AgreeOnModule(Save& save) {
     if (*save.module.IsSharded(name)) spec = (*save.module.GetSharded(name))->spec();
     parameters.push_back({name, std::move(spec)});
   }
-  ShardOptions options{.src_rank = 0, .strategy = specs::Strategy::kSave, .call = save.call};
+  // Nothing is sent: every rank writes the shards it holds (layouts only, as LoadShards agrees).
+  ShardOptions options{.src_rank = 0, .strategy = specs::Strategy::kDirect, .call = save.call};
   absl::StatusOr<std::vector<AgreedParameter>> agreed =
       AgreeOnParameters(save.meta, parameters, save.comm, options);
   if (!agreed.ok()) return Annotate(agreed.status(), save.context);
@@ -193,7 +195,7 @@ absl::Status WriteAndCommit(Save& save) {
 // Step 4 (rank 0): index.json, last.
 absl::Status WriteSavedIndex(const Save& save) {
   if (save.comm.rank() != 0) return absl::OkStatus();
-  ShardIndex index{save.comm.world_size(), 0, specs::Strategy::kSave, save.metadata, {}};
+  ShardIndex index{save.comm.world_size(), 0, WrittenBy::kSave, save.metadata, {}};
   for (const AgreedParameter& parameter : save.agreed) {
     SHARDKIT_ASSIGN_OR_RETURN(
         specs::ParameterLayout layout,

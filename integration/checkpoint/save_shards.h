@@ -60,7 +60,7 @@
 #include "absl/status/statusor.h"
 #include "core/comm/communicator.h"
 #include "core/engine/module.h"
-#include "integration/checkpoint/memory_budget.h"
+#include "integration/checkpoint/stream/memory_budget.h"
 #include "specs/plan.h"
 
 namespace shardkit::checkpoint {

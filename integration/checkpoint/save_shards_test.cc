@@ -25,11 +25,12 @@
 #include "gtest/gtest.h"
 #include "integration/checkpoint/gather_checkpoint.h"
 #include "integration/checkpoint/inspect.h"
+#include "integration/checkpoint/reshard_checkpoint.h"
 #include "integration/checkpoint/shard_checkpoint.h"
-#include "integration/checkpoint/shard_dir.h"
 #include "core/os/dir_lock.h"
 #include "core/os/files.h"
-#include "integration/safetensors/safetensors.h"
+#include "integration/formats/safetensors/safetensors.h"
+#include "integration/formats/shard_dir/shard_dir.h"
 #include "nlohmann/json.hpp"
 #include "specs/plan.h"
 #include "testing/rank_group.h"
@@ -188,7 +189,7 @@ void SaveCase(int rank, Communicator& comm, std::string_view arg) {
   if (rank == 0) {
     EXPECT_FALSE(fs::exists(fs::path(dir) / io::kLockFileName));  // removed as rank 0 let go
     SHARDKIT_ASSERT_OK_AND_ASSIGN(ShardIndex index, ReadIndex(dir));
-    EXPECT_EQ(index.strategy, specs::Strategy::kSave);
+    EXPECT_EQ(index.written_by, WrittenBy::kSave);
     EXPECT_EQ(index.src_rank, 0);
     EXPECT_EQ(index.world_size, comm.world_size());
     SHARDKIT_ASSERT_OK_AND_ASSIGN(std::string table, InspectPath(dir));
@@ -242,12 +243,10 @@ void LoadCase(int rank, Communicator& comm, std::string_view arg) {
   }
   ASSERT_THAT(AgreeOnStatus(comm, absl::OkStatus(), "plan written"), testing::IsOk());
   std::ostringstream log;
-  ASSERT_THAT(ShardCheckpoint({.plan_path = dir + suffix + ".json",
-                               .checkpoint_path = dir,
-                               .out_dir = dir + suffix,
-                               .reshard = true},
-                              comm, log),
-              testing::IsOk());
+  ASSERT_THAT(
+      ReshardCheckpoint(
+          {.plan_path = dir + suffix + ".json", .in_dir = dir, .out_dir = dir + suffix}, comm, log),
+      testing::IsOk());
   // Rank 0 writes the index after the others returned: wait for it (SaveShards itself does).
   ASSERT_THAT(AgreeOnStatus(comm, absl::OkStatus(), "index written"), testing::IsOk());
   Module resharded = MetaModule();

@@ -14,20 +14,22 @@
 #include "core/comm/collective_status.h"
 #include "core/engine/module.h"
 #include "core/engine/shard_parameter.h"
-#include "integration/checkpoint/checkpoint_identity.h"
-#include "integration/checkpoint/checkpoint_source.h"
 #include "integration/checkpoint/header_exchange.h"
+#include "integration/checkpoint/internal/write_shard_directory.h"
 #include "integration/checkpoint/plan_binding.h"
 #include "integration/checkpoint/progress.h"
-#include "integration/checkpoint/rank_files.h"
-#include "integration/checkpoint/shard_dir.h"
-#include "integration/checkpoint/shard_dir_source.h"
-#include "integration/checkpoint/stream_schedule.h"
-#include "integration/checkpoint/stream_shard.h"
 #include "core/os/dir_lock.h"
 #include "core/os/files.h"
 #include "core/os/proc_status.h"
-#include "integration/safetensors/safetensors.h"
+#include "integration/checkpoint/source/checkpoint_identity.h"
+#include "integration/checkpoint/source/checkpoint_source.h"
+#include "integration/checkpoint/source/shard_dir_source.h"
+#include "integration/checkpoint/stream/rank_file_output.h"
+#include "integration/checkpoint/stream/stream_schedule.h"
+#include "integration/checkpoint/stream/stream_shard.h"
+#include "integration/formats/safetensors/safetensors.h"
+#include "integration/formats/shard_dir/rank_files.h"
+#include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
 namespace {
@@ -46,7 +48,8 @@ struct Run {
   const ShardCheckpointOptions& options;
   Communicator& comm;
   std::ostream& log;
-  specs::Plan plan;                           // flags applied
+  bool resharding = false;  // ReshardCheckpoint: `options.checkpoint_path` is a shard directory
+  specs::Plan plan;         // flags applied
   std::unique_ptr<TensorSource> source;       // the source rank (every rank under direct)
   const ShardDirSource* shard_dir = nullptr;  // `source`, when it is a shard directory
   absl::Status open_status;  // reshard, not the source: opening it (reported in AgreeOnFiles)
@@ -67,7 +70,7 @@ struct Run {
   std::vector<RankReport> reports;  // the source: every rank's
 
   bool is_source() const { return comm.rank() == plan.src_rank; }
-  bool reshard() const { return options.reshard; }
+  bool reshard() const { return resharding; }
   // A shard directory's source reads through a staging buffer of its own: two of them.
   Budget budget() const { return SplitBudget(options.memory_bytes, reshard() ? 2 : 1); }
 };
@@ -185,7 +188,8 @@ absl::Status ResolveParameters(Run& run, const std::vector<std::string>& shared)
 // the window grows with the world; a scatter or broadcast source holds two whole windows.
 int64_t Window(const Run& run, const std::vector<StreamTensor>& tensors) {
   int64_t total = 0;
-  for (const StreamTensor& tensor : tensors) total += static_cast<int64_t>(tensor.end - tensor.begin);
+  for (const StreamTensor& tensor : tensors)
+    total += static_cast<int64_t>(tensor.end - tensor.begin);
   const int64_t target = run.plan.strategy == specs::Strategy::kDirect
                              ? kRankRoundBytes * run.comm.world_size()
                              : kScatterRoundBytes;
@@ -297,8 +301,8 @@ absl::Status GatherReports(Run& run, int64_t hwm_before, const CallOptions& call
 
 ShardIndex BuildIndex(const Run& run) {
   return MakeShardIndex(run.comm.world_size(), run.plan.src_rank,
-                        run.reshard() ? specs::Strategy::kReshard : run.plan.strategy, run.header,
-                        run.resolved);
+                        run.reshard() ? WrittenBy::kReshard : WrittenByShard(run.plan.strategy),
+                        run.header, run.resolved);
 }
 
 // The summary the source prints: totals, then per rank its file, tensors, bytes written and
@@ -316,7 +320,7 @@ std::string Summary(const Run& run, const ShardIndex& index, double total_second
   const int64_t read_bytes = run.schedule->total_bytes();
   const bool direct = run.plan.strategy == specs::Strategy::kDirect;
   std::string how =
-      absl::StrCat(std::string(specs::StrategyName(index.strategy)), " from rank ", index.src_rank);
+      absl::StrCat(std::string(WrittenByName(index.written_by)), " from rank ", index.src_rank);
   if (direct) how = "direct: every rank read its own shards";
   if (run.reshard()) {
     how = absl::StrCat("from ", run.options.checkpoint_path, " (",
@@ -396,13 +400,22 @@ absl::Status RunSteps(Run& run, const absl::Time start) {
 
 }  // namespace
 
-absl::Status ShardCheckpoint(const ShardCheckpointOptions& options, Communicator& comm,
-                             std::ostream& log) {
+namespace internal {
+
+absl::Status WriteShardDirectory(const ShardCheckpointOptions& options, bool reshard,
+                                 Communicator& comm, std::ostream& log) {
   const absl::Time start = absl::Now();
-  Run run{options, comm, log};
+  Run run{options, comm, log, reshard};
   absl::Status status = RunSteps(run, start);
   if (!status.ok()) CleanUpAfterFailure(run);
   return status;
+}
+
+}  // namespace internal
+
+absl::Status ShardCheckpoint(const ShardCheckpointOptions& options, Communicator& comm,
+                             std::ostream& log) {
+  return internal::WriteShardDirectory(options, /*reshard=*/false, comm, log);
 }
 
 }  // namespace shardkit::checkpoint

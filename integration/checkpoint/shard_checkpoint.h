@@ -1,5 +1,6 @@
 // ShardCheckpoint: `shardkit shard` as a library — every rank of a communicator ends up with a
 // safetensors file of its shards of a checkpoint, and the source rank writes index.json.
+// `shardkit reshard` (an earlier shard directory laid out anew) is reshard_checkpoint.h.
 //
 //   ShardCheckpointOptions options{.plan_path = "plan.json",
 //                                  .checkpoint_path = "model.safetensors", .out_dir = "shards"};
@@ -51,7 +52,7 @@
 #include "absl/status/status.h"
 #include "core/comm/communicator.h"
 #include "integration/checkpoint/fp8_scales.h"
-#include "integration/checkpoint/memory_budget.h"
+#include "integration/checkpoint/stream/memory_budget.h"
 #include "specs/plan.h"
 
 namespace shardkit::checkpoint {
@@ -75,11 +76,6 @@ struct ShardCheckpointOptions {
   std::optional<int64_t> src_rank;  // flag > plan > default
   std::optional<specs::Strategy> strategy;
   bool progress = false;  // progress lines on `log` (the source) while the data moves
-  // `shardkit reshard`: checkpoint_path is an earlier shard directory (shard_dir.h), which every
-  // rank reads its new shards from (the plan bound to its parameters and this world); strategy
-  // direct, src_rank 0 (a plan's src_rank or strategy is ignored, with a warning; src_rank and
-  // strategy here are ignored); index.json says "reshard". out_dir must lie outside it.
-  bool reshard = false;
   // No rank holds more than this much tensor data at once (stream_shard.h, SplitBudget).
   int64_t memory_bytes = kDefaultMemoryBytes;
   // FP8 weights and their `_scale_inv` scales must be cut on the same blocks (fp8_scales.h).

@@ -22,7 +22,7 @@
 #include "integration/checkpoint/gather_checkpoint.h"
 #include "integration/checkpoint/shard_checkpoint.h"
 #include "core/os/files.h"
-#include "integration/safetensors/safetensors.h"
+#include "integration/formats/safetensors/safetensors.h"
 #include "nlohmann/json.hpp"
 #include "specs/plan.h"
 #include "testing/rank_group.h"

@@ -27,7 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "integration/checkpoint/memory_budget.h"
+#include "integration/checkpoint/stream/memory_budget.h"
 
 namespace shardkit::cli {
 

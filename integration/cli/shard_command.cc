@@ -7,7 +7,8 @@
 // With --nproc N each is exactly `shardkit launch --nproc N -- shardkit shard|reshard <the other
 // arguments>`; under a launcher (UnderLauncher: shardkit launch, torchrun, mpirun, srun) it is
 // one rank and --nproc is an error; with neither it runs as a world of one. The work is
-// checkpoint::ShardCheckpoint (reshard: with `reshard` set, the input a shard directory).
+// checkpoint::ShardCheckpoint (reshard: checkpoint::ReshardCheckpoint, the input a shard
+// directory).
 #include <unistd.h>
 
 #include <cstdlib>
@@ -20,6 +21,7 @@
 #include "core/base/env.h"
 #include "core/base/status_macros.h"
 #include "core/comm/connect.h"
+#include "integration/checkpoint/reshard_checkpoint.h"
 #include "integration/checkpoint/shard_checkpoint.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
@@ -41,6 +43,7 @@ struct ShardFlags {
   std::string strategy, backend;
   double timeout_s = 0;
   bool nproc_set = false, backend_set = false, timeout_set = false;
+  bool reshard = false;  // `shardkit reshard`: --in is options.checkpoint_path
 };
 
 // The flags both commands share: --memory-mib, --fp8-block, --allow-misaligned-scales, --strict,
@@ -102,14 +105,14 @@ FlagParser ReshardFlagParser(ShardFlags* out) {
                   "index.json (required)");
   AddRunFlags(flags, out);
   flags.SetHelpNotes(kPlanHelp);
-  out->options.reshard = true;
+  out->reshard = true;
   return flags;
 }
 
 // Errors: kInvalidArgument for a missing --plan, --checkpoint or --out, a bad --strategy, or a
 // --timeout that is not positive.
 absl::Status CheckShardFlags(const FlagParser& parser, ShardFlags* flags) {
-  const bool reshard = flags->options.reshard;
+  const bool reshard = flags->reshard;
   for (const char* name : {"plan", reshard ? "in" : "checkpoint", "out"}) {
     SHARDKIT_RETURN_IF_ERROR(Require(parser, {name}, kSeeHelp));
   }
@@ -167,6 +170,17 @@ absl::Status RunRank(const ShardFlags& flags) {
   checkpoint::ShardCheckpointOptions options = flags.options;
   options.call.deadline = deadline;
   options.progress = ProgressWanted();
+  if (flags.reshard) {
+    return checkpoint::ReshardCheckpoint({.plan_path = options.plan_path,
+                                          .in_dir = options.checkpoint_path,
+                                          .out_dir = options.out_dir,
+                                          .progress = options.progress,
+                                          .memory_bytes = options.memory_bytes,
+                                          .fp8 = options.fp8,
+                                          .strict = options.strict,
+                                          .call = options.call},
+                                         *comm, std::cerr);
+  }
   return checkpoint::ShardCheckpoint(options, *comm, std::cerr);
 }
 
@@ -180,7 +194,7 @@ int RunCommand(const char* command, FlagParser (*make_parser)(ShardFlags*),
   if (absl::Status s = CheckShardFlags(parser, &flags); !s.ok()) return ReportError(command, s);
   if (flags.nproc_set) {
     absl::StatusOr<int> exit_code =
-        LaunchRanks(flags.options.reshard ? "reshard" : "shard", args, flags.nproc);
+        LaunchRanks(flags.reshard ? "reshard" : "shard", args, flags.nproc);
     if (!exit_code.ok()) return ReportError(command, exit_code.status());
     return *exit_code;
   }

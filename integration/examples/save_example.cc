@@ -29,7 +29,7 @@
 #include "core/tensor/tensor.h"
 #include "integration/checkpoint/save_shards.h"
 #include "core/os/files.h"
-#include "integration/safetensors/safetensors.h"
+#include "integration/formats/safetensors/safetensors.h"
 #include "specs/plan.h"
 
 namespace {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
-#include "integration/safetensors/safetensors.h"
+#include "integration/formats/safetensors/safetensors.h"
 
 namespace shardkit::tp_mlp {
 namespace {

@@ -1,0 +1,175 @@
+#include "integration/checkpoint/source/shard_dir_source.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <span>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/os/files.h"
+#include "core/tensor/dtype.h"
+#include "integration/checkpoint/stream/byte_runs.h"
+#include "integration/checkpoint/stream/stream_buffer.h"
+#include "integration/formats/shard_dir/rank_files.h"
+#include "specs/fingerprint.h"
+#include "specs/shard_box_index.h"
+
+namespace shardkit::checkpoint {
+using safetensors::Reader;
+using safetensors::TensorInfo;
+
+absl::StatusOr<std::unique_ptr<ShardDirSource>> ShardDirSource::Open(const std::string& dir,
+                                                                     int64_t staging_bytes) {
+  namespace fs = std::filesystem;
+  const std::string index_path = (fs::path(dir) / kIndexFileName).string();
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return absl::NotFoundError(absl::StrCat(dir, ": no such directory"));
+  if (!fs::is_directory(dir, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir,
+                     ": not a shard directory (the input of reshard is a directory that "
+                     "'shardkit shard' wrote; a checkpoint is sharded with 'shardkit shard')"));
+  }
+  if (!fs::exists(index_path, ec)) {
+    return absl::NotFoundError(absl::StrCat(dir, ": no ", kIndexFileName,
+                                            " (not a shard directory, or an unfinished one)"));
+  }
+  std::unique_ptr<ShardDirSource> source(new ShardDirSource());
+  SHARDKIT_ASSIGN_OR_RETURN(std::string text, io::ReadWholeFile(index_path));
+  SHARDKIT_ASSIGN_OR_RETURN(source->index_, ParseIndex(text, index_path));
+  source->identity_.push_back({kIndexFileName, text.size(), specs::Fingerprint(text), true});
+  SHARDKIT_RETURN_IF_ERROR(source->OpenFiles(dir, staging_bytes));
+  return source;
+}
+
+absl::StatusOr<std::unique_ptr<ShardDirSource>> ShardDirSource::OpenWithIndex(
+    const std::string& dir, ShardIndex index, int64_t staging_bytes) {
+  std::unique_ptr<ShardDirSource> source(new ShardDirSource());
+  source->index_ = std::move(index);
+  SHARDKIT_RETURN_IF_ERROR(source->OpenFiles(dir, staging_bytes));
+  return source;
+}
+
+absl::Status ShardDirSource::OpenFiles(const std::string& dir, int64_t staging_bytes) {
+  SHARDKIT_ASSIGN_OR_RETURN(files_, OpenRankFiles(dir, index_));
+  for (const Reader& file : files_) {
+    identity_.push_back({std::filesystem::path(file.path()).filename().string(),
+                         file.identity().size, file.identity().header_digest});
+  }
+  SHARDKIT_RETURN_IF_ERROR(IndexParameters());
+  SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<Storage>> staging,
+                            AllocateBuffers(1, staging_bytes));
+  staging_ = std::move(staging[0]);
+  reader_ = std::make_unique<TensorBytesReader>(
+      std::span<std::byte>(staging_->data(), staging_->nbytes()));
+  touched_.assign(files_.size(), false);
+  return absl::OkStatus();
+}
+
+// Every parameter over one virtual data region (name order), its old shards found in their rank
+// files, and its shards indexed by box.
+absl::Status ShardDirSource::IndexParameters() {
+  header_.metadata = index_.metadata;
+  uint64_t offset = 0;
+  for (const IndexParameter& parameter : index_.parameters) {
+    SHARDKIT_ASSIGN_OR_RETURN(const ShapeSize size,
+                              ComputeShapeSize(parameter.shape, parameter.dtype));
+    const uint64_t begin = offset;
+    offset += static_cast<uint64_t>(size.nbytes);
+    header_.tensors.push_back({parameter.name, parameter.dtype, parameter.shape, begin, offset});
+    std::vector<specs::ShardMetadata> shards;
+    for (const IndexShard& shard : parameter.shards) shards.push_back(shard.metadata);
+    Parameter& p = parameters_.emplace_back();
+    SHARDKIT_ASSIGN_OR_RETURN(
+        p.layout, MakeStreamTensor(parameter.name, parameter.dtype, parameter.shape, begin, offset,
+                                   !parameter.spec, std::move(shards)));
+    std::set<size_t> ranks;
+    for (size_t s = 0; s < parameter.shards.size(); ++s) {
+      const auto rank = static_cast<size_t>(parameter.shards[s].metadata.placement.rank());
+      // A replicated parameter is read from the src_rank's copy only; the others are checked.
+      SHARDKIT_ASSIGN_OR_RETURN(const TensorInfo* info, FindShard(files_, parameter, s));
+      const bool read = parameter.spec || static_cast<int64_t>(rank) == index_.src_rank;
+      p.at.push_back(read ? info : nullptr);
+      p.rank_of.push_back(rank);
+      if (!read) continue;
+      ranks.insert(rank);
+    }
+    p.ranks.assign(ranks.begin(), ranks.end());
+    if (!parameter.spec) continue;
+    p.boxes = specs::ShardBoxIndex::FromShards(p.layout.shards);
+    // A row of dim 0 in whole bytes: a byte range then maps to the rows it lies in.
+    if (!parameter.shape.empty() && parameter.shape[0] > 0) {
+      const int64_t row_bits = size.numel / parameter.shape[0] * ElementBits(parameter.dtype);
+      if (row_bits % 8 == 0) p.row_bytes = row_bits / 8;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardDirSource::ReadBytes(size_t t, int64_t offset, int64_t size,
+                                       std::byte* dst) const {
+  const Parameter& p = parameters_[t];
+  if (p.layout.replicated) {
+    for (size_t s = 0; s < p.at.size(); ++s) {
+      if (p.at[s] != nullptr) return ReadShard(p, s, offset, size, dst);
+    }
+    return absl::InternalError(absl::StrCat("no copy of \"", p.layout.name, "\" to read"));
+  }
+  if (size <= 0) return absl::OkStatus();
+  // The box of the rows of dim 0 that bytes [offset, offset + size) lie in (all of them when a
+  // row is not whole bytes); the shards it meets hold every byte of the range.
+  const Shape& shape = p.layout.shape;
+  specs::Box rows{Shape(shape.size(), 0), shape};
+  if (p.row_bytes > 0) {
+    rows.offsets[0] = offset / p.row_bytes;
+    rows.sizes[0] = (offset + size - 1) / p.row_bytes + 1 - rows.offsets[0];
+  }
+  for (const specs::BoxHit& hit : p.boxes.Intersecting(rows)) {
+    // Only shards whose bytes, first to last, overlap the range (their files count as read).
+    const ByteRuns& runs = p.layout.runs[hit.shard];
+    if (runs.bytes() == 0 || runs.Offset(0) >= offset + size ||
+        runs.Offset(runs.count - 1) + runs.length <= offset) {
+      continue;
+    }
+    SHARDKIT_RETURN_IF_ERROR(ReadShard(p, hit.shard, offset, size, dst));
+  }
+  return absl::OkStatus();
+}
+
+// The part of shard `s` inside tensor bytes [offset, offset + size), each piece at its place in
+// dst (dst holds tensor byte `offset` first). A replicated parameter's copy is the whole tensor.
+absl::Status ShardDirSource::ReadShard(const Parameter& p, size_t s, int64_t offset, int64_t size,
+                                       std::byte* dst) const {
+  const size_t rank = p.rank_of[s];
+  touched_[rank] = true;
+  if (p.layout.replicated) {
+    reader_->Reset(files_[rank], *p.at[s], offset + size);
+    return reader_->Copy(offset, size, dst);
+  }
+  const ByteRuns& runs = p.layout.runs[s];
+  const auto [first, count] = ShardSpan(runs, offset, offset + size);
+  if (count == 0) return absl::OkStatus();
+  reader_->Reset(files_[rank], *p.at[s], first + count);
+  // The pieces follow each other in the shard's bytes: staging-sized preads of exactly them.
+  absl::Status status;
+  ForEachPiece(runs, offset, offset + size, [&](int64_t tensor_at, int64_t shard_at, int64_t n) {
+    if (status.ok()) status = reader_->Want(shard_at, n, dst + (tensor_at - offset));
+  });
+  if (!status.ok()) return status;  // a failed Want left nothing pending
+  return reader_->Flush();
+}
+
+absl::Status ShardDirSource::CheckUnchanged(size_t t) const {
+  for (size_t rank : parameters_[t].ranks) {
+    SHARDKIT_RETURN_IF_ERROR(files_[rank].CheckUnchanged());
+  }
+  return absl::OkStatus();
+}
+
+int64_t ShardDirSource::files_read() const {
+  return static_cast<int64_t>(std::count(touched_.begin(), touched_.end(), true));
+}
+
+}  // namespace shardkit::checkpoint

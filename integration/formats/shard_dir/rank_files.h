@@ -1,0 +1,43 @@
+// The rank files of a shard directory: opened and checked against its index.json — what `gather`
+// and `reshard` (ShardDirSource) and `inspect` read before any data.
+//
+//   SHARDKIT_ASSIGN_OR_RETURN(std::vector<safetensors::Reader> files, OpenRankFiles(dir, index));
+//   SHARDKIT_ASSIGN_OR_RETURN(const safetensors::TensorInfo* at, FindShard(files, parameter, s));
+//
+// Writing one is checkpoint/stream/rank_file_output.h (CreateRankFile).
+#ifndef SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_RANK_FILES_H_
+#define SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_RANK_FILES_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "integration/formats/safetensors/safetensors.h"
+#include "integration/formats/shard_dir/shard_dir.h"
+#include "core/os/files.h"
+
+namespace shardkit::checkpoint {
+
+// DIR/rank-00000.safetensors … for every rank of `index`, by rank, checked against it: each file
+// is a well-formed safetensors file as long as its header says (safetensors::Reader::Open), and
+// holds exactly the shards index.json lists on its rank (VerifyShards) — what gather, reshard and
+// inspect read before anything else. Errors: kNotFound (a missing file or tensor),
+// kInvalidArgument (a malformed file, a shard of another dtype or shape, an unlisted tensor),
+// naming the file.
+[[nodiscard]] absl::StatusOr<std::vector<safetensors::Reader>> OpenRankFiles(
+    const std::string& dir, const ShardIndex& index);
+
+// Shard `s` of `parameter` in its rank's file, with the dtype and shape index.json gives it.
+// Errors: kNotFound (no such tensor), kInvalidArgument (another dtype or shape), naming both.
+[[nodiscard]] absl::StatusOr<const safetensors::TensorInfo*> FindShard(
+    const std::vector<safetensors::Reader>& files, const IndexParameter& parameter, size_t s);
+
+// Every listed shard is present with its dtype and shape (FindShard), and no file holds a tensor
+// index.json does not list. Errors: as FindShard; kInvalidArgument naming the unlisted tensor.
+[[nodiscard]] absl::Status VerifyShards(const std::vector<safetensors::Reader>& files,
+                                        const ShardIndex& index);
+
+}  // namespace shardkit::checkpoint
+
+#endif  // SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_RANK_FILES_H_

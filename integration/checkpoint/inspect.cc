@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
+#include "core/base/text_table.h"
 #include "integration/checkpoint/source/checkpoint_source.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "integration/formats/shard_dir/rank_files.h"
@@ -17,27 +18,7 @@
 namespace shardkit::checkpoint {
 namespace {
 
-using Row = std::vector<std::string>;
-
-// Left-aligned columns separated by two spaces; no trailing blanks.
-std::string FormatTable(const std::vector<Row>& rows) {
-  std::vector<size_t> widths;
-  for (const Row& row : rows) {
-    widths.resize(std::max(widths.size(), row.size()));
-    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
-  }
-  std::string out;
-  for (const Row& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      if (c > 0) line.append(2, ' ');
-      line += row[c];
-      if (c + 1 < row.size()) line.append(widths[c] - row[c].size(), ' ');
-    }
-    absl::StrAppend(&out, line, "\n");
-  }
-  return out;
-}
+using Row = TableRow;
 
 void AppendMetadata(const std::map<std::string, std::string>& metadata, std::vector<Row>& rows) {
   for (const auto& [key, value] : metadata) rows.push_back({"metadata", key, value});

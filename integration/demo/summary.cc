@@ -7,41 +7,18 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/base/text_table.h"
 
 namespace shardkit::demo {
 namespace {
 
-using Row = std::vector<std::string>;
+using Row = TableRow;
 
 double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
-
-// Display width of UTF-8 text: code points, i.e. bytes that do not continue a sequence ("×").
-size_t Width(const std::string& text) {
-  return std::count_if(text.begin(), text.end(), [](char c) { return (c & 0xC0) != 0x80; });
-}
-
-// Left-aligned columns separated by two spaces; trailing spaces trimmed.
-std::string FormatTable(const std::vector<Row>& rows) {
-  std::vector<size_t> widths;
-  for (const Row& row : rows) {
-    widths.resize(std::max(widths.size(), row.size()));
-    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], Width(row[c]));
-  }
-  std::string out;
-  for (const Row& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      absl::StrAppend(&line, row[c], std::string(widths[c] - Width(row[c]) + 2, ' '));
-    }
-    absl::StrAppend(&out, absl::StripTrailingAsciiWhitespace(line), "\n");
-  }
-  return out;
-}
 
 // "rows (chunk dim 0)", "columns (chunk dim 1)", "enumerable (4 shards)", "replicated".
 std::string SpecSummary(const specs::ParameterLayout& layout) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The memory budget's rounds, end to end (integration/checkpoint/memory_budget.h).
+"""The memory budget's rounds, end to end (integration/checkpoint/stream/memory_budget.h).
 
 Issue 30 found the default `--memory-mib 512` to be the slowest setting: a checkpoint that fits
 in one or two windows is read, sent and written without overlap, and large windows are fresh

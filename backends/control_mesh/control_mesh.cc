@@ -100,7 +100,7 @@ class ControlMesh::Transfers {
     for (int i = PendingSend(peer); i >= 0; i = PendingSend(peer)) {
       const Send& s = sends_[i];
       absl::StatusOr<size_t> n = io::SendSome(fd, static_cast<const char*>(s.data) + sent_[i],
-                                                    s.size - sent_[i], RankName(peer));
+                                              s.size - sent_[i], RankName(peer));
       if (!n.ok() || *n == 0) return n.status();
       sent_[i] += *n;
       if (sent_[i] == s.size) send_queues_.Pop(peer, i);
@@ -115,7 +115,7 @@ class ControlMesh::Transfers {
     for (int i = PendingRecv(peer); i >= 0; i = PendingRecv(peer)) {
       const Recv& r = recvs_[i];
       absl::StatusOr<size_t> n = io::RecvSome(fd, static_cast<char*>(r.data) + received_[i],
-                                                    r.size - received_[i], RankName(peer));
+                                              r.size - received_[i], RankName(peer));
       if (n.ok()) received_[i] += *n;
       // Where a message starts: its first kMeshMarkerSize bytes, once all read (or all there is).
       const bool ended = !n.ok() || received_[i] == r.size;

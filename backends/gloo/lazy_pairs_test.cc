@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "core/comm/agreement_tree.h"
 #include "core/comm/communicator.h"
+#include "core/os/proc_status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "core/os/proc_status.h"
 #include "testing/multiprocess.h"
 #include "testing/status_matchers.h"
 

@@ -49,7 +49,8 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 
 int WriteFully(int fd, const void* data, size_t size) {
   const auto* in = static_cast<const char*>(data);
-  return TransferAll(size, [&](size_t done, size_t chunk) { return ::write(fd, in + done, chunk); });
+  return TransferAll(size,
+                     [&](size_t done, size_t chunk) { return ::write(fd, in + done, chunk); });
 }
 
 int PwriteFully(int fd, const void* data, size_t size, uint64_t offset) {

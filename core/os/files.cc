@@ -237,8 +237,9 @@ absl::Status AtomicFile::Write(const void* data, size_t size) {
 
 absl::Status AtomicFile::WriteAt(uint64_t offset, const void* data, size_t size) {
   if (const int err = PwriteFully(fd_, data, size, offset); err != 0) {
-    return absl::UnavailableError(absl::StrCat(temp_, ": write at offset ", offset, " failed: ",
-                                               err == kNoBytes ? "no bytes written" : ErrnoText(err)));
+    return absl::UnavailableError(
+        absl::StrCat(temp_, ": write at offset ", offset,
+                     " failed: ", err == kNoBytes ? "no bytes written" : ErrnoText(err)));
   }
   return absl::OkStatus();
 }

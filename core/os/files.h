@@ -157,11 +157,11 @@ class AtomicFile {
   // Makes the file durable and puts it in place: fsync, close, rename to path(), then fsync of the
   // parent directory (SyncDirectory) so that the new name survives a crash too. Just before the
   // rename it checks that path() is still nothing or a regular file (CheckOutputType): a symbolic
-  // link, device node, fifo or directory put there while the file was written is left alone. (Between that lstat and rename(2) nothing is checked.)
-  // Errors: kUnavailable if fsync or close fails; kInvalidArgument if path() is no longer
-  // replaceable or the rename fails — in these cases the temporary file is removed and path() is
-  // as it was. kUnavailable if only the directory sync fails: the file is then in place, but may
-  // not survive a crash.
+  // link, device node, fifo or directory put there while the file was written is left alone.
+  // (Between that lstat and rename(2) nothing is checked.) Errors: kUnavailable if fsync or close
+  // fails; kInvalidArgument if path() is no longer replaceable or the rename fails — in these cases
+  // the temporary file is removed and path() is as it was. kUnavailable if only the directory sync
+  // fails: the file is then in place, but may not survive a crash.
   [[nodiscard]] absl::Status Commit();
 
  private:

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "core/os/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "core/os/files.h"
 #include "testing/test_dir.h"
 
 namespace shardkit::io {

@@ -67,8 +67,8 @@ absl::Status ResetPeakRss() {
   const int error = errno;
   if (fd >= 0) ::close(fd);
   if (!written) {
-    return absl::UnavailableError(absl::StrCat("cannot reset the peak RSS through ", kClearRefsPath,
-                                               ": ", ErrnoText(error)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot reset the peak RSS through ", kClearRefsPath, ": ", ErrnoText(error)));
   }
   return absl::OkStatus();
 }

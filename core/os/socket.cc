@@ -129,8 +129,8 @@ absl::Status MoveAll(int fd, char* data, size_t size, absl::Time deadline, bool 
       return absl::UnavailableError("the connection was closed by the other side");
     } else if (n < 0 && !WouldBlock()) {
       return absl::UnavailableError(ErrnoText(errno));
-    } else if (absl::Status ready =
-                   AwaitReady(fd, send ? POLLOUT : POLLIN, deadline, send ? "sending" : "receiving");
+    } else if (absl::Status ready = AwaitReady(fd, send ? POLLOUT : POLLIN, deadline,
+                                               send ? "sending" : "receiving");
                !ready.ok()) {
       return ready;
     }

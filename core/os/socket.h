@@ -37,8 +37,7 @@ absl::Status SocketError(const std::string& what);
 // A connected socket to host:port (a name or a numeric address; every address it resolves to is
 // tried in turn). Errors: kNotFound if the name does not resolve; kUnavailable if nothing accepts
 // (refused, unreachable); kDeadlineExceeded if connecting did not finish by `deadline`.
-[[nodiscard]] absl::StatusOr<Fd> ConnectTcp(const std::string& host, int port,
-                                            absl::Time deadline);
+[[nodiscard]] absl::StatusOr<Fd> ConnectTcp(const std::string& host, int port, absl::Time deadline);
 
 // A listening socket for a server on host:port (port 0: any free port). A loopback host (127.x,
 // localhost) is bound as is; any other host must be an address of this machine, and the wildcard

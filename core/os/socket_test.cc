@@ -54,7 +54,8 @@ TEST(SocketTest, ListenErrors) {
   absl::StatusOr<Fd> first = ListenTcp("127.0.0.1", 0);
   ASSERT_THAT(first, IsOk());
   const int port = *BoundPort(first->get());
-  EXPECT_THAT(ListenTcp("127.0.0.1", port), StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("cannot listen")));
+  EXPECT_THAT(ListenTcp("127.0.0.1", port),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("cannot listen")));
   EXPECT_THAT(ConnectTcp("no-such-host.invalid", port, Soon()),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("cannot resolve")));
   EXPECT_THAT(AcceptOne(first->get(), absl::Now()),
@@ -72,7 +73,8 @@ TEST(SocketTest, ListenEphemeralReportsItsAddress) {
   EXPECT_GT(listener->port, 0);
   EXPECT_THAT(ConnectTcp(listener->host, listener->port, Soon()), IsOk());
   address.ss_family = AF_UNIX;
-  EXPECT_THAT(ListenEphemeral(address, 4), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("address family")));
+  EXPECT_THAT(ListenEphemeral(address, 4),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("address family")));
 }
 
 }  // namespace

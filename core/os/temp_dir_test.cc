@@ -38,8 +38,8 @@ TEST(TempDirTest, NamesThePatternWhenItCannotCreate) {
   const std::string saved = old != nullptr ? old : "";
   ::setenv("TMPDIR", "/nonexistent-shardkit-dir", 1);
   TempDir dir;
-  EXPECT_THAT(dir.Create("x"), StatusIs(absl::StatusCode::kUnavailable,
-                                        HasSubstr("/nonexistent-shardkit-dir/x-")));
+  EXPECT_THAT(dir.Create("x"),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("/nonexistent-shardkit-dir/x-")));
   if (old != nullptr) {
     ::setenv("TMPDIR", saved.c_str(), 1);
   } else {

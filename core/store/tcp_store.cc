@@ -5,8 +5,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
-#include "core/store/internal/store_util.h"
 #include "core/os/socket.h"
+#include "core/store/internal/store_util.h"
 #include "core/store/internal/tcp_socket.h"
 #include "core/store/internal/tcp_wire.h"
 

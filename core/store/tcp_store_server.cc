@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "core/store/internal/store_util.h"
 #include "core/os/socket.h"
+#include "core/store/internal/store_util.h"
 #include "core/store/internal/tcp_socket.h"
 #include "core/store/internal/tcp_wire.h"
 
@@ -51,14 +51,13 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
   if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
     return absl::UnavailableError(absl::StrCat("pipe: ", io::ErrnoText(errno)));
   }
-  std::unique_ptr<TcpStoreServer> server(new TcpStoreServer(
-      *std::move(listen), io::Fd(pipe_fds[0]), io::Fd(pipe_fds[1]), *bound));
+  std::unique_ptr<TcpStoreServer> server(
+      new TcpStoreServer(*std::move(listen), io::Fd(pipe_fds[0]), io::Fd(pipe_fds[1]), *bound));
   server->thread_ = std::thread([s = server.get()] { s->Loop(); });
   return server;
 }
 
-TcpStoreServer::TcpStoreServer(io::Fd listen, io::Fd wake_read, io::Fd wake_write,
-                               int port)
+TcpStoreServer::TcpStoreServer(io::Fd listen, io::Fd wake_read, io::Fd wake_write, int port)
     : listen_(std::move(listen)),
       wake_read_(std::move(wake_read)),
       wake_write_(std::move(wake_write)),

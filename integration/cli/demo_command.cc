@@ -28,14 +28,14 @@
 #include "core/base/env.h"
 #include "core/base/status_macros.h"
 #include "core/comm/connect.h"
+#include "core/os/files.h"
+#include "core/os/temp_dir.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
 #include "integration/cli/relaunch.h"
 #include "integration/demo/demo_rank.h"
 #include "integration/demo/summary.h"
-#include "core/os/files.h"
 #include "integration/io/output_file.h"
-#include "core/os/temp_dir.h"
 
 namespace shardkit::cli {
 namespace {

@@ -350,9 +350,10 @@ void AddFp8Flags(FlagParser& flags, int64_t* block, bool* allow_misaligned) {
 }
 
 void AddStrictFlag(FlagParser& flags, bool* strict) {
-  flags.AddBool("strict", strict,
-                "refuse (exit 2) a plan with a rule that matches no parameter or whose every "
-                "match an earlier rule took, or a plan that shards nothing (default: off, a warning)");
+  flags.AddBool(
+      "strict", strict,
+      "refuse (exit 2) a plan with a rule that matches no parameter or whose every "
+      "match an earlier rule took, or a plan that shards nothing (default: off, a warning)");
 }
 
 std::string BackendDefaultHelp() {

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "integration/cli/commands.h"
 #include "core/os/interrupt.h"
+#include "integration/cli/commands.h"
 
 int main(int argc, char** argv) {
   // A rank writing to a peer that died must get EPIPE, not be killed by SIGPIPE.

@@ -12,8 +12,8 @@
 #include "core/base/status_macros.h"
 #include "core/engine/module.h"
 #include "core/engine/sharded_tensor.h"
-#include "core/tensor/tensor.h"
 #include "core/os/proc_status.h"
+#include "core/tensor/tensor.h"
 
 namespace shardkit::demo {
 namespace {

@@ -26,9 +26,9 @@
 #include "core/engine/module.h"
 #include "core/engine/shard_parameter.h"
 #include "core/engine/sharded_tensor.h"
+#include "core/os/files.h"
 #include "core/tensor/tensor.h"
 #include "integration/checkpoint/save_shards.h"
-#include "core/os/files.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "specs/plan.h"
 

@@ -23,7 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// pread of exactly `size` bytes at `offset`. Returns 0, or the errno (EIO for an early end of file).
+// pread of exactly `size` bytes at `offset`. Returns 0, or the errno (EIO for an early end of
+// file).
 int ReadFully(int fd, char* out, size_t size, off_t offset) {
   const int err = PreadFully(fd, out, size, static_cast<uint64_t>(offset));
   return err == kNoBytes ? EIO : err;
@@ -43,8 +44,8 @@ absl::StatusOr<int> OpenRegular(const std::string& path, uint64_t* size) {
   }
   const bool examined = ::fstat(fd, &st) == 0;  // what was opened, should the path have changed
   if (!examined || !S_ISREG(st.st_mode)) {
-    const std::string why =
-        examined ? absl::StrCat("is ", FileTypeText(st.st_mode)) : "cannot examine: " + ErrnoText(errno);
+    const std::string why = examined ? absl::StrCat("is ", FileTypeText(st.st_mode))
+                                     : "cannot examine: " + ErrnoText(errno);
     ::close(fd);
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
   }

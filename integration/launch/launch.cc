@@ -11,10 +11,10 @@
 #include "absl/strings/str_format.h"
 #include "core/base/env.h"
 #include "core/base/status_macros.h"
+#include "core/os/temp_dir.h"
 #include "core/store/job_run_id.h"
 #include "core/store/store_url.h"
 #include "core/store/tcp_store_server.h"
-#include "core/os/temp_dir.h"
 
 extern char** environ;
 

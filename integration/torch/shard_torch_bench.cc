@@ -24,8 +24,8 @@
 #include "core/base/status_macros.h"
 #include "core/comm/connect.h"
 #include "core/engine/shard_parameter.h"
-#include "integration/cli/flags.h"
 #include "core/os/proc_status.h"
+#include "integration/cli/flags.h"
 #include "integration/torch/shard_torch.h"
 #include "integration/torch/torch_tensor.h"
 

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/os/files.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/checkpoint/stream/stream_shard.h"
-#include "core/os/files.h"
 
 namespace shardkit::checkpoint {
 

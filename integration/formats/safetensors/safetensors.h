@@ -30,8 +30,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/tensor/tensor.h"
 #include "core/os/files.h"
+#include "core/tensor/tensor.h"
 
 namespace shardkit::safetensors {
 

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/os/files.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "integration/formats/shard_dir/shard_dir.h"
-#include "core/os/files.h"
 
 namespace shardkit::checkpoint {
 

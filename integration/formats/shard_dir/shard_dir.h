@@ -25,8 +25,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/tensor/tensor.h"
 #include "core/os/files.h"
+#include "core/tensor/tensor.h"
 #include "specs/parameter_layout.h"
 #include "specs/plan.h"
 #include "specs/shard_metadata.h"

@@ -6,7 +6,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
-#include "integration/checkpoint/inspect.h"
 #include "integration/checkpoint/plan_binding.h"
 #include "integration/checkpoint/source/checkpoint_source.h"
 #include "integration/checkpoint/source/shard_dir_source.h"
@@ -46,8 +45,8 @@ std::vector<std::string> RuleCells(const ShardIndex& index,
 
 }  // namespace
 
-absl::StatusOr<std::string> DryRun(const DryRunOptions& options,
-                                   std::vector<std::string>* warnings) {
+absl::StatusOr<Inspection> DryRun(const DryRunOptions& options,
+                                  std::vector<std::string>* warnings) {
   SHARDKIT_ASSIGN_OR_RETURN(CheckpointPath where, ResolveCheckpointPath(options.checkpoint_path));
   const bool reshard = where.kind == CheckpointKind::kShardDirectory;
   SHARDKIT_ASSIGN_OR_RETURN(specs::Plan plan, ReadPlanFile(options.plan_path, reshard, warnings));
@@ -62,7 +61,7 @@ absl::StatusOr<std::string> DryRun(const DryRunOptions& options,
   const ShardIndex index = MakeShardIndex(
       options.world_size, plan.src_rank,
       reshard ? WrittenBy::kReshard : WrittenByShard(plan.strategy), header, resolved);
-  return FormatShardIndex(index, RuleCells(index, resolved));
+  return InspectShardIndex(index, RuleCells(index, resolved));
 }
 
 }  // namespace shardkit::checkpoint

@@ -3,15 +3,16 @@
 // functions (plan_binding.h): only headers are read, nothing is written, no rank is started.
 //
 //   std::vector<std::string> warnings;
-//   SHARDKIT_ASSIGN_OR_RETURN(std::string table,
+//   SHARDKIT_ASSIGN_OR_RETURN(Inspection table,
 //                             DryRun({.plan_path = "plan.json", .checkpoint_path = "model",
 //                                     .world_size = 8}, &warnings));
 //
 // CK is any checkpoint `shard --checkpoint` takes (a safetensors file, a Hugging Face index, a
 // directory holding one), or a shard directory — then the plan is bound as `shardkit reshard`
 // binds it (its src_rank and strategy ignored, with a warning), its rank files' headers read.
-// The table is what `shardkit inspect` would print of the output directory (FormatShardIndex),
-// with a `rule` column: the rule that laid the parameter out (`rules[2]`), or `-` (replicated).
+// The result is what `shardkit inspect` would show of the output directory (InspectShardIndex,
+// inspect.h), with a `rule` column: the rule that laid the parameter out (`rules[2]`), or `-`
+// (replicated).
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_DRY_RUN_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_DRY_RUN_H_
 
@@ -21,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "integration/checkpoint/fp8_scales.h"
+#include "integration/checkpoint/inspect.h"
 
 namespace shardkit::checkpoint {
 
@@ -38,8 +40,8 @@ struct DryRunOptions {
 // with '#' or that the engine refuses, src_rank outside the world, a spec that does not fit its
 // tensor (an enumerable spec's gap or overlap), under `strict` idle rules or a plan that shards
 // nothing, an FP8 weight cut off its scale blocks, a sub-byte shard cut inside a byte.
-[[nodiscard]] absl::StatusOr<std::string> DryRun(const DryRunOptions& options,
-                                                 std::vector<std::string>* warnings);
+[[nodiscard]] absl::StatusOr<Inspection> DryRun(const DryRunOptions& options,
+                                                std::vector<std::string>* warnings);
 
 }  // namespace shardkit::checkpoint
 

@@ -192,8 +192,10 @@ void SaveCase(int rank, Communicator& comm, std::string_view arg) {
     EXPECT_EQ(index.written_by, WrittenBy::kSave);
     EXPECT_EQ(index.src_rank, 0);
     EXPECT_EQ(index.world_size, comm.world_size());
-    SHARDKIT_ASSERT_OK_AND_ASSIGN(std::string table, InspectPath(dir));
-    EXPECT_THAT(table, HasSubstr("save"));
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(Inspection inspection, InspectPath(dir));
+    EXPECT_EQ(inspection.kind, InspectedKind::kShardDirectory);
+    EXPECT_THAT(inspection.facts, ::testing::Contains(::testing::Pair("strategy", "save")));
+    EXPECT_EQ(inspection.rows.size(), std::size(kParams));
     std::ostringstream log;
     const std::string out = dir + "-gathered.safetensors";
     ASSERT_THAT(GatherCheckpoint(dir, out, log), testing::IsOk()) << log.str();

@@ -1,5 +1,6 @@
 // `shardkit inspect PATH`: a table of a safetensors file or a shard directory on stdout, and
-// nothing else (checkpoint::InspectPath); its warnings go to stderr.
+// nothing else (checkpoint::InspectPath, laid out by FormatInspection); its warnings go to
+// stderr.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "integration/checkpoint/inspect.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
+#include "integration/cli/inspect_table.h"
 
 namespace shardkit::cli {
 
@@ -17,10 +19,11 @@ int RunInspect(const std::vector<std::string>& args) {
   const ParseResult parsed = ParseCommand(flags, args, Positionals::ExactlyOne("PATH"));
   if (parsed.done()) return parsed.exit_code();
   std::vector<std::string> warnings;
-  absl::StatusOr<std::string> table = checkpoint::InspectPath(parsed.positional()[0], &warnings);
-  if (!table.ok()) return ReportError(kCommand, table.status());
+  absl::StatusOr<checkpoint::Inspection> inspection =
+      checkpoint::InspectPath(parsed.positional()[0], &warnings);
+  if (!inspection.ok()) return ReportError(kCommand, inspection.status());
   for (const std::string& warning : warnings) std::cerr << warning << "\n";
-  std::cout << *table << std::flush;
+  std::cout << FormatInspection(*inspection) << std::flush;
   return 0;
 }
 

@@ -6,8 +6,8 @@
 //
 // `shardkit spec check PLAN.json --checkpoint CK --world N [--strict] [--fp8-block B]
 // [--allow-misaligned-scales]`: the dry run of `shard` (checkpoint::DryRun) — stdout the table
-// `inspect` would print of the output, with each parameter's rule; stderr the warnings `shard`
-// would print; exit 2 for what `shard` would refuse before moving data.
+// `inspect` would print of the output (FormatInspection), with each parameter's rule; stderr the
+// warnings `shard` would print; exit 2 for what `shard` would refuse before moving data.
 #include <iostream>
 #include <optional>
 #include <string>
@@ -23,6 +23,7 @@
 #include "integration/checkpoint/dry_run.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
+#include "integration/cli/inspect_table.h"
 #include "specs/fingerprint.h"
 #include "specs/layout.h"
 #include "specs/placement.h"
@@ -118,7 +119,9 @@ absl::StatusOr<std::string> Check(const CheckOptions& options, std::vector<std::
       return absl::InvalidArgumentError(absl::StrCat(
           options.path, ": --checkpoint applies to a plan (an object with \"rules\"), not a spec"));
     }
-    return checkpoint::DryRun(options.dry_run, warnings);
+    SHARDKIT_ASSIGN_OR_RETURN(checkpoint::Inspection table,
+                              checkpoint::DryRun(options.dry_run, warnings));
+    return FormatInspection(table);
   }
   absl::StatusOr<std::string> out =
       std::holds_alternative<specs::Plan>(*parsed)

@@ -26,23 +26,24 @@ constexpr char kCommand[] = "shardkit bench";
 constexpr char kWorkerFlag[] = "rank-worker";
 constexpr char kLaunchedAtFlag[] = "launched-at-us";
 
+constexpr RankFlagsUse kRanks = {.nproc_help = "number of local ranks", .nproc_required = true};
+
 // The flags; CheckBenchFlags turns the strings and --nproc/--backend/--timeout into `launch`
 // and `bench`.
 struct BenchFlags {
   launch::LaunchOptions launch;
   bench::ShardBenchOptions bench;
   bool worker = false;
-  int64_t nproc = 0;
+  RankFlags ranks{kRanks};
   int64_t launched_at_us = 0;  // when the launcher started the ranks (Unix microseconds)
-  std::string strategy = "scatter", dtype = "float32", backend;
-  double timeout = 0;
+  std::string strategy = "scatter", dtype = "float32";
 };
 
 FlagParser BenchFlagParser(BenchFlags* out) {
   FlagParser flags(kCommand,
                    "--nproc N --mib M [--strategy scatter|broadcast|raw] [--repeats K] "
                    "[--dtype D] [--params P] [--backend B] [--timeout S]");
-  flags.AddInt("nproc", &out->nproc, "number of local ranks (required)", 1, 1 << 16);
+  AddRankFlags(flags, &out->ranks, {RankFlag::kNproc});
   flags.AddInt("mib", &out->bench.mib, "parameter size in MiB (required)", 1, int64_t{1} << 30);
   flags.AddString("strategy", &out->strategy, "scatter (default), broadcast, or raw (the floor)");
   flags.AddInt("repeats", &out->bench.repeats, "timed rounds (default 5)", 1, 1 << 20);
@@ -51,10 +52,7 @@ FlagParser BenchFlagParser(BenchFlags* out) {
                "split --mib over this many parameters and use ShardModule (default 1: "
                "ShardParameter)",
                1, 1 << 20);
-  flags.AddString("backend", &out->backend,
-                  absl::StrCat("communication backend ", BackendDefaultHelp()));
-  flags.AddDouble("timeout", &out->timeout,
-                  absl::StrCat("per-operation deadline in seconds ", TimeoutDefaultHelp()));
+  AddRankFlags(flags, &out->ranks, {RankFlag::kBackend, RankFlag::kTimeout});
   flags.AddBool(kWorkerFlag, &out->worker, "internal: run as one rank of a launched job");
   flags.AddInt(kLaunchedAtFlag, &out->launched_at_us,
                "internal: when the ranks were launched (Unix microseconds)", 0,
@@ -62,17 +60,15 @@ FlagParser BenchFlagParser(BenchFlags* out) {
   return flags;
 }
 
-// Errors: kInvalidArgument for a missing --nproc or --mib, a bad --strategy or --dtype, or
-// options ValidateShardBenchOptions rejects.
+// Errors: kInvalidArgument for a missing --nproc or --mib, a --timeout that is not positive, a
+// bad --strategy or --dtype, or options ValidateShardBenchOptions rejects.
 absl::Status CheckBenchFlags(const FlagParser& parser, BenchFlags* flags) {
-  SHARDKIT_RETURN_IF_ERROR(Require(parser, {"nproc"}));
+  SHARDKIT_RETURN_IF_ERROR(CheckRankFlags(parser, &flags->ranks));
   SHARDKIT_RETURN_IF_ERROR(Require(parser, {"mib"}));
   SHARDKIT_ASSIGN_OR_RETURN(flags->bench.strategy,
                             ForFlag("strategy", bench::ParseBenchStrategy(flags->strategy)));
   SHARDKIT_ASSIGN_OR_RETURN(flags->bench.dtype, ForFlag("dtype", ParseDType(flags->dtype)));
-  flags->launch.nproc = static_cast<int>(flags->nproc);
-  if (parser.WasSet("backend")) flags->launch.backend = flags->backend;
-  if (parser.WasSet("timeout")) flags->launch.timeout_s = flags->timeout;
+  ApplyRankFlags(flags->ranks, flags->launch);
   return bench::ValidateShardBenchOptions(flags->bench);
 }
 

@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -42,21 +41,17 @@ namespace {
 
 constexpr char kCommand[] = "shardkit demo";
 
+constexpr RankFlagsUse kRanks = {
+    .nproc_help = "number of local ranks to start", .nproc_default = 4, .nproc_max = 64};
+
 struct DemoFlags {
-  int64_t nproc = 4;
-  std::string backend;
-  double timeout = 0;
+  RankFlags ranks{kRanks};
   std::string summary;  // rank 0 writes the summary here instead of stdout
-  bool nproc_set = false, backend_set = false, timeout_set = false;
 };
 
 FlagParser DemoFlagParser(DemoFlags* out) {
   FlagParser flags(kCommand, "[--nproc N] [--backend B] [--timeout S] [--summary FILE]");
-  flags.AddInt("nproc", &out->nproc, "number of local ranks to start (default 4)", 1, 64);
-  flags.AddString("backend", &out->backend,
-                  absl::StrCat("communication backend ", BackendDefaultHelp()));
-  flags.AddDouble("timeout", &out->timeout,
-                  absl::StrCat("per-operation deadline in seconds ", TimeoutDefaultHelp()));
+  AddRankFlags(flags, &out->ranks);
   flags.AddString("summary", &out->summary,
                   "write the summary to this file instead of stdout (a new file, an empty one or "
                   "an earlier summary; how --nproc prints it without rank prefixes) "
@@ -82,13 +77,10 @@ absl::Status PrintSummary(const DemoFlags& flags, const std::string& text) {
 // Records which flags were given. Errors: kInvalidArgument for a --timeout that is not positive,
 // --nproc under a launcher, or a --summary FILE that CheckSummaryPath refuses.
 absl::Status CheckDemoFlags(const FlagParser& parser, DemoFlags* flags) {
-  if (parser.WasSet("timeout") && !(flags->timeout > 0)) {
-    return absl::InvalidArgumentError("--timeout: expected a positive number of seconds");
+  SHARDKIT_RETURN_IF_ERROR(CheckRankFlags(parser, &flags->ranks));
+  if (flags->ranks.nproc_set) {
+    SHARDKIT_RETURN_IF_ERROR(CheckNprocAllowed("each process is one rank"));
   }
-  flags->nproc_set = parser.WasSet("nproc");
-  flags->backend_set = parser.WasSet("backend");
-  flags->timeout_set = parser.WasSet("timeout");
-  if (flags->nproc_set) SHARDKIT_RETURN_IF_ERROR(CheckNprocAllowed("each process is one rank"));
   if (!flags->summary.empty()) return CheckSummaryPath(flags->summary);
   return absl::OkStatus();
 }
@@ -96,10 +88,8 @@ absl::Status CheckDemoFlags(const FlagParser& parser, DemoFlags* flags) {
 // One rank: connect (flags beat the environment), run, and on rank 0 write the summary.
 // Returns the exit status.
 int RunDemoRankCommand(const DemoFlags& flags) {
-  absl::StatusOr<ConnectOptions> connect = ConnectOptionsFromEnv();
+  absl::StatusOr<ConnectOptions> connect = ConnectOptionsFor(flags.ranks);
   if (!connect.ok()) return ReportError(kCommand, connect.status());
-  if (flags.backend_set) connect->backend = flags.backend;
-  if (flags.timeout_set) connect->timeout = absl::Seconds(flags.timeout);
   absl::StatusOr<std::unique_ptr<Communicator>> comm = Connect(*connect);
   if (!comm.ok()) return ReportError(kCommand, comm.status());
   absl::StatusOr<demo::DemoReport> report = demo::RunDemoRank(**comm, {.progress = &std::cerr});
@@ -123,9 +113,7 @@ int LaunchDemo(const DemoFlags& flags) {
   if (absl::Status s = dir.Create("shardkit-demo"); !s.ok()) return ReportError(kCommand, s);
   const std::string summary_path = dir.path() + "/summary.txt";
   launch::LaunchOptions options;
-  options.nproc = static_cast<int>(flags.nproc);
-  if (flags.backend_set) options.backend = flags.backend;
-  if (flags.timeout_set) options.timeout_s = flags.timeout;
+  ApplyRankFlags(flags.ranks, options);
   const absl::Time start = absl::Now();
   absl::StatusOr<int> exit_code = LaunchSelf(options, {"demo", "--summary", summary_path});
   if (!exit_code.ok()) return ReportError(kCommand, exit_code.status());
@@ -135,7 +123,7 @@ int LaunchDemo(const DemoFlags& flags) {
     text << summary.rdbuf()
          << absl::StrFormat(
                 "total time: %.2f s (wall clock, starting %d rank processes included)\n",
-                absl::ToDoubleSeconds(absl::Now() - start), flags.nproc);
+                absl::ToDoubleSeconds(absl::Now() - start), flags.ranks.nproc);
     if (absl::Status s = PrintSummary(flags, text.str()); !s.ok()) return ReportError(kCommand, s);
   }
   return *exit_code;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/base/env.h"
+#include "core/base/status_macros.h"
 
 namespace shardkit::cli {
 namespace {
@@ -363,6 +364,48 @@ std::string BackendDefaultHelp() {
 std::string TimeoutDefaultHelp() {
   return absl::StrCat("(default: $", env::kTimeout, ", else ",
                       absl::ToInt64Seconds(env::kDefaultTimeout), ")");
+}
+
+namespace {
+
+std::string NprocHelp(const RankFlagsUse& use) {
+  if (use.nproc_required) return absl::StrCat(use.nproc_help, " (required)");
+  if (use.nproc_default > 0)
+    return absl::StrCat(use.nproc_help, " (default ", use.nproc_default, ")");
+  return use.nproc_help;
+}
+
+}  // namespace
+
+void AddRankFlags(FlagParser& flags, RankFlags* out, std::initializer_list<RankFlag> which) {
+  const RankFlagsUse& use = out->use;
+  for (RankFlag flag : which) {
+    switch (flag) {
+      case RankFlag::kNproc:
+        flags.AddInt("nproc", &out->nproc, NprocHelp(use), 1, use.nproc_max);
+        break;
+      case RankFlag::kBackend:
+        flags.AddString("backend", &out->backend,
+                        absl::StrCat(use.backend_help, " ", BackendDefaultHelp()));
+        break;
+      case RankFlag::kTimeout:
+        flags.AddDouble("timeout", &out->timeout_s,
+                        absl::StrCat(use.timeout_help, " ", TimeoutDefaultHelp()));
+        break;
+    }
+  }
+}
+
+absl::Status CheckRankFlags(const FlagParser& flags, RankFlags* out) {
+  if (out->use.nproc_required) SHARDKIT_RETURN_IF_ERROR(Require(flags, {"nproc"}));
+  out->nproc_set = flags.WasSet("nproc");
+  out->backend_set = flags.WasSet("backend");
+  out->timeout_set = flags.WasSet("timeout");
+  if (out->timeout_set && !(out->timeout_s > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--timeout must be > 0 seconds, got ", out->timeout_s));
+  }
+  return absl::OkStatus();
 }
 
 bool ProgressWanted() {

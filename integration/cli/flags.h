@@ -195,6 +195,44 @@ void AddStrictFlag(FlagParser& flags, bool* strict);
 std::string BackendDefaultHelp();
 std::string TimeoutDefaultHelp();
 
+// --nproc N, --backend B and --timeout S: the flags of every command that runs ranks (launch,
+// shard, reshard, demo, bench), declared by AddRankFlags and checked by CheckRankFlags here
+// only. What the commands differ in, each documented in docs/cli.md, is their RankFlagsUse.
+enum class RankFlag { kNproc, kBackend, kTimeout };
+inline constexpr int64_t kMaxNproc = 1 << 16;
+
+struct RankFlagsUse {
+  // --nproc's help; " (required)" or " (default N)" is appended when one of these says so.
+  const char* nproc_help = "";
+  bool nproc_required = false;
+  int64_t nproc_default = 0;  // 0: none (the help says what happens without it)
+  int64_t nproc_max = kMaxNproc;
+  // What --backend and --timeout are for; BackendDefaultHelp() / TimeoutDefaultHelp() follow.
+  const char* backend_help = "communication backend";
+  const char* timeout_help = "per-operation deadline in seconds";
+};
+
+// The three flags' values; which were given is known after CheckRankFlags.
+struct RankFlags {
+  explicit RankFlags(const RankFlagsUse& use) : use(use), nproc(use.nproc_default) {}
+
+  RankFlagsUse use;
+  int64_t nproc;  // --nproc N, else use.nproc_default
+  std::string backend;
+  double timeout_s = 0;
+  bool nproc_set = false, backend_set = false, timeout_set = false;
+};
+
+// Declares the flags in `which`, in that order (a command whose help lists flags of its own
+// between them declares them in two calls): --nproc an integer in [1, use.nproc_max].
+void AddRankFlags(FlagParser& flags, RankFlags* out,
+                  std::initializer_list<RankFlag> which = {RankFlag::kNproc, RankFlag::kBackend,
+                                                           RankFlag::kTimeout});
+
+// Records which of the flags were given. Errors: kInvalidArgument "--nproc is required" (when
+// out->use.nproc_required), "--timeout must be > 0 seconds, got 0".
+[[nodiscard]] absl::Status CheckRankFlags(const FlagParser& flags, RankFlags* out);
+
 // Whether long phases print progress lines on stderr: SHARDKIT_PROGRESS=1 (or 0) decides, else
 // whether stderr is a terminal.
 bool ProgressWanted();

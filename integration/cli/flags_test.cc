@@ -185,6 +185,71 @@ TEST(FlagHelpTest, Fp8Flags) {
                        HasSubstr("--fp8-block: 0 is out of range [1, 1073741824]")));
 }
 
+// --nproc, --backend and --timeout as every command that runs ranks declares them: the help
+// says each command's default, the values and which were given are recorded, the checks are
+// the same for all.
+TEST(RankFlagsTest, DefaultNprocAndTheCommandsWords) {
+  RankFlags ranks({.nproc_help = "local ranks", .nproc_default = 4, .nproc_max = 64});
+  FlagParser parser("shardkit test", "[--nproc N] [--backend B] [--timeout S]");
+  AddRankFlags(parser, &ranks);
+  const std::string help = parser.Help();
+  EXPECT_THAT(help, HasSubstr("\n  --nproc N              local ranks (default 4)\n"));
+  EXPECT_THAT(help, HasSubstr("\n  --backend B            communication backend (default: "
+                              "$SHARDKIT_BACKEND, else gloo)\n"));
+  EXPECT_THAT(help, HasSubstr("\n  --timeout S            per-operation deadline in seconds "
+                              "(default: $SHARDKIT_TIMEOUT, else 60)\n"));
+  std::vector<std::string> positional;
+  ASSERT_THAT(parser.Parse({"--timeout", "2.5"}, &positional), IsOk());
+  ASSERT_THAT(CheckRankFlags(parser, &ranks), IsOk());
+  EXPECT_EQ(ranks.nproc, 4);
+  EXPECT_FALSE(ranks.nproc_set);
+  EXPECT_FALSE(ranks.backend_set);
+  EXPECT_TRUE(ranks.timeout_set);
+  EXPECT_EQ(ranks.timeout_s, 2.5);
+  EXPECT_THAT(parser.Parse({"--nproc", "65"}, &positional),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--nproc: 65 is out of range [1, 64]")));
+  ASSERT_THAT(parser.Parse({"--nproc", "3", "--backend", "mpi"}, &positional), IsOk());
+  ASSERT_THAT(CheckRankFlags(parser, &ranks), IsOk());
+  EXPECT_TRUE(ranks.nproc_set);
+  EXPECT_EQ(ranks.nproc, 3);
+  EXPECT_TRUE(ranks.backend_set);
+  EXPECT_EQ(ranks.backend, "mpi");
+}
+
+TEST(RankFlagsTest, RequiredNprocAndAPositiveTimeout) {
+  RankFlags ranks({.nproc_help = "local ranks", .nproc_required = true});
+  FlagParser parser("shardkit test", "--nproc N [--timeout S]");
+  AddRankFlags(parser, &ranks);
+  EXPECT_THAT(parser.Help(), HasSubstr("--nproc N              local ranks (required)\n"));
+  std::vector<std::string> positional;
+  ASSERT_THAT(parser.Parse({"--timeout", "0"}, &positional), IsOk());
+  EXPECT_THAT(CheckRankFlags(parser, &ranks),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--nproc is required"));
+  ASSERT_THAT(parser.Parse({"--nproc", "65536"}, &positional), IsOk());
+  EXPECT_THAT(CheckRankFlags(parser, &ranks),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--timeout must be > 0 seconds, got 0"));
+}
+
+// A command whose help lists its own flags between them declares them in several calls; the
+// help keeps that order.
+TEST(RankFlagsTest, DeclaredInParts) {
+  RankFlags ranks({.nproc_help = "ranks", .timeout_help = "deadline of the whole run"});
+  std::string store;
+  FlagParser parser("shardkit test", "");
+  AddRankFlags(parser, &ranks, {RankFlag::kNproc});
+  parser.AddString("store", &store, "where");
+  AddRankFlags(parser, &ranks, {RankFlag::kTimeout, RankFlag::kBackend});
+  const std::string help = parser.Help();
+  const size_t nproc = help.find("--nproc"), store_at = help.find("--store");
+  const size_t timeout = help.find("--timeout"), backend = help.find("--backend");
+  ASSERT_NE(backend, std::string::npos);
+  EXPECT_LT(nproc, store_at);
+  EXPECT_LT(store_at, timeout);
+  EXPECT_LT(timeout, backend);
+  EXPECT_THAT(help, HasSubstr("deadline of the whole run (default: $SHARDKIT_TIMEOUT"));
+}
+
 // ParseCommand over a fresh TestParser per call, stdout and stderr captured across calls.
 class ParseCommandTest : public ::testing::Test {
  protected:

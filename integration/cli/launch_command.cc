@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
+#include "integration/cli/relaunch.h"
 #include "integration/launch/launch.h"
 #include "specs/placement.h"
 
@@ -15,29 +15,31 @@ namespace {
 
 constexpr char kCommand[] = "shardkit launch";
 
+constexpr RankFlagsUse kRanks = {
+    .nproc_help = "number of local ranks to start",
+    .nproc_required = true,
+    .backend_help = "SHARDKIT_BACKEND for every rank",
+    .timeout_help = "per-operation deadline in seconds, SHARDKIT_TIMEOUT for every rank",
+};
+
 // The launcher's own flags as given; --store and --run-id go straight into `options`.
 struct LaunchFlags {
   launch::LaunchOptions options;
-  int64_t nproc = 0, world = 0, rank_offset = 0;
-  std::string backend;
-  double timeout = 0, grace = 5;
+  RankFlags ranks{kRanks};
+  int64_t world = 0, rank_offset = 0;
+  double grace = 5;
 };
 
 FlagParser LaunchFlagParser(LaunchFlags* out) {
   FlagParser flags(kCommand,
                    "--nproc N [--backend B] [--store URL] [--timeout S] [--grace S] "
                    "[--world W --rank-offset K] [--run-id ID] -- CMD ARGS...");
-  flags.AddInt("nproc", &out->nproc, "number of local ranks to start (required)", 1, 1 << 16);
-  flags.AddString("backend", &out->backend,
-                  absl::StrCat("SHARDKIT_BACKEND for every rank ", BackendDefaultHelp()));
+  AddRankFlags(flags, &out->ranks, {RankFlag::kNproc, RankFlag::kBackend});
   flags.AddString("store", &out->options.store_url,
                   "file:///dir, redis://host:port[/prefix] or tcp://host:port[/prefix] "
                   "(served by the launcher of rank 0; port 0: a free one, single host); a fresh "
                   "run id is appended (default: a fresh temporary directory, removed afterwards)");
-  flags.AddDouble("timeout", &out->timeout,
-                  absl::StrCat("per-operation deadline in seconds, SHARDKIT_TIMEOUT for every "
-                               "rank ",
-                               TimeoutDefaultHelp()));
+  AddRankFlags(flags, &out->ranks, {RankFlag::kTimeout});
   flags.AddDouble("grace", &out->grace, "seconds the other ranks get after one fails (default 5)");
   flags.AddInt("world", &out->world, "total ranks of a multi-host job (default: --nproc)", 1,
                specs::kMaxWorldSize);
@@ -49,14 +51,12 @@ FlagParser LaunchFlagParser(LaunchFlags* out) {
   return flags;
 }
 
-// The launch options the parsed `flags` ask for (without the command).
-launch::LaunchOptions ToLaunchOptions(const FlagParser& parser, const LaunchFlags& flags) {
+// The launch options the parsed and checked `flags` ask for (without the command).
+launch::LaunchOptions ToLaunchOptions(const LaunchFlags& flags) {
   launch::LaunchOptions options = flags.options;
-  options.nproc = static_cast<int>(flags.nproc);
+  ApplyRankFlags(flags.ranks, options);
   options.world = static_cast<int>(flags.world);
   options.rank_offset = static_cast<int>(flags.rank_offset);
-  if (parser.WasSet("backend")) options.backend = flags.backend;
-  if (parser.WasSet("timeout")) options.timeout_s = flags.timeout;
   options.grace = absl::Seconds(flags.grace);
   return options;
 }
@@ -71,12 +71,12 @@ int RunLaunch(const std::vector<std::string>& args) {
   const ParseResult parsed = ParseCommand(parser, std::vector<std::string>(args.begin(), separator),
                                           Positionals::None(" (put the command after '--')"));
   if (parsed.done()) return parsed.exit_code();
-  absl::Status status = Require(parser, {"nproc"});
+  absl::Status status = CheckRankFlags(parser, &flags.ranks);
   if (status.ok() && separator == args.end()) {
     status = absl::InvalidArgumentError("missing '--' before the command to run");
   }
   if (!status.ok()) return ReportError(kCommand, status);
-  launch::LaunchOptions options = ToLaunchOptions(parser, flags);
+  launch::LaunchOptions options = ToLaunchOptions(flags);
   options.command.assign(separator + 1, args.end());
   absl::StatusOr<int> exit_code = launch::Launch(options);
   if (!exit_code.ok()) return ReportError(kCommand, exit_code.status());

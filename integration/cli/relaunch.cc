@@ -21,6 +21,19 @@ absl::Status CheckNprocAllowed(const std::string& hint) {
                                                  launcher.description, " detected): ", hint));
 }
 
+absl::StatusOr<ConnectOptions> ConnectOptionsFor(const RankFlags& flags) {
+  SHARDKIT_ASSIGN_OR_RETURN(ConnectOptions connect, ConnectOptionsFromEnv());
+  if (flags.backend_set) connect.backend = flags.backend;
+  if (flags.timeout_set) connect.timeout = absl::Seconds(flags.timeout_s);
+  return connect;
+}
+
+void ApplyRankFlags(const RankFlags& flags, launch::LaunchOptions& options) {
+  options.nproc = static_cast<int>(flags.nproc);
+  if (flags.backend_set) options.backend = flags.backend;
+  if (flags.timeout_set) options.timeout_s = flags.timeout_s;
+}
+
 absl::StatusOr<std::string> SelfExecutable() {
   std::error_code error;
   std::filesystem::path path = std::filesystem::read_symlink("/proc/self/exe", error);

@@ -2,7 +2,8 @@
 // `shardkit bench`) start their ranks by re-executing this very binary under the launcher
 // (integration/launch/launch.h), so `--nproc N` means exactly
 // `shardkit launch --nproc N -- shardkit <the other arguments>` — except that an error the
-// failed ranks share is printed once, with their ranks (LaunchSelf).
+// failed ranks share is printed once, with their ranks (LaunchSelf). What --nproc, --backend and
+// --timeout (RankFlags, flags.h) set is applied here too, to a rank's connection or a launch.
 //
 //   if (UnderLauncher()) return RunOneRank(...);  // shardkit launch, torchrun, mpirun, srun
 //   launch::LaunchOptions options;
@@ -16,6 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/comm/connect.h"
+#include "integration/cli/flags.h"
 #include "integration/launch/launch.h"
 
 namespace shardkit::cli {
@@ -30,6 +33,14 @@ bool UnderLauncher();
 // Errors: kInvalidArgument "--nproc cannot be used under a launcher (<what was detected>):
 // <hint>"; detection's errors (a malformed launcher variable).
 [[nodiscard]] absl::Status CheckNprocAllowed(const std::string& hint);
+
+// The connection one rank makes: ConnectOptionsFromEnv, with --backend and --timeout, when
+// given, beating the environment. Errors: those of ConnectOptionsFromEnv.
+[[nodiscard]] absl::StatusOr<ConnectOptions> ConnectOptionsFor(const RankFlags& flags);
+
+// Sets `options.nproc` to --nproc, and its backend and timeout to --backend and --timeout when
+// they were given (else the launcher takes them from the environment).
+void ApplyRankFlags(const RankFlags& flags, launch::LaunchOptions& options);
 
 // The absolute path of the running executable (the target of /proc/self/exe).
 // Errors: kInternal if it cannot be read.

@@ -35,14 +35,19 @@ namespace {
 constexpr char kCommand[] = "shardkit shard";
 constexpr char kReshardCommand[] = "shardkit reshard";
 
-// The flags as given; CheckShardFlags moves --src-rank and --strategy into `options` and records
-// which of --nproc, --backend and --timeout were given.
+constexpr RankFlagsUse kRanks = {
+    .nproc_help =
+        "run N local ranks, as `shardkit launch --nproc N` (default: one rank of the "
+        "launcher this runs under, else a world of one)",
+    .timeout_help = "deadline of the whole run in seconds",
+};
+
+// The flags as given; CheckShardFlags moves --src-rank and --strategy into `options`.
 struct ShardFlags {
   checkpoint::ShardCheckpointOptions options;
-  int64_t src_rank = 0, nproc = 0, memory_mib = kDefaultMemoryMib;
-  std::string strategy, backend;
-  double timeout_s = 0;
-  bool nproc_set = false, backend_set = false, timeout_set = false;
+  int64_t src_rank = 0, memory_mib = kDefaultMemoryMib;
+  std::string strategy;
+  RankFlags ranks{kRanks};
   bool reshard = false;  // `shardkit reshard`: --in is options.checkpoint_path
 };
 
@@ -52,14 +57,7 @@ void AddRunFlags(FlagParser& flags, ShardFlags* out) {
   AddMemoryFlag(flags, &out->memory_mib);
   AddFp8Flags(flags, &out->options.fp8.block, &out->options.fp8.allow_misaligned);
   AddStrictFlag(flags, &out->options.strict);
-  flags.AddInt("nproc", &out->nproc,
-               "run N local ranks, as `shardkit launch --nproc N` (default: one rank of the "
-               "launcher this runs under, else a world of one)",
-               1, 1 << 16);
-  flags.AddString("backend", &out->backend,
-                  absl::StrCat("communication backend ", BackendDefaultHelp()));
-  flags.AddDouble("timeout", &out->timeout_s,
-                  absl::StrCat("deadline of the whole run in seconds ", TimeoutDefaultHelp()));
+  AddRankFlags(flags, &out->ranks);
 }
 
 FlagParser ShardFlagParser(ShardFlags* out) {
@@ -122,13 +120,7 @@ absl::Status CheckShardFlags(const FlagParser& parser, ShardFlags* flags) {
     SHARDKIT_ASSIGN_OR_RETURN(flags->options.strategy,
                               ForFlag("strategy", specs::ParseStrategy(flags->strategy)));
   }
-  flags->nproc_set = parser.WasSet("nproc");
-  flags->backend_set = parser.WasSet("backend");
-  flags->timeout_set = parser.WasSet("timeout");
-  if (flags->timeout_set && !(flags->timeout_s > 0)) {
-    return absl::InvalidArgumentError("--timeout must be > 0 seconds");
-  }
-  return absl::OkStatus();
+  return CheckRankFlags(parser, &flags->ranks);
 }
 
 // `args` without --nproc and its value.
@@ -148,7 +140,8 @@ std::vector<std::string> WithoutNproc(const std::vector<std::string>& args) {
   return out;
 }
 
-// --nproc N: `shardkit launch --nproc N -- shardkit <command> <the other arguments>`.
+// --nproc N: `shardkit launch --nproc N -- shardkit <command> <the other arguments>` (--backend
+// and --timeout reach every rank among them).
 absl::StatusOr<int> LaunchRanks(const std::string& command, const std::vector<std::string>& args,
                                 int64_t nproc) {
   SHARDKIT_RETURN_IF_ERROR(
@@ -161,9 +154,7 @@ absl::StatusOr<int> LaunchRanks(const std::string& command, const std::vector<st
 }
 
 absl::Status RunRank(const ShardFlags& flags) {
-  SHARDKIT_ASSIGN_OR_RETURN(ConnectOptions connect, ConnectOptionsFromEnv());
-  if (flags.backend_set) connect.backend = flags.backend;
-  if (flags.timeout_set) connect.timeout = absl::Seconds(flags.timeout_s);
+  SHARDKIT_ASSIGN_OR_RETURN(ConnectOptions connect, ConnectOptionsFor(flags.ranks));
   // One deadline for the whole run: rendezvous, every collective step and the commit share it.
   const absl::Time deadline = absl::Now() + connect.timeout;
   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, Connect(connect));
@@ -192,9 +183,9 @@ int RunCommand(const char* command, FlagParser (*make_parser)(ShardFlags*),
   const ParseResult parsed = ParseCommand(parser, args, Positionals::None());
   if (parsed.done()) return parsed.exit_code();
   if (absl::Status s = CheckShardFlags(parser, &flags); !s.ok()) return ReportError(command, s);
-  if (flags.nproc_set) {
+  if (flags.ranks.nproc_set) {
     absl::StatusOr<int> exit_code =
-        LaunchRanks(flags.reshard ? "reshard" : "shard", args, flags.nproc);
+        LaunchRanks(flags.reshard ? "reshard" : "shard", args, flags.ranks.nproc);
     if (!exit_code.ok()) return ReportError(command, exit_code.status());
     return *exit_code;
   }

@@ -57,6 +57,15 @@ err=$("$bin" bench --nproc 1 --mib 1 --strategy x 2>&1); check_rc "bench --strat
 has "bench --strategy x" "shardkit bench: --strategy: unknown strategy \"x\"" "$err"
 err=$("$bin" bench --nproc 1 --mib 1 --dtype x 2>&1); check_rc "bench --dtype x" 2 $?
 has "bench --dtype x" "shardkit bench: --dtype: unknown dtype \"x\"" "$err"
+# --timeout is checked once for every command that takes it, with one message.
+for args in "launch --nproc 1 --timeout 0 -- true" \
+    "shard --plan p.json --checkpoint c.safetensors --out o --timeout 0" \
+    "reshard --in d --plan p.json --out o --timeout 0" "demo --timeout 0" \
+    "bench --nproc 1 --mib 1 --timeout 0"; do
+  # shellcheck disable=SC2086
+  err=$("$bin" $args 2>&1); check_rc "$args" 2 $?
+  [ "$err" = "shardkit ${args%% *}: --timeout must be > 0 seconds, got 0" ] || fail "$args: $err"
+done
 err=$("$bin" launch --nproc 1 --store ftp://x -- true 2>&1); check_rc "launch --store ftp://x" 2 $?
 has "launch --store ftp://x" "shardkit launch: --store: store URL \"ftp://x\"" "$err"
 

@@ -30,7 +30,7 @@ struct DryRunOptions {
   std::string plan_path;
   std::string checkpoint_path;
   int64_t world_size = 1;
-  bool strict = false;  // as ShardCheckpointOptions::strict
+  bool strict = false;  // as ShardWriteOptions::strict
   Fp8ScaleOptions fp8;
 };
 

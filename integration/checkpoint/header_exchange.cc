@@ -55,7 +55,7 @@ absl::StatusOr<safetensors::Header> DecodeHeader(std::string_view bytes, int64_t
                                   absl::StrCat("checkpoint header from rank ", src_rank));
 }
 
-std::string EncodeRankOptions(const ShardCheckpointOptions& options) {
+std::string EncodeRankOptions(const ShardWriteOptions& options) {
   std::string out;
   AppendUint64(out, static_cast<uint64_t>(options.memory_bytes));
   AppendUint64(out, static_cast<uint64_t>(options.fp8.block));

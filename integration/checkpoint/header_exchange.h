@@ -1,7 +1,7 @@
 // What `shardkit shard` ranks send each other before any data moves (one AllGather): every rank's
 // options that must agree, then the source's checkpoint header.
 //
-//   std::string mine = EncodeRankOptions(options);
+//   std::string mine = EncodeRankOptions(options.write);
 //   if (is_source) mine += EncodeHeader(source.header());
 //   // after the AllGather, on every rank:
 //   SHARDKIT_RETURN_IF_ERROR(CheckSameOptions(shared));
@@ -25,7 +25,7 @@ namespace shardkit::checkpoint {
 // The memory budget, the FP8 block size, --allow-misaligned-scales and --strict, 8 bytes each,
 // little-endian.
 inline constexpr size_t kRankOptionsBytes = 32;
-std::string EncodeRankOptions(const ShardCheckpointOptions& options);
+std::string EncodeRankOptions(const ShardWriteOptions& options);
 
 // Every rank's encoded options (each at least kRankOptionsBytes) must be the same: the budget sets
 // the rounds every rank follows, the FP8 options and --strict the verdicts of checks every rank

@@ -2,41 +2,31 @@
 // `shardkit shard`, `reshard` or SaveShards wrote) laid out anew for another plan or world size,
 // into a new shard directory.
 //
-//   ReshardCheckpointOptions options{.plan_path = "plan.json", .in_dir = "shards",
-//                                    .out_dir = "shards-tp2"};
+//   ReshardCheckpointOptions options{
+//       .in_dir = "shards", .write = {.plan_path = "plan.json", .out_dir = "shards-tp2"}};
 //   SHARDKIT_RETURN_IF_ERROR(ReshardCheckpoint(options, *comm, std::cerr));
 //
 // The steps are ShardCheckpoint's (shard_checkpoint.h) with these differences: every rank opens
 // `in_dir` (at the same path) and reads its new shards from the old rank files itself (strategy
 // direct from source rank 0: a plan's src_rank and strategy are ignored, with a warning; no
 // tensor byte crosses the network); the plan is bound to the old directory's parameters and this
-// world; index.json says "reshard". `out_dir` must lie outside `in_dir`.
+// world; index.json says "reshard". `write.out_dir` must lie outside `in_dir`.
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_RESHARD_CHECKPOINT_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_RESHARD_CHECKPOINT_H_
 
-#include <cstdint>
 #include <ostream>
 #include <string>
 
 #include "absl/status/status.h"
 #include "core/comm/communicator.h"
-#include "integration/checkpoint/fp8_scales.h"
 #include "integration/checkpoint/shard_checkpoint.h"
-#include "integration/checkpoint/stream/memory_budget.h"
 
 namespace shardkit::checkpoint {
 
 struct ReshardCheckpointOptions {
-  std::string plan_path;
   std::string in_dir;  // the earlier shard directory, read by every rank
-  std::string out_dir;
-  bool progress = false;  // progress lines on `log` (rank 0) while the data moves
-  // No rank holds more than this much tensor data at once (stream_shard.h, SplitBudget).
-  int64_t memory_bytes = kDefaultMemoryBytes;
-  Fp8ScaleOptions fp8;                    // as ShardCheckpointOptions::fp8, on the new layouts
-  bool strict = false;                    // as ShardCheckpointOptions::strict
-  CallOptions call;                       // deadline of the whole run
-  ShardCheckpointStats* stats = nullptr;  // filled in for this rank on success, when set
+  // As for ShardCheckpoint; `fp8` is checked on the new layouts, progress is rank 0's.
+  ShardWriteOptions write;
 };
 
 // Collective over `comm`. Errors: as ShardCheckpoint, the input being a shard directory

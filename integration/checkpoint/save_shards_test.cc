@@ -247,7 +247,8 @@ void LoadCase(int rank, Communicator& comm, std::string_view arg) {
   std::ostringstream log;
   ASSERT_THAT(
       ReshardCheckpoint(
-          {.plan_path = dir + suffix + ".json", .in_dir = dir, .out_dir = dir + suffix}, comm, log),
+          {.in_dir = dir, .write = {.plan_path = dir + suffix + ".json", .out_dir = dir + suffix}},
+          comm, log),
       testing::IsOk());
   // Rank 0 writes the index after the others returned: wait for it (SaveShards itself does).
   ASSERT_THAT(AgreeOnStatus(comm, absl::OkStatus(), "index written"), testing::IsOk());

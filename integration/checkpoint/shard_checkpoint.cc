@@ -72,7 +72,7 @@ struct Run {
   bool is_source() const { return comm.rank() == plan.src_rank; }
   bool reshard() const { return resharding; }
   // A shard directory's source reads through a staging buffer of its own: two of them.
-  Budget budget() const { return SplitBudget(options.memory_bytes, reshard() ? 2 : 1); }
+  Budget budget() const { return SplitBudget(options.write.memory_bytes, reshard() ? 2 : 1); }
 };
 
 // The plan, flags applied. `shardkit reshard` (ReadPlanFile): every rank reads its new shards from
@@ -81,8 +81,8 @@ struct Run {
 absl::Status LoadPlan(Run& run) {
   const ShardCheckpointOptions& options = run.options;
   SHARDKIT_ASSIGN_OR_RETURN(run.plan,
-                            ReadPlanFile(options.plan_path, run.reshard(), &run.warnings));
-  if (run.reshard()) return CheckOutsideInput(options.checkpoint_path, options.out_dir);
+                            ReadPlanFile(options.write.plan_path, run.reshard(), &run.warnings));
+  if (run.reshard()) return CheckOutsideInput(options.checkpoint_path, options.write.out_dir);
   if (options.src_rank) run.plan.src_rank = *options.src_rank;
   if (options.strategy) run.plan.strategy = *options.strategy;
   if (run.plan.src_rank < 0 || run.plan.src_rank >= run.comm.world_size()) {
@@ -110,14 +110,14 @@ absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
 }
 
 std::string IndexPath(const Run& run) {
-  return (std::filesystem::path(run.options.out_dir) / kIndexFileName).string();
+  return (std::filesystem::path(run.options.write.out_dir) / kIndexFileName).string();
 }
 
 // The source: the line an interrupt prints, exact at every instant thanks to the probe
 // (index.json): before the clearing step (`cleared` false) an index.json there is the earlier
 // output's; once DIR is cleared, it can only be the new one.
 void ReportOnInterrupt(Run& run, bool cleared) {
-  const std::string& dir = run.options.out_dir;
+  const std::string& dir = run.options.write.out_dir;
   run.report.Set({
       .program = run.reshard() ? "shardkit reshard" : "shardkit shard",
       .scope = run.comm.world_size() > 1 ? "here (every rank removes its own)" : "",
@@ -141,8 +141,8 @@ absl::Status LoadInputs(Run& run) {
   // Only the source creates a missing DIR, so that on a shared file system the rank that holds
   // the lock knows whether this run created DIR (CleanUpAfterFailure). The others check an existing
   // one, and create theirs in step 4 should it still be missing (another host's disk).
-  SHARDKIT_ASSIGN_OR_RETURN(run.out_dirs,
-                            PrepareOutputDir(run.options.out_dir, /*create=*/run.is_source()));
+  SHARDKIT_ASSIGN_OR_RETURN(
+      run.out_dirs, PrepareOutputDir(run.options.write.out_dir, /*create=*/run.is_source()));
   if (run.is_source()) {
     std::error_code ec;
     run.had_index = std::filesystem::exists(IndexPath(run), ec);
@@ -159,7 +159,7 @@ absl::Status LoadInputs(Run& run) {
 // Step 2: every rank's options, then the source's header, reach every rank (collective; errors
 // as AllGather).
 absl::StatusOr<std::vector<std::string>> ShareHeader(Run& run, const CallOptions& call) {
-  std::string mine = EncodeRankOptions(run.options);
+  std::string mine = EncodeRankOptions(run.options.write);
   if (run.source) mine += EncodeHeader(run.source->header());
   return run.comm.AllGather(ConstBuffer(mine), call);
 }
@@ -173,10 +173,10 @@ absl::Status ResolveParameters(Run& run, const std::vector<std::string>& shared)
   const std::string_view header_bytes =
       std::string_view(shared[static_cast<size_t>(run.plan.src_rank)]).substr(kRankOptionsBytes);
   SHARDKIT_ASSIGN_OR_RETURN(run.header, DecodeHeader(header_bytes, run.plan.src_rank));
-  SHARDKIT_ASSIGN_OR_RETURN(
-      run.resolved,
-      BindPlan(run.plan, run.header, run.comm.world_size(),
-               {.plan_path = run.options.plan_path, .strict = run.options.strict}, &run.warnings));
+  SHARDKIT_ASSIGN_OR_RETURN(run.resolved, BindPlan(run.plan, run.header, run.comm.world_size(),
+                                                   {.plan_path = run.options.write.plan_path,
+                                                    .strict = run.options.write.strict},
+                                                   &run.warnings));
   for (const safetensors::TensorInfo& info : run.header.tensors) {
     SHARDKIT_ASSIGN_OR_RETURN(Tensor meta, Tensor::Meta(info.shape, info.dtype));
     SHARDKIT_RETURN_IF_ERROR(run.module.AddParameter(info.name, std::move(meta)));
@@ -206,7 +206,7 @@ absl::Status AgreeOnLayouts(Run& run, const CallOptions& call) {
   // On agreed data, so the same verdict on every rank: FP8 scales, sub-byte cuts.
   SHARDKIT_ASSIGN_OR_RETURN(
       std::vector<StreamTensor> tensors,
-      CheckLayouts(run.header, std::move(agreed), run.options.fp8, &run.warnings));
+      CheckLayouts(run.header, std::move(agreed), run.options.write.fp8, &run.warnings));
   const int64_t window = Window(run, tensors);
   run.schedule.emplace(std::move(tensors), run.comm.world_size(), window);
   return absl::OkStatus();
@@ -232,9 +232,9 @@ absl::Status AgreeOnFiles(Run& run, const CallOptions& call) {
 // before any rank writes a file.
 absl::Status LockAndClear(Run& run) {
   if (!run.is_source()) return absl::OkStatus();
-  SHARDKIT_ASSIGN_OR_RETURN(run.lock, io::DirectoryLock::Acquire(run.options.out_dir));
+  SHARDKIT_ASSIGN_OR_RETURN(run.lock, io::DirectoryLock::Acquire(run.options.write.out_dir));
   run.out_dirs.AddOwnFile(run.lock->path());  // removed with DIR, if this run created DIR
-  SHARDKIT_RETURN_IF_ERROR(RemoveEarlierOutput(run.options.out_dir, run.comm.world_size()));
+  SHARDKIT_RETURN_IF_ERROR(RemoveEarlierOutput(run.options.write.out_dir, run.comm.world_size()));
   ReportOnInterrupt(run, /*cleared=*/true);
   return absl::OkStatus();
 }
@@ -245,9 +245,10 @@ absl::Status LockAndClear(Run& run) {
 // see it.
 absl::Status CreateOwnFile(Run& run) {
   if (!run.is_source()) {
-    SHARDKIT_ASSIGN_OR_RETURN(run.out_dirs, io::CreatedDirectories::Make(run.options.out_dir));
+    SHARDKIT_ASSIGN_OR_RETURN(run.out_dirs,
+                              io::CreatedDirectories::Make(run.options.write.out_dir));
   }
-  return CreateRankFile(run.options.out_dir, run.comm.rank(), run.schedule->tensors(),
+  return CreateRankFile(run.options.write.out_dir, run.comm.rank(), run.schedule->tensors(),
                         run.header.metadata, run.file, run.output);
 }
 
@@ -255,7 +256,7 @@ absl::Status CreateOwnFile(Run& run) {
 // so that the report's growth is what moving the data took.
 absl::Status Stream(Run& run, const CallOptions& call) {
   const Budget budget = run.budget();
-  Progress progress(run.log, run.options.progress && run.is_source(),
+  Progress progress(run.log, run.options.write.progress && run.is_source(),
                     run.reshard() ? "shardkit reshard: reading" : "shardkit shard: streaming",
                     run.schedule->rounds(), run.schedule->total_bytes(), "rounds");
   int64_t rounds_done = 0;
@@ -336,7 +337,7 @@ std::string Summary(const Run& run, const ShardIndex& index, double total_second
       static_cast<int64_t>(index.parameters.size()) - replicated, replicated, world, how,
       run.plan_seconds, direct ? "read" : "streamed", FormatBytes(read_bytes),
       run.schedule->rounds(), run.stream_seconds, FormatRate(read_bytes, run.stream_seconds),
-      run.options.memory_bytes >> 20, total_seconds, "rank", "file", "tensors");
+      run.options.write.memory_bytes >> 20, total_seconds, "rank", "file", "tensors");
   if (run.reshard()) absl::StrAppendFormat(&out, "%12s  %9s  ", "bytes_read", "old_files");
   absl::StrAppendFormat(&out, "%12s  %13s  %15s\n", "bytes", "peak_rss_mib", "rss_growth_mib");
   for (int rank = 0; rank < world; ++rank) {
@@ -368,8 +369,8 @@ absl::Status RunSteps(Run& run, const absl::Time start) {
   Communicator& comm = run.comm;
   std::ostream& log = run.log;
   // One deadline for the whole run; every collective step below gets what is left of it.
-  CallOptions call = options.call;
-  call.deadline = comm.Deadline(options.call);
+  CallOptions call = options.write.call;
+  call.deadline = comm.Deadline(options.write.call);
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, LoadInputs(run), "checking inputs", call));
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> shared, ShareHeader(run, call));
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ResolveParameters(run, shared),
@@ -385,14 +386,14 @@ absl::Status RunSteps(Run& run, const absl::Time start) {
   SHARDKIT_RETURN_IF_ERROR(Stream(run, call));
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, CommitRankFile(run), "writing shard files", call));
   SHARDKIT_RETURN_IF_ERROR(GatherReports(run, hwm_before.ok() ? *hwm_before : 0, call));
-  if (options.stats != nullptr) {
+  if (options.write.stats != nullptr) {
     const RankReport& mine = run.reports[static_cast<size_t>(comm.rank())];
-    *options.stats = {mine.bytes_written,     run.stream.bytes_read, run.stream.buffer_bytes,
-                      run.schedule->rounds(), mine.peak_rss,         mine.rss_growth};
+    *options.write.stats = {mine.bytes_written,     run.stream.bytes_read, run.stream.buffer_bytes,
+                            run.schedule->rounds(), mine.peak_rss,         mine.rss_growth};
   }
   if (!run.is_source()) return absl::OkStatus();
   const ShardIndex index = BuildIndex(run);
-  SHARDKIT_RETURN_IF_ERROR(WriteIndex(options.out_dir, index));
+  SHARDKIT_RETURN_IF_ERROR(WriteIndex(options.write.out_dir, index));
   for (const std::string& warning : run.warnings) log << warning << "\n";
   log << Summary(run, index, absl::ToDoubleSeconds(absl::Now() - start)) << std::flush;
   return absl::OkStatus();

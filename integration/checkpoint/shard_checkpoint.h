@@ -2,8 +2,8 @@
 // safetensors file of its shards of a checkpoint, and the source rank writes index.json.
 // `shardkit reshard` (an earlier shard directory laid out anew) is reshard_checkpoint.h.
 //
-//   ShardCheckpointOptions options{.plan_path = "plan.json",
-//                                  .checkpoint_path = "model.safetensors", .out_dir = "shards"};
+//   ShardCheckpointOptions options{.checkpoint_path = "model.safetensors",
+//                                  .write = {.plan_path = "plan.json", .out_dir = "shards"}};
 //   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, ConnectFromEnv());
 //   SHARDKIT_RETURN_IF_ERROR(ShardCheckpoint(options, *comm, std::cerr));
 //
@@ -69,12 +69,11 @@ struct ShardCheckpointStats {
   int64_t rss_growth = 0;  // VmHWM at the end minus VmHWM (reset) just before data moved
 };
 
-struct ShardCheckpointOptions {
+// What `shard` and `reshard` share (ShardCheckpointOptions::write,
+// ReshardCheckpointOptions::write): the plan, the shard directory written, how the run goes.
+struct ShardWriteOptions {
   std::string plan_path;
-  std::string checkpoint_path;  // opened by the source rank only (by every rank under direct)
   std::string out_dir;
-  std::optional<int64_t> src_rank;  // flag > plan > default
-  std::optional<specs::Strategy> strategy;
   bool progress = false;  // progress lines on `log` (the source) while the data moves
   // No rank holds more than this much tensor data at once (stream_shard.h, SplitBudget).
   int64_t memory_bytes = kDefaultMemoryBytes;
@@ -85,6 +84,13 @@ struct ShardCheckpointOptions {
   bool strict = false;
   CallOptions call;  // deadline of the whole run: every collective step shares it
   ShardCheckpointStats* stats = nullptr;  // filled in for this rank on success, when set
+};
+
+struct ShardCheckpointOptions {
+  std::string checkpoint_path;      // opened by the source rank only (by every rank under direct)
+  std::optional<int64_t> src_rank;  // flag > plan > default
+  std::optional<specs::Strategy> strategy;
+  ShardWriteOptions write;
 };
 
 // Collective over `comm` (ranks of `comm` are the ranks of the plan and of the output).

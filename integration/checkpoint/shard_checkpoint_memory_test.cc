@@ -98,12 +98,10 @@ void ShardUnderBudgetCase(int rank, Communicator& comm, std::string_view arg) {
   ShardCheckpointStats stats;
   std::ostringstream log;
   ShardCheckpointOptions options{
-      .plan_path = c["plan"],
       .checkpoint_path = c["checkpoint"],
-      .out_dir = c["out"],
       .strategy = *specs::ParseStrategy(c["strategy"].get<std::string>()),
-      .memory_bytes = budget,
-      .stats = &stats};
+      .write = {
+          .plan_path = c["plan"], .out_dir = c["out"], .memory_bytes = budget, .stats = &stats}};
   ASSERT_THAT(ShardCheckpoint(options, comm, log), testing::IsOk()) << log.str();
   EXPECT_GT(stats.rounds, c["min_rounds"].get<int64_t>()) << "the budget cuts the data in rounds";
   EXPECT_LE(stats.buffer_bytes, budget) << "rank " << rank;

@@ -55,8 +55,8 @@ struct ShardFlags {
 // --nproc, --backend, --timeout.
 void AddRunFlags(FlagParser& flags, ShardFlags* out) {
   AddMemoryFlag(flags, &out->memory_mib);
-  AddFp8Flags(flags, &out->options.fp8.block, &out->options.fp8.allow_misaligned);
-  AddStrictFlag(flags, &out->options.strict);
+  AddFp8Flags(flags, &out->options.write.fp8.block, &out->options.write.fp8.allow_misaligned);
+  AddStrictFlag(flags, &out->options.write.strict);
   AddRankFlags(flags, &out->ranks);
 }
 
@@ -66,13 +66,13 @@ FlagParser ShardFlagParser(ShardFlags* out) {
                    "[--strategy scatter|broadcast|direct] [--memory-mib M] [--fp8-block B] "
                    "[--allow-misaligned-scales] [--strict] [--nproc N] [--backend B] "
                    "[--timeout S]");
-  flags.AddString("plan", &out->options.plan_path,
+  flags.AddString("plan", &out->options.write.plan_path,
                   "JSON plan: which spec each parameter gets (required; below)");
   flags.AddString("checkpoint", &out->options.checkpoint_path,
                   "a .safetensors file, a Hugging Face *.safetensors.index.json, or a directory "
                   "holding one (read by the source rank only; under --strategy direct by every "
                   "rank, at this same path) (required)");
-  flags.AddString("out", &out->options.out_dir,
+  flags.AddString("out", &out->options.write.out_dir,
                   "output directory: rank-RRRRR.safetensors per rank and index.json (required)");
   flags.AddInt("src-rank", &out->src_rank,
                "the rank that reads the checkpoint (default: the plan's src_rank, else 0)", 0,
@@ -95,10 +95,10 @@ FlagParser ReshardFlagParser(ShardFlags* out) {
   flags.AddString("in", &out->options.checkpoint_path,
                   "the shard directory to re-lay out (read by every rank, at this same path) "
                   "(required)");
-  flags.AddString("plan", &out->options.plan_path,
+  flags.AddString("plan", &out->options.write.plan_path,
                   "JSON plan: which spec each parameter gets; its src_rank and strategy are "
                   "ignored (required; below)");
-  flags.AddString("out", &out->options.out_dir,
+  flags.AddString("out", &out->options.write.out_dir,
                   "output directory (outside --in): rank-RRRRR.safetensors per rank and "
                   "index.json (required)");
   AddRunFlags(flags, out);
@@ -115,7 +115,7 @@ absl::Status CheckShardFlags(const FlagParser& parser, ShardFlags* flags) {
     SHARDKIT_RETURN_IF_ERROR(Require(parser, {name}, kSeeHelp));
   }
   if (!reshard && parser.WasSet("src-rank")) flags->options.src_rank = flags->src_rank;
-  flags->options.memory_bytes = flags->memory_mib << 20;
+  flags->options.write.memory_bytes = flags->memory_mib << 20;
   if (!reshard && parser.WasSet("strategy")) {
     SHARDKIT_ASSIGN_OR_RETURN(flags->options.strategy,
                               ForFlag("strategy", specs::ParseStrategy(flags->strategy)));
@@ -159,18 +159,11 @@ absl::Status RunRank(const ShardFlags& flags) {
   const absl::Time deadline = absl::Now() + connect.timeout;
   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, Connect(connect));
   checkpoint::ShardCheckpointOptions options = flags.options;
-  options.call.deadline = deadline;
-  options.progress = ProgressWanted();
+  options.write.call.deadline = deadline;
+  options.write.progress = ProgressWanted();
   if (flags.reshard) {
-    return checkpoint::ReshardCheckpoint({.plan_path = options.plan_path,
-                                          .in_dir = options.checkpoint_path,
-                                          .out_dir = options.out_dir,
-                                          .progress = options.progress,
-                                          .memory_bytes = options.memory_bytes,
-                                          .fp8 = options.fp8,
-                                          .strict = options.strict,
-                                          .call = options.call},
-                                         *comm, std::cerr);
+    return checkpoint::ReshardCheckpoint(
+        {.in_dir = options.checkpoint_path, .write = options.write}, *comm, std::cerr);
   }
   return checkpoint::ShardCheckpoint(options, *comm, std::cerr);
 }

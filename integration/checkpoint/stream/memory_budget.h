@@ -23,7 +23,7 @@ struct Budget {
 // directory: ShardDirSource).
 Budget SplitBudget(int64_t budget_bytes, int staging_buffers = 1);
 
-// The default budget (`--memory-mib 512`, ShardCheckpointOptions, GatherOptions, SaveShards and
+// The default budget (`--memory-mib 512`, ShardWriteOptions, GatherOptions, SaveShards and
 // LoadShards options): a bound the rounds stay within. The rounds themselves are no larger than
 // RoundWindow chooses, so a run under the default holds far less than this on a few ranks.
 inline constexpr int64_t kDefaultMemoryBytes = int64_t{512} << 20;

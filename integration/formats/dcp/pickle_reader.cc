@@ -72,6 +72,12 @@ class PickleParser {
     out_.input_.assign(bytes.data(), bytes.size());
     data_ = reinterpret_cast<const uint8_t*>(out_.input_.data());
     size_ = out_.input_.size();
+    if (size_ <= kMaxPickleBytes) {
+      // torch's pickles hold about one value per 5 bytes; reserving spares the copies of growth
+      // (and costs only address space until used).
+      out_.nodes_.reserve(size_ / 4);
+      out_.children_.reserve(size_ / 4);
+    }
   }
 
   absl::Status Run() {
@@ -124,35 +130,55 @@ class PickleParser {
     if (out_.nodes_.size() >= Pickle::kNoValue - 1) return Error("too many values");
     Pickle::Node node;
     node.kind = kind;
-    node.offset = op_offset_;
+    node.offset = static_cast<uint32_t>(op_offset_);  // < kMaxPickleBytes
+    if (kind == PickleKind::kTuple || kind == PickleKind::kList || kind == PickleKind::kDict ||
+        kind == PickleKind::kObject || kind == PickleKind::kPersistentId) {
+      node.set_links(Pickle::kNoValue, Pickle::kNoValue);
+    }
     out_.nodes_.push_back(node);
     return static_cast<Id>(out_.nodes_.size() - 1);
   }
-  absl::Status PushNew(PickleKind kind, int64_t scalar = 0) {
+  absl::Status PushNew(PickleKind kind) {
     SHARDKIT_ASSIGN_OR_RETURN(const Id id, NewValue(kind));
-    out_.nodes_[id].scalar = scalar;
+    stack_.push_back(id);
+    return absl::OkStatus();
+  }
+  absl::Status PushScalar(PickleKind kind, int64_t value) {
+    SHARDKIT_ASSIGN_OR_RETURN(const Id id, NewValue(kind));
+    out_.nodes_[id].scalar = value;
     stack_.push_back(id);
     return absl::OkStatus();
   }
   size_t FrameStart() const { return marks_.empty() ? 0 : marks_.back(); }
-  absl::StatusOr<Id> Pop(const std::string& what) {
+  absl::StatusOr<Id> Pop(const char* what) {
     if (stack_.size() <= FrameStart()) return Error(absl::StrCat("stack empty: no ", what));
     const Id id = stack_.back();
     stack_.pop_back();
     return id;
   }
-  absl::StatusOr<Id> Top(const std::string& what) const {
+  absl::StatusOr<Id> Top(const char* what) const {
     if (stack_.size() <= FrameStart()) return Error(absl::StrCat("stack empty: no ", what));
     return stack_.back();
   }
-  // The items pushed since the last MARK, which is removed.
-  absl::StatusOr<std::vector<Id>> PopMark() {
-    if (marks_.empty()) return Error("no MARK before it");
-    std::vector<Id> items(stack_.begin() + static_cast<std::ptrdiff_t>(marks_.back()),
-                          stack_.end());
-    stack_.resize(marks_.back());
-    marks_.pop_back();
-    return items;
+  // Where the items an opcode takes start on the stack: above the last MARK (which is removed),
+  // or the top `count`. They stay on the stack until AddItems.
+  absl::StatusOr<size_t> ItemsStart(bool from_mark, size_t count, const char* what) {
+    if (from_mark) {
+      if (marks_.empty()) return Error("no MARK before it");
+      const size_t start = marks_.back();
+      marks_.pop_back();
+      return start;
+    }
+    if (stack_.size() < FrameStart() + count) return Error(absl::StrCat("stack empty: no ", what));
+    return stack_.size() - count;
+  }
+  // The value just below the items at `start`: the container they go into.
+  absl::StatusOr<Id> Below(size_t start, const char* what) const {
+    if (start <= FrameStart()) return Error(absl::StrCat("stack empty: no ", what));
+    return stack_[start - 1];
+  }
+  void Seal(size_t start) {
+    for (size_t i = start; i < stack_.size(); ++i) out_.nodes_[stack_[i]].sealed = true;
   }
   // `target` is about to change: it must not be inside another value yet (else a cycle may form).
   absl::Status CheckMutable(Id target) const {
@@ -163,24 +189,27 @@ class PickleParser {
     }
     return absl::OkStatus();
   }
-  // Appends `items` to container `id` as one segment; they are sealed.
-  void AddItems(Id id, const std::vector<Id>& items) {
-    for (Id item : items) out_.nodes_[item].sealed = true;
-    if (items.empty()) return;
-    Pickle::Segment segment;
-    segment.begin = static_cast<uint32_t>(out_.children_.size());
-    segment.count = static_cast<uint32_t>(items.size());
-    out_.children_.insert(out_.children_.end(), items.begin(), items.end());
-    const auto index = static_cast<uint32_t>(out_.segments_.size());
-    out_.segments_.push_back(segment);
-    Pickle::Node& node = out_.nodes_[id];
-    if (node.first == Pickle::kNoValue) {
-      node.first = index;
-    } else {
-      out_.segments_[node.last].next = index;
+  // Moves the stack's items from `start` on into container `id`, as one segment.
+  void AddItems(Id id, size_t start) {
+    const size_t count = stack_.size() - start;
+    if (count > 0) {
+      Pickle::Segment segment;
+      segment.begin = static_cast<uint32_t>(out_.children_.size());
+      segment.count = static_cast<uint32_t>(count);
+      out_.children_.insert(out_.children_.end(), stack_.begin() + static_cast<ptrdiff_t>(start),
+                            stack_.end());
+      const auto index = static_cast<uint32_t>(out_.segments_.size());
+      out_.segments_.push_back(segment);
+      Pickle::Node& node = out_.nodes_[id];
+      if (node.first() == Pickle::kNoValue) {
+        node.set_links(index, index);
+      } else {
+        out_.segments_[node.last()].next = index;
+        node.set_links(node.first(), index);
+      }
+      node.size += segment.count;
     }
-    node.last = index;
-    node.size += segment.count;
+    stack_.resize(start);
   }
 
   // --- opcodes ---------------------------------------------------------------------------------
@@ -198,12 +227,12 @@ class PickleParser {
       case 'N':
         return PushNew(PickleKind::kNone);
       case 0x88:  // NEWTRUE
-        return PushNew(PickleKind::kBool, 1);
+        return PushScalar(PickleKind::kBool, 1);
       case 0x89:  // NEWFALSE
-        return PushNew(PickleKind::kBool, 0);
+        return PushScalar(PickleKind::kBool, 0);
       case 'J': {  // BININT
         SHARDKIT_ASSIGN_OR_RETURN(const uint64_t value, Unsigned(4, "BININT"));
-        return PushNew(PickleKind::kInt, static_cast<int32_t>(static_cast<uint32_t>(value)));
+        return PushScalar(PickleKind::kInt, static_cast<int32_t>(static_cast<uint32_t>(value)));
       }
       case 'K':  // BININT1
         return PushUnsigned(1);
@@ -229,24 +258,22 @@ class PickleParser {
         return Text(PickleKind::kBytes, 8);
       case ')':  // EMPTY_TUPLE
         return PushNew(PickleKind::kTuple);
-      case 't': {  // TUPLE
-        SHARDKIT_ASSIGN_OR_RETURN(std::vector<Id> items, PopMark());
-        return PushContainer(PickleKind::kTuple, items);
-      }
+      case 't':  // TUPLE
+        return Tuple(/*from_mark=*/true, 0);
       case 0x85:  // TUPLE1
       case 0x86:  // TUPLE2
       case 0x87:  // TUPLE3
-        return TupleN(op - 0x84);
+        return Tuple(/*from_mark=*/false, op - 0x84);
       case ']':  // EMPTY_LIST
         return PushNew(PickleKind::kList);
       case '}':  // EMPTY_DICT
         return PushNew(PickleKind::kDict);
       case 'a':  // APPEND
       case 'e':  // APPENDS
-        return Append(op == 'e');
+        return Insert(PickleKind::kList, op == 'e');
       case 's':  // SETITEM
       case 'u':  // SETITEMS
-        return SetItems(op == 'u');
+        return Insert(PickleKind::kDict, op == 'u');
       case 'c':  // GLOBAL
         return Global();
       case 0x93:  // STACK_GLOBAL
@@ -286,7 +313,7 @@ class PickleParser {
 
   absl::Status PushUnsigned(int bytes) {
     SHARDKIT_ASSIGN_OR_RETURN(const uint64_t value, Unsigned(bytes, "BININT"));
-    return PushNew(PickleKind::kInt, static_cast<int64_t>(value));
+    return PushScalar(PickleKind::kInt, static_cast<int64_t>(value));
   }
 
   // LONG1 / LONG4: a little-endian two's complement integer of n bytes; at most 8 are read.
@@ -302,7 +329,7 @@ class PickleParser {
       value |= ~uint64_t{0} << (8 * length);  // sign extension
     }
     pos_ += length;
-    return PushNew(PickleKind::kInt, static_cast<int64_t>(value));
+    return PushScalar(PickleKind::kInt, static_cast<int64_t>(value));
   }
 
   absl::Status Float() {
@@ -310,7 +337,7 @@ class PickleParser {
     uint64_t bits = 0;
     for (int i = 0; i < 8; ++i) bits = (bits << 8) | data_[pos_ + i];  // big-endian
     pos_ += 8;
-    return PushNew(PickleKind::kFloat, static_cast<int64_t>(bits));
+    return PushScalar(PickleKind::kFloat, static_cast<int64_t>(bits));
   }
 
   absl::Status Text(PickleKind kind, int length_bytes) {
@@ -326,56 +353,31 @@ class PickleParser {
     return absl::OkStatus();
   }
 
-  absl::Status PushContainer(PickleKind kind, const std::vector<Id>& items) {
-    SHARDKIT_ASSIGN_OR_RETURN(const Id id, NewValue(kind));
-    AddItems(id, items);
+  absl::Status Tuple(bool from_mark, size_t count) {
+    SHARDKIT_ASSIGN_OR_RETURN(const size_t start, ItemsStart(from_mark, count, "tuple item"));
+    SHARDKIT_ASSIGN_OR_RETURN(const Id id, NewValue(PickleKind::kTuple));
+    Seal(start);
+    AddItems(id, start);
     stack_.push_back(id);
     return absl::OkStatus();
   }
 
-  absl::Status TupleN(int count) {
-    std::vector<Id> items(count);
-    for (int i = count - 1; i >= 0; --i) {
-      SHARDKIT_ASSIGN_OR_RETURN(items[i], Pop("tuple item"));
+  // APPEND(S) and SETITEM(S): items into the list or dict below them.
+  absl::Status Insert(PickleKind kind, bool many) {
+    const bool dict = kind == PickleKind::kDict;
+    SHARDKIT_ASSIGN_OR_RETURN(const size_t start,
+                              ItemsStart(many, dict ? 2 : 1, dict ? "key and value" : "item"));
+    if (dict && (stack_.size() - start) % 2 != 0) {
+      return Error("SETITEMS with an odd number of items");
     }
-    return PushContainer(PickleKind::kTuple, items);
-  }
-
-  absl::Status Append(bool many) {
-    std::vector<Id> items;
-    if (many) {
-      SHARDKIT_ASSIGN_OR_RETURN(items, PopMark());
-    } else {
-      SHARDKIT_ASSIGN_OR_RETURN(const Id item, Pop("item to append"));
-      items.push_back(item);
+    SHARDKIT_ASSIGN_OR_RETURN(const Id target, Below(start, dict ? "dict" : "list"));
+    if (out_.kind(target) != kind) {
+      return Error(absl::StrCat(dict ? "SETITEM on a " : "APPEND to a ", out_.Describe(target),
+                                dict ? ", not a dict" : ", not a list"));
     }
-    SHARDKIT_ASSIGN_OR_RETURN(const Id list, Top("list to append to"));
-    if (out_.kind(list) != PickleKind::kList) {
-      return Error(absl::StrCat("APPEND to a ", out_.Describe(list), ", not a list"));
-    }
-    for (Id item : items) out_.nodes_[item].sealed = true;
-    SHARDKIT_RETURN_IF_ERROR(CheckMutable(list));
-    AddItems(list, items);
-    return absl::OkStatus();
-  }
-
-  absl::Status SetItems(bool many) {
-    std::vector<Id> items;
-    if (many) {
-      SHARDKIT_ASSIGN_OR_RETURN(items, PopMark());
-      if (items.size() % 2 != 0) return Error("SETITEMS with an odd number of items");
-    } else {
-      SHARDKIT_ASSIGN_OR_RETURN(const Id value, Pop("value"));
-      SHARDKIT_ASSIGN_OR_RETURN(const Id key, Pop("key"));
-      items = {key, value};
-    }
-    SHARDKIT_ASSIGN_OR_RETURN(const Id dict, Top("dict to set items in"));
-    if (out_.kind(dict) != PickleKind::kDict) {
-      return Error(absl::StrCat("SETITEM on a ", out_.Describe(dict), ", not a dict"));
-    }
-    for (Id item : items) out_.nodes_[item].sealed = true;
-    SHARDKIT_RETURN_IF_ERROR(CheckMutable(dict));
-    AddItems(dict, items);
+    Seal(start);  // first: a container appended to itself is then sealed, and refused
+    SHARDKIT_RETURN_IF_ERROR(CheckMutable(target));
+    AddItems(target, start);
     return absl::OkStatus();
   }
 
@@ -418,9 +420,9 @@ class PickleParser {
   }
 
   // REDUCE (callable, args) and NEWOBJ (class, args): an object recording the call.
-  absl::Status Call(GlobalUse use, const std::string& opcode) {
-    SHARDKIT_ASSIGN_OR_RETURN(const Id args, Pop(absl::StrCat(opcode, " arguments")));
-    SHARDKIT_ASSIGN_OR_RETURN(const Id callee, Pop(absl::StrCat(opcode, " callable")));
+  absl::Status Call(GlobalUse use, const char* opcode) {
+    SHARDKIT_ASSIGN_OR_RETURN(const Id args, Pop("arguments"));
+    SHARDKIT_ASSIGN_OR_RETURN(const Id callee, Pop("callable"));
     if (out_.kind(args) != PickleKind::kTuple) {
       return Error(absl::StrCat(opcode, " with arguments that are a ", out_.Describe(args),
                                 ", not a tuple"));
@@ -437,7 +439,7 @@ class PickleParser {
     SHARDKIT_ASSIGN_OR_RETURN(const Id id, NewValue(PickleKind::kObject));
     out_.nodes_[args].sealed = true;
     out_.nodes_[id].global = out_.global(callee);
-    out_.nodes_[id].first = args;
+    out_.nodes_[id].set_links(args, Pickle::kNoValue);
     stack_.push_back(id);
     return absl::OkStatus();
   }
@@ -455,7 +457,7 @@ class PickleParser {
     if (out_.state(object) != Pickle::kNoValue) {
       return Error(absl::StrCat("a second BUILD of the ", out_.Describe(object)));
     }
-    out_.nodes_[object].last = state;
+    out_.nodes_[object].set_links(out_.args(object), state);
     return absl::OkStatus();
   }
 
@@ -463,7 +465,7 @@ class PickleParser {
     SHARDKIT_ASSIGN_OR_RETURN(const Id pid, Pop("persistent id"));
     SHARDKIT_ASSIGN_OR_RETURN(const Id id, NewValue(PickleKind::kPersistentId));
     out_.nodes_[pid].sealed = true;
-    out_.nodes_[id].first = pid;
+    out_.nodes_[id].set_links(pid, Pickle::kNoValue);
     out_.nodes_[id].size = 1;
     stack_.push_back(id);
     return absl::OkStatus();

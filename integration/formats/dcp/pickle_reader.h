@@ -122,8 +122,8 @@ class Pickle {
   // Number of items() (kDict: pairs).
   size_t size(Id id) const;
   // kObject: the argument tuple; the state BUILD gave it, or kNoValue.
-  Id args(Id id) const { return nodes_[id].first; }
-  Id state(Id id) const { return nodes_[id].last; }
+  Id args(Id id) const { return nodes_[id].first(); }
+  Id state(Id id) const { return nodes_[id].last(); }
 
   // "int", "str \"abc\"", "torch.Size object", "global torch.float32" ... for messages.
   std::string Describe(Id id) const;
@@ -153,18 +153,24 @@ class Pickle {
  private:
   friend class PickleParser;
 
+  // 24 bytes: a `.metadata` has about one value per 5 bytes.
   struct Node {
     PickleKind kind = PickleKind::kNone;
     PickleGlobal global = PickleGlobal::kMetadata;
     DType dtype = DType::kFloat32;
     bool sealed = false;  // inside another value: may no longer change
     uint32_t size = 0;    // items of a container; bytes of a kStr / kBytes
-    // Containers: first and last segment of items (kNoValue: none). kObject: args and state.
-    // kPersistentId: first is the pickled id.
-    uint32_t first = kNoValue;
-    uint32_t last = kNoValue;
-    uint64_t offset = 0;
-    int64_t scalar = 0;  // kBool, kInt; kFloat's bits; kStr / kBytes: start in input_
+    uint32_t offset = 0;  // of the opcode (inputs are under 4 GiB)
+    // kBool, kInt: the value; kFloat: its bits; kStr / kBytes: its start in input_. Else two links
+    // (first(), last()): containers, their first and last segment of items (kNoValue: none);
+    // kObject, its args and state; kPersistentId, the pickled id.
+    int64_t scalar = 0;
+
+    uint32_t first() const { return static_cast<uint32_t>(static_cast<uint64_t>(scalar)); }
+    uint32_t last() const { return static_cast<uint32_t>(static_cast<uint64_t>(scalar) >> 32); }
+    void set_links(uint32_t first, uint32_t last) {
+      scalar = static_cast<int64_t>((uint64_t{last} << 32) | first);
+    }
   };
   // Items of a container arrive in batches (APPENDS, SETITEMS); each is one run in children_.
   struct Segment {

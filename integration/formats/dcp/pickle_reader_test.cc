@@ -1,7 +1,6 @@
 #include "integration/formats/dcp/pickle_reader.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -9,6 +8,7 @@
 #include "core/os/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "integration/formats/dcp/test_util.h"
 #include "testing/status_matchers.h"
 
 namespace shardkit::dcp {
@@ -23,10 +23,7 @@ using namespace std::string_literals;
 constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
 
 std::string Fixture(const std::string& name) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const std::string path = absl::StrCat(srcdir == nullptr ? "." : srcdir,
-                                        "/shardkit/integration/formats/dcp/testdata/", name);
-  absl::StatusOr<std::string> bytes = io::ReadWholeFile(path);
+  absl::StatusOr<std::string> bytes = io::ReadWholeFile(testing::FixturePath(name));
   EXPECT_THAT(bytes, IsOk());
   return bytes.ok() ? *bytes : std::string();
 }

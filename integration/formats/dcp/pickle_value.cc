@@ -39,14 +39,14 @@ std::vector<Pickle::Id> Pickle::items(Id id) const {
     case PickleKind::kList:
     case PickleKind::kDict:
       out.reserve(node.size);
-      for (uint32_t s = node.first; s != kNoValue; s = segments_[s].next) {
+      for (uint32_t s = node.first(); s != kNoValue; s = segments_[s].next) {
         const Segment& segment = segments_[s];
         out.insert(out.end(), children_.begin() + segment.begin,
                    children_.begin() + segment.begin + segment.count);
       }
       return out;
     case PickleKind::kPersistentId:
-      return {node.first};
+      return {node.first()};
     default:
       return out;
   }

@@ -79,6 +79,9 @@ absl::StatusOr<StorageItem> ReadStorageInfo(const Pickle& p, Id id) {
   item.file = std::string(file);
   SHARDKIT_ASSIGN_OR_RETURN(item.offset, ReadUnsigned(p, f[1], "offset"));
   SHARDKIT_ASSIGN_OR_RETURN(item.length, ReadUnsigned(p, f[2], "length"));
+  if (!IsNone(p, f[3]) && p.kind(f[3]) != PickleKind::kList && p.kind(f[3]) != PickleKind::kTuple) {
+    return p.Unexpected(f[3], "transform_descriptors", "a list");
+  }
   if (!IsNone(p, f[3]) && p.size(f[3]) != 0) {
     return Invalid(absl::StrCat(
         "transform_descriptors (pickle byte ", p.offset(f[3]),

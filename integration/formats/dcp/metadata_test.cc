@@ -204,7 +204,9 @@ TEST(DcpMetadata, StorageDataMustMatchTheChunks) {
   EXPECT_THAT(Parse({tensor}, {.extra_storage_entry = true}),
               StatusIs(kInvalid, HasSubstr("storage_data[\"stray\" at offsets [0]] belongs to no "
                                            "chunk or bytes item")));
-  EXPECT_THAT(Parse({tensor}, {.transform_descriptors = true}),
+  EXPECT_THAT(Parse({tensor}, {.transform_descriptors = "int"}),
+              StatusIs(kInvalid, HasSubstr("transform_descriptors: expected a list, found int 5")));
+  EXPECT_THAT(Parse({tensor}, {.transform_descriptors = "list"}),
               StatusIs(kInvalid, AllOf(HasSubstr("storage_data[\"w\" at offsets [0]]: "
                                                  "transform_descriptors (pickle byte"),
                                        HasSubstr("cannot be read by range"))));

@@ -147,11 +147,15 @@ std::string FakeMetadata(const std::vector<FakeTensor>& tensors, const FakeOptio
     w.Int(chunk.offset);
     w.MemoStr("length");
     w.Int(chunk.length);
-    if (options.transform_descriptors) {
+    if (!options.transform_descriptors.empty()) {
       w.MemoStr("transform_descriptors");
-      w.Raw("](");
-      w.Str("stream.zstd");
-      w.Raw("e");
+      if (options.transform_descriptors == "int") {
+        w.Int(5);
+      } else {
+        w.Raw("](");
+        w.Str("stream.zstd");
+        w.Raw("e");
+      }
     }
     w.EndDataclass();
   };

@@ -76,10 +76,11 @@ struct FakeTensor {
 
 struct FakeOptions {
   std::string layout = "torch.strided";
-  bool transform_descriptors = false;  // on every item
-  bool extra_storage_entry = false;    // one storage_data entry that belongs to nothing
-  std::string extra_chunk_field;       // a field ChunkStorageMetadata does not have
-  bool share_chunk = false;            // every chunk of a tensor the memo's first chunk object
+  // On every item: "" none, "list" ["stream.zstd"] (DCP's compression), "int" 5 (no list at all).
+  std::string transform_descriptors;
+  bool extra_storage_entry = false;  // one storage_data entry that belongs to nothing
+  std::string extra_chunk_field;     // a field ChunkStorageMetadata does not have
+  bool share_chunk = false;          // every chunk of a tensor the memo's first chunk object
 };
 
 std::string FakeMetadata(const std::vector<FakeTensor>& tensors, const FakeOptions& options = {});

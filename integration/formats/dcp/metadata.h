@@ -24,8 +24,8 @@
 // never run); the shape of torch's dataclasses (unknown fields, wrong types); dtypes that shardkit
 // has (torch.complex128, the quantized and packed ones are refused); strided layout; at most
 // kMaxDims dimensions and a byte size that fits 63 bits; every chunk inside the tensor, no two
-// chunks overlapping (specs::ShardBoxIndex, or a grid check for grid layouts; never a pass over
-// every pair) and together covering the tensor exactly; one storage_data entry per chunk and per
+// chunks overlapping (specs::FindOverlap's sweep, never a pass over every pair) and together
+// covering the tensor exactly; one storage_data entry per chunk and per
 // bytes item, and no other; item files plain names in the directory (no '/', no "..");
 // transform_descriptors (DCP's compression extension: not readable by range) refused naming the
 // item; FileSystemWriter(serialization_format=SAFETENSORS) output refused naming the item — its
@@ -33,8 +33,10 @@
 // one offset (items overlapping in a file). Item byte ranges are not checked against the files
 // here (ReadTensorRecord does, with the file open).
 //
-// Cost: time and memory linear in the metadata's size (a million chunks in seconds), except the
-// overlap check of a layout that is no grid: O(n log n + the candidates ShardBoxIndex visits).
+// Cost: time and memory linear in the metadata's size, the overlap check O(n log n) for chunks cut
+// along one or two dimensions (specs::FindOverlap). Measured on a 129 MB `.metadata` of a million
+// chunks that torch 2.15 wrote: 5.5 s and 1.3 GB at the peak (Python's pickle.load of it: 12.6 s,
+// 2.0 GB).
 #ifndef SHARDKIT_INTEGRATION_FORMATS_DCP_METADATA_H_
 #define SHARDKIT_INTEGRATION_FORMATS_DCP_METADATA_H_
 

@@ -7,9 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/os/files.h"
+#include "core/os/proc_status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "integration/formats/dcp/test_util.h"
+#include "testing/sanitizers.h"
 #include "testing/status_matchers.h"
 #include "testing/test_dir.h"
 
@@ -250,22 +252,36 @@ TEST(DcpMetadata, AMillionChunks) {
         .offsets = {i / kSide, i % kSide}, .sizes = {1, 1}, .offset = i * 700, .length = 700};
   };
   const std::string bytes = FakeMetadata({tensor});
+  const bool measure_memory = io::ResetPeakRss().ok();
+  const absl::StatusOr<int64_t> rss_before = io::ProcStatusBytes("VmRSS");
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<Metadata> metadata = ParseMetadata(bytes, "big");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const absl::StatusOr<int64_t> rss_peak = io::ProcStatusBytes("VmHWM");
   ASSERT_TRUE(metadata.ok()) << metadata.status();
   ASSERT_EQ(metadata->tensors.size(), 1u);
   EXPECT_EQ(metadata->tensors[0].chunks.size(), static_cast<size_t>(kSide * kSide));
-  EXPECT_LT(seconds, 60.0) << bytes.size() << " bytes";
-  std::cerr << "a million chunks: " << bytes.size() << " bytes parsed in " << seconds << " s\n";
+  std::cerr << "a million chunks: " << bytes.size() << " bytes parsed in " << seconds << " s";
+  if (measure_memory && rss_before.ok() && rss_peak.ok()) {
+    const int64_t growth = *rss_peak - *rss_before;
+    std::cerr << ", peak RSS growth " << growth / (1 << 20) << " MiB";
+    // Linear in the input: the pickle's values (about 37 bytes each with their links and memo
+    // entry, one per 5 input bytes) beside the input's copy, then the entries. Measured: 10.3x
+    // (1331 MiB for a 129 MB .metadata that torch wrote; Python's pickle.load of it: 1954 MiB).
+    if (!shardkit::testing::kSanitized) {
+      EXPECT_LT(growth, 12 * static_cast<int64_t>(bytes.size()));
+    }
+  }
+  std::cerr << "\n";
+  EXPECT_LT(seconds, shardkit::testing::kSanitized ? 300.0 : 40.0);
 
   const auto start_shared = std::chrono::steady_clock::now();
   EXPECT_THAT(ParseMetadata(FakeMetadata({tensor}, {.share_chunk = true}), "shared"),
               StatusIs(kInvalid, HasSubstr("tensor \"big\": chunk 1: its storage_data entry "
                                            "\"big\" at offsets [0, 0] is another chunk's too")));
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_shared).count(),
-            30.0);
+            shardkit::testing::kSanitized ? 150.0 : 20.0);
 }
 
 }  // namespace

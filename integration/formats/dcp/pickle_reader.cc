@@ -1,6 +1,5 @@
 #include "integration/formats/dcp/pickle_reader.h"
 
-#include <array>
 #include <optional>
 #include <utility>
 
@@ -18,45 +17,6 @@ using internal::GlobalUse;
 using internal::ResolvedGlobal;
 using internal::ResolveGlobal;
 using internal::UseOf;
-
-// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past
-// U+10FFFF), as Python's str requires of what it decodes.
-bool IsUtf8(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto c = static_cast<uint8_t>(text[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int extra = 0;
-    uint32_t code = 0;
-    if ((c & 0xe0) == 0xc0) {
-      extra = 1;
-      code = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      extra = 2;
-      code = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      extra = 3;
-      code = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + extra >= text.size()) return false;
-    for (int k = 1; k <= extra; ++k) {
-      const auto next = static_cast<uint8_t>(text[i + k]);
-      if ((next & 0xc0) != 0x80) return false;
-      code = (code << 6) | (next & 0x3f);
-    }
-    constexpr std::array<uint32_t, 4> kMinimum = {0, 0x80, 0x800, 0x10000};
-    if (code < kMinimum[extra] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) {
-      return false;
-    }
-    i += extra + 1;
-  }
-  return true;
-}
 
 std::string OpcodeText(uint8_t op) {
   if (op >= 0x21 && op < 0x7f) return absl::StrFormat("0x%02x ('%c')", op, op);
@@ -344,7 +304,7 @@ class PickleParser {
     SHARDKIT_ASSIGN_OR_RETURN(const uint64_t length, Unsigned(length_bytes, "a string length"));
     SHARDKIT_RETURN_IF_ERROR(Need(length, kind == PickleKind::kStr ? "a str" : "a bytes"));
     const std::string_view text(reinterpret_cast<const char*>(data_ + pos_), length);
-    if (kind == PickleKind::kStr && !IsUtf8(text)) return Error("a str that is not UTF-8");
+    if (kind == PickleKind::kStr && !IsValidUtf8(text)) return Error("a str that is not UTF-8");
     SHARDKIT_ASSIGN_OR_RETURN(const Id id, NewValue(kind));
     out_.nodes_[id].scalar = static_cast<int64_t>(pos_);
     out_.nodes_[id].size = static_cast<uint32_t>(length);  // < kMaxPickleBytes

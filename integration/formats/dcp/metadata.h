@@ -25,8 +25,8 @@
 // has (torch.complex128, the quantized and packed ones are refused); strided layout; at most
 // kMaxDims dimensions and a byte size that fits 63 bits; every chunk inside the tensor, no two
 // chunks overlapping (specs::FindOverlap's sweep, never a pass over every pair) and together
-// covering the tensor exactly; one storage_data entry per chunk and per
-// bytes item, and no other; item files plain names in the directory (no '/', no "..");
+// covering the tensor exactly; one storage_data entry per chunk and per bytes item, and no other;
+// item files plain names in the directory (no '/', no "..");
 // transform_descriptors (DCP's compression extension: not readable by range) refused naming the
 // item; FileSystemWriter(serialization_format=SAFETENSORS) output refused naming the item — its
 // tensor items hold no torch.save archive (an item no longer than the chunk's raw bytes) and share
@@ -72,7 +72,7 @@ struct Chunk {
 
 struct TensorEntry {
   std::string fqn;  // the state-dict key, flattened ("model.layers.0.weight")
-  DType dtype;
+  DType dtype = DType::kFloat32;
   Shape shape;
   std::vector<Chunk> chunks;  // in the metadata's order (rank order when combined)
 };
@@ -102,8 +102,9 @@ struct Metadata {
   std::string digest;
 };
 
-// Parses one metadata file's bytes (a `.metadata`, or one `__R.metadata` alone: then its chunks
-// need not cover the tensors). `source` names it in messages. Errors: kInvalidArgument as above.
+// Parses and checks one metadata file's bytes; `source` names it in messages and is its name in
+// `files` and `digest`. `require_cover` false: chunks need not cover their tensors (one
+// `__R.metadata` read alone lists only rank R's). Errors: kInvalidArgument as above.
 [[nodiscard]] absl::StatusOr<Metadata> ParseMetadata(std::string_view bytes,
                                                      std::string_view source,
                                                      bool require_cover = true);

@@ -8,8 +8,9 @@
 //   SHARDKIT_ASSIGN_OR_RETURN(dcp::TensorRecord record,
 //                             dcp::ReadTensorRecord(fd.get(), file_size, chunk.item.offset,
 //                                                   chunk.item.length, path));
-//   // record.dtype / record.shape match the chunk's; if record.row_major, the chunk's values are
-//   // the bytes [record.data_offset, record.data_offset + record.data_length) of the file.
+//   // The caller compares record.dtype and record.shape with the chunk's (a mismatch is a bad
+//   // checkpoint). If record.row_major, the chunk's values are the bytes
+//   // [record.data_offset, record.data_offset + record.data_length) of the file.
 //
 // What is read and checked (every failure kInvalidArgument naming the file, the item's range and
 // the absolute byte offset of what is wrong; kUnavailable for I/O errors):

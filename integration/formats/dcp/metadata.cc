@@ -254,7 +254,7 @@ absl::StatusOr<std::vector<int64_t>> RankMetadataFiles(const std::string& dir) {
     ranks.push_back(rank);
   }
   if (ec) {
-    return absl::UnavailableError(absl::StrCat(dir, ": cannot list the directory: ", ec.message()));
+    return Invalid(absl::StrCat(dir, ": cannot list the directory: ", ec.message()));
   }
   std::sort(ranks.begin(), ranks.end());
   return ranks;

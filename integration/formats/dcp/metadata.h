@@ -113,9 +113,9 @@ struct Metadata {
 bool IsDcpDirectory(const std::string& dir);
 
 // Reads and checks the metadata of checkpoint directory `dir` (see the file comment).
-// Errors: kInvalidArgument as above, and when `dir` holds neither `.metadata` nor `__R.metadata`
-// files, or the ranks of its `__R.metadata` files are not 0..N-1; kNotFound if `dir` does not
-// exist; kUnavailable for I/O errors.
+// Errors: kInvalidArgument as above, and when `dir` cannot be listed (a regular file), holds
+// neither `.metadata` nor `__R.metadata` files, or the ranks of its `__R.metadata` files are not
+// 0..N-1; kNotFound if `dir` does not exist; kUnavailable for I/O errors.
 [[nodiscard]] absl::StatusOr<Metadata> ReadMetadata(const std::string& dir);
 
 }  // namespace shardkit::dcp

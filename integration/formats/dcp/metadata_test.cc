@@ -137,6 +137,8 @@ TEST(DcpMetadata, MissingRankFilesAndDirectories) {
   EXPECT_FALSE(IsDcpDirectory(dir));
   for (const std::string name : {"__2.metadata", "__3.metadata"}) fs::remove(fs::path(dir) / name);
   EXPECT_THAT(ReadMetadata(dir), StatusIs(kInvalid, HasSubstr("no .metadata and no __R.metadata")));
+  EXPECT_THAT(ReadMetadata(FixturePath("basic/__0_0.distcp")),
+              StatusIs(kInvalid, HasSubstr("__0_0.distcp: cannot list the directory")));
   EXPECT_THAT(ReadMetadata(dir + "/nothing"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("nothing")));
 }

@@ -66,6 +66,13 @@ void AppendEscaped(unsigned char c, std::string& out) {
 
 }  // namespace
 
+bool IsValidUtf8(std::string_view text) {
+  for (size_t i = 0, length = 0; i < text.size(); i += length) {
+    if ((length = CharLength(text, i)) == 0) return false;
+  }
+  return true;
+}
+
 std::string QuoteName(std::string_view name) {
   std::string out = "\"";
   size_t i = 0;

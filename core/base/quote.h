@@ -23,6 +23,10 @@ inline constexpr size_t kMaxQuotedNameBytes = 1024;
 // "model.layers.0.…"… (5000 bytes).
 std::string QuoteName(std::string_view name);
 
+// Whether `text` is well-formed UTF-8 — no overlong forms, surrogates or code points above
+// U+10FFFF — as QuoteName judges it (and as Python's str decoder and JSON require).
+bool IsValidUtf8(std::string_view text);
+
 }  // namespace shardkit
 
 #endif  // SHARDKIT_CORE_BASE_QUOTE_H_

@@ -25,6 +25,14 @@ TEST(QuoteName, KeepsUtf8AndReplacesInvalidBytes) {
   EXPECT_EQ(QuoteName("\xED\xA0\x80"), R"("\ufffd\ufffd\ufffd")");
 }
 
+TEST(IsValidUtf8, AsQuoteNameJudgesIt) {
+  EXPECT_TRUE(IsValidUtf8(""));
+  EXPECT_TRUE(IsValidUtf8("model.\xC3\xA9\xE2\x80\xA6\xF0\x9F\x98\x80"));  // é … 😀
+  for (const char* bad : {"a\x80", "\xC3", "\xC0\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80"}) {
+    EXPECT_FALSE(IsValidUtf8(bad)) << QuoteName(bad);
+  }
+}
+
 TEST(QuoteName, CutsBeyondOneKibibyteWithItsLength) {
   const std::string exact(kMaxQuotedNameBytes, 'x');
   EXPECT_EQ(QuoteName(exact), "\"" + exact + "\"");

@@ -7,9 +7,6 @@
 //   - ParseHeader's SAX fast path accepts no header that the strict DOM reader rejects.
 // Built with clang by `tools/fuzz safetensors` (corpus seeded from testing/corpus); without
 // libFuzzer, //integration/safetensors/fuzz:safetensors_fuzzer runs the files given as arguments.
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -20,18 +17,10 @@
 #include "integration/formats/safetensors/internal/header_sax.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "nlohmann/json.hpp"
+#include "specs/fuzz/memory_file.h"
 
 namespace shardkit::safetensors {
 namespace {
-
-// The input is written to one anonymous in-memory file, reused for every run.
-std::string InputPath(const uint8_t* data, size_t size) {
-  static const int fd = memfd_create("safetensors_fuzzer", 0);
-  SHARDKIT_CHECK(fd >= 0) << "memfd_create failed";
-  SHARDKIT_CHECK(ftruncate(fd, 0) == 0 && pwrite(fd, data, size, 0) == static_cast<ssize_t>(size))
-      << "cannot write the input";
-  return "/proc/self/fd/" + std::to_string(fd);
-}
 
 bool SameTensors(const Header& a, const Header& b) {
   if (a.tensors.size() != b.tensors.size() || a.metadata != b.metadata) return false;
@@ -64,7 +53,7 @@ void CheckFastPathAgrees(const uint8_t* data, size_t size) {
 
 void FuzzOne(const uint8_t* data, size_t size) {
   CheckFastPathAgrees(data, size);
-  absl::StatusOr<Reader> reader = Reader::Open(InputPath(data, size));
+  absl::StatusOr<Reader> reader = Reader::Open(fuzz::MemoryFilePath(fuzz::MemoryFile(data, size)));
   if (!reader.ok()) {
     SHARDKIT_CHECK(reader.status().code() == absl::StatusCode::kInvalidArgument)
         << reader.status().ToString();

@@ -53,7 +53,7 @@ WriteTrigger::~WriteTrigger() {
 
 int ShutdownTcpConnections() {
   int count = 0;
-  (void)io::ForEachOpenFd([&](int fd) {  // unlisted: none shut down
+  (void)os::ForEachOpenFd([&](int fd) {  // unlisted: none shut down
     int type = 0;
     socklen_t type_size = sizeof(type);
     sockaddr_storage address{};

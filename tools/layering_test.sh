@@ -24,7 +24,7 @@ write specs/bad_engine.h core/engine/module.h
 write specs/bad_tensor.cc core/tensor/tensor.h
 write specs/good.cc core/tensor/shape.h
 write core/comm/bad_backend.cc backends/gloo/gloo_communicator.h
-write core/tensor/bad_integration.h integration/io/output_file.h
+write core/tensor/bad_integration.h integration/formats/output_file/output_file.h
 write core/os/bad_store.cc core/store/store.h
 write core/os/good.cc core/base/status_macros.h
 write core/base/bad_os.h core/os/fd.h
@@ -60,7 +60,7 @@ core/base/bad_os.h:1: includes "core/os/fd.h": core/base includes nothing else o
 core/comm/bad_backend.cc:1: includes "backends/gloo/gloo_communicator.h": core/comm builds on core/base, core/os, core/tensor and core/store only
 core/os/bad_store.cc:1: includes "core/store/store.h": core/os builds on core/base only
 core/store/bad_comm.cc:1: includes "core/comm/communicator.h": core/store builds on core/base and core/os only
-core/tensor/bad_integration.h:1: includes "integration/io/output_file.h": core/tensor builds on core/base only
+core/tensor/bad_integration.h:1: includes "integration/formats/output_file/output_file.h": core/tensor builds on core/base only
 integration/bench/shard_bench.cc:1: includes "backends/gloo/gloo_communicator.h": programs reach backends through //backends:all only
 integration/checkpoint/stream/bad_cli.cc:1: includes "integration/cli/flags.h": the checkpoint library never includes the CLI (the CLI prints what it returns)
 integration/cli/bad_backend.cc:1: includes "backends/gloo/gloo_communicator.h": programs reach backends through //backends:all only

@@ -85,8 +85,8 @@ absl::StatusOr<std::unique_ptr<ControlMesh>> ControlMesh::Connect(Store& store,
   std::unique_ptr<ControlMesh> mesh(new ControlMesh(store, key_prefix, rank, world_size));
   if (world_size == 1) return mesh;
   // Every peer may dial before this rank accepts: the backlog holds them all.
-  absl::StatusOr<io::Listener> listener =
-      io::ListenEphemeral(address, std::max(world_size, SOMAXCONN));
+  absl::StatusOr<os::Listener> listener =
+      os::ListenEphemeral(address, std::max(world_size, SOMAXCONN));
   if (!listener.ok()) return Annotate(listener.status(), "control mesh");
   mesh->listen_fd_ = listener->fd.release();
   mesh->token_ = RandomToken();
@@ -136,10 +136,10 @@ absl::Status ControlMesh::DialPeer(int peer, absl::Time deadline) {
   SHARDKIT_ASSIGN_OR_RETURN(PeerAddress address, ParseAddress(*value, peer));
   const std::string what = absl::StrCat("control mesh: connecting to rank ", peer, " at ",
                                         address.host, ":", address.port);
-  absl::StatusOr<io::Fd> fd = io::ConnectTcp(address.host, address.port, deadline);
+  absl::StatusOr<os::Fd> fd = os::ConnectTcp(address.host, address.port, deadline);
   if (!fd.ok()) return Annotate(fd.status(), what);
   const Hello hello{kHelloMagic, rank_, address.token};
-  if (absl::Status s = io::SendAll(fd->get(), &hello, sizeof(hello), deadline); !s.ok()) {
+  if (absl::Status s = os::SendAll(fd->get(), &hello, sizeof(hello), deadline); !s.ok()) {
     return Annotate(s, what);
   }
   fds_[peer].store(fd->release());
@@ -155,7 +155,7 @@ absl::Status ControlMesh::AcceptUntilConnected(std::span<const int> awaited, abs
     return std::vector<int>(ranks.begin(), ranks.end());
   };
   for (std::vector<int> missing = absent(); !missing.empty(); missing = absent()) {
-    absl::StatusOr<io::Fd> fd = io::AcceptOne(listen_fd_, deadline);
+    absl::StatusOr<os::Fd> fd = os::AcceptOne(listen_fd_, deadline);
     if (!fd.ok()) {
       return Annotate(fd.status(), absl::StrCat("control mesh: ", FormatRanks(missing),
                                                 " did not connect to rank ", rank_));
@@ -167,7 +167,7 @@ absl::Status ControlMesh::AcceptUntilConnected(std::span<const int> awaited, abs
 
 void ControlMesh::AdoptIfValid(int fd, absl::Time deadline) {
   Hello hello;
-  const bool valid = io::RecvAll(fd, &hello, sizeof(hello), deadline).ok() &&
+  const bool valid = os::RecvAll(fd, &hello, sizeof(hello), deadline).ok() &&
                      hello.magic == kHelloMagic && hello.token == token_ && hello.rank > rank_ &&
                      hello.rank < world_size() && fds_[hello.rank].load() < 0;
   if (valid) {
@@ -182,7 +182,7 @@ void ControlMesh::AdoptPending() noexcept {
   // Their hellos were sent with the handshake: a short grace covers one still in flight.
   const absl::Time grace = absl::Now() + kPendingHelloGrace;
   for (;;) {
-    absl::StatusOr<io::Fd> fd = io::AcceptOne(listen_fd_, absl::Now());
+    absl::StatusOr<os::Fd> fd = os::AcceptOne(listen_fd_, absl::Now());
     if (!fd.ok()) return;
     AdoptIfValid(fd->release(), grace);
   }

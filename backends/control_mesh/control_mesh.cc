@@ -25,7 +25,7 @@ namespace {
 
 using internal::kMeshMarkerSize;
 using internal::MeshMarker;
-using io::SocketError;
+using os::SocketError;
 
 // Unread control data beyond this is not looked through for a parting marker (a few messages at
 // most are ever unread).
@@ -99,7 +99,7 @@ class ControlMesh::Transfers {
   absl::Status PumpSends(int peer, int fd) {
     for (int i = PendingSend(peer); i >= 0; i = PendingSend(peer)) {
       const Send& s = sends_[i];
-      absl::StatusOr<size_t> n = io::SendSome(fd, static_cast<const char*>(s.data) + sent_[i],
+      absl::StatusOr<size_t> n = os::SendSome(fd, static_cast<const char*>(s.data) + sent_[i],
                                               s.size - sent_[i], RankName(peer));
       if (!n.ok() || *n == 0) return n.status();
       sent_[i] += *n;
@@ -114,7 +114,7 @@ class ControlMesh::Transfers {
   absl::Status PumpRecvs(int peer, int fd, std::optional<MeshMarker>& heard) {
     for (int i = PendingRecv(peer); i >= 0; i = PendingRecv(peer)) {
       const Recv& r = recvs_[i];
-      absl::StatusOr<size_t> n = io::RecvSome(fd, static_cast<char*>(r.data) + received_[i],
+      absl::StatusOr<size_t> n = os::RecvSome(fd, static_cast<char*>(r.data) + received_[i],
                                               r.size - received_[i], RankName(peer));
       if (n.ok()) received_[i] += *n;
       // Where a message starts: its first kMeshMarkerSize bytes, once all read (or all there is).

@@ -160,12 +160,12 @@ TEST(ControlMesh, StrayConnectionIsDropped) {
       SHARDKIT_ASSERT_OK(published.status());
       std::vector<std::string> parts = absl::StrSplit(*published, ' ');
       ASSERT_EQ(parts.size(), 3u);
-      absl::StatusOr<io::Fd> fd =
-          io::ConnectTcp(parts[0], std::stoi(parts[1]), absl::Now() + absl::Seconds(5));
+      absl::StatusOr<os::Fd> fd =
+          os::ConnectTcp(parts[0], std::stoi(parts[1]), absl::Now() + absl::Seconds(5));
       SHARDKIT_ASSERT_OK(fd.status());
       stray = fd->release();
       const char junk[16] = "not a hello";
-      SHARDKIT_ASSERT_OK(io::SendAll(stray, junk, sizeof(junk), absl::Now() + absl::Seconds(5)));
+      SHARDKIT_ASSERT_OK(os::SendAll(stray, junk, sizeof(junk), absl::Now() + absl::Seconds(5)));
     }
     std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);

@@ -38,7 +38,7 @@ int ExpectedConnections(int rank, int n, const std::set<int>& payload_peers) {
 }
 
 // This rank's TCP connections now.
-int Connections() { return io::CountTcpConnections().value_or(-1); }
+int Connections() { return os::CountTcpConnections().value_or(-1); }
 
 // A scatter from `root` of one byte pattern per rank; checks what this rank received.
 void ScatterFrom(Communicator& comm, int root) {

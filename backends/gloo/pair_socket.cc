@@ -42,7 +42,7 @@ bool Ends(int fd, sockaddr_storage& local, sockaddr_storage& remote) {
 
 std::vector<int> FindPairSockets(const std::vector<PairEnds>& pairs) {
   std::vector<int> found(pairs.size(), -1);
-  (void)io::ForEachOpenFd([&](int fd) {  // unlisted: nothing found
+  (void)os::ForEachOpenFd([&](int fd) {  // unlisted: nothing found
     sockaddr_storage local{}, remote{};
     if (!Ends(fd, local, remote)) return;
     for (size_t i = 0; i < pairs.size(); ++i) {

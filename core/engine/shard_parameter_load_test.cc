@@ -35,10 +35,10 @@ constexpr int64_t kMaxRssGrowthBytes = int64_t{8} << 20;
 
 int OpenFds() {
   int count = 0;
-  return io::ForEachOpenFd([&](int) { ++count; }).ok() ? count : -1;
+  return os::ForEachOpenFd([&](int) { ++count; }).ok() ? count : -1;
 }
 
-int64_t RssBytes() { return io::ProcStatusBytes("VmRSS").value_or(-1); }
+int64_t RssBytes() { return os::ProcStatusBytes("VmRSS").value_or(-1); }
 
 void OneCall(int rank, Communicator& comm, const specs::ShardingSpec& spec) {
   Module module;

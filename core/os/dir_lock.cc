@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/os/fd.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 namespace {
 
 // flock without waiting, retried when a signal interrupts it. Returns 0, or -1 with errno set.
@@ -100,4 +100,4 @@ absl::StatusOr<DirectoryLock> DirectoryLock::Acquire(const std::string& dir) {
                                              " times while this run tried to lock it"));
 }
 
-}  // namespace shardkit::io
+}  // namespace shardkit::os

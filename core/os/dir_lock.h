@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "core/os/interrupt.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 
 inline constexpr char kLockFileName[] = ".shardkit.lock";
 
@@ -58,6 +58,6 @@ class DirectoryLock {
   InterruptCleanup on_interrupt_;
 };
 
-}  // namespace shardkit::io
+}  // namespace shardkit::os
 
 #endif  // SHARDKIT_CORE_OS_DIR_LOCK_H_

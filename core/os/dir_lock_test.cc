@@ -22,7 +22,7 @@
 #include "testing/status_matchers.h"
 #include "testing/test_dir.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 namespace {
 
 using ::shardkit::testing::IsOk;
@@ -195,4 +195,4 @@ TEST(DirectoryLockTest, MissingDirectoryNamesTheLockFile) {
 }
 
 }  // namespace
-}  // namespace shardkit::io
+}  // namespace shardkit::os

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace shardkit::io {
+namespace shardkit::os {
 namespace {
 
 // Moves `size` bytes through `call(done, chunk)` (one read or write of at most `chunk` bytes
@@ -90,4 +90,4 @@ int SyncFd(int fd) {
   return 0;
 }
 
-}  // namespace shardkit::io
+}  // namespace shardkit::os

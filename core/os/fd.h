@@ -1,10 +1,10 @@
 // File descriptors: the one owning `Fd`, the text of an errno, and whole-buffer reads and writes
 // retried on EINTR and short counts — the loops every file and pipe user of shardkit needs.
 //
-//   io::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-//   if (!fd.valid()) return absl::UnavailableError(absl::StrCat(path, ": ", io::ErrnoText(errno)));
-//   if (const int err = io::PreadFully(fd.get(), buffer, size, offset); err != 0) {
-//     return ... err == io::kNoBytes ? "truncated" : io::ErrnoText(err) ...;
+//   os::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+//   if (!fd.valid()) return absl::UnavailableError(absl::StrCat(path, ": ", os::ErrnoText(errno)));
+//   if (const int err = os::PreadFully(fd.get(), buffer, size, offset); err != 0) {
+//     return ... err == os::kNoBytes ? "truncated" : os::ErrnoText(err) ...;
 //   }
 //
 // The transfer helpers return 0, an errno, or kNoBytes, so every caller keeps its own messages and
@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-namespace shardkit::io {
+namespace shardkit::os {
 
 // Owns a file descriptor (-1: none) and closes it on destruction (which also releases an flock
 // held through it). Movable, not copyable; not thread-safe.
@@ -74,6 +74,6 @@ inline constexpr size_t kMaxTransferChunk = size_t{1} << 30;
 // fsync, retried on EINTR. Returns 0 or an errno.
 [[nodiscard]] int SyncFd(int fd);
 
-}  // namespace shardkit::io
+}  // namespace shardkit::os
 
 #endif  // SHARDKIT_CORE_OS_FD_H_

@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 namespace {
 
 std::string TempFile(const std::string& name) {
@@ -85,4 +85,4 @@ TEST(FdTest, ErrorsAreErrno) {
 }
 
 }  // namespace
-}  // namespace shardkit::io
+}  // namespace shardkit::os

@@ -18,7 +18,7 @@
 #include "core/base/status_macros.h"
 #include "core/os/fd.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 namespace {
 
 constexpr char kTempInfix[] = ".tmp.";
@@ -321,4 +321,4 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view conte
   return file.Commit();
 }
 
-}  // namespace shardkit::io
+}  // namespace shardkit::os

@@ -34,7 +34,7 @@
 #include "absl/status/statusor.h"
 #include "core/os/interrupt.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 
 // The file's bytes. Meant for small files (plans, index.json).
 // Errors: kNotFound if it does not exist; kInvalidArgument if it cannot be read (naming the path
@@ -190,6 +190,6 @@ std::string FileTypeText(unsigned int mode);
 // Creates or replaces `path` with `contents` atomically and durably. Errors: as AtomicFile.
 [[nodiscard]] absl::Status WriteFileAtomically(const std::string& path, std::string_view contents);
 
-}  // namespace shardkit::io
+}  // namespace shardkit::os
 
 #endif  // SHARDKIT_CORE_OS_FILES_H_

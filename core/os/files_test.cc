@@ -12,7 +12,7 @@
 #include "testing/status_matchers.h"
 #include "testing/test_dir.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 namespace {
 
 using ::shardkit::testing::IsOk;
@@ -222,4 +222,4 @@ TEST(FilesTest, RemoveDeadTemporariesLeavesRunningProcessesAndOtherKinds) {
 }
 
 }  // namespace
-}  // namespace shardkit::io
+}  // namespace shardkit::os

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/os/fd.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 namespace {
 
 enum SlotState : int { kFree = 0, kClaimed = 1, kLive = 2 };
@@ -276,4 +276,4 @@ bool RemoveEmptyDirectory(const char* path, int settle_ms) {
   }
 }
 
-}  // namespace shardkit::io
+}  // namespace shardkit::os

@@ -26,7 +26,7 @@
 // created under a registration is either removed by the handler or never created. What the
 // handler cannot cover: a registration in flight on the very thread the handler runs on (its
 // file is not created yet and never will be), and more than kSlots paths at once (the extra ones
-// are not registered: a later run removes their temporaries, io::RemoveDeadTemporaries).
+// are not registered: a later run removes their temporaries, os::RemoveDeadTemporaries).
 #ifndef SHARDKIT_CORE_OS_INTERRUPT_H_
 #define SHARDKIT_CORE_OS_INTERRUPT_H_
 
@@ -36,7 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 
 // How many paths can be registered at once (a gather keeps at most 17 files open, a rank one).
 inline constexpr int kInterruptSlots = 64;
@@ -129,6 +129,6 @@ void InstallInterruptHandlers();
 // Returns true if it was removed. Async-signal-safe (the handler uses it too).
 bool RemoveEmptyDirectory(const char* path, int settle_ms);
 
-}  // namespace shardkit::io
+}  // namespace shardkit::os
 
 #endif  // SHARDKIT_CORE_OS_INTERRUPT_H_

@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "testing/test_dir.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 namespace {
 
 using ::testing::ElementsAre;
@@ -145,4 +145,4 @@ TEST(InterruptTest, AnIgnoredSignalStaysIgnored) {
 }
 
 }  // namespace
-}  // namespace shardkit::io
+}  // namespace shardkit::os

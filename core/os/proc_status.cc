@@ -21,7 +21,7 @@
 #include "core/base/status_macros.h"
 #include "core/os/fd.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 namespace {
 
 constexpr char kStatusPath[] = "/proc/self/status";
@@ -117,4 +117,4 @@ absl::StatusOr<int> CountTcpConnections() {
   return count;
 }
 
-}  // namespace shardkit::io
+}  // namespace shardkit::os

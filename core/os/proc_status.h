@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 
 // The field `field` ("VmRSS", "VmHWM", ...; the name before the colon, matched whole) of the text
 // of a /proc/<pid>/status file, whose lines read "VmRSS:\t    1234 kB", in bytes.
@@ -48,6 +48,6 @@ namespace shardkit::io {
 // Whether `fd` is a connected TCP socket as CountTcpConnections counts them.
 bool IsTcpConnection(int fd);
 
-}  // namespace shardkit::io
+}  // namespace shardkit::os
 
 #endif  // SHARDKIT_CORE_OS_PROC_STATUS_H_

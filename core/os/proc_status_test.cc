@@ -12,7 +12,7 @@
 
 #include "testing/status_matchers.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 namespace {
 
 using ::shardkit::testing::IsOk;
@@ -131,4 +131,4 @@ TEST(CountTcpConnections, CountsBothEndsButNotTheListenerOrOtherSockets) {
 }
 
 }  // namespace
-}  // namespace shardkit::io
+}  // namespace shardkit::os

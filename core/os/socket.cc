@@ -17,7 +17,7 @@
 #include "core/base/deadline.h"
 #include "core/base/status_macros.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 namespace {
 
 struct AddrInfoDeleter {
@@ -278,4 +278,4 @@ absl::Status RecvAll(int fd, void* data, size_t size, absl::Time deadline) {
   return MoveAll(fd, static_cast<char*>(data), size, deadline, /*send=*/false);
 }
 
-}  // namespace shardkit::io
+}  // namespace shardkit::os

@@ -3,9 +3,9 @@
 // sockets. Every socket made here is non-blocking and close-on-exec; connected ones have
 // TCP_NODELAY.
 //
-//   SHARDKIT_ASSIGN_OR_RETURN(io::Fd fd, io::ConnectTcp("10.0.0.5", 29500, deadline));
-//   SHARDKIT_RETURN_IF_ERROR(io::SendAll(fd.get(), frame.data(), frame.size(), deadline));
-//   SHARDKIT_RETURN_IF_ERROR(io::RecvAll(fd.get(), header, sizeof(header), deadline));
+//   SHARDKIT_ASSIGN_OR_RETURN(os::Fd fd, os::ConnectTcp("10.0.0.5", 29500, deadline));
+//   SHARDKIT_RETURN_IF_ERROR(os::SendAll(fd.get(), frame.data(), frame.size(), deadline));
+//   SHARDKIT_RETURN_IF_ERROR(os::RecvAll(fd.get(), header, sizeof(header), deadline));
 //
 // Messages are bare reasons ("Connection refused", "timed out connecting"); callers prefix what
 // they were doing (the store's name, "control mesh: connecting to rank 3").
@@ -23,7 +23,7 @@
 #include "absl/time/time.h"
 #include "core/os/fd.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 
 // kUnavailable "<what>: <strerror(errno)>".
 absl::Status SocketError(const std::string& what);
@@ -79,6 +79,6 @@ struct Listener {
 [[nodiscard]] absl::Status SendAll(int fd, const void* data, size_t size, absl::Time deadline);
 [[nodiscard]] absl::Status RecvAll(int fd, void* data, size_t size, absl::Time deadline);
 
-}  // namespace shardkit::io
+}  // namespace shardkit::os
 
 #endif  // SHARDKIT_CORE_OS_SOCKET_H_

@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 namespace {
 
 using ::testing::HasSubstr;
@@ -78,4 +78,4 @@ TEST(SocketTest, ListenEphemeralReportsItsAddress) {
 }
 
 }  // namespace
-}  // namespace shardkit::io
+}  // namespace shardkit::os

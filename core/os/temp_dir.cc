@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/os/fd.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 
 TempDir::~TempDir() {
   std::error_code ignored;
@@ -31,4 +31,4 @@ absl::Status TempDir::Create(const std::string& name_prefix) {
   return absl::OkStatus();
 }
 
-}  // namespace shardkit::io
+}  // namespace shardkit::os

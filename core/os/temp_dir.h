@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 
 class TempDir {
  public:
@@ -34,6 +34,6 @@ class TempDir {
   std::string path_;
 };
 
-}  // namespace shardkit::io
+}  // namespace shardkit::os
 
 #endif  // SHARDKIT_CORE_OS_TEMP_DIR_H_

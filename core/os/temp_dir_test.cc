@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
 
-namespace shardkit::io {
+namespace shardkit::os {
 namespace {
 
 namespace fs = std::filesystem;
@@ -48,4 +48,4 @@ TEST(TempDirTest, NamesThePatternWhenItCannotCreate) {
 }
 
 }  // namespace
-}  // namespace shardkit::io
+}  // namespace shardkit::os

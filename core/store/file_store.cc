@@ -21,7 +21,7 @@ namespace {
 
 constexpr size_t kMaxEncodedKey = 200;
 
-using io::Fd;  // closing it also releases an flock held through it
+using os::Fd;  // closing it also releases an flock held through it
 
 absl::Status IoError(absl::string_view what, const std::string& path, int err) {
   return absl::UnavailableError(absl::StrCat(what, " \"", path, "\": ", std::strerror(err)));
@@ -59,9 +59,9 @@ absl::Status MakeDirs(const std::string& dir) {
 }
 
 absl::Status WriteAll(int fd, std::string_view data, const std::string& path) {
-  const int err = io::WriteFully(fd, data.data(), data.size());
+  const int err = os::WriteFully(fd, data.data(), data.size());
   return err == 0 ? absl::OkStatus()
-                  : IoError("FileStore: cannot write", path, err == io::kNoBytes ? EIO : err);
+                  : IoError("FileStore: cannot write", path, err == os::kNoBytes ? EIO : err);
 }
 
 }  // namespace
@@ -107,7 +107,7 @@ absl::StatusOr<std::optional<std::string>> FileStore::ReadEncoded(const std::str
     return IoError("FileStore: cannot open", path, errno);
   }
   std::string value;
-  if (const int err = io::ReadToEnd(fd.get(), &value); err != 0) {
+  if (const int err = os::ReadToEnd(fd.get(), &value); err != 0) {
     return IoError("FileStore: cannot read", path, err);
   }
   return value;

@@ -81,7 +81,7 @@ absl::Status TcpStore::Annotate(std::string_view what, const absl::Status& statu
 }
 
 absl::Status TcpStore::ConnectLocked(absl::Time deadline) {
-  SHARDKIT_ASSIGN_OR_RETURN(io::Fd fd, io::ConnectTcp(host_, port_, deadline));
+  SHARDKIT_ASSIGN_OR_RETURN(os::Fd fd, os::ConnectTcp(host_, port_, deadline));
   fd_ = std::move(fd);
   absl::StatusOr<std::string> reply =
       RequestOnceLocked(wire::EncodeHello(), std::min(deadline, absl::Now() + timeout_));

@@ -66,7 +66,7 @@ class TcpStore final : public internal::PollingStore {
   const int port_;
   const absl::Duration timeout_;
   std::mutex mu_;
-  io::Fd fd_;  // guarded by mu_; empty when disconnected
+  os::Fd fd_;  // guarded by mu_; empty when disconnected
 };
 
 }  // namespace shardkit

@@ -20,7 +20,7 @@ namespace shardkit {
 namespace wire = internal::tcp_wire;
 
 struct TcpStoreServer::Connection {
-  io::Fd fd;
+  os::Fd fd;
   std::string in;        // received bytes not yet handled
   std::string out;       // the reply being sent
   size_t out_sent = 0;   // bytes of `out` already sent
@@ -43,21 +43,21 @@ absl::Status Bare(const absl::Status& status) {
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& host,
                                                                       int port) {
-  absl::StatusOr<io::Fd> listen = io::ListenTcp(host, port);
+  absl::StatusOr<os::Fd> listen = os::ListenTcp(host, port);
   if (!listen.ok()) return listen.status();
-  absl::StatusOr<int> bound = io::BoundPort(listen->get());
+  absl::StatusOr<int> bound = os::BoundPort(listen->get());
   if (!bound.ok()) return bound.status();
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return absl::UnavailableError(absl::StrCat("pipe: ", io::ErrnoText(errno)));
+    return absl::UnavailableError(absl::StrCat("pipe: ", os::ErrnoText(errno)));
   }
   std::unique_ptr<TcpStoreServer> server(
-      new TcpStoreServer(*std::move(listen), io::Fd(pipe_fds[0]), io::Fd(pipe_fds[1]), *bound));
+      new TcpStoreServer(*std::move(listen), os::Fd(pipe_fds[0]), os::Fd(pipe_fds[1]), *bound));
   server->thread_ = std::thread([s = server.get()] { s->Loop(); });
   return server;
 }
 
-TcpStoreServer::TcpStoreServer(io::Fd listen, io::Fd wake_read, io::Fd wake_write, int port)
+TcpStoreServer::TcpStoreServer(os::Fd listen, os::Fd wake_read, os::Fd wake_write, int port)
     : listen_(std::move(listen)),
       wake_read_(std::move(wake_read)),
       wake_write_(std::move(wake_write)),
@@ -103,7 +103,7 @@ void TcpStoreServer::Accept() {
       return;
     }
     auto connection = std::make_unique<Connection>();
-    connection->fd = io::Fd(fd);
+    connection->fd = os::Fd(fd);
     connections_.push_back(std::move(connection));
   }
   accept_paused_ = true;

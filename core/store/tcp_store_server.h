@@ -46,7 +46,7 @@ class TcpStoreServer {
  private:
   struct Connection;
 
-  TcpStoreServer(io::Fd listen, io::Fd wake_read, io::Fd wake_write, int port);
+  TcpStoreServer(os::Fd listen, os::Fd wake_read, os::Fd wake_write, int port);
 
   void Loop();
   void Accept();
@@ -57,8 +57,8 @@ class TcpStoreServer {
   bool Process(Connection& c);
   std::string Handle(Connection& c, std::string_view body);
 
-  io::Fd listen_;
-  io::Fd wake_read_, wake_write_;  // a byte on the pipe stops the loop
+  os::Fd listen_;
+  os::Fd wake_read_, wake_write_;  // a byte on the pipe stops the loop
   const int port_;
   // Touched by the serving thread only.
   std::unordered_map<std::string, std::string> data_;

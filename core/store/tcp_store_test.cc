@@ -63,18 +63,18 @@ INSTANTIATE_TEST_SUITE_P(Tcp, StoreContractTest,
                          ::testing::Values(StoreFactory{"tcp", &MakeTcpStore}), StoreFactoryName);
 
 // A raw client speaking (or not) the protocol.
-io::Fd RawConnect(int port) {
-  auto fd = io::ConnectTcp("127.0.0.1", port, absl::Now() + absl::Seconds(5));
+os::Fd RawConnect(int port) {
+  auto fd = os::ConnectTcp("127.0.0.1", port, absl::Now() + absl::Seconds(5));
   EXPECT_THAT(fd, IsOk());
-  return fd.ok() ? *std::move(fd) : io::Fd();
+  return fd.ok() ? *std::move(fd) : os::Fd();
 }
 
-void RawSend(const io::Fd& fd, std::string_view bytes) {
+void RawSend(const os::Fd& fd, std::string_view bytes) {
   ASSERT_THAT(net::SendAll(fd.get(), bytes, absl::Now() + absl::Seconds(5)), IsOk());
 }
 
 // Whether the server closed `fd` (rather than leaving it open) within 5 s.
-bool ClosedByServer(const io::Fd& fd) {
+bool ClosedByServer(const os::Fd& fd) {
   auto reply = net::RecvFrame(fd.get(), wire::kMaxFrame, absl::Now() + absl::Seconds(5));
   return absl::IsUnavailable(reply.status());  // closed or reset, not timed out
 }
@@ -99,7 +99,7 @@ TEST(TcpStoreServerTest, GarbageClosesOnlyThatConnection) {
       wire::EncodeFrame(wire::EncodeHello() + "trailing"),    // trailing bytes
   };
   for (const std::string& bytes : garbage) {
-    io::Fd fd = RawConnect(SharedServer().port());
+    os::Fd fd = RawConnect(SharedServer().port());
     RawSend(fd, bytes);
     EXPECT_TRUE(ClosedByServer(fd)) << absl::CHexEscape(bytes);
   }
@@ -107,8 +107,8 @@ TEST(TcpStoreServerTest, GarbageClosesOnlyThatConnection) {
 }
 
 TEST(TcpStoreServerTest, SilentAndHalfSentClientsBlockNobody) {
-  io::Fd silent = RawConnect(SharedServer().port());
-  io::Fd half = RawConnect(SharedServer().port());
+  os::Fd silent = RawConnect(SharedServer().port());
+  os::Fd half = RawConnect(SharedServer().port());
   RawSend(half, wire::EncodeFrame(wire::EncodeHello()));
   ASSERT_THAT(net::RecvFrame(half.get(), wire::kMaxFrame, absl::Now() + absl::Seconds(5)), IsOk());
   RawSend(half, wire::EncodeFrame(wire::EncodeSet("k", std::string(1000, 'v'))).substr(0, 100));
@@ -118,7 +118,7 @@ TEST(TcpStoreServerTest, SilentAndHalfSentClientsBlockNobody) {
 TEST(TcpStoreServerTest, ClientsThatVanishMidRequestAreForgotten) {
   const std::string set = wire::EncodeFrame(wire::EncodeSet("vanish", std::string(1 << 16, 'v')));
   for (int i = 0; i < 50; ++i) {
-    io::Fd fd = RawConnect(SharedServer().port());
+    os::Fd fd = RawConnect(SharedServer().port());
     RawSend(fd, wire::EncodeFrame(wire::EncodeHello()) + set.substr(0, 10 + i * 997));
     // Reset instead of FIN on every other one.
     if (i % 2 == 1) {
@@ -134,7 +134,7 @@ TEST(TcpStoreServerTest, ClientsThatVanishMidRequestAreForgotten) {
 TEST(TcpStoreServerTest, AClientThatNeverReadsItsRepliesBlocksNobody) {
   SHARDKIT_ASSERT_OK_AND_ASSIGN(auto store, OpenStore(Url(SharedServer().port())));
   ASSERT_THAT(store->Set("big", std::string(4 << 20, 'b')), IsOk());
-  io::Fd greedy = RawConnect(SharedServer().port());
+  os::Fd greedy = RawConnect(SharedServer().port());
   std::string requests = wire::EncodeFrame(wire::EncodeHello());
   for (int i = 0; i < 64; ++i) requests += wire::EncodeFrame(wire::EncodeGet("big"));
   std::thread sender([&] {  // blocks once the server stops reading from it
@@ -146,7 +146,7 @@ TEST(TcpStoreServerTest, AClientThatNeverReadsItsRepliesBlocksNobody) {
 }
 
 TEST(TcpStoreServerTest, ServerChecksKeysOfRawRequests) {
-  io::Fd fd = RawConnect(SharedServer().port());
+  os::Fd fd = RawConnect(SharedServer().port());
   RawSend(fd, wire::EncodeFrame(wire::EncodeHello()) + wire::EncodeFrame(wire::EncodeSet("", "v")));
   const absl::Time deadline = absl::Now() + absl::Seconds(5);
   ASSERT_THAT(net::RecvFrame(fd.get(), wire::kMaxFrame, deadline), IsOk());
@@ -222,14 +222,14 @@ TEST(TcpStoreTest, NobodyListeningFailsAtTheDeadlineNamingTheStore) {
 }
 
 TEST(TcpStoreTest, NotAStoreIsDataLoss) {
-  auto listen = io::ListenTcp("127.0.0.1", 0);
+  auto listen = os::ListenTcp("127.0.0.1", 0);
   ASSERT_THAT(listen, IsOk());
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(int port, io::BoundPort(listen->get()));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(int port, os::BoundPort(listen->get()));
   std::thread impostor([&] {
     pollfd ready{listen->get(), POLLIN, 0};
     ::poll(&ready, 1, 5000);
     const int fd = ::accept4(listen->get(), nullptr, nullptr, 0);
-    io::Fd client(fd);
+    os::Fd client(fd);
     if (fd >= 0) (void)net::SendAll(fd, "HTTP/1.1 400 Bad\r\n\r\n", absl::Now() + absl::Seconds(5));
     absl::SleepFor(absl::Milliseconds(200));
   });

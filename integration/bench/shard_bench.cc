@@ -24,7 +24,7 @@ constexpr char kSpecJson[] =
 
 // A field of /proc/self/status ("VmRSS", "VmHWM") in MiB; 0 where unavailable.
 double StatusFieldMiB(std::string_view field) {
-  return static_cast<double>(io::ProcStatusBytes(field).value_or(0)) / (1 << 20);
+  return static_cast<double>(os::ProcStatusBytes(field).value_or(0)) / (1 << 20);
 }
 
 double Median(std::vector<double> values) {
@@ -199,7 +199,7 @@ absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBe
   result.mib = o.mib;
   result.strategy = std::string(BenchStrategyName(o.strategy));
   // Where the peak cannot be reset, peak_rss_mib is the whole process's peak.
-  io::ResetPeakRss().IgnoreError();
+  os::ResetPeakRss().IgnoreError();
   result.baseline_rss_mib = StatusFieldMiB("VmRSS");
   SHARDKIT_ASSIGN_OR_RETURN(Setup setup, MakeParameters(comm, o, spec));
   RawMover raw;
@@ -231,7 +231,7 @@ absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBe
   result.agree_max_s = *std::max_element(agree.begin(), agree.end());
   result.check_median_s = Median(check);
   // Counted before anyone leaves: a peer's exit would disconnect its sockets here.
-  result.connections = io::CountTcpConnections().value_or(-1);
+  result.connections = os::CountTcpConnections().value_or(-1);
   SHARDKIT_RETURN_IF_ERROR(comm.Barrier(o.call));
   result.peak_rss_mib = StatusFieldMiB("VmHWM");
   if (o.strategy == BenchStrategy::kRaw) {

@@ -28,7 +28,7 @@
 #include "integration/formats/hf/hf_output.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "integration/formats/shard_dir/shard_dir.h"
-#include "integration/io/output_file.h"
+#include "integration/formats/output_file/output_file.h"
 
 namespace shardkit::checkpoint {
 namespace {
@@ -157,7 +157,7 @@ absl::Status Gather(const GatherInput& input, const std::vector<TensorInfo>& pla
 
 void PrintSummary(std::ostream& log, const GatherInput& input, int64_t total,
                   const std::string& target, const Progress& meter) {
-  absl::StatusOr<int64_t> peak = io::ProcStatusBytes("VmHWM");
+  absl::StatusOr<int64_t> peak = os::ProcStatusBytes("VmHWM");
   log << absl::StrFormat(
              "shardkit gather: %d parameters (%s) from %d rank files to %s in %.3f s (%s), "
              "peak RSS %.1f MiB\n",
@@ -174,7 +174,7 @@ int64_t TotalBytes(const std::vector<TensorInfo>& placed) {
 }
 
 // Removes what an earlier gather into `out_path` left when it was killed: OUT.tmp.PID, PID gone
-// from this host (io::RemoveDeadTemporaries). No lock guards a single file, so on a shared file
+// from this host (os::RemoveDeadTemporaries). No lock guards a single file, so on a shared file
 // system another host's gather into the same OUT at this moment could lose its temporary file:
 // its rename then fails, naming OUT; no wrong file results. Best effort: OUT's own errors come
 // when it is created.
@@ -182,7 +182,7 @@ void RemoveDeadTemporaryOf(const std::string& out_path) {
   const fs::path path(out_path);
   const std::string dir = path.has_parent_path() ? path.parent_path().string() : ".";
   const std::string name = path.filename().string();
-  (void)io::RemoveDeadTemporaries(dir, [&](std::string_view base) { return base == name; }).ok();
+  (void)os::RemoveDeadTemporaries(dir, [&](std::string_view base) { return base == name; }).ok();
 }
 
 // The files of a Hugging Face output in `out_dir`: their names and layouts, every tensor's file
@@ -218,7 +218,7 @@ absl::Status WriteHfIndex(const std::string& out_dir, const HfPlan& plan, int64_
   for (size_t i = 0; i < plan.placed.size(); ++i) {
     weight_map[plan.placed[i].name] = plan.names[plan.file_of[i]];
   }
-  return io::WriteFileAtomically((fs::path(out_dir) / kHfIndexFileName).string(),
+  return os::WriteFileAtomically((fs::path(out_dir) / kHfIndexFileName).string(),
                                  HfIndexJson(total, weight_map));
 }
 
@@ -226,7 +226,7 @@ absl::Status WriteHfIndex(const std::string& out_dir, const HfPlan& plan, int64_
 
 absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_path,
                               std::ostream& log, const GatherOptions& options) {
-  SHARDKIT_RETURN_IF_ERROR(io::CheckOutputFile(
+  SHARDKIT_RETURN_IF_ERROR(formats::CheckOutputFile(
       out_path, {.keep_out_of = {{in_dir, "the shard directory it would be read from"}}}));
   SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir, options.memory_bytes));
   const std::vector<TensorInfo> infos = OutputInfos(input.index);
@@ -242,13 +242,13 @@ absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_
   const std::string untouched =
       fs::exists(out_path, ec) ? absl::StrCat(out_path, " still holds the earlier file, untouched")
                                : absl::StrCat("nothing is at ", out_path);
-  io::ScopedInterruptReport report;
+  os::ScopedInterruptReport report;
   report.Set({.program = "shardkit gather", .state = untouched});
   SHARDKIT_RETURN_IF_ERROR(out.Open());
   // From here until the rename, OUT's temporary file exists: while it does, OUT is untouched.
   report.Set({.program = "shardkit gather",
               .state = absl::StrCat(out_path, " holds the complete new file"),
-              .probe = io::TemporaryPath(out_path),
+              .probe = os::TemporaryPath(out_path),
               .state_if_probe_present = untouched});
   SHARDKIT_RETURN_IF_ERROR(Gather(input, placed, out, options, meter));
   PrintSummary(log, input, total, out_path, meter);
@@ -261,25 +261,25 @@ absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out
   SHARDKIT_RETURN_IF_ERROR(CheckOutsideInput(in_dir, out_dir));
   SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir, options.memory_bytes));
   SHARDKIT_ASSIGN_OR_RETURN(HfPlan plan, PlanHuggingFace(input.index, out_dir, max_file_bytes));
-  io::CreatedDirectories created;
-  absl::StatusOr<io::DirectoryLock> lock = LockEmptyDirectory(out_dir, &created);
+  os::CreatedDirectories created;
+  absl::StatusOr<os::DirectoryLock> lock = LockEmptyDirectory(out_dir, &created);
   if (!lock.ok()) {
     created.RemoveIfEmpty();
     return lock.status();
   }
-  io::ScopedInterruptReport report;
+  os::ScopedInterruptReport report;
   const std::string none = absl::StrCat(out_dir, " holds none of this run's files");
   const std::string removed = absl::StrCat(out_dir, ", which this run had created, is removed");
   report.Set({.program = "shardkit gather", .state = none, .state_if_removed = removed});
   // Until the index is written, an interrupt removes every file of this run's: `out_dir` was
   // empty, and its files are no checkpoint without the index.
-  std::vector<io::InterruptCleanup> outputs;
+  std::vector<os::InterruptCleanup> outputs;
   for (const std::string& name : plan.names) {
-    outputs.push_back(io::InterruptCleanup::Register((fs::path(out_dir) / name).string(),
-                                                     io::CleanupKind::kOutputFile));
+    outputs.push_back(os::InterruptCleanup::Register((fs::path(out_dir) / name).string(),
+                                                     os::CleanupKind::kOutputFile));
   }
-  outputs.push_back(io::InterruptCleanup::Register((fs::path(out_dir) / kHfIndexFileName).string(),
-                                                   io::CleanupKind::kOutputFile));
+  outputs.push_back(os::InterruptCleanup::Register((fs::path(out_dir) / kHfIndexFileName).string(),
+                                                   os::CleanupKind::kOutputFile));
   OutputFiles out(std::move(plan.files));
   const int64_t total = TotalBytes(plan.placed);
   Progress meter = MakeMeter(log, options, total);

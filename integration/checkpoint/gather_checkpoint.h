@@ -32,13 +32,13 @@ struct GatherOptions {
 // read once with pread into one of two reused windows (short pieces through a small staging
 // buffer) and written at its final offset, so memory stays within `options.memory_bytes`
 // whatever the checkpoint's size. A summary line (and progress lines when enabled) go to `log`.
-// Before anything is read, `out_path` must pass io::CheckOutputFile: outside `in_dir`, not a
+// Before anything is read, `out_path` must pass formats::CheckOutputFile: outside `in_dir`, not a
 // symbolic link nor anything but a regular file, and if it exists a safetensors file (replaced).
 // Then it removes `out_path.tmp.PID` files whose process is gone from this host (an earlier
-// gather killed); a running process's are left alone. Interrupted (io/interrupt.h), it removes
+// gather killed); a running process's are left alone. Interrupted (core/os/interrupt.h), it removes
 // its temporary file and says whether `out_path` is untouched or complete.
 // Errors: kNotFound if index.json or a rank file is missing; kInvalidArgument for an output path
-// refused by io::CheckOutputFile or that cannot be written, an invalid index, a malformed rank
+// refused by formats::CheckOutputFile or that cannot be written, an invalid index, a malformed rank
 // file, a shard that is missing or has the wrong dtype or shape, or an unlisted tensor;
 // kUnavailable for I/O errors.
 [[nodiscard]] absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_path,
@@ -55,7 +55,7 @@ struct GatherOptions {
 // `out_dir` with the parents it created if this run created them. `out_dir` must lie outside
 // `in_dir` (CheckOutsideInput); it is created if missing and must be empty but for the temporary
 // files of an output whose process is gone (removed: LockEmptyDirectory); the lock
-// io::DirectoryLock takes on it is held for the run and its file (.shardkit.lock) removed at the
+// os::DirectoryLock takes on it is held for the run and its file (.shardkit.lock) removed at the
 // end, so that `out_dir` holds only the checkpoint.
 // Errors: as GatherCheckpoint; kInvalidArgument if `out_dir` is inside `in_dir`, is not a
 // directory, cannot be created or is not empty, or if another run holds its lock.

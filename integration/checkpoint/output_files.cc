@@ -68,7 +68,7 @@ absl::Status OutputFiles::OpenNext() {
   SHARDKIT_RETURN_IF_ERROR(CompleteOpen());
   SHARDKIT_CHECK(next_ < files_.size()) << "no file after " << next_;
   const OutputFile& file = files_[next_++];
-  SHARDKIT_ASSIGN_OR_RETURN(io::AtomicFile created, io::AtomicFile::Create(file.path));
+  SHARDKIT_ASSIGN_OR_RETURN(os::AtomicFile created, os::AtomicFile::Create(file.path));
   SHARDKIT_RETURN_IF_ERROR(created.Write(file.layout.prefix.data(), file.layout.prefix.size()));
   SHARDKIT_RETURN_IF_ERROR(created.Resize(file.layout.prefix.size() + file.layout.data_size));
   open_.emplace(std::move(created));
@@ -108,7 +108,7 @@ void OutputFiles::RemoveAll() {
     dirs.insert(std::filesystem::path(files_[f].path).parent_path().string());
   }
   for (const std::string& dir : dirs) {
-    (void)io::SyncDirectory(dir.empty() ? "." : dir);  // best effort: the run failed already
+    (void)os::SyncDirectory(dir.empty() ? "." : dir);  // best effort: the run failed already
   }
   next_ = 0;
 }

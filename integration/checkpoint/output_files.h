@@ -1,7 +1,7 @@
 // OutputFiles: the safetensors files `shardkit gather` writes — one checkpoint file, or the files
 // of a Hugging Face checkpoint — as one stream of bytes. Their data regions, in file order, make
 // one virtual data region; the gather pipeline fills windows of it and hands them to Write, which
-// puts every byte at its final offset in its file. Each file is created (an io::AtomicFile: header
+// puts every byte at its final offset in its file. Each file is created (an os::AtomicFile: header
 // written, sized to its final length) when the stream reaches it, and committed (fsync, rename,
 // directory fsync) in file order: once kMaxUncommittedFiles later files are complete, or else in
 // Finish. Committing each file as soon as it is complete would stall the stream at every file
@@ -62,16 +62,16 @@ class OutputFiles {
   uint64_t total_bytes() const { return files_.empty() ? 0 : files_.back().end(); }
 
   // Creates the first file, so that an output that cannot be written fails before any input is
-  // read. Errors: as io::AtomicFile::Create, Write and Resize.
+  // read. Errors: as os::AtomicFile::Create, Write and Resize.
   [[nodiscard]] absl::Status Open();
 
   // Writes virtual bytes [offset, offset + size): each call starts where the last one ended.
   // Creates the files the bytes reach; commits the oldest complete files beyond
-  // kMaxUncommittedFiles. Errors: as io::AtomicFile (Create, WriteAt, Commit).
+  // kMaxUncommittedFiles. Errors: as os::AtomicFile (Create, WriteAt, Commit).
   [[nodiscard]] absl::Status Write(uint64_t offset, const std::byte* data, size_t size);
 
   // Creates the files not created yet (those with no data after the last write) and commits
-  // every file, in file order. Call once every byte is written. Errors: as io::AtomicFile.
+  // every file, in file order. Call once every byte is written. Errors: as os::AtomicFile.
   [[nodiscard]] absl::Status Finish();
 
   // A failed run cleaning up after itself: removes the temporary files of the files not
@@ -89,8 +89,8 @@ class OutputFiles {
   absl::Status CommitOldest(size_t keep);
 
   std::vector<OutputFile> files_;
-  std::optional<io::AtomicFile> open_;   // files_[next_ - 1] while it is being written
-  std::deque<io::AtomicFile> complete_;  // written, not committed yet, oldest first
+  std::optional<os::AtomicFile> open_;   // files_[next_ - 1] while it is being written
+  std::deque<os::AtomicFile> complete_;  // written, not committed yet, oldest first
   size_t next_ = 0;                      // the next file to create
 };
 

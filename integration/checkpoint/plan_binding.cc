@@ -26,7 +26,7 @@ std::string ShardsNothing(const std::vector<specs::ResolvedParameter>& resolved)
 
 absl::StatusOr<specs::Plan> ReadPlanFile(const std::string& path, bool reshard,
                                          std::vector<std::string>* warnings) {
-  SHARDKIT_ASSIGN_OR_RETURN(std::string text, io::ReadWholeFile(path));
+  SHARDKIT_ASSIGN_OR_RETURN(std::string text, os::ReadWholeFile(path));
   absl::StatusOr<specs::Plan> plan = specs::ParsePlan(text);
   if (!plan.ok()) return Annotate(plan.status(), path);
   if (!reshard) return plan;

@@ -33,7 +33,7 @@ namespace shardkit::checkpoint {
 // Reads and parses the plan at `path` (errors name it). For `reshard` its src_rank and strategy
 // do not apply: they become 0 and direct, and a plan that sets either gets a warning ("warning:
 // PATH: src_rank does not apply to reshard (ignored: ...)") appended to `warnings`.
-// Errors: kNotFound / kInvalidArgument as io::ReadWholeFile and specs::ParsePlan, naming `path`.
+// Errors: kNotFound / kInvalidArgument as os::ReadWholeFile and specs::ParsePlan, naming `path`.
 [[nodiscard]] absl::StatusOr<specs::Plan> ReadPlanFile(const std::string& path, bool reshard,
                                                        std::vector<std::string>* warnings);
 

@@ -33,10 +33,10 @@ struct Save {
   std::string context;  // "SaveShards(DIR)"
   Module meta;          // global shapes and dtypes
   std::vector<AgreedParameter> agreed;
-  std::optional<io::DirectoryLock> lock;        // rank 0
+  std::optional<os::DirectoryLock> lock;        // rank 0
   std::map<std::string, std::string> metadata;  // rank 0's, on every rank
   std::vector<StreamTensor> tensors;            // the agreed layouts, module order
-  std::optional<io::AtomicFile> file;           // this rank's, until committed
+  std::optional<os::AtomicFile> file;           // this rank's, until committed
   StreamOutput output;
 
   absl::Status Agree(const absl::Status& local, std::string_view step) {
@@ -112,7 +112,7 @@ absl::Status CheckLayoutsAndDir(Save& save) {
 // Step 2 (rank 0): the lock, held until the call returns; an earlier index.json removed durably.
 absl::Status LockAndClear(Save& save) {
   if (save.comm.rank() != 0) return absl::OkStatus();
-  SHARDKIT_ASSIGN_OR_RETURN(save.lock, io::DirectoryLock::Acquire(save.dir));
+  SHARDKIT_ASSIGN_OR_RETURN(save.lock, os::DirectoryLock::Acquire(save.dir));
   return RemoveEarlierOutput(save.dir, save.comm.world_size());
 }
 
@@ -146,7 +146,7 @@ absl::Status CreateOwnFile(Save& save) {
 // `tensor`'s bytes, row-major, written at file offset `at`: straight from its memory when it is
 // contiguous, else through contiguous copies of at most `budget` bytes — pieces along its first
 // dimension longer than 1 (a piece of one index along it is cut along the next such dimension).
-absl::Status WriteTensor(io::AtomicFile& file, uint64_t at, const Tensor& tensor, int64_t budget) {
+absl::Status WriteTensor(os::AtomicFile& file, uint64_t at, const Tensor& tensor, int64_t budget) {
   if (tensor.nbytes() == 0) return absl::OkStatus();
   if (tensor.IsContiguous() || tensor.nbytes() <= budget) {
     SHARDKIT_ASSIGN_OR_RETURN(const Tensor bytes, tensor.Contiguous());

@@ -21,7 +21,7 @@
 //  3. Every rank writes DIR/rank-RRRRR.safetensors (CreateRankFile: its shards, named by
 //     ShardTensorNames; replicated parameters whole in every file; rank 0's `metadata` as
 //     __metadata__) straight from the tensors' memory — a non-contiguous tensor through
-//     contiguous copies of at most memory_bytes — then fsyncs and renames it (io::AtomicFile).
+//     contiguous copies of at most memory_bytes — then fsyncs and renames it (os::AtomicFile).
 //  4. One status round (the commit); then rank 0 writes DIR/index.json (strategy "save",
 //     src_rank 0, `metadata`), and one more status round reports its outcome on every rank. A
 //     failure before the commit leaves no index.json (an earlier one was removed in step 2),

@@ -187,7 +187,7 @@ void SaveCase(int rank, Communicator& comm, std::string_view arg) {
   }
   absl::Status checked;
   if (rank == 0) {
-    EXPECT_FALSE(fs::exists(fs::path(dir) / io::kLockFileName));  // removed as rank 0 let go
+    EXPECT_FALSE(fs::exists(fs::path(dir) / os::kLockFileName));  // removed as rank 0 let go
     SHARDKIT_ASSERT_OK_AND_ASSIGN(ShardIndex index, ReadIndex(dir));
     EXPECT_EQ(index.written_by, WrittenBy::kSave);
     EXPECT_EQ(index.src_rank, 0);
@@ -240,7 +240,7 @@ void LoadCase(int rank, Communicator& comm, std::string_view arg) {
   EXPECT_FALSE(*module.IsSharded("head.weight"));
   const std::string suffix = absl::StrCat("-reshard", comm.world_size());
   if (rank == 0) {
-    ASSERT_THAT(io::WriteFileAtomically(dir + suffix + ".json", specs::CanonicalJson(plan)),
+    ASSERT_THAT(os::WriteFileAtomically(dir + suffix + ".json", specs::CanonicalJson(plan)),
                 testing::IsOk());
   }
   ASSERT_THAT(AgreeOnStatus(comm, absl::OkStatus(), "plan written"), testing::IsOk());
@@ -413,14 +413,14 @@ void SaveErrorsCase(int rank, Communicator& comm, std::string_view arg) {
   EXPECT_TRUE(no_index(foreign));
   // Another writer holds the directory's lock: every rank fails, naming it.
   const std::string locked = base + "/locked";
-  std::optional<io::DirectoryLock> lock;
+  std::optional<os::DirectoryLock> lock;
   if (rank == 0) {
     fs::create_directories(locked);
-    SHARDKIT_ASSERT_OK_AND_ASSIGN(lock, io::DirectoryLock::Acquire(locked));
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(lock, os::DirectoryLock::Acquire(locked));
   }
   ASSERT_THAT(AgreeOnStatus(comm, absl::OkStatus(), "setup"), testing::IsOk());
   EXPECT_THAT(SaveShards(locked, module, comm),
-              testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(io::kLockFileName)));
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(os::kLockFileName)));
   EXPECT_TRUE(no_index(locked));
   lock.reset();
   // A saved directory, then a save where rank 1 cannot put its file in place (a directory holds

@@ -53,16 +53,16 @@ struct Run {
   std::unique_ptr<TensorSource> source;       // the source rank (every rank under direct)
   const ShardDirSource* shard_dir = nullptr;  // `source`, when it is a shard directory
   absl::Status open_status;  // reshard, not the source: opening it (reported in AgreeOnFiles)
-  std::optional<io::DirectoryLock> lock;  // the source: held for the whole run
-  io::CreatedDirectories out_dirs;   // the output directory and parents, if this rank made them
+  std::optional<os::DirectoryLock> lock;  // the source: held for the whole run
+  os::CreatedDirectories out_dirs;   // the output directory and parents, if this rank made them
   bool had_index = false;            // the source: DIR held an index.json before this run
-  io::ScopedInterruptReport report;  // the source: what an interrupt leaves in DIR
+  os::ScopedInterruptReport report;  // the source: what an interrupt leaves in DIR
   safetensors::Header header;        // the source's, on every rank
   std::vector<specs::ResolvedParameter> resolved;  // header order
   Module module;                                   // meta tensors, header order
   std::vector<std::string> warnings;
   std::optional<StreamSchedule> schedule;
-  std::optional<io::AtomicFile> file;  // this rank's output, until committed
+  std::optional<os::AtomicFile> file;  // this rank's output, until committed
   StreamOutput output;
   StreamStats stream;
   double plan_seconds = 0;  // from the start until the data moved: inputs, agreement, files
@@ -232,7 +232,7 @@ absl::Status AgreeOnFiles(Run& run, const CallOptions& call) {
 // before any rank writes a file.
 absl::Status LockAndClear(Run& run) {
   if (!run.is_source()) return absl::OkStatus();
-  SHARDKIT_ASSIGN_OR_RETURN(run.lock, io::DirectoryLock::Acquire(run.options.write.out_dir));
+  SHARDKIT_ASSIGN_OR_RETURN(run.lock, os::DirectoryLock::Acquire(run.options.write.out_dir));
   run.out_dirs.AddOwnFile(run.lock->path());  // removed with DIR, if this run created DIR
   SHARDKIT_RETURN_IF_ERROR(RemoveEarlierOutput(run.options.write.out_dir, run.comm.world_size()));
   ReportOnInterrupt(run, /*cleared=*/true);
@@ -246,7 +246,7 @@ absl::Status LockAndClear(Run& run) {
 absl::Status CreateOwnFile(Run& run) {
   if (!run.is_source()) {
     SHARDKIT_ASSIGN_OR_RETURN(run.out_dirs,
-                              io::CreatedDirectories::Make(run.options.write.out_dir));
+                              os::CreatedDirectories::Make(run.options.write.out_dir));
   }
   return CreateRankFile(run.options.write.out_dir, run.comm.rank(), run.schedule->tensors(),
                         run.header.metadata, run.file, run.output);
@@ -284,7 +284,7 @@ absl::Status CommitRankFile(Run& run) {
 
 // Step 7: every rank's report reaches the source (collective; errors as AllGather).
 absl::Status GatherReports(Run& run, int64_t hwm_before, const CallOptions& call) {
-  absl::StatusOr<int64_t> peak = io::ProcStatusBytes("VmHWM");
+  absl::StatusOr<int64_t> peak = os::ProcStatusBytes("VmHWM");
   const int64_t hwm = peak.ok() ? *peak : 0;
   const std::string mine =
       absl::StrCat(run.stream.bytes_read, " ", run.shard_dir ? run.shard_dir->files_read() : 0, " ",
@@ -381,8 +381,8 @@ absl::Status RunSteps(Run& run, const absl::Time start) {
       AgreeOnStatus(comm, LockAndClear(run), "clearing the output directory", call));
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, CreateOwnFile(run), "creating shard files", call));
   run.plan_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  (void)io::ResetPeakRss();  // best effort: the growth below is then what streaming took
-  absl::StatusOr<int64_t> hwm_before = io::ProcStatusBytes("VmHWM");
+  (void)os::ResetPeakRss();  // best effort: the growth below is then what streaming took
+  absl::StatusOr<int64_t> hwm_before = os::ProcStatusBytes("VmHWM");
   SHARDKIT_RETURN_IF_ERROR(Stream(run, call));
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, CommitRankFile(run), "writing shard files", call));
   SHARDKIT_RETURN_IF_ERROR(GatherReports(run, hwm_before.ok() ? *hwm_before : 0, call));

@@ -33,8 +33,8 @@
 //     it: the other ranks are done by then.)
 // A failed run removes this rank's temporary file, and DIR with the parents this rank created,
 // if nothing is left in them (the source removes the lock file first, while it holds it). An
-// interrupted one does the same in the signal handler (io/interrupt.h), where the source prints
-// the line its io::ScopedInterruptReport holds: DIR still holds the earlier output, untouched
+// interrupted one does the same in the signal handler (core/os/interrupt.h), where the source prints
+// the line its os::ScopedInterruptReport holds: DIR still holds the earlier output, untouched
 // (before step 4 removed index.json), or holds no index.json (the earlier output cleared), or
 // the complete new output (index.json written), or was removed (this run had created it).
 // Output on `log` (the source rank only): warnings (plan rules that take no parameter — matching

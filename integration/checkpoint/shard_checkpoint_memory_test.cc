@@ -52,7 +52,7 @@ void WriteCheckpoint(const std::string& path, std::vector<safetensors::TensorInf
     }
     layout.prefix = safetensors::SerializePrefix(layout.tensors, {});
   }
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(io::AtomicFile file, io::AtomicFile::Create(path));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(os::AtomicFile file, os::AtomicFile::Create(path));
   ASSERT_THAT(file.Write(layout.prefix.data(), layout.prefix.size()), testing::IsOk());
   std::vector<unsigned char> chunk(kMiB);
   for (uint64_t at = 0; at < layout.data_size; at += chunk.size()) {
@@ -132,7 +132,7 @@ void ShardUnderBudgetCase(int rank, Communicator& comm, std::string_view arg) {
 
 std::string WritePlan(const std::string& name, const std::string& text) {
   const std::string path = testing::TestPath(name);
-  EXPECT_THAT(io::WriteFileAtomically(path, text), testing::IsOk());
+  EXPECT_THAT(os::WriteFileAtomically(path, text), testing::IsOk());
   return path;
 }
 

@@ -10,7 +10,7 @@
 // summary itself, and --nproc is an error.
 //
 // --summary FILE sends the summary (with the total time, when launching) to FILE instead of
-// stdout, written atomically. FILE must pass io::CheckOutputFile as a text output: nothing there,
+// stdout, written atomically. FILE must pass formats::CheckOutputFile as a text output: nothing there,
 // an empty file, or an earlier summary (it begins with demo::kSummaryStart) — anything else is
 // exit 2 before any rank starts (under a launcher every rank checks, before connecting).
 #include <fstream>
@@ -34,7 +34,7 @@
 #include "integration/cli/relaunch.h"
 #include "integration/demo/demo_rank.h"
 #include "integration/demo/summary.h"
-#include "integration/io/output_file.h"
+#include "integration/formats/output_file/output_file.h"
 
 namespace shardkit::cli {
 namespace {
@@ -61,15 +61,15 @@ FlagParser DemoFlagParser(DemoFlags* out) {
 
 // What may stand at --summary FILE: nothing, an empty file, or an earlier summary.
 absl::Status CheckSummaryPath(const std::string& path) {
-  return io::CheckOutputFile(path, {.name = "--summary",
-                                    .existing = io::ExistingOutput::kText,
+  return formats::CheckOutputFile(path, {.name = "--summary",
+                                    .existing = formats::ExistingOutput::kText,
                                     .text_signature = demo::kSummaryStart,
                                     .text_kind = "an earlier summary"});
 }
 
-// The summary to stdout, or atomically to --summary FILE. Errors: as io::WriteFileAtomically.
+// The summary to stdout, or atomically to --summary FILE. Errors: as os::WriteFileAtomically.
 absl::Status PrintSummary(const DemoFlags& flags, const std::string& text) {
-  if (!flags.summary.empty()) return io::WriteFileAtomically(flags.summary, text);
+  if (!flags.summary.empty()) return os::WriteFileAtomically(flags.summary, text);
   std::cout << text << std::flush;
   return absl::OkStatus();
 }
@@ -109,7 +109,7 @@ int RunDemoRankCommand(const DemoFlags& flags) {
 
 // Starts flags.nproc ranks of this binary and prints rank 0's summary and the total time.
 int LaunchDemo(const DemoFlags& flags) {
-  io::TempDir dir;
+  os::TempDir dir;
   if (absl::Status s = dir.Create("shardkit-demo"); !s.ok()) return ReportError(kCommand, s);
   const std::string summary_path = dir.path() + "/summary.txt";
   launch::LaunchOptions options;

@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   // SIGINT, SIGTERM, SIGHUP: temporary files removed, one line from the source about its output,
   // then death by the signal (exit status 128 + signal).
-  shardkit::io::InstallInterruptHandlers();
+  shardkit::os::InstallInterruptHandlers();
   std::vector<std::string> args(argv + 1, argv + argc);
   return shardkit::cli::RunShardkit(args);
 }

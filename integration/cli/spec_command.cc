@@ -111,7 +111,7 @@ absl::StatusOr<std::string> CheckPlan(const specs::Plan& plan, const CheckOption
 }
 
 absl::StatusOr<std::string> Check(const CheckOptions& options, std::vector<std::string>* warnings) {
-  SHARDKIT_ASSIGN_OR_RETURN(std::string text, io::ReadWholeFile(options.path));
+  SHARDKIT_ASSIGN_OR_RETURN(std::string text, os::ReadWholeFile(options.path));
   absl::StatusOr<specs::SpecOrPlan> parsed = specs::ParseSpecOrPlan(text);
   if (!parsed.ok()) return Annotate(parsed.status(), options.path);
   if (!options.dry_run.checkpoint_path.empty()) {

@@ -148,7 +148,7 @@ absl::StatusOr<DemoReport> RunDemoRank(Communicator& comm, const DemoOptions& op
   const OpCounters gather_counters = comm.total_counters();
   mine.gather_bytes_sent = gather_counters.bytes_sent;
   mine.gather_bytes_received = gather_counters.bytes_received;
-  SHARDKIT_ASSIGN_OR_RETURN(mine.peak_rss_bytes, io::ProcStatusBytes("VmHWM"));
+  SHARDKIT_ASSIGN_OR_RETURN(mine.peak_rss_bytes, os::ProcStatusBytes("VmHWM"));
   SHARDKIT_ASSIGN_OR_RETURN(report.ranks, ExchangeReports(mine, comm));
   return report;
 }

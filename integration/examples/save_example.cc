@@ -69,7 +69,7 @@ absl::Status WriteReference(const std::string& path) {
   SHARDKIT_ASSIGN_OR_RETURN(
       shardkit::safetensors::FileLayout layout,
       shardkit::safetensors::PlanFile(path, infos, {{"saved_by", "example"}}));
-  SHARDKIT_ASSIGN_OR_RETURN(shardkit::io::AtomicFile file, shardkit::io::AtomicFile::Create(path));
+  SHARDKIT_ASSIGN_OR_RETURN(shardkit::os::AtomicFile file, shardkit::os::AtomicFile::Create(path));
   SHARDKIT_RETURN_IF_ERROR(file.Write(layout.prefix.data(), layout.prefix.size()));
   for (const shardkit::safetensors::TensorInfo& info : layout.tensors) {
     const size_t i =

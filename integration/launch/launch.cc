@@ -171,7 +171,7 @@ std::vector<RankProcessSpec> RankSpecs(const LaunchOptions& options,
 
 absl::StatusOr<int> Launch(const LaunchOptions& options) {
   SHARDKIT_RETURN_IF_ERROR(ValidateLaunchOptions(options));
-  io::TempDir temp_dir;
+  os::TempDir temp_dir;
   LaunchOptions resolved = options;
   std::unique_ptr<TcpStoreServer> server;  // a tcp:// store, served until the ranks are done
   std::string run_id, store_url;

@@ -37,7 +37,7 @@ void OnSignal(int signal) {
 
 void WriteAll(int fd, std::string_view data) {
   // An error (e.g. EPIPE: the reader went away) is ignored: the ranks keep running.
-  (void)io::WriteFully(fd, data.data(), data.size());
+  (void)os::WriteFully(fd, data.data(), data.size());
 }
 
 // Installs OnSignal for SIGCHLD and the forwarded signals; restores the old handlers on exit.

@@ -44,8 +44,8 @@ void KeepOnly(int fd, int fd_bound) {
   ::sigprocmask(SIG_SETMASK, &all, nullptr);
   KeepOnly(read_fd, fd_bound);
   pid_t rank = 0;
-  const int err = io::ReadFully(0, &rank, sizeof(rank));  // async-signal-safe
-  if (err == io::kNoBytes) ::_exit(0);                    // the rank never started: nothing to kill
+  const int err = os::ReadFully(0, &rank, sizeof(rank));  // async-signal-safe
+  if (err == os::kNoBytes) ::_exit(0);                    // the rank never started: nothing to kill
   if (err != 0) ::_exit(1);
   char byte;
   ssize_t n;

@@ -119,13 +119,13 @@ struct Measured {
 };
 
 Measured Measure(const fs::path& path) {
-  const bool peak_known = io::ResetPeakRss().ok();
-  const absl::StatusOr<int64_t> rss_before = io::ProcStatusBytes("VmRSS");
+  const bool peak_known = os::ResetPeakRss().ok();
+  const absl::StatusOr<int64_t> rss_before = os::ProcStatusBytes("VmRSS");
   const double start = CpuSeconds();
   Measured m;
   m.status = CheckFile(path);
   m.cpu_seconds = CpuSeconds() - start;
-  const absl::StatusOr<int64_t> peak = io::ProcStatusBytes("VmHWM");
+  const absl::StatusOr<int64_t> peak = os::ProcStatusBytes("VmHWM");
   if (peak_known && rss_before.ok() && peak.ok()) m.peak_growth = *peak - *rss_before;
   return m;
 }

@@ -82,8 +82,8 @@ absl::Status Round(const BenchFlags& f, const specs::Plan& plan, Communicator& c
   } else {
     SHARDKIT_ASSIGN_OR_RETURN(module, EngineModel(f, comm.rank()));
   }
-  SHARDKIT_RETURN_IF_ERROR(io::ResetPeakRss());
-  SHARDKIT_ASSIGN_OR_RETURN(int64_t baseline, io::ProcStatusBytes("VmRSS"));
+  SHARDKIT_RETURN_IF_ERROR(os::ResetPeakRss());
+  SHARDKIT_ASSIGN_OR_RETURN(int64_t baseline, os::ProcStatusBytes("VmRSS"));
   SHARDKIT_RETURN_IF_ERROR(comm.Barrier());
   const absl::Time start = absl::Now();
   if (torch_mode) {
@@ -92,7 +92,7 @@ absl::Status Round(const BenchFlags& f, const specs::Plan& plan, Communicator& c
     SHARDKIT_RETURN_IF_ERROR(ShardModule(module, plan, comm));
   }
   mode.seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
-  SHARDKIT_ASSIGN_OR_RETURN(int64_t peak, io::ProcStatusBytes("VmHWM"));
+  SHARDKIT_ASSIGN_OR_RETURN(int64_t peak, os::ProcStatusBytes("VmHWM"));
   mode.peak = std::max(mode.peak, peak);
   mode.growth = std::max(mode.growth, peak - baseline);
   return absl::OkStatus();

@@ -12,7 +12,7 @@
 #include "core/comm/collective_status.h"
 #include "core/engine/module.h"
 #include "integration/checkpoint/save_shards.h"
-#include "integration/io/output_file.h"
+#include "integration/formats/output_file/output_file.h"
 #include "integration/torch/shard_torch.h"
 #include "integration/torch/torch_tensor.h"
 #include "specs/plan.h"
@@ -42,17 +42,17 @@ struct Mlp : torch::nn::Module {
   torch::Tensor x, y;
 };
 
-// Rank 0, which writes OUT, checks that it may (io::CheckOutputFile: not IN, not inside the
+// Rank 0, which writes OUT, checks that it may (formats::CheckOutputFile: not IN, not inside the
 // --save-shards directory, not a link or special file, a safetensors file if it exists); every
 // rank learns the verdict before training.
 absl::Status CheckOut(const TrainFlags& flags, Communicator& comm) {
-  io::OutputRules rules{
+  formats::OutputRules rules{
       .keep_out_of = {{flags.checkpoint, "the checkpoint it would be read from"}}};
   if (!flags.save_shards.empty()) {
     rules.keep_out_of.push_back({flags.save_shards, "the --save-shards directory"});
   }
   const absl::Status mine =
-      comm.rank() == kSource ? io::CheckOutputFile(flags.out, rules) : absl::OkStatus();
+      comm.rank() == kSource ? formats::CheckOutputFile(flags.out, rules) : absl::OkStatus();
   return AgreeOnStatus(comm, mine, "--out");
 }
 

@@ -27,15 +27,15 @@ void CloseFd(int& fd) {
 
 bool WriteMessage(int fd, const std::string& message) {
   const uint32_t size = message.size();
-  return io::WriteFully(fd, &size, sizeof(size)) == 0 &&
-         io::WriteFully(fd, message.data(), message.size()) == 0;
+  return os::WriteFully(fd, &size, sizeof(size)) == 0 &&
+         os::WriteFully(fd, message.data(), message.size()) == 0;
 }
 
 std::optional<std::string> ReadMessage(int fd) {
   uint32_t size = 0;
-  if (io::ReadFully(fd, &size, sizeof(size)) != 0) return std::nullopt;
+  if (os::ReadFully(fd, &size, sizeof(size)) != 0) return std::nullopt;
   std::string message(size, '\0');
-  if (io::ReadFully(fd, message.data(), size) != 0) return std::nullopt;
+  if (os::ReadFully(fd, message.data(), size) != 0) return std::nullopt;
   return message;
 }
 

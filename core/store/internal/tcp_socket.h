@@ -1,7 +1,7 @@
 // Frames of the tcp:// store's wire protocol (tcp_wire.h) on a socket (core/os/socket.h), not
 // part of the API.
 //
-//   SHARDKIT_ASSIGN_OR_RETURN(io::Fd fd, io::ConnectTcp("10.0.0.5", 29500, deadline));
+//   SHARDKIT_ASSIGN_OR_RETURN(os::Fd fd, os::ConnectTcp("10.0.0.5", 29500, deadline));
 //   SHARDKIT_RETURN_IF_ERROR(SendFrame(fd.get(), body, deadline));
 //   SHARDKIT_ASSIGN_OR_RETURN(std::string reply, RecvFrame(fd.get(), kMaxFrame, deadline));
 //
@@ -20,10 +20,10 @@
 
 namespace shardkit::internal {
 
-// Sends `bytes` whole on a non-blocking socket (io::SendAll). Errors: as io::SendAll.
+// Sends `bytes` whole on a non-blocking socket (os::SendAll). Errors: as os::SendAll.
 [[nodiscard]] absl::Status SendAll(int fd, std::string_view bytes, absl::Time deadline);
 
-// Receives one frame's body (at most `max_body` bytes). Errors: as io::RecvAll; kDataLoss if the
+// Receives one frame's body (at most `max_body` bytes). Errors: as os::RecvAll; kDataLoss if the
 // frame announces an empty or oversized body.
 [[nodiscard]] absl::StatusOr<std::string> RecvFrame(int fd, size_t max_body, absl::Time deadline);
 

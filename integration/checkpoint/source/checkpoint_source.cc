@@ -33,7 +33,7 @@ absl::Status Invalid(const std::string& where, const std::string& what) {
 }
 
 bool IsShardDirectory(const std::string& dir) {
-  absl::StatusOr<std::string> text = io::ReadWholeFile((fs::path(dir) / kIndexFileName).string());
+  absl::StatusOr<std::string> text = os::ReadWholeFile((fs::path(dir) / kIndexFileName).string());
   if (!text.ok()) return false;
   absl::StatusOr<Json> json = json::ParseJson(*text);
   return json.ok() && json->is_object() && json->contains("format") &&

@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<ShardDirSource>> ShardDirSource::Open(const std::
                                             " (not a shard directory, or an unfinished one)"));
   }
   std::unique_ptr<ShardDirSource> source(new ShardDirSource());
-  SHARDKIT_ASSIGN_OR_RETURN(std::string text, io::ReadWholeFile(index_path));
+  SHARDKIT_ASSIGN_OR_RETURN(std::string text, os::ReadWholeFile(index_path));
   SHARDKIT_ASSIGN_OR_RETURN(source->index_, ParseIndex(text, index_path));
   source->identity_.push_back({kIndexFileName, text.size(), specs::Fingerprint(text), true});
   SHARDKIT_RETURN_IF_ERROR(source->OpenFiles(dir, staging_bytes));

@@ -15,7 +15,7 @@ using safetensors::TensorInfo;
 absl::Status CreateRankFile(const std::string& dir, int rank,
                             const std::vector<StreamTensor>& tensors,
                             const std::map<std::string, std::string>& metadata,
-                            std::optional<io::AtomicFile>& file, StreamOutput& output) {
+                            std::optional<os::AtomicFile>& file, StreamOutput& output) {
   std::vector<TensorInfo> infos;
   std::map<std::string, std::pair<size_t, size_t>> slot_of;  // tensor name -> (tensor, shard)
   for (size_t t = 0; t < tensors.size(); ++t) {
@@ -43,7 +43,7 @@ absl::Status CreateRankFile(const std::string& dir, int rank,
     const auto [t, s] = slot_of[info.name];
     output.dest[t][s] = static_cast<int64_t>(info.begin);
   }
-  SHARDKIT_ASSIGN_OR_RETURN(file, io::AtomicFile::Create(path));
+  SHARDKIT_ASSIGN_OR_RETURN(file, os::AtomicFile::Create(path));
   SHARDKIT_RETURN_IF_ERROR(file->Write(layout.prefix.data(), layout.prefix.size()));
   SHARDKIT_RETURN_IF_ERROR(file->Resize(layout.prefix.size() + layout.data_size));
   output.file = &*file;

@@ -34,7 +34,7 @@ namespace shardkit::checkpoint {
 // Where this rank's blocks go: its file (prefix already written) and the data offset of every
 // shard it holds: dest[t][s] for shard s of schedule tensor t, dest[t][0] for a replicated one.
 struct StreamOutput {
-  io::AtomicFile* file = nullptr;
+  os::AtomicFile* file = nullptr;
   int64_t data_start = 0;
   std::vector<std::vector<int64_t>> dest;
 };

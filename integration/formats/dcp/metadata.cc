@@ -267,7 +267,7 @@ absl::StatusOr<std::string> ReadMetadataFile(const std::string& path) {
     return Invalid(absl::StrCat(path, ": ", size, " bytes, more than the ", kMaxPickleBytes,
                                 " a metadata file may have"));
   }
-  return io::ReadWholeFile(path);
+  return os::ReadWholeFile(path);
 }
 
 }  // namespace

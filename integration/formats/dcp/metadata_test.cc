@@ -146,12 +146,12 @@ TEST(DcpMetadata, MissingRankFilesAndDirectories) {
 TEST(DcpMetadata, RankFilesThatDisagree) {
   const std::string dir = shardkit::testing::FreshTestDir("dcp_disagree");
   ASSERT_TRUE(
-      io::WriteFileAtomically(
+      os::WriteFileAtomically(
           dir + "/__0.metadata",
           FakeMetadata({{.fqn = "w", .shape = {4}, .chunks = {{.offsets = {0}, .sizes = {2}}}}}))
           .ok());
   ASSERT_TRUE(
-      io::WriteFileAtomically(
+      os::WriteFileAtomically(
           dir + "/__1.metadata",
           FakeMetadata({{.fqn = "w",
                          .shape = {5},
@@ -254,13 +254,13 @@ TEST(DcpMetadata, AMillionChunks) {
         .offsets = {i / kSide, i % kSide}, .sizes = {1, 1}, .offset = i * 700, .length = 700};
   };
   const std::string bytes = FakeMetadata({tensor});
-  const bool measure_memory = io::ResetPeakRss().ok();
-  const absl::StatusOr<int64_t> rss_before = io::ProcStatusBytes("VmRSS");
+  const bool measure_memory = os::ResetPeakRss().ok();
+  const absl::StatusOr<int64_t> rss_before = os::ProcStatusBytes("VmRSS");
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<Metadata> metadata = ParseMetadata(bytes, "big");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const absl::StatusOr<int64_t> rss_peak = io::ProcStatusBytes("VmHWM");
+  const absl::StatusOr<int64_t> rss_peak = os::ProcStatusBytes("VmHWM");
   ASSERT_TRUE(metadata.ok()) << metadata.status();
   ASSERT_EQ(metadata->tensors.size(), 1u);
   EXPECT_EQ(metadata->tensors[0].chunks.size(), static_cast<size_t>(kSide * kSide));

@@ -23,7 +23,7 @@ using namespace std::string_literals;
 constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
 
 std::string Fixture(const std::string& name) {
-  absl::StatusOr<std::string> bytes = io::ReadWholeFile(testing::FixturePath(name));
+  absl::StatusOr<std::string> bytes = os::ReadWholeFile(testing::FixturePath(name));
   EXPECT_THAT(bytes, IsOk());
   return bytes.ok() ? *bytes : std::string();
 }

@@ -4,7 +4,7 @@
 // without reading the values, where the tensor's raw bytes lie in the file — so that they can be
 // read by range, straight from the zip record.
 //
-//   io::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+//   os::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
 //   SHARDKIT_ASSIGN_OR_RETURN(dcp::TensorRecord record,
 //                             dcp::ReadTensorRecord(fd.get(), file_size, chunk.item.offset,
 //                                                   chunk.item.length, path));

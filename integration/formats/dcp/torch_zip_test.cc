@@ -29,13 +29,13 @@ using namespace std::string_literals;
 constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
 
 std::string ReadFile(const std::string& path) {
-  absl::StatusOr<std::string> bytes = io::ReadWholeFile(path);
+  absl::StatusOr<std::string> bytes = os::ReadWholeFile(path);
   EXPECT_TRUE(bytes.ok()) << bytes.status();
   return bytes.ok() ? *bytes : std::string();
 }
 
 absl::StatusOr<TensorRecord> ReadRecord(const std::string& path, const StorageItem& item) {
-  io::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  os::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return absl::NotFoundError(path);
   const off_t size = ::lseek(fd.get(), 0, SEEK_END);
   return ReadTensorRecord(fd.get(), static_cast<uint64_t>(size), item.offset, item.length, path);
@@ -162,7 +162,7 @@ class HostileArchive : public ::testing::Test {
   // Writes `prefix` bytes of garbage, then the (mutated) archive, and reads it.
   absl::StatusOr<TensorRecord> Read(uint64_t length_change = 0) {
     const std::string prefix(100, 'x');
-    EXPECT_TRUE(io::WriteFileAtomically(path_, prefix + archive_).ok());
+    EXPECT_TRUE(os::WriteFileAtomically(path_, prefix + archive_).ok());
     return ReadRecord(path_, {"__0_0.distcp", prefix.size(), archive_.size() - length_change});
   }
 

@@ -26,7 +26,7 @@ absl::Status Invalid(const std::string& where, const std::string& what) {
 }  // namespace
 
 absl::StatusOr<HfIndex> ReadHfIndex(const std::string& path) {
-  SHARDKIT_ASSIGN_OR_RETURN(std::string text, io::ReadWholeFile(path));
+  SHARDKIT_ASSIGN_OR_RETURN(std::string text, os::ReadWholeFile(path));
   absl::StatusOr<Json> parsed = json::ParseJson(text);
   if (!parsed.ok()) return Annotate(parsed.status(), path);
   const Json& index = *parsed;

@@ -31,7 +31,7 @@ struct HfIndex {
   std::string digest;
 };
 
-// Errors: as io::ReadWholeFile; kInvalidArgument for malformed JSON, no weight_map, or a file
+// Errors: as os::ReadWholeFile; kInvalidArgument for malformed JSON, no weight_map, or a file
 // name that is empty, absolute or climbs out of the index's directory (naming the tensor).
 [[nodiscard]] absl::StatusOr<HfIndex> ReadHfIndex(const std::string& path);
 

@@ -27,8 +27,8 @@ bool AllDigits(absl::string_view text) {
 }
 
 // A temporary name of a file GatherHuggingFace writes, with its pid.
-std::optional<io::TemporaryName> OwnTemporary(std::string_view name) {
-  std::optional<io::TemporaryName> temp = io::ParseTemporaryName(name);
+std::optional<os::TemporaryName> OwnTemporary(std::string_view name) {
+  std::optional<os::TemporaryName> temp = os::ParseTemporaryName(name);
   if (temp && IsHfOutputName(temp->base)) return temp;
   return std::nullopt;
 }
@@ -42,9 +42,9 @@ absl::Status CheckEmpty(const std::string& dir, bool allow_dead_temporaries) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    const std::optional<io::TemporaryName> temp = OwnTemporary(name);
-    const bool gone = temp && io::ProcessGone(temp->pid);
-    if (name == io::kLockFileName || (gone && allow_dead_temporaries)) continue;
+    const std::optional<os::TemporaryName> temp = OwnTemporary(name);
+    const bool gone = temp && os::ProcessGone(temp->pid);
+    if (name == os::kLockFileName || (gone && allow_dead_temporaries)) continue;
     if (temp && !gone) {
       return absl::InvalidArgumentError(absl::StrCat(
           dir, ": holds ", name, ", a temporary file of process ", temp->pid,
@@ -127,17 +127,17 @@ bool IsHfOutputName(std::string_view name) {
           IsNumberedPartName(name, &files));
 }
 
-absl::StatusOr<io::DirectoryLock> LockEmptyDirectory(const std::string& dir,
-                                                     io::CreatedDirectories* created) {
-  io::CreatedDirectories kept;  // when the caller does not ask: the directories are kept
+absl::StatusOr<os::DirectoryLock> LockEmptyDirectory(const std::string& dir,
+                                                     os::CreatedDirectories* created) {
+  os::CreatedDirectories kept;  // when the caller does not ask: the directories are kept
   if (created == nullptr) created = &kept;
-  SHARDKIT_ASSIGN_OR_RETURN(*created, io::CreatedDirectories::Make(dir));
+  SHARDKIT_ASSIGN_OR_RETURN(*created, os::CreatedDirectories::Make(dir));
   SHARDKIT_RETURN_IF_ERROR(CheckEmpty(dir, /*allow_dead_temporaries=*/true));
-  SHARDKIT_ASSIGN_OR_RETURN(io::DirectoryLock lock, io::DirectoryLock::Acquire(dir));
+  SHARDKIT_ASSIGN_OR_RETURN(os::DirectoryLock lock, os::DirectoryLock::Acquire(dir));
   created->AddOwnFile(lock.path());
   // Under the lock, no other gather writes here: a temporary file whose process is gone is
   // debris, even one another host's gather left on a shared file system.
-  absl::Status status = io::RemoveDeadTemporaries(dir, IsHfOutputName).status();
+  absl::Status status = os::RemoveDeadTemporaries(dir, IsHfOutputName).status();
   if (status.ok()) status = CheckEmpty(dir, /*allow_dead_temporaries=*/false);
   if (!status.ok()) {
     created->RemoveIfEmpty();  // while the lock is held

@@ -70,12 +70,12 @@ bool IsHfOutputName(std::string_view name);
 // leftover, or another run's) — both before the lock is taken (so a refused directory gets no lock
 // file) and after (another run may have written meanwhile). Temporary files of such an output whose
 // process is gone from this host are not refused: they are removed under the lock
-// (io::RemoveDeadTemporaries); a running process's are refused, never touched. Errors:
+// (os::RemoveDeadTemporaries); a running process's are refused, never touched. Errors:
 // kInvalidArgument naming `dir` and what it holds (the first names, or a running process's
-// temporary file), or the OS error; as io::DirectoryLock::Acquire when another run holds the lock.
+// temporary file), or the OS error; as os::DirectoryLock::Acquire when another run holds the lock.
 // Destroying the returned lock removes the lock file.
-[[nodiscard]] absl::StatusOr<io::DirectoryLock> LockEmptyDirectory(
-    const std::string& dir, io::CreatedDirectories* created = nullptr);
+[[nodiscard]] absl::StatusOr<os::DirectoryLock> LockEmptyDirectory(
+    const std::string& dir, os::CreatedDirectories* created = nullptr);
 
 }  // namespace shardkit::checkpoint
 

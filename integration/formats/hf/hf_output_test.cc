@@ -102,9 +102,9 @@ TEST(HfIndexJsonTest, SortedAndIndentedAsSavePretrainedWritesIt) {
 
 TEST(LockEmptyDirectoryTest, CreatesLocksAndRefusesWhatIsNotEmpty) {
   const std::string dir = testing::TestPath("hf/new/out");
-  std::optional<io::DirectoryLock> lock;
+  std::optional<os::DirectoryLock> lock;
   {
-    absl::StatusOr<io::DirectoryLock> first = LockEmptyDirectory(dir);
+    absl::StatusOr<os::DirectoryLock> first = LockEmptyDirectory(dir);
     ASSERT_THAT(first.status(), IsOk());
     lock.emplace(*std::move(first));
   }
@@ -125,7 +125,7 @@ TEST(LockEmptyDirectoryTest, RefusedDirectoryGetsNoLockFile) {
   Touch(dir + "/notes.txt");
   EXPECT_THAT(LockEmptyDirectory(dir).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("(holds notes.txt)")));
-  EXPECT_FALSE(fs::exists(dir + "/" + io::kLockFileName));
+  EXPECT_FALSE(fs::exists(dir + "/" + os::kLockFileName));
 }
 
 TEST(LockEmptyDirectoryTest, NotADirectory) {

@@ -31,7 +31,7 @@ absl::Status Invalid(std::string_view source, std::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": ", std::string(what)));
 }
 
-using io::ErrnoText;
+using os::ErrnoText;
 
 // Parses `text` as JSON, rejecting duplicate keys and deep nesting (specs' strict reader: a
 // SAX builder, linear in the input; nlohmann's callback parser rescans the parent object after
@@ -160,8 +160,8 @@ absl::Status CheckLayout(std::vector<TensorInfo>& tensors, uint64_t data_size) {
 }
 
 absl::Status ReadFully(int fd, uint64_t offset, uint64_t size, void* dst, std::string_view path) {
-  const int err = io::PreadFully(fd, dst, static_cast<size_t>(size), offset);
-  if (err == io::kNoBytes) return Invalid(path, "file is truncated");
+  const int err = os::PreadFully(fd, dst, static_cast<size_t>(size), offset);
+  if (err == os::kNoBytes) return Invalid(path, "file is truncated");
   if (err != 0) {
     return absl::UnavailableError(
         absl::StrCat(std::string(path), ": read failed: ", ErrnoText(err)));
@@ -390,7 +390,7 @@ std::vector<TensorInfo> LayOut(std::vector<TensorInfo> tensors) {
 
 }  // namespace
 
-Writer::Writer(io::AtomicFile file, std::vector<TensorInfo> tensors)
+Writer::Writer(os::AtomicFile file, std::vector<TensorInfo> tensors)
     : file_(std::move(file)), tensors_(std::move(tensors)) {}
 
 absl::StatusOr<FileLayout> PlanFile(const std::string& path, std::vector<TensorInfo> tensors,
@@ -417,7 +417,7 @@ absl::StatusOr<FileLayout> PlanFile(const std::string& path, std::vector<TensorI
 absl::StatusOr<Writer> Writer::Create(const std::string& path, std::vector<TensorInfo> tensors,
                                       const std::map<std::string, std::string>& metadata) {
   SHARDKIT_ASSIGN_OR_RETURN(FileLayout layout, PlanFile(path, std::move(tensors), metadata));
-  SHARDKIT_ASSIGN_OR_RETURN(io::AtomicFile file, io::AtomicFile::Create(path));
+  SHARDKIT_ASSIGN_OR_RETURN(os::AtomicFile file, os::AtomicFile::Create(path));
   SHARDKIT_RETURN_IF_ERROR(file.Write(layout.prefix.data(), layout.prefix.size()));
   return Writer(std::move(file), std::move(layout.tensors));
 }

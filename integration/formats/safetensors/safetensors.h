@@ -161,13 +161,13 @@ class Writer {
   // kUnavailable for I/O errors.
   [[nodiscard]] absl::Status Append(const Tensor& tensor);
 
-  // Errors: kFailedPrecondition if tensors are missing; as io::AtomicFile::Commit.
+  // Errors: kFailedPrecondition if tensors are missing; as os::AtomicFile::Commit.
   [[nodiscard]] absl::Status Commit();
 
  private:
-  Writer(io::AtomicFile file, std::vector<TensorInfo> tensors);
+  Writer(os::AtomicFile file, std::vector<TensorInfo> tensors);
 
-  io::AtomicFile file_;
+  os::AtomicFile file_;
   std::vector<TensorInfo> tensors_;
   size_t next_ = 0;
 };

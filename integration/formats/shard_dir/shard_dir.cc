@@ -75,8 +75,8 @@ bool IsOutputFileName(std::string_view name) {
 }
 
 bool IsOutputName(std::string_view name) {
-  if (name == io::kLockFileName) return true;
-  const std::optional<io::TemporaryName> temp = io::ParseTemporaryName(name);
+  if (name == os::kLockFileName) return true;
+  const std::optional<os::TemporaryName> temp = os::ParseTemporaryName(name);
   return IsOutputFileName(temp ? temp->base : name);
 }
 
@@ -289,10 +289,10 @@ absl::Status CheckNoShardSuffix(std::string_view name) {
                    ": names must not contain '#' (shard files name shards NAME#K)"));
 }
 
-absl::StatusOr<io::CreatedDirectories> PrepareOutputDir(const std::string& dir, bool create) {
+absl::StatusOr<os::CreatedDirectories> PrepareOutputDir(const std::string& dir, bool create) {
   std::error_code ec;
-  if (!create && !fs::exists(dir, ec) && !ec) return io::CreatedDirectories();
-  SHARDKIT_ASSIGN_OR_RETURN(io::CreatedDirectories created, io::CreatedDirectories::Make(dir));
+  if (!create && !fs::exists(dir, ec) && !ec) return os::CreatedDirectories();
+  SHARDKIT_ASSIGN_OR_RETURN(os::CreatedDirectories created, os::CreatedDirectories::Make(dir));
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (!IsOutputName(name)) {
@@ -322,7 +322,7 @@ absl::Status CheckOutsideInput(const std::string& in_dir, const std::string& out
 
 absl::Status RemoveEarlierOutput(const std::string& dir, int world_size) {
   SHARDKIT_ASSIGN_OR_RETURN(const std::vector<std::string> temporaries,
-                            io::RemoveDeadTemporaries(dir, IsOutputFileName));
+                            os::RemoveDeadTemporaries(dir, IsOutputFileName));
   std::error_code ec;
   std::vector<fs::path> stale;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -335,7 +335,7 @@ absl::Status RemoveEarlierOutput(const std::string& dir, int world_size) {
     if (!fs::remove(path, ec) && ec) return FsError(path.string(), "cannot remove", ec);
   }
   if (stale.empty() && temporaries.empty()) return absl::OkStatus();
-  return io::SyncDirectory(dir);
+  return os::SyncDirectory(dir);
 }
 
 IndexParameter MakeIndexParameter(std::string name, DType dtype, Shape shape,
@@ -422,7 +422,7 @@ absl::StatusOr<ShardIndex> ParseIndex(std::string_view text, std::string_view so
 
 absl::StatusOr<ShardIndex> ReadIndex(const std::string& dir) {
   const std::string path = (fs::path(dir) / kIndexFileName).string();
-  absl::StatusOr<std::string> text = io::ReadWholeFile(path);
+  absl::StatusOr<std::string> text = os::ReadWholeFile(path);
   if (absl::IsNotFound(text.status())) {
     return absl::NotFoundError(absl::StrCat(
         path, ": no such file (not a shard directory, or the run that wrote it failed)"));
@@ -432,7 +432,7 @@ absl::StatusOr<ShardIndex> ReadIndex(const std::string& dir) {
 }
 
 absl::Status WriteIndex(const std::string& dir, const ShardIndex& index) {
-  return io::WriteFileAtomically((fs::path(dir) / kIndexFileName).string(), IndexToJson(index));
+  return os::WriteFileAtomically((fs::path(dir) / kIndexFileName).string(), IndexToJson(index));
 }
 
 }  // namespace shardkit::checkpoint

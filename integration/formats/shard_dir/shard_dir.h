@@ -3,7 +3,7 @@
 //
 //   DIR/rank-00000.safetensors ... one file per rank, even when empty (header {})
 //   DIR/index.json             written last, by the source rank, after the commit
-//   DIR/.shardkit.lock         locked by the source for the run (io::DirectoryLock), then removed
+//   DIR/.shardkit.lock         locked by the source for the run (os::DirectoryLock), then removed
 //
 // A rank's file holds every shard placed on it, zero-size shards included, named after the
 // parameter — or NAME#K (K = the shard's index in the parameter's shard list) when the rank holds
@@ -53,14 +53,14 @@ std::vector<std::string> ShardTensorNames(std::string_view name,
 // existing `dir` must be a directory holding nothing but an earlier shardkit output (index.json,
 // rank-NNNNN.safetensors and their temporary names, a .shardkit.lock left by a killed run or an
 // older shardkit). Returns the directories it
-// created (to remove again if the run fails: io::CreatedDirectories). Errors: kInvalidArgument
+// created (to remove again if the run fails: os::CreatedDirectories). Errors: kInvalidArgument
 // naming the path and the OS error, or the first foreign entry.
-[[nodiscard]] absl::StatusOr<io::CreatedDirectories> PrepareOutputDir(const std::string& dir,
+[[nodiscard]] absl::StatusOr<os::CreatedDirectories> PrepareOutputDir(const std::string& dir,
                                                                       bool create = true);
 
 // Removes what an earlier output left that this run will not overwrite: index.json, rank files of
 // ranks >= world_size, and the temporary files of index.json and rank files whose process is gone
-// (io::RemoveDeadTemporaries: a running process's are left alone) — never .shardkit.lock. Then
+// (os::RemoveDeadTemporaries: a running process's are left alone) — never .shardkit.lock. Then
 // syncs `dir`, so that the removals (index.json's above all) are durable before any new rank file
 // appears. Call on one rank, holding the directory's lock, after PrepareOutputDir succeeded
 // everywhere and before any rank writes: the only writers of temporary files there are then
@@ -129,7 +129,7 @@ std::string IndexToJson(const ShardIndex& index);
 // Reads DIR/index.json. Errors: kNotFound if it is missing; as ParseIndex.
 [[nodiscard]] absl::StatusOr<ShardIndex> ReadIndex(const std::string& dir);
 
-// Writes DIR/index.json atomically. Errors: as io::WriteFileAtomically.
+// Writes DIR/index.json atomically. Errors: as os::WriteFileAtomically.
 [[nodiscard]] absl::Status WriteIndex(const std::string& dir, const ShardIndex& index);
 
 }  // namespace shardkit::checkpoint

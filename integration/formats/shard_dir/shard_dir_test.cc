@@ -122,7 +122,7 @@ TEST(ShardDirTest, OutputDirectoryRules) {
   const std::string fresh = testing::TestPath("fresh/a/b");
   EXPECT_THAT(PrepareOutputDir(fresh, /*create=*/false), IsOk());  // missing is fine: not made
   EXPECT_FALSE(fs::exists(testing::TestPath("fresh")));
-  absl::StatusOr<io::CreatedDirectories> created = PrepareOutputDir(fresh);
+  absl::StatusOr<os::CreatedDirectories> created = PrepareOutputDir(fresh);
   ASSERT_THAT(created, IsOk());
   EXPECT_TRUE(created->created());
   EXPECT_TRUE(fs::is_directory(fresh));

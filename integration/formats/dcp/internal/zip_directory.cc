@@ -67,13 +67,13 @@ absl::Status ApplyZip64Extra(std::string_view extra, uint64_t at, uint64_t& size
 }  // namespace
 
 absl::Status ReadAt(int fd, uint64_t offset, size_t size, void* out) {
-  if (const int err = io::PreadFully(fd, out, size, offset); err != 0) {
-    if (err == io::kNoBytes) {
+  if (const int err = os::PreadFully(fd, out, size, offset); err != 0) {
+    if (err == os::kNoBytes) {
       return absl::InvalidArgumentError(
           absl::StrCat("the file ends before byte ", offset + size, " (it shrank?)"));
     }
     return absl::UnavailableError(
-        absl::StrCat("cannot read bytes at ", offset, ": ", io::ErrnoText(err)));
+        absl::StrCat("cannot read bytes at ", offset, ": ", os::ErrnoText(err)));
   }
   return absl::OkStatus();
 }

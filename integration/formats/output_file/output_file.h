@@ -2,15 +2,15 @@
 // `demo --summary`): the checks run before anything is written, so that a mistyped OUT refuses
 // (exit 2) instead of replacing the input the run reads, a device node, or an unrelated file.
 //
-//   SHARDKIT_RETURN_IF_ERROR(io::CheckOutputFile(out, {.keep_out_of = {{in_dir,
+//   SHARDKIT_RETURN_IF_ERROR(formats::CheckOutputFile(out, {.keep_out_of = {{in_dir,
 //       "the shard directory it would be read from"}}}));
-//   ... write OUT with io::AtomicFile, whose Commit re-checks CheckOutputType just before its
+//   ... write OUT with os::AtomicFile, whose Commit re-checks CheckOutputType just before its
 //   rename (something put at OUT meanwhile is not replaced) ...
 //
 // Self-contained (core/os, absl, nlohmann's validator): no shardkit format is read here; a
 // safetensors file is recognised by its first bytes alone.
-#ifndef SHARDKIT_INTEGRATION_IO_OUTPUT_FILE_H_
-#define SHARDKIT_INTEGRATION_IO_OUTPUT_FILE_H_
+#ifndef SHARDKIT_INTEGRATION_FORMATS_OUTPUT_FILE_OUTPUT_FILE_H_
+#define SHARDKIT_INTEGRATION_FORMATS_OUTPUT_FILE_OUTPUT_FILE_H_
 
 #include <cstdint>
 #include <string>
@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "core/os/files.h"  // CheckOutputType
 
-namespace shardkit::io {
+namespace shardkit::formats {
 
 // A path a run reads (or writes besides OUT) that OUT must neither be nor lie inside.
 struct KeepOutOf {
@@ -64,6 +64,6 @@ inline constexpr uint64_t kMaxSafetensorsHeaderBytes = uint64_t{100} << 20;
 // "header is not a JSON object"), or naming the OS error if it cannot be read.
 [[nodiscard]] absl::Status IsSafetensorsFile(const std::string& path);
 
-}  // namespace shardkit::io
+}  // namespace shardkit::formats
 
-#endif  // SHARDKIT_INTEGRATION_IO_OUTPUT_FILE_H_
+#endif  // SHARDKIT_INTEGRATION_FORMATS_OUTPUT_FILE_OUTPUT_FILE_H_

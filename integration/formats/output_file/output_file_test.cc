@@ -1,7 +1,7 @@
 // CheckOutputFile on real paths: OUT inside the input (also through "..", a linked parent), a
 // symbolic link, a directory, a fifo, a character device (mknod, as root), files that are or are
 // not safetensors, earlier text outputs; CheckOutputType; IsSafetensorsFile's limits.
-#include "integration/io/output_file.h"
+#include "integration/formats/output_file/output_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -19,7 +19,7 @@
 #include "testing/status_matchers.h"
 #include "testing/test_dir.h"
 
-namespace shardkit::io {
+namespace shardkit::formats {
 namespace {
 
 namespace fs = std::filesystem;
@@ -134,7 +134,7 @@ TEST(CheckOutputFileTest, ACharacterDeviceIsRefused) {
   }
   EXPECT_THAT(CheckOutputFile(node), StatusIs(absl::StatusCode::kInvalidArgument,
                                               HasSubstr("exists and is a character device")));
-  EXPECT_THAT(CheckOutputType(node, "--out"),
+  EXPECT_THAT(os::CheckOutputType(node, "--out"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--out " + node)));
 }
 
@@ -206,4 +206,4 @@ TEST(CheckOutputFileTest, TextOutputsReplaceOnlyAnEarlierOne) {
 }
 
 }  // namespace
-}  // namespace shardkit::io
+}  // namespace shardkit::formats

@@ -1,4 +1,4 @@
-#include "integration/io/output_file.h"
+#include "integration/formats/output_file/output_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -18,10 +18,16 @@
 #include "core/os/files.h"
 #include "nlohmann/json.hpp"
 
-namespace shardkit::io {
+namespace shardkit::formats {
 namespace {
 
 namespace fs = std::filesystem;
+using os::CheckOutputType;
+using os::ErrnoText;
+using os::Fd;
+using os::FileTypeText;
+using os::kNoBytes;
+using os::PreadFully;
 
 // pread of exactly `size` bytes at `offset`. Returns 0, or the errno (EIO for an early end of
 // file).
@@ -167,4 +173,4 @@ absl::Status CheckOutputFile(const std::string& out, const OutputRules& rules) {
       " (", *why, "): refusing to replace it (remove it first, or pick another path)"));
 }
 
-}  // namespace shardkit::io
+}  // namespace shardkit::formats

@@ -10,8 +10,8 @@
 // summary itself, and --nproc is an error.
 //
 // --summary FILE sends the summary (with the total time, when launching) to FILE instead of
-// stdout, written atomically. FILE must pass formats::CheckOutputFile as a text output: nothing there,
-// an empty file, or an earlier summary (it begins with demo::kSummaryStart) — anything else is
+// stdout, written atomically. FILE must pass formats::CheckOutputFile as a text output: nothing
+// there, an empty file, or an earlier summary (it begins with kDemoSummaryStart) — anything else is
 // exit 2 before any rank starts (under a launcher every rank checks, before connecting).
 #include <fstream>
 #include <iostream>
@@ -30,10 +30,10 @@
 #include "core/os/files.h"
 #include "core/os/temp_dir.h"
 #include "integration/cli/commands.h"
+#include "integration/cli/demo_summary.h"
 #include "integration/cli/flags.h"
 #include "integration/cli/relaunch.h"
 #include "integration/demo/demo_rank.h"
-#include "integration/demo/summary.h"
 #include "integration/formats/output_file/output_file.h"
 
 namespace shardkit::cli {
@@ -62,9 +62,9 @@ FlagParser DemoFlagParser(DemoFlags* out) {
 // What may stand at --summary FILE: nothing, an empty file, or an earlier summary.
 absl::Status CheckSummaryPath(const std::string& path) {
   return formats::CheckOutputFile(path, {.name = "--summary",
-                                    .existing = formats::ExistingOutput::kText,
-                                    .text_signature = demo::kSummaryStart,
-                                    .text_kind = "an earlier summary"});
+                                         .existing = formats::ExistingOutput::kText,
+                                         .text_signature = kDemoSummaryStart,
+                                         .text_kind = "an earlier summary"});
 }
 
 // The summary to stdout, or atomically to --summary FILE. Errors: as os::WriteFileAtomically.
@@ -95,7 +95,7 @@ int RunDemoRankCommand(const DemoFlags& flags) {
   absl::StatusOr<demo::DemoReport> report = demo::RunDemoRank(**comm, {.progress = &std::cerr});
   if (!report.ok()) return ReportError(kCommand, report.status());
   if ((*comm)->rank() == 0) {
-    if (absl::Status s = PrintSummary(flags, demo::FormatSummary(*report)); !s.ok()) {
+    if (absl::Status s = PrintSummary(flags, FormatDemoSummary(*report)); !s.ok()) {
       return ReportError(kCommand, s);
     }
   }

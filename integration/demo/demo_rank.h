@@ -3,7 +3,7 @@
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, ConnectFromEnv());
 //   SHARDKIT_ASSIGN_OR_RETURN(DemoReport report, RunDemoRank(*comm, {.progress = &std::cerr}));
-//   if (comm->rank() == 0) std::cout << FormatSummary(report);  // summary.h
+//   if (comm->rank() == 0) std::cout << cli::FormatDemoSummary(report);  // cli/demo_summary.h
 //   return report.verified() ? 0 : 1;
 //
 // The steps, in the same order on every rank (docs/architecture.md, "ShardParameter and

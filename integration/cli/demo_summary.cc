@@ -1,4 +1,4 @@
-#include "integration/demo/summary.h"
+#include "integration/cli/demo_summary.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -13,9 +13,13 @@
 #include "absl/strings/str_join.h"
 #include "core/base/text_table.h"
 
-namespace shardkit::demo {
+namespace shardkit::cli {
 namespace {
 
+using demo::DemoReport;
+using demo::RankReport;
+using demo::SyntheticModelBytes;
+using demo::SyntheticParameters;
 using Row = TableRow;
 
 double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
@@ -135,10 +139,10 @@ std::string Verdict(const DemoReport& report) {
 
 }  // namespace
 
-std::string FormatSummary(const DemoReport& report) {
+std::string FormatDemoSummary(const DemoReport& report) {
   const ShardStats& s = report.shard_stats;
   return absl::StrCat(
-      kSummaryStart,
+      kDemoSummaryStart,
       absl::StrFormat("%d parameters, %.1f MiB float32, %d rank%s, backend %s, "
                       "strategy %s, source rank %d\n\n",
                       report.parameters.size(), MiB(SyntheticModelBytes(report.model)),
@@ -152,4 +156,4 @@ std::string FormatSummary(const DemoReport& report) {
       Verdict(report));
 }
 
-}  // namespace shardkit::demo
+}  // namespace shardkit::cli

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "core/base/status_macros.h"
 #include "core/os/dir_lock.h"
 #include "core/os/files.h"
@@ -26,9 +25,9 @@
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/checkpoint/stream/stream_shard.h"
 #include "integration/formats/hf/hf_output.h"
+#include "integration/formats/output_file/output_file.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "integration/formats/shard_dir/shard_dir.h"
-#include "integration/formats/output_file/output_file.h"
 
 namespace shardkit::checkpoint {
 namespace {
@@ -155,16 +154,18 @@ absl::Status Gather(const GatherInput& input, const std::vector<TensorInfo>& pla
   return out.Finish();
 }
 
-void PrintSummary(std::ostream& log, const GatherInput& input, int64_t total,
-                  const std::string& target, const Progress& meter) {
+// The caller's report, when asked for (GatherOptions::report): the output's `files` (paths),
+// with `index_path` for a Hugging Face output's index.
+void Report(const GatherOptions& options, const GatherInput& input, int64_t total,
+            const Progress& meter, GatherReport report) {
+  if (options.report == nullptr) return;
   absl::StatusOr<int64_t> peak = os::ProcStatusBytes("VmHWM");
-  log << absl::StrFormat(
-             "shardkit gather: %d parameters (%s) from %d rank files to %s in %.3f s (%s), "
-             "peak RSS %.1f MiB\n",
-             input.index.parameters.size(), FormatBytes(total), input.index.world_size, target,
-             meter.Elapsed(), FormatRate(total, meter.Elapsed()),
-             peak.ok() ? static_cast<double>(*peak) / (1 << 20) : 0.0)
-      << std::flush;
+  report.parameters = static_cast<int64_t>(input.index.parameters.size());
+  report.bytes = total;
+  report.rank_files = input.index.world_size;
+  report.seconds = meter.Elapsed();
+  report.peak_rss = peak.ok() ? *peak : 0;
+  *options.report = std::move(report);
 }
 
 int64_t TotalBytes(const std::vector<TensorInfo>& placed) {
@@ -210,6 +211,10 @@ absl::StatusOr<HfPlan> PlanHuggingFace(const ShardIndex& index, const std::strin
   return plan;
 }
 
+std::string HfIndexPath(const std::string& out_dir) {
+  return (fs::path(out_dir) / kHfIndexFileName).string();
+}
+
 // model.safetensors.index.json, unless the output is model.safetensors alone. Written after every
 // file is in place: without it, the files are no checkpoint to Hugging Face's readers or shard.
 absl::Status WriteHfIndex(const std::string& out_dir, const HfPlan& plan, int64_t total) {
@@ -218,8 +223,7 @@ absl::Status WriteHfIndex(const std::string& out_dir, const HfPlan& plan, int64_
   for (size_t i = 0; i < plan.placed.size(); ++i) {
     weight_map[plan.placed[i].name] = plan.names[plan.file_of[i]];
   }
-  return os::WriteFileAtomically((fs::path(out_dir) / kHfIndexFileName).string(),
-                                 HfIndexJson(total, weight_map));
+  return os::WriteFileAtomically(HfIndexPath(out_dir), HfIndexJson(total, weight_map));
 }
 
 }  // namespace
@@ -251,7 +255,7 @@ absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_
               .probe = os::TemporaryPath(out_path),
               .state_if_probe_present = untouched});
   SHARDKIT_RETURN_IF_ERROR(Gather(input, placed, out, options, meter));
-  PrintSummary(log, input, total, out_path, meter);
+  Report(options, input, total, meter, {.out = out_path, .files = {out_path}});
   return absl::OkStatus();
 }
 
@@ -278,8 +282,8 @@ absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out
     outputs.push_back(os::InterruptCleanup::Register((fs::path(out_dir) / name).string(),
                                                      os::CleanupKind::kOutputFile));
   }
-  outputs.push_back(os::InterruptCleanup::Register((fs::path(out_dir) / kHfIndexFileName).string(),
-                                                   os::CleanupKind::kOutputFile));
+  outputs.push_back(
+      os::InterruptCleanup::Register(HfIndexPath(out_dir), os::CleanupKind::kOutputFile));
   OutputFiles out(std::move(plan.files));
   const int64_t total = TotalBytes(plan.placed);
   Progress meter = MakeMeter(log, options, total);
@@ -295,11 +299,12 @@ absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out
               .state_if_removed = removed,
               .state_if_outputs_removed = none});
   outputs.clear();
-  const std::string target =
-      plan.names.size() == 1
-          ? (fs::path(out_dir) / plan.names[0]).string()
-          : absl::StrCat(out_dir, " (", plan.names.size(), " files and ", kHfIndexFileName, ")");
-  PrintSummary(log, input, total, target, meter);
+  GatherReport written{.out = out_dir};
+  for (const std::string& name : plan.names) {
+    written.files.push_back((fs::path(out_dir) / name).string());
+  }
+  if (plan.names.size() > 1) written.index_path = HfIndexPath(out_dir);
+  Report(options, input, total, meter, std::move(written));
   return absl::OkStatus();
 }
 

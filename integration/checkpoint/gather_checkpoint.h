@@ -17,21 +17,37 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "integration/checkpoint/stream/memory_budget.h"
 
 namespace shardkit::checkpoint {
 
+// What a gather did, for its caller to show (`shardkit gather` prints it as its summary line,
+// integration/cli/run_summary.h).
+struct GatherReport {
+  int64_t parameters = 0;          // tensors written
+  int64_t bytes = 0;               // their bytes
+  int64_t rank_files = 0;          // the shard directory's world size
+  std::string out;                 // the output path (GatherCheckpoint) or directory, as given
+  std::vector<std::string> files;  // the safetensors files written, in order, as paths
+  std::string index_path;          // GatherHuggingFace with 2+ files: its index file; else empty
+  double seconds = 0;              // reading and writing the data
+  int64_t peak_rss = 0;            // VmHWM at the end (0 if /proc cannot tell)
+};
+
 struct GatherOptions {
   bool progress = false;                       // progress lines on `log`
   int64_t memory_bytes = kDefaultMemoryBytes;  // at most this much tensor data in memory at once
+  GatherReport* report = nullptr;              // filled in on success, when set
 };
 
 // Writes `out_path` durably (fsync, rename, directory fsync), window by window: every byte is
 // read once with pread into one of two reused windows (short pieces through a small staging
 // buffer) and written at its final offset, so memory stays within `options.memory_bytes`
-// whatever the checkpoint's size. A summary line (and progress lines when enabled) go to `log`.
+// whatever the checkpoint's size. Progress lines go to `log` when enabled; what was written goes to
+// `options.report` when set (no summary is printed).
 // Before anything is read, `out_path` must pass formats::CheckOutputFile: outside `in_dir`, not a
 // symbolic link nor anything but a regular file, and if it exists a safetensors file (replaced).
 // Then it removes `out_path.tmp.PID` files whose process is gone from this host (an earlier

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/base/status_macros.h"
 #include "core/comm/collective_status.h"
@@ -34,15 +33,6 @@
 namespace shardkit::checkpoint {
 namespace {
 
-// What every rank reports at the end, for the source's summary.
-struct RankReport {
-  int64_t bytes_read = 0;  // pread from the checkpoint, or from the old shard directory's files
-  int64_t files_read = 0;  // reshard: the old rank files it read from
-  int64_t bytes_written = 0;
-  int64_t peak_rss = 0;    // VmHWM at the end
-  int64_t rss_growth = 0;  // VmHWM at the end minus VmHWM (reset) just before data moved
-};
-
 // Everything one rank knows about the run, filled in step by step.
 struct Run {
   const ShardCheckpointOptions& options;
@@ -67,7 +57,7 @@ struct Run {
   StreamStats stream;
   double plan_seconds = 0;  // from the start until the data moved: inputs, agreement, files
   double stream_seconds = 0;
-  std::vector<RankReport> reports;  // the source: every rank's
+  std::vector<ShardRunRank> reports;  // every rank's, from GatherReports
 
   bool is_source() const { return comm.rank() == plan.src_rank; }
   bool reshard() const { return resharding; }
@@ -282,7 +272,7 @@ absl::Status CommitRankFile(Run& run) {
   return status;
 }
 
-// Step 7: every rank's report reaches the source (collective; errors as AllGather).
+// Step 7: every rank's report reaches every rank (collective; errors as AllGather).
 absl::Status GatherReports(Run& run, int64_t hwm_before, const CallOptions& call) {
   absl::StatusOr<int64_t> peak = os::ProcStatusBytes("VmHWM");
   const int64_t hwm = peak.ok() ? *peak : 0;
@@ -292,7 +282,7 @@ absl::Status GatherReports(Run& run, int64_t hwm_before, const CallOptions& call
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
                             run.comm.AllGather(ConstBuffer(mine), call));
   for (const std::string& text : all) {
-    RankReport& report = run.reports.emplace_back();
+    ShardRunRank& report = run.reports.emplace_back();
     std::istringstream in(text);
     in >> report.bytes_read >> report.files_read >> report.bytes_written >> report.peak_rss >>
         report.rss_growth;
@@ -306,52 +296,34 @@ ShardIndex BuildIndex(const Run& run) {
                         run.header, run.resolved);
 }
 
-// The summary the source prints: totals, then per rank its file, tensors, bytes written and
-// memory (peak RSS, and its growth while the data moved).
-std::string Summary(const Run& run, const ShardIndex& index, double total_seconds) {
-  const int world = run.comm.world_size();
-  std::vector<int64_t> tensors(static_cast<size_t>(world));
-  int64_t replicated = 0;
-  for (const IndexParameter& parameter : index.parameters) {
-    if (!parameter.spec) ++replicated;
-    for (const IndexShard& shard : parameter.shards) {
-      ++tensors[static_cast<size_t>(shard.metadata.placement.rank())];
-    }
-  }
-  const int64_t read_bytes = run.schedule->total_bytes();
-  const bool direct = run.plan.strategy == specs::Strategy::kDirect;
-  std::string how =
-      absl::StrCat(std::string(WrittenByName(index.written_by)), " from rank ", index.src_rank);
-  if (direct) how = "direct: every rank read its own shards";
+// What the caller shows (ShardWriteOptions::report): totals, then per rank its file, tensors,
+// bytes read and written and memory (peak RSS, and its growth while the data moved).
+ShardRunReport MakeReport(const Run& run, const ShardIndex& index, double total_seconds) {
+  ShardRunReport report{.written_by = index.written_by,
+                        .src_rank = index.src_rank,
+                        .world_size = run.comm.world_size(),
+                        .parameters = static_cast<int64_t>(index.parameters.size()),
+                        .moved_bytes = run.schedule->total_bytes(),
+                        .rounds = run.schedule->rounds(),
+                        .memory_bytes = run.options.write.memory_bytes,
+                        .plan_seconds = run.plan_seconds,
+                        .stream_seconds = run.stream_seconds,
+                        .total_seconds = total_seconds,
+                        .ranks = run.reports};
   if (run.reshard()) {
-    how = absl::StrCat("from ", run.options.checkpoint_path, " (",
-                       run.shard_dir ? run.shard_dir->index().world_size : 0,
-                       " ranks): every rank read its new shards itself");
+    report.in_dir = run.options.checkpoint_path;
+    report.in_world_size = run.shard_dir ? run.shard_dir->index().world_size : 0;
   }
-  std::string out = absl::StrFormat(
-      "%s: %d parameters (%d sharded, %d replicated) on %d ranks, %s\n"
-      "  planned in %.3f s; %s %s in %d rounds in %.3f s (%s), memory budget %d MiB per rank, "
-      "total %.3f s\n"
-      "  %-4s  %-22s  %7s  ",
-      run.reshard() ? "shardkit reshard" : "shardkit shard", index.parameters.size(),
-      static_cast<int64_t>(index.parameters.size()) - replicated, replicated, world, how,
-      run.plan_seconds, direct ? "read" : "streamed", FormatBytes(read_bytes),
-      run.schedule->rounds(), run.stream_seconds, FormatRate(read_bytes, run.stream_seconds),
-      run.options.write.memory_bytes >> 20, total_seconds, "rank", "file", "tensors");
-  if (run.reshard()) absl::StrAppendFormat(&out, "%12s  %9s  ", "bytes_read", "old_files");
-  absl::StrAppendFormat(&out, "%12s  %13s  %15s\n", "bytes", "peak_rss_mib", "rss_growth_mib");
-  for (int rank = 0; rank < world; ++rank) {
-    const RankReport& report = run.reports[static_cast<size_t>(rank)];
-    absl::StrAppendFormat(&out, "  %-4d  %-22s  %7d  ", rank, RankFileName(rank),
-                          tensors[static_cast<size_t>(rank)]);
-    if (run.reshard()) {
-      absl::StrAppendFormat(&out, "%12d  %9d  ", report.bytes_read, report.files_read);
+  for (int rank = 0; rank < report.world_size; ++rank) {
+    report.ranks[static_cast<size_t>(rank)].file = RankFileName(rank);
+  }
+  for (const IndexParameter& parameter : index.parameters) {
+    ++(parameter.spec ? report.sharded : report.replicated);
+    for (const IndexShard& shard : parameter.shards) {
+      ++report.ranks[static_cast<size_t>(shard.metadata.placement.rank())].tensors;
     }
-    absl::StrAppendFormat(&out, "%12d  %13.1f  %15.1f\n", report.bytes_written,
-                          static_cast<double>(report.peak_rss) / (1 << 20),
-                          static_cast<double>(report.rss_growth) / (1 << 20));
   }
-  return out;
+  return report;
 }
 
 // A failed run: this rank's temporary file is removed, then DIR (and the parents this rank
@@ -363,11 +335,27 @@ void CleanUpAfterFailure(Run& run) {
   run.lock.reset();
 }
 
+// Step 8: the source writes index.json, then its warnings to `log`; the caller's report, when
+// asked for, on every rank (the index built here too: the same on every rank).
+absl::Status Finish(Run& run, const absl::Time start) {
+  const ShardWriteOptions& write = run.options.write;
+  if (!run.is_source() && write.report == nullptr) return absl::OkStatus();
+  const ShardIndex index = BuildIndex(run);
+  if (run.is_source()) {
+    SHARDKIT_RETURN_IF_ERROR(WriteIndex(write.out_dir, index));
+    for (const std::string& warning : run.warnings) run.log << warning << "\n";
+    run.log << std::flush;
+  }
+  if (write.report != nullptr) {
+    *write.report = MakeReport(run, index, absl::ToDoubleSeconds(absl::Now() - start));
+  }
+  return absl::OkStatus();
+}
+
 // The steps of shard_checkpoint.h, in order.
 absl::Status RunSteps(Run& run, const absl::Time start) {
   const ShardCheckpointOptions& options = run.options;
   Communicator& comm = run.comm;
-  std::ostream& log = run.log;
   // One deadline for the whole run; every collective step below gets what is left of it.
   CallOptions call = options.write.call;
   call.deadline = comm.Deadline(options.write.call);
@@ -387,16 +375,11 @@ absl::Status RunSteps(Run& run, const absl::Time start) {
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, CommitRankFile(run), "writing shard files", call));
   SHARDKIT_RETURN_IF_ERROR(GatherReports(run, hwm_before.ok() ? *hwm_before : 0, call));
   if (options.write.stats != nullptr) {
-    const RankReport& mine = run.reports[static_cast<size_t>(comm.rank())];
+    const ShardRunRank& mine = run.reports[static_cast<size_t>(comm.rank())];
     *options.write.stats = {mine.bytes_written,     run.stream.bytes_read, run.stream.buffer_bytes,
                             run.schedule->rounds(), mine.peak_rss,         mine.rss_growth};
   }
-  if (!run.is_source()) return absl::OkStatus();
-  const ShardIndex index = BuildIndex(run);
-  SHARDKIT_RETURN_IF_ERROR(WriteIndex(options.write.out_dir, index));
-  for (const std::string& warning : run.warnings) log << warning << "\n";
-  log << Summary(run, index, absl::ToDoubleSeconds(absl::Now() - start)) << std::flush;
-  return absl::OkStatus();
+  return Finish(run, start);
 }
 
 }  // namespace

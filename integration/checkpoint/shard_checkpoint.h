@@ -33,14 +33,17 @@
 //     it: the other ranks are done by then.)
 // A failed run removes this rank's temporary file, and DIR with the parents this rank created,
 // if nothing is left in them (the source removes the lock file first, while it holds it). An
-// interrupted one does the same in the signal handler (core/os/interrupt.h), where the source prints
-// the line its os::ScopedInterruptReport holds: DIR still holds the earlier output, untouched
-// (before step 4 removed index.json), or holds no index.json (the earlier output cleared), or
-// the complete new output (index.json written), or was removed (this run had created it).
+// interrupted one does the same in the signal handler (core/os/interrupt.h), where the source
+// prints the line its os::ScopedInterruptReport holds: DIR still holds the earlier output,
+// untouched (before step 4 removed index.json), or holds no index.json (the earlier output
+// cleared), or the complete new output (index.json written), or was removed (this run had created
+// it).
+//
 // Output on `log` (the source rank only): warnings (plan rules that take no parameter — matching
-// none, or shadowed by earlier rules — and the FP8 scale check's), progress lines when enabled, and
-// a summary table at the end (per rank: bytes written, peak RSS and its growth while the data
-// moved).
+// none, or shadowed by earlier rules — and the FP8 scale check's) and progress lines when enabled.
+// No summary: `write.report`, when set, receives the run's ShardRunReport (shard_run_report.h:
+// per rank bytes read and written, peak RSS and its growth while the data moved) for the caller
+// to show (`shardkit shard` prints it as a table, integration/cli/run_summary.h).
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_CHECKPOINT_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_CHECKPOINT_H_
 
@@ -52,6 +55,7 @@
 #include "absl/status/status.h"
 #include "core/comm/communicator.h"
 #include "integration/checkpoint/fp8_scales.h"
+#include "integration/checkpoint/shard_run_report.h"
 #include "integration/checkpoint/stream/memory_budget.h"
 #include "specs/plan.h"
 
@@ -84,6 +88,7 @@ struct ShardWriteOptions {
   bool strict = false;
   CallOptions call;  // deadline of the whole run: every collective step shares it
   ShardCheckpointStats* stats = nullptr;  // filled in for this rank on success, when set
+  ShardRunReport* report = nullptr;       // the whole run, on every rank on success, when set
 };
 
 struct ShardCheckpointOptions {

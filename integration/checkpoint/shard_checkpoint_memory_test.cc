@@ -4,7 +4,8 @@
 // by every rank itself (direct); a 300 MiB single tensor with 16 MiB. The source (under direct,
 // every rank) reads each checkpoint byte at most once. Every rank's VmHWM growth
 // while the data moves stays under the budget + 24 MiB (not under sanitizers: their shadow memory
-// and quarantine count), and the gathered file is byte-identical to the checkpoint.
+// and quarantine count), and the gathered file is byte-identical to the checkpoint. The reports
+// both fill in (ShardRunReport, GatherReport) agree with the stats and the data's size.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "integration/checkpoint/gather_checkpoint.h"
 #include "integration/checkpoint/shard_checkpoint.h"
 #include "integration/formats/safetensors/safetensors.h"
+#include "integration/formats/shard_dir/shard_dir.h"
 #include "nlohmann/json.hpp"
 #include "specs/plan.h"
 #include "testing/rank_group.h"
@@ -96,13 +98,28 @@ void ShardUnderBudgetCase(int rank, Communicator& comm, std::string_view arg) {
   const Json c = Json::parse(arg);
   const int64_t budget = c["mib"].get<int64_t>() * kMiB;
   ShardCheckpointStats stats;
+  ShardRunReport report;
   std::ostringstream log;
   ShardCheckpointOptions options{
       .checkpoint_path = c["checkpoint"],
       .strategy = *specs::ParseStrategy(c["strategy"].get<std::string>()),
-      .write = {
-          .plan_path = c["plan"], .out_dir = c["out"], .memory_bytes = budget, .stats = &stats}};
+      .write = {.plan_path = c["plan"],
+                .out_dir = c["out"],
+                .memory_bytes = budget,
+                .stats = &stats,
+                .report = &report}};
   ASSERT_THAT(ShardCheckpoint(options, comm, log), testing::IsOk()) << log.str();
+  // Every rank's report holds every rank's row; this rank's is its stats.
+  ASSERT_EQ(report.ranks.size(), static_cast<size_t>(comm.world_size()));
+  const ShardRunRank& mine = report.ranks[static_cast<size_t>(rank)];
+  EXPECT_EQ(mine.bytes_written, stats.bytes_written);
+  EXPECT_EQ(mine.bytes_read, stats.bytes_read);
+  EXPECT_EQ(mine.file, RankFileName(rank));
+  EXPECT_EQ(report.rounds, stats.rounds);
+  EXPECT_EQ(report.memory_bytes, budget);
+  EXPECT_EQ(report.parameters, report.sharded + report.replicated);
+  EXPECT_EQ(report.moved_bytes, c["data_bytes"].get<int64_t>());
+  EXPECT_EQ(report.written_by, WrittenByShard(*options.strategy));
   EXPECT_GT(stats.rounds, c["min_rounds"].get<int64_t>()) << "the budget cuts the data in rounds";
   EXPECT_LE(stats.buffer_bytes, budget) << "rank " << rank;
   const int64_t data = c["data_bytes"].get<int64_t>();
@@ -124,8 +141,15 @@ void ShardUnderBudgetCase(int rank, Communicator& comm, std::string_view arg) {
   absl::Status gathered;
   if (rank == 0) {
     std::ostringstream gather_log;
-    gathered = GatherCheckpoint(c["out"], c["gathered"], gather_log, {.memory_bytes = budget});
+    GatherReport written;
+    gathered = GatherCheckpoint(c["out"], c["gathered"], gather_log,
+                                {.memory_bytes = budget, .report = &written});
     if (gathered.ok()) gathered = SameTensors(c["checkpoint"], c["gathered"]);
+    EXPECT_EQ(written.bytes, c["data_bytes"].get<int64_t>());
+    EXPECT_EQ(written.parameters, report.parameters);
+    EXPECT_EQ(written.rank_files, comm.world_size());
+    EXPECT_EQ(written.files, std::vector<std::string>{c["gathered"].get<std::string>()});
+    EXPECT_TRUE(written.index_path.empty());
   }
   EXPECT_THAT(AgreeOnStatus(comm, gathered, "gather"), testing::IsOk());
 }

@@ -1,7 +1,7 @@
 // `shardkit gather --in DIR --out OUT.safetensors [--max-shard-size SIZE] [--memory-mib M]`:
 // reassembles a checkpoint from a shard directory (checkpoint::GatherCheckpoint), or with
 // --max-shard-size writes it into directory OUT as a Hugging Face multi-file checkpoint
-// (checkpoint::GatherHuggingFace). A summary line goes to stderr.
+// (checkpoint::GatherHuggingFace). The summary line (run_summary.h) goes to stderr.
 #include <unistd.h>
 
 #include <iostream>
@@ -11,6 +11,7 @@
 #include "integration/checkpoint/gather_checkpoint.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
+#include "integration/cli/run_summary.h"
 
 namespace shardkit::cli {
 namespace {
@@ -41,13 +42,15 @@ int RunGather(const std::vector<std::string>& args) {
   if (absl::Status s = Require(flags, {"in", "out"}, kSeeHelp); !s.ok()) {
     return ReportError(kCommand, s);
   }
-  const checkpoint::GatherOptions options{.progress = ProgressWanted(),
-                                          .memory_bytes = memory_mib << 20};
+  checkpoint::GatherReport report;
+  const checkpoint::GatherOptions options{
+      .progress = ProgressWanted(), .memory_bytes = memory_mib << 20, .report = &report};
   const absl::Status status =
       flags.WasSet("max-shard-size")
           ? checkpoint::GatherHuggingFace(in_dir, out_path, max_shard_bytes, std::cerr, options)
           : checkpoint::GatherCheckpoint(in_dir, out_path, std::cerr, options);
   if (!status.ok()) return ReportError(kCommand, status);
+  std::cerr << FormatGatherSummary(report) << std::flush;
   return 0;
 }
 

@@ -8,7 +8,7 @@
 // arguments>`; under a launcher (UnderLauncher: shardkit launch, torchrun, mpirun, srun) it is
 // one rank and --nproc is an error; with neither it runs as a world of one. The work is
 // checkpoint::ShardCheckpoint (reshard: checkpoint::ReshardCheckpoint, the input a shard
-// directory).
+// directory); the source rank prints its report as the summary on stderr (run_summary.h).
 #include <unistd.h>
 
 #include <cstdlib>
@@ -26,6 +26,7 @@
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
 #include "integration/cli/relaunch.h"
+#include "integration/cli/run_summary.h"
 #include "integration/launch/launch.h"
 #include "specs/placement.h"
 
@@ -161,11 +162,16 @@ absl::Status RunRank(const ShardFlags& flags) {
   checkpoint::ShardCheckpointOptions options = flags.options;
   options.write.call.deadline = deadline;
   options.write.progress = ProgressWanted();
-  if (flags.reshard) {
-    return checkpoint::ReshardCheckpoint(
-        {.in_dir = options.checkpoint_path, .write = options.write}, *comm, std::cerr);
-  }
-  return checkpoint::ShardCheckpoint(options, *comm, std::cerr);
+  checkpoint::ShardRunReport report;
+  options.write.report = &report;
+  SHARDKIT_RETURN_IF_ERROR(
+      flags.reshard
+          ? checkpoint::ReshardCheckpoint(
+                {.in_dir = options.checkpoint_path, .write = options.write}, *comm, std::cerr)
+          : checkpoint::ShardCheckpoint(options, *comm, std::cerr));
+  // The source rank prints the summary, after the library's warnings.
+  if (comm->rank() == report.src_rank) std::cerr << FormatShardSummary(report) << std::flush;
+  return absl::OkStatus();
 }
 
 // Both commands: parse, then run N local ranks (--nproc) or be one rank.

@@ -275,47 +275,11 @@ std::string SerializePrefix(const std::vector<TensorInfo>& tensors,
   return LengthBytes(header.size()) + header;
 }
 
-Reader::Reader(std::string path, int fd, Header header)
-    : path_(std::move(path)), fd_(fd), header_(std::move(header)) {}
-
-Reader::Reader(Reader&& other) noexcept
-    : path_(std::move(other.path_)),
-      fd_(std::exchange(other.fd_, -1)),
-      header_(std::move(other.header_)),
-      by_name_(std::move(other.by_name_)),
-      identity_(std::move(other.identity_)),
-      device_(other.device_),
-      inode_(other.inode_) {}
-
-Reader& Reader::operator=(Reader&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    path_ = std::move(other.path_);
-    fd_ = std::exchange(other.fd_, -1);
-    header_ = std::move(other.header_);
-    by_name_ = std::move(other.by_name_);
-    identity_ = std::move(other.identity_);
-    device_ = other.device_;
-    inode_ = other.inode_;
-  }
-  return *this;
-}
-
-Reader::~Reader() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 absl::StatusOr<Reader> Reader::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-    return Invalid(path, absl::StrCat("cannot open: ", ErrnoText(err)));
-  }
-  Reader reader(path, fd, Header{});  // owns fd from here on
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return Invalid(path, "not a regular file");
-  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  Reader reader;
+  SHARDKIT_ASSIGN_OR_RETURN(reader.file_, os::OpenedFile::Open(path));
+  const int fd = reader.file_.fd();
+  const uint64_t file_size = reader.file_.size();
   SHARDKIT_ASSIGN_OR_RETURN(const uint64_t header_size, ReadHeaderLength(fd, file_size, path));
   std::string json(header_size, '\0');
   SHARDKIT_RETURN_IF_ERROR(ReadFully(fd, 8, header_size, json.data(), path));
@@ -323,45 +287,27 @@ absl::StatusOr<Reader> Reader::Open(const std::string& path) {
   reader.header_.data_start = 8 + header_size;
   const std::string header_bytes = LengthBytes(header_size) + json;
   reader.identity_ = FileIdentity{file_size, specs::Fingerprint(header_bytes)};
-  reader.device_ = static_cast<uint64_t>(st.st_dev);
-  reader.inode_ = static_cast<uint64_t>(st.st_ino);
   for (size_t i = 0; i < reader.header_.tensors.size(); ++i) {
     reader.by_name_[reader.header_.tensors[i].name] = i;
   }
   return reader;
 }
 
-absl::Status Reader::CheckUnchanged() const {
-  struct stat held {
-  }, at_path{};
-  if (::fstat(fd_, &held) != 0) return Invalid(path_, absl::StrCat("fstat: ", ErrnoText(errno)));
-  if (static_cast<uint64_t>(held.st_size) != identity_.size) {
-    return Invalid(path_, absl::StrCat("changed while open: it had ", identity_.size,
-                                       " bytes, now ", held.st_size));
-  }
-  if (::stat(path_.c_str(), &at_path) != 0) {
-    return Invalid(path_, absl::StrCat("was removed while open: ", ErrnoText(errno)));
-  }
-  if (static_cast<uint64_t>(at_path.st_dev) != device_ ||
-      static_cast<uint64_t>(at_path.st_ino) != inode_) {
-    return Invalid(path_, absl::StrCat("was replaced while open: another file (", at_path.st_size,
-                                       " bytes) is at its path now"));
-  }
-  return absl::OkStatus();
-}
+absl::Status Reader::CheckUnchanged() const { return file_.CheckUnchanged(); }
 
 absl::StatusOr<const TensorInfo*> Reader::Find(std::string_view name) const {
   if (auto it = by_name_.find(absl::string_view(name.data(), name.size())); it != by_name_.end()) {
     return &header_.tensors[it->second];
   }
-  return absl::NotFoundError(absl::StrCat(path_, ": no tensor ", QuoteName(std::string(name))));
+  return absl::NotFoundError(
+      absl::StrCat(file_.path(), ": no tensor ", QuoteName(std::string(name))));
 }
 
 absl::Status Reader::ReadBytes(const TensorInfo& info, uint64_t offset, uint64_t size,
                                void* dst) const {
   SHARDKIT_CHECK(offset <= info.end - info.begin && size <= info.end - info.begin - offset)
       << "ReadBytes outside tensor " << info.name;
-  return ReadFully(fd_, header_.data_start + info.begin + offset, size, dst, path_);
+  return file_.Pread(header_.data_start + info.begin + offset, size, dst);
 }
 
 absl::StatusOr<Tensor> Reader::ReadTensor(std::string_view name) const {

@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/os/files.h"
+#include "core/os/opened_file.h"
 #include "core/tensor/tensor.h"
 
 namespace shardkit::safetensors {
@@ -97,14 +98,11 @@ class Reader {
   // Errors: kNotFound if the file does not exist; kInvalidArgument for malformed content.
   [[nodiscard]] static absl::StatusOr<Reader> Open(const std::string& path);
 
-  Reader(Reader&& other) noexcept;
-  Reader& operator=(Reader&& other) noexcept;
-  Reader(const Reader&) = delete;
-  Reader& operator=(const Reader&) = delete;
-  ~Reader();
+  Reader(Reader&& other) noexcept = default;
+  Reader& operator=(Reader&& other) noexcept = default;
 
   const Header& header() const { return header_; }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
   // As the file was when opened.
   const FileIdentity& identity() const { return identity_; }
 
@@ -123,14 +121,12 @@ class Reader {
                                        void* dst) const;
 
  private:
-  Reader(std::string path, int fd, Header header);
+  Reader() = default;
 
-  std::string path_;
-  int fd_ = -1;
+  os::OpenedFile file_;  // the file, and what tells a replacement or a resize
   Header header_;
   absl::flat_hash_map<std::string, size_t> by_name_;  // index into header_.tensors
   FileIdentity identity_;
-  uint64_t device_ = 0, inode_ = 0;  // the file opened, to tell a replacement at path_
 };
 
 // Writes a safetensors file tensor by tensor, so that a large output never has to be in memory

@@ -8,6 +8,7 @@
 #include "core/base/status_macros.h"
 #include "integration/checkpoint/plan_binding.h"
 #include "integration/checkpoint/source/checkpoint_source.h"
+#include "integration/checkpoint/source/dcp_source.h"
 #include "integration/checkpoint/source/shard_dir_source.h"
 
 namespace shardkit::checkpoint {
@@ -22,6 +23,14 @@ absl::StatusOr<std::unique_ptr<TensorSource>> OpenSource(const CheckpointPath& w
     SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<ShardDirSource> dir,
                               ShardDirSource::Open(where.path, kNoReads));
     return std::unique_ptr<TensorSource>(std::move(dir));
+  }
+  if (where.kind == CheckpointKind::kDcpDirectory) {
+    SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<DcpSource> dcp,
+                              DcpSource::Open(where.path, kNoReads));
+    if (const std::string warning = dcp->SkippedWarning(); !warning.empty()) {
+      warnings->push_back(warning);
+    }
+    return std::unique_ptr<TensorSource>(std::move(dcp));
   }
   SHARDKIT_ASSIGN_OR_RETURN(CheckpointSource source, CheckpointSource::Open(where, warnings));
   return std::unique_ptr<TensorSource>(std::make_unique<CheckpointSource>(std::move(source)));
@@ -48,7 +57,9 @@ std::vector<std::string> RuleCells(const ShardIndex& index,
 absl::StatusOr<Inspection> DryRun(const DryRunOptions& options,
                                   std::vector<std::string>* warnings) {
   SHARDKIT_ASSIGN_OR_RETURN(CheckpointPath where, ResolveCheckpointPath(options.checkpoint_path));
-  const bool reshard = where.kind == CheckpointKind::kShardDirectory;
+  // A shard directory or a DCP checkpoint is laid out by `reshard --in`.
+  const bool reshard =
+      where.kind == CheckpointKind::kShardDirectory || where.kind == CheckpointKind::kDcpDirectory;
   SHARDKIT_ASSIGN_OR_RETURN(specs::Plan plan, ReadPlanFile(options.plan_path, reshard, warnings));
   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source, OpenSource(where, warnings));
   const safetensors::Header& header = source->header();

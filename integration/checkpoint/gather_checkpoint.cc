@@ -17,6 +17,7 @@
 #include "core/os/proc_status.h"
 #include "integration/checkpoint/output_files.h"
 #include "integration/checkpoint/progress.h"
+#include "integration/checkpoint/source/dcp_source.h"
 #include "integration/checkpoint/source/shard_dir_source.h"
 #include "integration/checkpoint/stream/background_stage.h"
 #include "integration/checkpoint/stream/byte_runs.h"
@@ -24,6 +25,7 @@
 #include "integration/checkpoint/stream/stream_buffer.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/checkpoint/stream/stream_shard.h"
+#include "integration/formats/dcp/metadata.h"
 #include "integration/formats/hf/hf_output.h"
 #include "integration/formats/output_file/output_file.h"
 #include "integration/formats/safetensors/safetensors.h"
@@ -35,20 +37,18 @@ namespace {
 namespace fs = std::filesystem;
 using safetensors::TensorInfo;
 
-// The output's tensors with their layouts, in the order of their bytes in the output (`placed`:
-// index.json's order, name order, with offsets in the output's data); each one's source_index is
-// its parameter's index in index.json.
-absl::StatusOr<std::vector<StreamTensor>> OutputTensors(const ShardIndex& index,
+// The output's tensors, in the order of their bytes in the output (`placed`: the source's
+// order, name order, with offsets in the output's data); each one's source_index is its index in
+// the source's header.
+absl::StatusOr<std::vector<StreamTensor>> OutputTensors(const TensorSource& source,
                                                         const std::vector<TensorInfo>& placed) {
   std::vector<StreamTensor> tensors;
-  for (size_t i = 0; i < index.parameters.size(); ++i) {
-    const IndexParameter& parameter = index.parameters[i];
-    std::vector<specs::ShardMetadata> shards;
-    for (const IndexShard& shard : parameter.shards) shards.push_back(shard.metadata);
+  const std::vector<TensorInfo>& in = source.header().tensors;
+  for (size_t i = 0; i < in.size(); ++i) {
     SHARDKIT_ASSIGN_OR_RETURN(
         tensors.emplace_back(),
-        MakeStreamTensor(parameter.name, parameter.dtype, parameter.shape, placed[i].begin,
-                         placed[i].end, !parameter.spec.has_value(), std::move(shards)));
+        MakeStreamTensor(in[i].name, in[i].dtype, in[i].shape, placed[i].begin, placed[i].end,
+                         /*replicated=*/true, {}));
     tensors.back().source_index = i;
   }
   std::stable_sort(tensors.begin(), tensors.end(),
@@ -58,7 +58,7 @@ absl::StatusOr<std::vector<StreamTensor>> OutputTensors(const ShardIndex& index,
 
 // Fills `window` with output bytes [begin, end) (`tensors` in output order): every tensor's part
 // of it, read through `source` (replicated tensors: the source rank's copy).
-absl::Status FillOutput(const ShardDirSource& source, const std::vector<StreamTensor>& tensors,
+absl::Status FillOutput(const TensorSource& source, const std::vector<StreamTensor>& tensors,
                         uint64_t begin, uint64_t end, std::byte* window) {
   auto first = std::partition_point(tensors.begin(), tensors.end(),
                                     [&](const StreamTensor& t) { return t.end <= begin; });
@@ -73,28 +73,39 @@ absl::Status FillOutput(const ShardDirSource& source, const std::vector<StreamTe
   return absl::OkStatus();
 }
 
-// What gather reads: the validated index, and the directory as a source of whole tensors (every
-// rank file open and checked, each shard found; its staging buffer within the budget).
+// What gather reads: a shard directory (its index validated, every rank file open and checked,
+// each shard found) or a DCP checkpoint (its metadata and every chunk's record checked), as a
+// source of whole tensors whose staging buffer is within the budget.
 struct GatherInput {
-  ShardIndex index;
-  std::unique_ptr<ShardDirSource> source;
+  std::unique_ptr<TensorSource> source;
+  int64_t files = 0;       // the rank files or `.distcp` files it reads
+  std::string files_kind;  // "rank files", ".distcp files"
 };
 
-absl::StatusOr<GatherInput> OpenInput(const std::string& in_dir, int64_t memory_bytes) {
+absl::StatusOr<GatherInput> OpenInput(const std::string& in_dir, int64_t memory_bytes,
+                                      std::ostream& log) {
   GatherInput input;
-  SHARDKIT_ASSIGN_OR_RETURN(input.index, ReadIndex(in_dir));
-  SHARDKIT_ASSIGN_OR_RETURN(
-      input.source,
-      ShardDirSource::OpenWithIndex(in_dir, input.index, SplitBudget(memory_bytes).staging));
+  const int64_t staging = SplitBudget(memory_bytes).staging;
+  if (dcp::IsDcpDirectory(in_dir)) {
+    SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<DcpSource> dcp, DcpSource::Open(in_dir, staging));
+    input.files = static_cast<int64_t>(dcp->identity().size()) - 1;
+    input.files_kind = ".distcp files";
+    if (const std::string warning = dcp->SkippedWarning(); !warning.empty()) log << warning << "\n";
+    input.source = std::move(dcp);
+    return input;
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(ShardIndex index, ReadIndex(in_dir));
+  input.files = index.world_size;
+  input.files_kind = "rank files";
+  SHARDKIT_ASSIGN_OR_RETURN(input.source,
+                            ShardDirSource::OpenWithIndex(in_dir, std::move(index), staging));
   return input;
 }
 
-// The output's tensors in name order (index.json's), without offsets.
-std::vector<TensorInfo> OutputInfos(const ShardIndex& index) {
-  std::vector<TensorInfo> infos;
-  for (const IndexParameter& parameter : index.parameters) {
-    infos.push_back({parameter.name, parameter.dtype, parameter.shape, 0, 0});
-  }
+// The output's tensors in the source's order (name order), without offsets.
+std::vector<TensorInfo> OutputInfos(const TensorSource& source) {
+  std::vector<TensorInfo> infos = source.header().tensors;
+  for (TensorInfo& info : infos) info.begin = info.end = 0;
   return infos;
 }
 
@@ -148,7 +159,7 @@ Progress MakeMeter(std::ostream& log, const GatherOptions& options, int64_t tota
 absl::Status Gather(const GatherInput& input, const std::vector<TensorInfo>& placed,
                     OutputFiles& out, const GatherOptions& options, Progress& meter) {
   SHARDKIT_ASSIGN_OR_RETURN(const std::vector<StreamTensor> tensors,
-                            OutputTensors(input.index, placed));
+                            OutputTensors(*input.source, placed));
   SHARDKIT_RETURN_IF_ERROR(out.Open());
   SHARDKIT_RETURN_IF_ERROR(WriteWindows(input, tensors, out, options.memory_bytes, meter));
   return out.Finish();
@@ -160,9 +171,10 @@ void Report(const GatherOptions& options, const GatherInput& input, int64_t tota
             const Progress& meter, GatherReport report) {
   if (options.report == nullptr) return;
   absl::StatusOr<int64_t> peak = os::ProcStatusBytes("VmHWM");
-  report.parameters = static_cast<int64_t>(input.index.parameters.size());
+  report.parameters = static_cast<int64_t>(input.source->header().tensors.size());
   report.bytes = total;
-  report.rank_files = input.index.world_size;
+  report.rank_files = input.files;
+  report.input_kind = input.files_kind;
   report.seconds = meter.Elapsed();
   report.peak_rss = peak.ok() ? *peak : 0;
   *options.report = std::move(report);
@@ -195,19 +207,19 @@ struct HfPlan {
   std::vector<TensorInfo> placed;
 };
 
-absl::StatusOr<HfPlan> PlanHuggingFace(const ShardIndex& index, const std::string& out_dir,
+absl::StatusOr<HfPlan> PlanHuggingFace(const TensorSource& source, const std::string& out_dir,
                                        int64_t max_file_bytes) {
-  const std::vector<TensorInfo> infos = OutputInfos(index);
+  const std::vector<TensorInfo> infos = OutputInfos(source);
   std::vector<int64_t> sizes;
   for (const TensorInfo& info : infos) {
-    sizes.push_back(ComputeShapeSize(info.shape, info.dtype)->nbytes);  // checked by ReadIndex
+    sizes.push_back(ComputeShapeSize(info.shape, info.dtype)->nbytes);  // checked when opened
   }
   FileAssignment assignment = AssignFiles(sizes, max_file_bytes);
   HfPlan plan{HfFileNames(assignment.files), std::move(assignment.file_of), {}, {}};
   std::vector<std::string> paths;
   for (const std::string& name : plan.names) paths.push_back((fs::path(out_dir) / name).string());
-  SHARDKIT_ASSIGN_OR_RETURN(
-      plan.files, PlanOutputFiles(infos, plan.file_of, paths, index.metadata, &plan.placed));
+  SHARDKIT_ASSIGN_OR_RETURN(plan.files, PlanOutputFiles(infos, plan.file_of, paths,
+                                                        source.header().metadata, &plan.placed));
   return plan;
 }
 
@@ -232,12 +244,12 @@ absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_
                               std::ostream& log, const GatherOptions& options) {
   SHARDKIT_RETURN_IF_ERROR(formats::CheckOutputFile(
       out_path, {.keep_out_of = {{in_dir, "the shard directory it would be read from"}}}));
-  SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir, options.memory_bytes));
-  const std::vector<TensorInfo> infos = OutputInfos(input.index);
+  SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir, options.memory_bytes, log));
+  const std::vector<TensorInfo> infos = OutputInfos(*input.source);
   std::vector<TensorInfo> placed;
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<OutputFile> files,
                             PlanOutputFiles(infos, std::vector<size_t>(infos.size(), 0), {out_path},
-                                            input.index.metadata, &placed));
+                                            input.source->header().metadata, &placed));
   RemoveDeadTemporaryOf(out_path);
   OutputFiles out(std::move(files));
   const int64_t total = TotalBytes(placed);
@@ -263,8 +275,8 @@ absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out
                                int64_t max_file_bytes, std::ostream& log,
                                const GatherOptions& options) {
   SHARDKIT_RETURN_IF_ERROR(CheckOutsideInput(in_dir, out_dir));
-  SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir, options.memory_bytes));
-  SHARDKIT_ASSIGN_OR_RETURN(HfPlan plan, PlanHuggingFace(input.index, out_dir, max_file_bytes));
+  SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir, options.memory_bytes, log));
+  SHARDKIT_ASSIGN_OR_RETURN(HfPlan plan, PlanHuggingFace(*input.source, out_dir, max_file_bytes));
   os::CreatedDirectories created;
   absl::StatusOr<os::DirectoryLock> lock = LockEmptyDirectory(out_dir, &created);
   if (!lock.ok()) {

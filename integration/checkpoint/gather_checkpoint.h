@@ -27,9 +27,11 @@ namespace shardkit::checkpoint {
 // What a gather did, for its caller to show (`shardkit gather` prints it as its summary line,
 // integration/cli/run_summary.h).
 struct GatherReport {
-  int64_t parameters = 0;          // tensors written
-  int64_t bytes = 0;               // their bytes
-  int64_t rank_files = 0;          // the shard directory's world size
+  int64_t parameters = 0;                 // tensors written
+  int64_t bytes = 0;                      // their bytes
+  int64_t rank_files = 0;                 // the input's files: a shard directory's rank files (its
+                                          // world size) or a DCP checkpoint's .distcp files
+  std::string input_kind = "rank files";  // what they are: "rank files", ".distcp files"
   std::string out;                 // the output path (GatherCheckpoint) or directory, as given
   std::vector<std::string> files;  // the safetensors files written, in order, as paths
   std::string index_path;          // GatherHuggingFace with 2+ files: its index file; else empty

@@ -11,12 +11,16 @@
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
 #include "integration/checkpoint/source/checkpoint_source.h"
+#include "integration/checkpoint/source/dcp_source.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "integration/formats/shard_dir/rank_files.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
 namespace {
+
+// DcpSource::Open's staging buffer; inspect reads no tensor bytes.
+constexpr int64_t kNoReads = int64_t{64} << 10;
 
 std::string NBytes(const Shape& shape, DType dtype) {
   return absl::StrCat(ComputeShapeSize(shape, dtype)->nbytes);
@@ -70,6 +74,27 @@ absl::StatusOr<Inspection> InspectDirectory(const std::string& dir) {
   return InspectShardIndex(index);
 }
 
+// A DCP checkpoint: its tensors with their chunk counts, then what the metadata says of the whole.
+absl::StatusOr<Inspection> InspectDcp(const std::string& dir) {
+  SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<DcpSource> source, DcpSource::Open(dir, kNoReads));
+  const dcp::Metadata& metadata = source->metadata();
+  Inspection inspection{.kind = InspectedKind::kDcpCheckpoint,
+                        .columns = {"name", "dtype", "shape", "bytes", "chunks"}};
+  for (const dcp::TensorEntry& tensor : metadata.tensors) {
+    inspection.rows.push_back({tensor.fqn, std::string(SafetensorsName(tensor.dtype)),
+                               ShapeToString(tensor.shape), NBytes(tensor.shape, tensor.dtype),
+                               absl::StrCat(tensor.chunks.size())});
+  }
+  inspection.facts = {{"format", "PyTorch DCP"},
+                      {"metadata", absl::StrJoin(metadata.files, ", ")},
+                      {"version", metadata.version.empty() ? "-" : metadata.version},
+                      {"distcp_files", absl::StrCat(source->identity().size() - 1)}};
+  for (const std::string& key : source->skipped()) {
+    inspection.facts.push_back({"non-tensor", absl::StrCat(key, " (not read)")});
+  }
+  return inspection;
+}
+
 }  // namespace
 
 Inspection InspectShardIndex(const ShardIndex& index, const std::vector<std::string>& rules) {
@@ -109,6 +134,7 @@ absl::StatusOr<Inspection> InspectPath(const std::string& path,
   absl::StatusOr<CheckpointPath> where = ResolveCheckpointPath(path);
   // A directory that is neither a shard directory nor a checkpoint: say what a shard directory
   // lacks, as before, when it holds no checkpoint file at all.
+  if (where.ok() && where->kind == CheckpointKind::kDcpDirectory) return InspectDcp(path);
   if (!where.ok() || where->kind == CheckpointKind::kShardDirectory) return InspectDirectory(path);
   return InspectCheckpoint(*where, warnings);
 }

@@ -10,7 +10,10 @@
 // __metadata__, then for an index each of its files. A shard directory (validated with
 // ReadIndex): one row per parameter (name, dtype, shape, bytes, spec, then one column per rank
 // with the sizes of that rank's shards, "-" for none), then the index's world_size, src_rank,
-// strategy and metadata.
+// strategy and metadata. A PyTorch DCP checkpoint (its metadata and every chunk's record checked:
+// DcpSource::Open): one row per tensor (name, dtype, shape, bytes, chunks: how many boxes it was
+// saved in), then the facts format, its metadata files, DCP's version, the number of `.distcp`
+// files, and one `non-tensor` fact per item that is no tensor (not read by any command).
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_INSPECT_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_INSPECT_H_
 
@@ -29,6 +32,7 @@ namespace shardkit::checkpoint {
 enum class InspectedKind {
   kCheckpoint,      // a safetensors file or a Hugging Face index (a rank file is one too)
   kShardDirectory,  // index.json and its rank files
+  kDcpCheckpoint,   // a PyTorch DCP checkpoint directory (.metadata and .distcp files)
 };
 
 struct Inspection {

@@ -22,10 +22,12 @@
 #include "integration/checkpoint/progress.h"
 #include "integration/checkpoint/source/checkpoint_identity.h"
 #include "integration/checkpoint/source/checkpoint_source.h"
+#include "integration/checkpoint/source/dcp_source.h"
 #include "integration/checkpoint/source/shard_dir_source.h"
 #include "integration/checkpoint/stream/rank_file_output.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/checkpoint/stream/stream_shard.h"
+#include "integration/formats/dcp/metadata.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "integration/formats/shard_dir/rank_files.h"
 #include "integration/formats/shard_dir/shard_dir.h"
@@ -42,6 +44,7 @@ struct Run {
   specs::Plan plan;         // flags applied
   std::unique_ptr<TensorSource> source;       // the source rank (every rank under direct)
   const ShardDirSource* shard_dir = nullptr;  // `source`, when it is a shard directory
+  const DcpSource* dcp = nullptr;             // `source`, when it is a DCP checkpoint
   absl::Status open_status;  // reshard, not the source: opening it (reported in AgreeOnFiles)
   std::optional<os::DirectoryLock> lock;  // the source: held for the whole run
   os::CreatedDirectories out_dirs;   // the output directory and parents, if this rank made them
@@ -84,6 +87,16 @@ absl::Status LoadPlan(Run& run) {
 }
 
 absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
+  if (run.reshard() && dcp::IsDcpDirectory(run.options.checkpoint_path)) {
+    SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<DcpSource> dcp,
+                              DcpSource::Open(run.options.checkpoint_path, run.budget().staging));
+    if (std::string warning = dcp->SkippedWarning(); !warning.empty()) {
+      warnings->push_back(std::move(warning));
+    }
+    run.dcp = dcp.get();
+    run.source = std::move(dcp);
+    return absl::OkStatus();
+  }
   if (run.reshard()) {
     SHARDKIT_ASSIGN_OR_RETURN(
         std::unique_ptr<ShardDirSource> dir,
@@ -261,6 +274,7 @@ absl::Status Stream(Run& run, const CallOptions& call) {
   // A shard directory's bytes are pread by its own reader: what the stream asked it for, as
   // bytes from its rank files.
   if (run.shard_dir != nullptr) run.stream.bytes_read = run.shard_dir->bytes_read();
+  if (run.dcp != nullptr) run.stream.bytes_read = run.dcp->bytes_read();
   run.stream_seconds = progress.Elapsed();
   return absl::OkStatus();
 }
@@ -272,13 +286,19 @@ absl::Status CommitRankFile(Run& run) {
   return status;
 }
 
+// Reshard: how many of the input's files (old rank files, `.distcp` files) this rank read.
+int64_t OldFilesRead(const Run& run) {
+  if (run.shard_dir != nullptr) return run.shard_dir->files_read();
+  return run.dcp != nullptr ? run.dcp->files_read() : 0;
+}
+
 // Step 7: every rank's report reaches every rank (collective; errors as AllGather).
 absl::Status GatherReports(Run& run, int64_t hwm_before, const CallOptions& call) {
   absl::StatusOr<int64_t> peak = os::ProcStatusBytes("VmHWM");
   const int64_t hwm = peak.ok() ? *peak : 0;
   const std::string mine =
-      absl::StrCat(run.stream.bytes_read, " ", run.shard_dir ? run.shard_dir->files_read() : 0, " ",
-                   run.stream.bytes_written, " ", hwm, " ", std::max<int64_t>(0, hwm - hwm_before));
+      absl::StrCat(run.stream.bytes_read, " ", OldFilesRead(run), " ", run.stream.bytes_written,
+                   " ", hwm, " ", std::max<int64_t>(0, hwm - hwm_before));
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
                             run.comm.AllGather(ConstBuffer(mine), call));
   for (const std::string& text : all) {
@@ -313,6 +333,8 @@ ShardRunReport MakeReport(const Run& run, const ShardIndex& index, double total_
   if (run.reshard()) {
     report.in_dir = run.options.checkpoint_path;
     report.in_world_size = run.shard_dir ? run.shard_dir->index().world_size : 0;
+    if (run.dcp != nullptr)
+      report.in_dcp_files = static_cast<int64_t>(run.dcp->identity().size()) - 1;
   }
   for (int rank = 0; rank < report.world_size; ++rank) {
     report.ranks[static_cast<size_t>(rank)].file = RankFileName(rank);

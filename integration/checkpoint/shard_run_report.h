@@ -38,8 +38,9 @@ struct ShardRunReport {
   WrittenBy written_by = WrittenBy::kShardScatter;
   int64_t src_rank = 0;             // the rank that read the checkpoint and wrote index.json
   int world_size = 0;               // the output's ranks
-  std::string in_dir;               // reshard: the earlier shard directory, as given
+  std::string in_dir;               // reshard: the input directory, as given
   int64_t in_world_size = 0;        // reshard: its world size
+  int64_t in_dcp_files = -1;        // reshard of a PyTorch DCP checkpoint: its .distcp files
   int64_t parameters = 0;           // sharded + replicated
   int64_t sharded = 0;              // parameters with a spec
   int64_t replicated = 0;           // parameters every rank holds whole

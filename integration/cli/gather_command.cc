@@ -28,7 +28,8 @@ int RunGather(const std::vector<std::string>& args) {
   std::string in_dir, out_path;
   int64_t memory_mib = kDefaultMemoryMib, max_shard_bytes = 0;
   flags.AddString("in", &in_dir,
-                  "shard directory written by 'shardkit shard' or 'reshard' (required)");
+                  "shard directory written by 'shardkit shard' or 'reshard', or a PyTorch DCP "
+                  "checkpoint directory (.metadata, *.distcp) (required)");
   flags.AddString("out", &out_path,
                   "the safetensors file to write (with --max-shard-size: a new or empty "
                   "directory) (required)");

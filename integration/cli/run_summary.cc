@@ -19,6 +19,10 @@ double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 // How the data moved: "scatter from rank 0", "direct: every rank read its own shards", or a
 // reshard's "from DIR (4 ranks): every rank read its new shards itself".
 std::string HowItMoved(const checkpoint::ShardRunReport& report) {
+  if (report.reshard() && report.in_dcp_files >= 0) {
+    return absl::StrCat("from ", report.in_dir, " (PyTorch DCP, ", report.in_dcp_files,
+                        " .distcp files): every rank read its new shards itself");
+  }
   if (report.reshard()) {
     return absl::StrCat("from ", report.in_dir, " (", report.in_world_size,
                         " ranks): every rank read its new shards itself");
@@ -61,10 +65,10 @@ std::string FormatGatherSummary(const checkpoint::GatherReport& report) {
                           std::filesystem::path(report.index_path).filename().string(), ")");
   }
   return absl::StrFormat(
-      "shardkit gather: %d parameters (%s) from %d rank files to %s in %.3f s (%s), "
+      "shardkit gather: %d parameters (%s) from %d %s to %s in %.3f s (%s), "
       "peak RSS %.1f MiB\n",
-      report.parameters, FormatBytes(report.bytes), report.rank_files, target, report.seconds,
-      FormatRate(report.bytes, report.seconds), MiB(report.peak_rss));
+      report.parameters, FormatBytes(report.bytes), report.rank_files, report.input_kind, target,
+      report.seconds, FormatRate(report.bytes, report.seconds), MiB(report.peak_rss));
 }
 
 }  // namespace shardkit::cli

@@ -94,8 +94,8 @@ FlagParser ReshardFlagParser(ShardFlags* out) {
                    "[--allow-misaligned-scales] [--strict] [--nproc N] [--backend B] "
                    "[--timeout S]");
   flags.AddString("in", &out->options.checkpoint_path,
-                  "the shard directory to re-lay out (read by every rank, at this same path) "
-                  "(required)");
+                  "the shard directory, or PyTorch DCP checkpoint directory, to re-lay out (read "
+                  "by every rank, at this same path) (required)");
   flags.AddString("plan", &out->options.write.plan_path,
                   "JSON plan: which spec each parameter gets; its src_rank and strategy are "
                   "ignored (required; below)");

@@ -15,6 +15,7 @@
 #include "core/base/status_macros.h"
 #include "core/json/json_reader.h"
 #include "core/os/files.h"
+#include "integration/formats/dcp/metadata.h"
 #include "integration/formats/hf/hf_index.h"
 #include "integration/formats/hf/hf_output.h"
 #include "integration/formats/shard_dir/shard_dir.h"
@@ -42,6 +43,7 @@ bool IsShardDirectory(const std::string& dir) {
 
 absl::StatusOr<CheckpointPath> ResolveDirectory(const std::string& dir) {
   if (IsShardDirectory(dir)) return CheckpointPath{CheckpointKind::kShardDirectory, dir};
+  if (dcp::IsDcpDirectory(dir)) return CheckpointPath{CheckpointKind::kDcpDirectory, dir};
   std::vector<std::string> indexes, files, names;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -123,6 +125,12 @@ absl::StatusOr<CheckpointSource> CheckpointSource::Open(const CheckpointPath& wh
     return Invalid(where.path,
                    "is a shardkit shard directory, not a checkpoint: use 'shardkit reshard' to "
                    "lay it out anew, or 'shardkit gather' to rebuild the checkpoint");
+  }
+  if (where.kind == CheckpointKind::kDcpDirectory) {
+    return Invalid(where.path,
+                   "is a PyTorch DCP checkpoint, not a safetensors one: use 'shardkit reshard "
+                   "--in DIR' to lay it out as shards, or 'shardkit gather' to write it as "
+                   "safetensors");
   }
   std::vector<safetensors::Reader> files;
   if (where.kind == CheckpointKind::kSafetensors) {

@@ -27,7 +27,7 @@
 
 namespace shardkit::checkpoint {
 
-enum class CheckpointKind { kSafetensors, kIndex, kShardDirectory };
+enum class CheckpointKind { kSafetensors, kIndex, kShardDirectory, kDcpDirectory };
 
 struct CheckpointPath {
   CheckpointKind kind = CheckpointKind::kSafetensors;

@@ -10,11 +10,9 @@
 #include "core/base/status_macros.h"
 #include "core/os/files.h"
 #include "core/tensor/dtype.h"
-#include "integration/checkpoint/stream/byte_runs.h"
 #include "integration/checkpoint/stream/stream_buffer.h"
 #include "integration/formats/shard_dir/rank_files.h"
 #include "specs/fingerprint.h"
-#include "specs/shard_box_index.h"
 
 namespace shardkit::checkpoint {
 using safetensors::Reader;
@@ -82,9 +80,15 @@ absl::Status ShardDirSource::IndexParameters() {
     std::vector<specs::ShardMetadata> shards;
     for (const IndexShard& shard : parameter.shards) shards.push_back(shard.metadata);
     Parameter& p = parameters_.emplace_back();
-    SHARDKIT_ASSIGN_OR_RETURN(
-        p.layout, MakeStreamTensor(parameter.name, parameter.dtype, parameter.shape, begin, offset,
-                                   !parameter.spec, std::move(shards)));
+    if (parameter.spec) {
+      SHARDKIT_ASSIGN_OR_RETURN(
+          p.stored, MakeStoredTensor(parameter.name, parameter.dtype, parameter.shape, begin,
+                                     offset, std::move(shards)));
+    } else {
+      SHARDKIT_ASSIGN_OR_RETURN(
+          p.stored.layout, MakeStreamTensor(parameter.name, parameter.dtype, parameter.shape, begin,
+                                            offset, /*replicated=*/true, {}));
+    }
     std::set<size_t> ranks;
     for (size_t s = 0; s < parameter.shards.size(); ++s) {
       const auto rank = static_cast<size_t>(parameter.shards[s].metadata.placement.rank());
@@ -97,13 +101,6 @@ absl::Status ShardDirSource::IndexParameters() {
       ranks.insert(rank);
     }
     p.ranks.assign(ranks.begin(), ranks.end());
-    if (!parameter.spec) continue;
-    p.boxes = specs::ShardBoxIndex::FromShards(p.layout.shards);
-    // A row of dim 0 in whole bytes: a byte range then maps to the rows it lies in.
-    if (!parameter.shape.empty() && parameter.shape[0] > 0) {
-      const int64_t row_bits = size.numel / parameter.shape[0] * ElementBits(parameter.dtype);
-      if (row_bits % 8 == 0) p.row_bytes = row_bits / 8;
-    }
   }
   return absl::OkStatus();
 }
@@ -111,54 +108,20 @@ absl::Status ShardDirSource::IndexParameters() {
 absl::Status ShardDirSource::ReadBytes(size_t t, int64_t offset, int64_t size,
                                        std::byte* dst) const {
   const Parameter& p = parameters_[t];
-  if (p.layout.replicated) {
-    for (size_t s = 0; s < p.at.size(); ++s) {
-      if (p.at[s] != nullptr) return ReadShard(p, s, offset, size, dst);
-    }
-    return absl::InternalError(absl::StrCat("no copy of \"", p.layout.name, "\" to read"));
+  if (!p.stored.layout.replicated) {
+    return ReadFromBoxes(p.stored, offset, size, dst, *reader_, [&](size_t s, int64_t limit) {
+      touched_[p.rank_of[s]] = true;
+      reader_->Reset(files_[p.rank_of[s]], *p.at[s], limit);
+    });
   }
-  if (size <= 0) return absl::OkStatus();
-  // The box of the rows of dim 0 that bytes [offset, offset + size) lie in (all of them when a
-  // row is not whole bytes); the shards it meets hold every byte of the range.
-  const Shape& shape = p.layout.shape;
-  specs::Box rows{Shape(shape.size(), 0), shape};
-  if (p.row_bytes > 0) {
-    rows.offsets[0] = offset / p.row_bytes;
-    rows.sizes[0] = (offset + size - 1) / p.row_bytes + 1 - rows.offsets[0];
-  }
-  for (const specs::BoxHit& hit : p.boxes.Intersecting(rows)) {
-    // Only shards whose bytes, first to last, overlap the range (their files count as read).
-    const ByteRuns& runs = p.layout.runs[hit.shard];
-    if (runs.bytes() == 0 || runs.Offset(0) >= offset + size ||
-        runs.Offset(runs.count - 1) + runs.length <= offset) {
-      continue;
-    }
-    SHARDKIT_RETURN_IF_ERROR(ReadShard(p, hit.shard, offset, size, dst));
-  }
-  return absl::OkStatus();
-}
-
-// The part of shard `s` inside tensor bytes [offset, offset + size), each piece at its place in
-// dst (dst holds tensor byte `offset` first). A replicated parameter's copy is the whole tensor.
-absl::Status ShardDirSource::ReadShard(const Parameter& p, size_t s, int64_t offset, int64_t size,
-                                       std::byte* dst) const {
-  const size_t rank = p.rank_of[s];
-  touched_[rank] = true;
-  if (p.layout.replicated) {
-    reader_->Reset(files_[rank], *p.at[s], offset + size);
+  // A replicated parameter's copy is the whole tensor.
+  for (size_t s = 0; s < p.at.size(); ++s) {
+    if (p.at[s] == nullptr) continue;
+    touched_[p.rank_of[s]] = true;
+    reader_->Reset(files_[p.rank_of[s]], *p.at[s], offset + size);
     return reader_->Copy(offset, size, dst);
   }
-  const ByteRuns& runs = p.layout.runs[s];
-  const auto [first, count] = ShardSpan(runs, offset, offset + size);
-  if (count == 0) return absl::OkStatus();
-  reader_->Reset(files_[rank], *p.at[s], first + count);
-  // The pieces follow each other in the shard's bytes: staging-sized preads of exactly them.
-  absl::Status status;
-  ForEachPiece(runs, offset, offset + size, [&](int64_t tensor_at, int64_t shard_at, int64_t n) {
-    if (status.ok()) status = reader_->Want(shard_at, n, dst + (tensor_at - offset));
-  });
-  if (!status.ok()) return status;  // a failed Want left nothing pending
-  return reader_->Flush();
+  return absl::InternalError(absl::StrCat("no copy of \"", p.stored.layout.name, "\" to read"));
 }
 
 absl::Status ShardDirSource::CheckUnchanged(size_t t) const {

@@ -26,12 +26,12 @@
 
 #include "absl/status/statusor.h"
 #include "core/tensor/allocator.h"
+#include "integration/checkpoint/source/stored_tensor.h"
 #include "integration/checkpoint/source/tensor_source.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/checkpoint/stream/tensor_bytes_reader.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "integration/formats/shard_dir/shard_dir.h"
-#include "specs/shard_box_index.h"
 
 namespace shardkit::checkpoint {
 
@@ -65,20 +65,16 @@ class ShardDirSource : public TensorSource {
 
  private:
   struct Parameter {
-    StreamTensor layout;                             // the old shards and their byte runs
+    StoredTensor stored;  // the old shards (replicated: the layout only, no boxes)
     std::vector<const safetensors::TensorInfo*> at;  // per shard, in its rank file (or nullptr)
     std::vector<size_t> rank_of;                     // per shard: the rank file holding it
-    specs::ShardBoxIndex boxes;                      // sharded: the old shards' boxes
-    int64_t row_bytes = 0;      // bytes per index of dim 0 when whole bytes (else 0: any row)
-    std::vector<size_t> ranks;  // the rank files read, ascending
+    std::vector<size_t> ranks;                       // the rank files read, ascending
   };
 
   ShardDirSource() = default;
   // The rank files of index_, the parameters indexed, the staging buffer.
   absl::Status OpenFiles(const std::string& dir, int64_t staging_bytes);
   absl::Status IndexParameters();
-  absl::Status ReadShard(const Parameter& p, size_t s, int64_t offset, int64_t size,
-                         std::byte* dst) const;
 
   ShardIndex index_;
   std::vector<safetensors::Reader> files_;  // by rank

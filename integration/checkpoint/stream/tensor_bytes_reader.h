@@ -77,6 +77,10 @@ class TensorBytesReader {
              int64_t limit = -1);
   // The same for tensor `t` of `source`.
   void Reset(const TensorSource& source, size_t t, int64_t limit = -1);
+  // The same for `tensor_bytes` bytes that `read` reads: tensor bytes [offset, offset + size)
+  // into dst (a DCP chunk's bytes in its zip record).
+  using ReadFn = std::function<absl::Status(int64_t offset, int64_t size, std::byte* dst)>;
+  void Reset(ReadFn read, int64_t tensor_bytes, int64_t limit = -1);
 
   // Copies bytes [offset, offset + size) of the tensor's data to `dst` (straight into place when
   // it is long, or when what would be staged is this copy only).
@@ -98,10 +102,6 @@ class TensorBytesReader {
  private:
   // Reads tensor bytes [begin, end) (at most the staging size) into staging.
   absl::Status Load(int64_t begin, int64_t end);
-
-  // Reads tensor bytes [offset, offset + size) into dst.
-  using ReadFn = std::function<absl::Status(int64_t offset, int64_t size, std::byte* dst)>;
-  void Reset(ReadFn read, int64_t tensor_bytes, int64_t limit);
 
   // A piece Want took: tensor bytes [offset, offset + size) go to dst.
   struct Pending {

@@ -3,16 +3,12 @@
 #include <cstdlib>
 #include <string>
 
+#include "integration/formats/dcp/pickle_writer.h"
+
 namespace shardkit::dcp::testing {
 namespace {
 
 constexpr char kMeta[] = "torch.distributed.checkpoint.metadata";
-
-std::string LittleEndian(uint64_t value, int bytes) {
-  std::string out;
-  for (int i = 0; i < bytes; ++i) out += static_cast<char>((value >> (8 * i)) & 0xff);
-  return out;
-}
 
 }  // namespace
 
@@ -21,69 +17,6 @@ std::string FixturePath(const std::string& name) {
   return std::string(srcdir == nullptr ? "." : srcdir) +
          "/shardkit/integration/formats/dcp/testdata/" + name;
 }
-
-PickleWriter::PickleWriter() : out_("\x80\x02") {}
-
-void PickleWriter::Memoize(const std::string& key) {
-  const uint32_t index = next_memo_++;
-  memo_.try_emplace(key, index);  // a key memoized again keeps its first entry
-  out_ += index < 256 ? "q" + LittleEndian(index, 1) : "r" + LittleEndian(index, 4);
-}
-
-bool PickleWriter::Fetch(const std::string& key) {
-  auto it = memo_.find(key);
-  if (it == memo_.end()) return false;
-  out_ += it->second < 256 ? "h" + LittleEndian(it->second, 1) : "j" + LittleEndian(it->second, 4);
-  return true;
-}
-
-void PickleWriter::Global(const std::string& module, const std::string& name) {
-  const std::string key = "global " + module + "." + name;
-  if (Fetch(key)) return;
-  out_ += "c" + module + "\n" + name + "\n";
-  Memoize(key);
-}
-
-void PickleWriter::Str(const std::string& text) {
-  out_ += "X" + LittleEndian(text.size(), 4) + text;
-}
-
-void PickleWriter::MemoStr(const std::string& text) {
-  if (Fetch("str " + text)) return;
-  Str(text);
-  Memoize("str " + text);
-}
-
-void PickleWriter::Int(int64_t value) {
-  if (value >= 0 && value < 256) {
-    out_ += "K" + LittleEndian(value, 1);
-  } else if (value >= INT32_MIN && value <= INT32_MAX) {
-    out_ += "J" + LittleEndian(static_cast<uint32_t>(value), 4);
-  } else {
-    out_ += "\x8a\x08" + LittleEndian(static_cast<uint64_t>(value), 8);
-  }
-}
-
-void PickleWriter::Size(const Shape& shape) {
-  Global("torch", "Size");
-  out_ += "(";
-  for (int64_t dim : shape) Int(dim);
-  out_ += "t\x85R";
-}
-
-void PickleWriter::BeginDataclass(const std::string& module, const std::string& name,
-                                  const std::string& memo_key) {
-  Global(module, name);
-  out_ += ")\x81";
-  if (!memo_key.empty()) Memoize(memo_key);
-  out_ += "}(";
-}
-
-void PickleWriter::Get(const std::string& key) {
-  if (!Fetch(key)) out_ += "<no memo entry " + key + ">";  // makes the pickle invalid
-}
-
-std::string PickleWriter::Finish() { return out_ + "."; }
 
 std::string FakeMetadata(const std::vector<FakeTensor>& tensors, const FakeOptions& options) {
   PickleWriter w;

@@ -1,6 +1,7 @@
 // Test helpers of the DCP readers: where the fixtures are (testdata/, written by torch itself with
 // make_fixtures.py), and `.metadata` pickles written the way torch 2.15 writes them (the same
-// dataclasses, fields and opcodes, with memoized globals and keys), from a short description — so
+// dataclasses, fields and opcodes, with memoized globals and keys; PickleWriter, pickle_writer.h),
+// from a short description — so
 // that tests can build what torch would never write (chunks that overlap, a forbidden field) and
 // what would take torch minutes to write (a million chunks).
 //
@@ -14,43 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "core/tensor/shape.h"
 
 namespace shardkit::dcp::testing {
 
 // The path of testdata/`name` in the test's runfiles.
 std::string FixturePath(const std::string& name);
-
-// Emits pickle opcodes (protocol 2); globals and memoized strings are written once, then fetched
-// from the memo.
-class PickleWriter {
- public:
-  PickleWriter();
-  void Raw(const std::string& bytes) { out_ += bytes; }
-  void Global(const std::string& module, const std::string& name);
-  void Str(const std::string& text);
-  void MemoStr(const std::string& text);  // written once, then a memo reference
-  void Int(int64_t value);
-  void Size(const Shape& shape);  // torch.Size((d0, d1, ...))
-  // A dataclass made by NEWOBJ whose dict state follows as MemoStr key / value pairs; then End.
-  // A non-empty `memo_key` memoizes the object under that key (for Get).
-  void BeginDataclass(const std::string& module, const std::string& name,
-                      const std::string& memo_key = "");
-  // A memo reference to what was memoized under `key`.
-  void Get(const std::string& key);
-  void EndDataclass() { out_ += "ub"; }
-  // The pickle so far, ended with STOP.
-  std::string Finish();
-
- private:
-  void Memoize(const std::string& key);
-  bool Fetch(const std::string& key);
-
-  std::string out_;
-  absl::flat_hash_map<std::string, uint32_t> memo_;
-  uint32_t next_memo_ = 0;
-};
 
 struct FakeChunk {
   Shape offsets;

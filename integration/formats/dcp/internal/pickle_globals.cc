@@ -92,6 +92,13 @@ std::optional<ResolvedGlobal> ResolveGlobal(std::string_view module, std::string
   return std::nullopt;
 }
 
+std::optional<std::string_view> TypedStorageName(DType dtype) {
+  for (const auto& [storage, storage_dtype] : kTypedStorages) {
+    if (storage_dtype == dtype) return storage;
+  }
+  return std::nullopt;
+}
+
 }  // namespace internal
 
 std::string_view PickleGlobalName(PickleGlobal global) {

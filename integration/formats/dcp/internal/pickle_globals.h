@@ -26,6 +26,10 @@ std::optional<ResolvedGlobal> ResolveGlobal(std::string_view module, std::string
 
 GlobalUse UseOf(PickleGlobal global);
 
+// torch's legacy typed storage class of `dtype` ("FloatStorage"), or nullopt for the dtypes that
+// have none (FP8, U16/U32/U64: torch.save pickles them with torch.UntypedStorage and the dtype).
+std::optional<std::string_view> TypedStorageName(DType dtype);
+
 }  // namespace shardkit::dcp::internal
 
 #endif  // SHARDKIT_INTEGRATION_FORMATS_DCP_INTERNAL_PICKLE_GLOBALS_H_

@@ -1,9 +1,8 @@
 // Test helpers of the DCP readers: where the fixtures are (testdata/, written by torch itself with
 // make_fixtures.py), and `.metadata` pickles written the way torch 2.15 writes them (the same
 // dataclasses, fields and opcodes, with memoized globals and keys; PickleWriter, pickle_writer.h),
-// from a short description — so
-// that tests can build what torch would never write (chunks that overlap, a forbidden field) and
-// what would take torch minutes to write (a million chunks).
+// from a short description — so that tests can build what torch would never write (chunks that
+// overlap, a forbidden field) and what would take torch minutes to write (a million chunks).
 //
 //   std::string bytes = FakeMetadata({{.fqn = "w", .shape = {4},
 //                                      .chunks = {{.offsets = {0}, .sizes = {4}}}}});

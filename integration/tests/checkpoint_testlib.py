@@ -187,15 +187,16 @@ def run(args, timeout=60, **kwargs):
     return subprocess.run([BIN] + args, capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
-def rerun_with_clients(script, flag, part):
-    """Runs `script` again under SHARDKIT_TEST_PYTHON (the .venv with PyPI's safetensors, numpy
-    and huggingface_hub) with the environment variable `flag` set to 1, its parts added to this
-    test's: its exit status. Without such a Python, `part` is recorded as skipped: 0."""
+def rerun_with_clients(script, flag, part, modules=("safetensors", "numpy", "huggingface_hub")):
+    """Runs `script` again under SHARDKIT_TEST_PYTHON (the .venv with PyPI's safetensors, numpy,
+    huggingface_hub and torch) with the environment variable `flag` set to 1, its parts added to
+    this test's: its exit status. Without such a Python, or one lacking `modules`, `part` is
+    recorded as skipped: 0."""
     python = os.environ.get("SHARDKIT_TEST_PYTHON")
-    if not python or subprocess.run([python, "-c", "import safetensors, numpy, huggingface_hub"],
+    if not python or subprocess.run([python, "-c", "import " + ", ".join(modules)],
                                     capture_output=True).returncode != 0:
-        skip(part, "no SHARDKIT_TEST_PYTHON with safetensors, numpy and huggingface_hub (run "
-             "./tools/test, which makes .venv with tools/setup --test-venv)")
+        skip(part, f"no SHARDKIT_TEST_PYTHON with {', '.join(modules)} (run ./tools/test, which "
+             "makes .venv with tools/setup --test-venv)")
         return 0
     results = os.path.join(TMP, f"{flag}.xml")
     env = dict(os.environ, **{flag: "1", "XML_OUTPUT_FILE": results})

@@ -33,10 +33,10 @@ struct GatherReport {
                                           // world size) or a DCP checkpoint's .distcp files
   std::string input_kind = "rank files";  // what they are: "rank files", ".distcp files"
   std::string out;                 // the output path (GatherCheckpoint) or directory, as given
-  std::vector<std::string> files;  // the safetensors files written, in order, as paths
-  std::string index_path;          // GatherHuggingFace with 2+ files: its index file; else empty
-  double seconds = 0;              // reading and writing the data
-  int64_t peak_rss = 0;            // VmHWM at the end (0 if /proc cannot tell)
+  std::vector<std::string> files;  // the data files written, in order, as paths
+  std::string index_path;  // GatherHuggingFace with 2+ files, GatherToDcp: its index; else empty
+  double seconds = 0;      // reading and writing the data
+  int64_t peak_rss = 0;    // VmHWM at the end (0 if /proc cannot tell)
 };
 
 struct GatherOptions {

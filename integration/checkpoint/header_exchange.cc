@@ -61,6 +61,7 @@ std::string EncodeRankOptions(const ShardWriteOptions& options) {
   AppendUint64(out, static_cast<uint64_t>(options.fp8.block));
   AppendUint64(out, options.fp8.allow_misaligned ? 1 : 0);
   AppendUint64(out, options.strict ? 1 : 0);
+  AppendUint64(out, options.format == OutputFormat::kDcp ? 1 : 0);
   return out;
 }
 
@@ -92,6 +93,12 @@ absl::Status CheckSameOptions(const std::vector<std::string>& shared) {
   if (!strict.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the ranks were given different --strict: ", strict));
+  }
+  const std::string formats =
+      Differing(shared, 32, [](int64_t dcp) { return dcp != 0 ? "dcp" : "shardkit"; });
+  if (!formats.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ranks were given different output formats (--format): ", formats));
   }
   return absl::OkStatus();
 }

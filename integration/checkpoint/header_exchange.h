@@ -22,14 +22,14 @@
 
 namespace shardkit::checkpoint {
 
-// The memory budget, the FP8 block size, --allow-misaligned-scales and --strict, 8 bytes each,
-// little-endian.
-inline constexpr size_t kRankOptionsBytes = 32;
+// The memory budget, the FP8 block size, --allow-misaligned-scales, --strict and the output
+// format, 8 bytes each, little-endian.
+inline constexpr size_t kRankOptionsBytes = 40;
 std::string EncodeRankOptions(const ShardWriteOptions& options);
 
 // Every rank's encoded options (each at least kRankOptionsBytes) must be the same: the budget sets
 // the rounds every rank follows, the FP8 options and --strict the verdicts of checks every rank
-// runs alone.
+// runs alone, the format what every rank writes.
 // Errors: kInvalidArgument naming the option and which ranks have which value — the same on every
 // rank (computed from the same bytes).
 [[nodiscard]] absl::Status CheckSameOptions(const std::vector<std::string>& shared);

@@ -24,10 +24,13 @@
 #include "integration/checkpoint/source/checkpoint_source.h"
 #include "integration/checkpoint/source/dcp_source.h"
 #include "integration/checkpoint/source/shard_dir_source.h"
+#include "integration/checkpoint/stream/dcp_rank_output.h"
 #include "integration/checkpoint/stream/rank_file_output.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/checkpoint/stream/stream_shard.h"
+#include "integration/formats/dcp/dcp_files.h"
 #include "integration/formats/dcp/metadata.h"
+#include "integration/formats/dcp/metadata_writer.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "integration/formats/shard_dir/rank_files.h"
 #include "integration/formats/shard_dir/shard_dir.h"
@@ -73,8 +76,12 @@ struct Run {
 // the input.
 absl::Status LoadPlan(Run& run) {
   const ShardCheckpointOptions& options = run.options;
-  SHARDKIT_ASSIGN_OR_RETURN(run.plan,
-                            ReadPlanFile(options.write.plan_path, run.reshard(), &run.warnings));
+  if (options.write.plan) {
+    run.plan = *options.write.plan;
+  } else {
+    SHARDKIT_ASSIGN_OR_RETURN(run.plan,
+                              ReadPlanFile(options.write.plan_path, run.reshard(), &run.warnings));
+  }
   if (run.reshard()) return CheckOutsideInput(options.checkpoint_path, options.write.out_dir);
   if (options.src_rank) run.plan.src_rank = *options.src_rank;
   if (options.strategy) run.plan.strategy = *options.strategy;
@@ -112,8 +119,15 @@ absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
   return absl::OkStatus();
 }
 
+bool Dcp(const Run& run) { return run.options.write.format == OutputFormat::kDcp; }
+
+// The file the source writes last: index.json, or a DCP checkpoint's .metadata.
+const char* LastFileName(const Run& run) {
+  return Dcp(run) ? dcp::kMetadataFileName : kIndexFileName;
+}
+
 std::string IndexPath(const Run& run) {
-  return (std::filesystem::path(run.options.write.out_dir) / kIndexFileName).string();
+  return (std::filesystem::path(run.options.write.out_dir) / LastFileName(run)).string();
 }
 
 // The source: the line an interrupt prints, exact at every instant thanks to the probe
@@ -124,9 +138,10 @@ void ReportOnInterrupt(Run& run, bool cleared) {
   run.report.Set({
       .program = run.reshard() ? "shardkit reshard" : "shardkit shard",
       .scope = run.comm.world_size() > 1 ? "here (every rank removes its own)" : "",
-      .state = run.had_index
-                   ? absl::StrCat(dir, " holds no index.json: the earlier output was cleared")
-                   : absl::StrCat(dir, " holds no index.json (nor did it before this run)"),
+      .state = run.had_index ? absl::StrCat(dir, " holds no ", LastFileName(run),
+                                            ": the earlier output was cleared")
+                             : absl::StrCat(dir, " holds no ", LastFileName(run),
+                                            " (nor did it before this run)"),
       .state_if_removed = absl::StrCat(dir, ", which this run had created, is removed"),
       .probe = IndexPath(run),
       .state_if_probe_present =
@@ -144,8 +159,9 @@ absl::Status LoadInputs(Run& run) {
   // Only the source creates a missing DIR, so that on a shared file system the rank that holds
   // the lock knows whether this run created DIR (CleanUpAfterFailure). The others check an existing
   // one, and create theirs in step 4 should it still be missing (another host's disk).
-  SHARDKIT_ASSIGN_OR_RETURN(
-      run.out_dirs, PrepareOutputDir(run.options.write.out_dir, /*create=*/run.is_source()));
+  SHARDKIT_ASSIGN_OR_RETURN(run.out_dirs,
+                            PrepareOutputDir(run.options.write.out_dir, /*create=*/run.is_source(),
+                                             run.options.write.format));
   if (run.is_source()) {
     std::error_code ec;
     run.had_index = std::filesystem::exists(IndexPath(run), ec);
@@ -237,7 +253,8 @@ absl::Status LockAndClear(Run& run) {
   if (!run.is_source()) return absl::OkStatus();
   SHARDKIT_ASSIGN_OR_RETURN(run.lock, os::DirectoryLock::Acquire(run.options.write.out_dir));
   run.out_dirs.AddOwnFile(run.lock->path());  // removed with DIR, if this run created DIR
-  SHARDKIT_RETURN_IF_ERROR(RemoveEarlierOutput(run.options.write.out_dir, run.comm.world_size()));
+  SHARDKIT_RETURN_IF_ERROR(RemoveEarlierOutput(run.options.write.out_dir, run.comm.world_size(),
+                                               run.options.write.format));
   ReportOnInterrupt(run, /*cleared=*/true);
   return absl::OkStatus();
 }
@@ -250,6 +267,11 @@ absl::Status CreateOwnFile(Run& run) {
   if (!run.is_source()) {
     SHARDKIT_ASSIGN_OR_RETURN(run.out_dirs,
                               os::CreatedDirectories::Make(run.options.write.out_dir));
+  }
+  if (Dcp(run)) {
+    return CreateDcpRankFile(run.options.write.out_dir, run.comm.rank(),
+                             static_cast<int>(run.plan.src_rank), run.schedule->tensors(), run.file,
+                             run.output);
   }
   return CreateRankFile(run.options.write.out_dir, run.comm.rank(), run.schedule->tensors(),
                         run.header.metadata, run.file, run.output);
@@ -337,7 +359,8 @@ ShardRunReport MakeReport(const Run& run, const ShardIndex& index, double total_
       report.in_dcp_files = static_cast<int64_t>(run.dcp->identity().size()) - 1;
   }
   for (int rank = 0; rank < report.world_size; ++rank) {
-    report.ranks[static_cast<size_t>(rank)].file = RankFileName(rank);
+    report.ranks[static_cast<size_t>(rank)].file =
+        Dcp(run) ? dcp::DistcpFileName(rank) : RankFileName(rank);
   }
   for (const IndexParameter& parameter : index.parameters) {
     ++(parameter.spec ? report.sharded : report.replicated);
@@ -346,6 +369,15 @@ ShardRunReport MakeReport(const Run& run, const ShardIndex& index, double total_
     }
   }
   return report;
+}
+
+// `--format dcp`: the source's .metadata, of every rank's file (each laid out as it laid out its
+// own), written atomically.
+absl::Status WriteDcpMetadata(const Run& run) {
+  SHARDKIT_ASSIGN_OR_RETURN(const dcp::Metadata metadata,
+                            MakeDcpMetadata(run.schedule->tensors(), run.comm.world_size(),
+                                            static_cast<int>(run.plan.src_rank)));
+  return os::WriteFileAtomically(IndexPath(run), dcp::SerializeMetadata(metadata));
 }
 
 // A failed run: this rank's temporary file is removed, then DIR (and the parents this rank
@@ -364,7 +396,7 @@ absl::Status Finish(Run& run, const absl::Time start) {
   if (!run.is_source() && write.report == nullptr) return absl::OkStatus();
   const ShardIndex index = BuildIndex(run);
   if (run.is_source()) {
-    SHARDKIT_RETURN_IF_ERROR(WriteIndex(write.out_dir, index));
+    SHARDKIT_RETURN_IF_ERROR(Dcp(run) ? WriteDcpMetadata(run) : WriteIndex(write.out_dir, index));
     for (const std::string& warning : run.warnings) run.log << warning << "\n";
     run.log << std::flush;
   }

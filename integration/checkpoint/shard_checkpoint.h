@@ -57,6 +57,7 @@
 #include "integration/checkpoint/fp8_scales.h"
 #include "integration/checkpoint/shard_run_report.h"
 #include "integration/checkpoint/stream/memory_budget.h"
+#include "integration/formats/shard_dir/shard_dir.h"
 #include "specs/plan.h"
 
 namespace shardkit::checkpoint {
@@ -77,6 +78,9 @@ struct ShardCheckpointStats {
 // ReshardCheckpointOptions::write): the plan, the shard directory written, how the run goes.
 struct ShardWriteOptions {
   std::string plan_path;
+  // A program's plan itself, instead of reading plan_path (which then only names it in messages);
+  // reshard applies it as given (src_rank 0 and strategy direct are the caller's to set).
+  std::optional<specs::Plan> plan;
   std::string out_dir;
   bool progress = false;  // progress lines on `log` (the source) while the data moves
   // No rank holds more than this much tensor data at once (stream_shard.h, SplitBudget).
@@ -86,6 +90,10 @@ struct ShardWriteOptions {
   // --strict: plan rules that take no parameter (matching none, or shadowed by earlier rules) and
   // a plan that shards nothing are errors, not warnings (plan_binding.h, BindPlan).
   bool strict = false;
+  // kDcp (`--format dcp`): a PyTorch DCP checkpoint instead of a shard directory — every rank
+  // writes __R_0.distcp (stream/dcp_rank_output.h), the source .metadata last instead of
+  // index.json; "earlier output" is then .metadata, __R.metadata and __R_K.distcp.
+  OutputFormat format = OutputFormat::kShardkit;
   CallOptions call;  // deadline of the whole run: every collective step shares it
   ShardCheckpointStats* stats = nullptr;  // filled in for this rank on success, when set
   ShardRunReport* report = nullptr;       // the whole run, on every rank on success, when set

@@ -357,6 +357,18 @@ void AddStrictFlag(FlagParser& flags, bool* strict) {
       "match an earlier rule took, or a plan that shards nothing (default: off, a warning)");
 }
 
+void AddFormatFlag(FlagParser& flags, std::string* format, std::string_view help) {
+  *format = "shardkit";
+  flags.AddString("format", format, std::string(help));
+}
+
+absl::StatusOr<checkpoint::OutputFormat> ParseFormatFlag(const std::string& text) {
+  if (text == "shardkit") return checkpoint::OutputFormat::kShardkit;
+  if (text == "dcp") return checkpoint::OutputFormat::kDcp;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--format: expected shardkit or dcp, got \"", text, "\""));
+}
+
 std::string BackendDefaultHelp() {
   return absl::StrCat("(default: $", env::kBackend, ", else ", env::kDefaultBackend, ")");
 }

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "integration/checkpoint/stream/memory_budget.h"
+#include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::cli {
 
@@ -189,6 +190,13 @@ void AddFp8Flags(FlagParser& flags, int64_t* block, bool* allow_misaligned);
 // --strict of the commands that bind a plan to a checkpoint (shard, reshard, spec check
 // --checkpoint): plan rules that take no parameter, and a plan that shards nothing, are errors.
 void AddStrictFlag(FlagParser& flags, bool* strict);
+
+// --format shardkit|dcp of the commands that write checkpoints (shard, reshard, gather): a shardkit
+// shard directory (or safetensors file) or a PyTorch DCP checkpoint directory. `what` ends the
+// help ("the output: ..."). ParseFormatFlag: kInvalidArgument "--format: expected shardkit or
+// dcp, got X".
+void AddFormatFlag(FlagParser& flags, std::string* format, std::string_view help);
+[[nodiscard]] absl::StatusOr<checkpoint::OutputFormat> ParseFormatFlag(const std::string& text);
 
 // How the help of --backend and --timeout ends where the environment gives the default:
 // "(default: $SHARDKIT_BACKEND, else gloo)", "(default: $SHARDKIT_TIMEOUT, else 60)".

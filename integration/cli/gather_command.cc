@@ -1,7 +1,9 @@
 // `shardkit gather --in DIR --out OUT.safetensors [--max-shard-size SIZE] [--memory-mib M]`:
-// reassembles a checkpoint from a shard directory (checkpoint::GatherCheckpoint), or with
-// --max-shard-size writes it into directory OUT as a Hugging Face multi-file checkpoint
-// (checkpoint::GatherHuggingFace). The summary line (run_summary.h) goes to stderr.
+// reassembles a checkpoint from a shard directory or a PyTorch DCP checkpoint
+// (checkpoint::GatherCheckpoint), or with --max-shard-size writes it into directory OUT as a
+// Hugging Face multi-file checkpoint (checkpoint::GatherHuggingFace), or with --format dcp as a
+// DCP checkpoint of one rank (checkpoint::GatherToDcp). The summary line (run_summary.h) goes to
+// stderr.
 #include <unistd.h>
 
 #include <iostream>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "integration/checkpoint/gather_checkpoint.h"
+#include "integration/checkpoint/reshard_checkpoint.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
 #include "integration/cli/run_summary.h"
@@ -24,8 +27,9 @@ int RunGather(const std::vector<std::string>& args) {
   FlagParser flags(kCommand,
                    "--in DIR --out OUT.safetensors [--memory-mib M]\n"
                    "       shardkit gather --in DIR --out OUT_DIR --max-shard-size SIZE "
-                   "[--memory-mib M]");
-  std::string in_dir, out_path;
+                   "[--memory-mib M]\n"
+                   "       shardkit gather --in DIR --out OUT_DIR --format dcp [--memory-mib M]");
+  std::string in_dir, out_path, format;
   int64_t memory_mib = kDefaultMemoryMib, max_shard_bytes = 0;
   flags.AddString("in", &in_dir,
                   "shard directory written by 'shardkit shard' or 'reshard', or a PyTorch DCP "
@@ -37,17 +41,30 @@ int RunGather(const std::vector<std::string>& args) {
                     "write a Hugging Face checkpoint of files of at most SIZE tensor bytes "
                     "(500MB, 2GiB, 1000000; KB/MB/GB are powers of 1000) (default: one "
                     "safetensors file)");
+  AddFormatFlag(flags, &format,
+                "shardkit (a safetensors file, or Hugging Face files with --max-shard-size) or "
+                "dcp (directory OUT_DIR as a PyTorch DCP checkpoint of one rank: __0_0.distcp and "
+                ".metadata) (default: shardkit)");
   AddMemoryFlag(flags, &memory_mib);
   const ParseResult parsed = ParseCommand(flags, args, Positionals::None());
   if (parsed.done()) return parsed.exit_code();
   if (absl::Status s = Require(flags, {"in", "out"}, kSeeHelp); !s.ok()) {
     return ReportError(kCommand, s);
   }
+  const absl::StatusOr<checkpoint::OutputFormat> out_format = ParseFormatFlag(format);
+  if (!out_format.ok()) return ReportError(kCommand, out_format.status());
+  const bool dcp = *out_format == checkpoint::OutputFormat::kDcp;
+  if (dcp && flags.WasSet("max-shard-size")) {
+    return ReportError(kCommand, absl::InvalidArgumentError(
+                                     "--max-shard-size does not apply to --format dcp (a DCP "
+                                     "checkpoint of one rank is one __0_0.distcp file)"));
+  }
   checkpoint::GatherReport report;
   const checkpoint::GatherOptions options{
       .progress = ProgressWanted(), .memory_bytes = memory_mib << 20, .report = &report};
   const absl::Status status =
-      flags.WasSet("max-shard-size")
+      dcp ? checkpoint::GatherToDcp(in_dir, out_path, std::cerr, options)
+      : flags.WasSet("max-shard-size")
           ? checkpoint::GatherHuggingFace(in_dir, out_path, max_shard_bytes, std::cerr, options)
           : checkpoint::GatherCheckpoint(in_dir, out_path, std::cerr, options);
   if (!status.ok()) return ReportError(kCommand, status);

@@ -61,7 +61,8 @@ std::string FormatShardSummary(const checkpoint::ShardRunReport& report) {
 std::string FormatGatherSummary(const checkpoint::GatherReport& report) {
   std::string target = report.files.empty() ? report.out : report.files.front();
   if (!report.index_path.empty()) {
-    target = absl::StrCat(report.out, " (", report.files.size(), " files and ",
+    target = absl::StrCat(report.out, " (", report.files.size(),
+                          report.files.size() == 1 ? " file and " : " files and ",
                           std::filesystem::path(report.index_path).filename().string(), ")");
   }
   return absl::StrFormat(

@@ -1,6 +1,7 @@
 // `shardkit shard --plan PLAN.json --checkpoint IN.safetensors --out DIR [--src-rank R]
 // [--strategy scatter|broadcast|direct] [--memory-mib M] [--fp8-block B]
-// [--allow-misaligned-scales] [--strict] [--nproc N] [--backend B] [--timeout S]` and
+// [--allow-misaligned-scales] [--strict] [--format shardkit|dcp] [--nproc N] [--backend B]
+// [--timeout S]` and
 // `shardkit reshard --in DIR --plan PLAN.json --out DIR2` with the same flags but --src-rank and
 // --strategy.
 //
@@ -47,7 +48,7 @@ constexpr RankFlagsUse kRanks = {
 struct ShardFlags {
   checkpoint::ShardCheckpointOptions options;
   int64_t src_rank = 0, memory_mib = kDefaultMemoryMib;
-  std::string strategy;
+  std::string strategy, format;
   RankFlags ranks{kRanks};
   bool reshard = false;  // `shardkit reshard`: --in is options.checkpoint_path
 };
@@ -58,6 +59,10 @@ void AddRunFlags(FlagParser& flags, ShardFlags* out) {
   AddMemoryFlag(flags, &out->memory_mib);
   AddFp8Flags(flags, &out->options.write.fp8.block, &out->options.write.fp8.allow_misaligned);
   AddStrictFlag(flags, &out->options.write.strict);
+  AddFormatFlag(flags, &out->format,
+                "shardkit (rank-RRRRR.safetensors per rank and index.json) or dcp (a PyTorch DCP "
+                "checkpoint that torch's dcp.load reads: __R_0.distcp per rank and .metadata) "
+                "(default: shardkit)");
   AddRankFlags(flags, &out->ranks);
 }
 
@@ -65,8 +70,8 @@ FlagParser ShardFlagParser(ShardFlags* out) {
   FlagParser flags(kCommand,
                    "--plan PLAN.json --checkpoint IN.safetensors --out DIR [--src-rank R] "
                    "[--strategy scatter|broadcast|direct] [--memory-mib M] [--fp8-block B] "
-                   "[--allow-misaligned-scales] [--strict] [--nproc N] [--backend B] "
-                   "[--timeout S]");
+                   "[--allow-misaligned-scales] [--strict] [--format shardkit|dcp] [--nproc N] "
+                   "[--backend B] [--timeout S]");
   flags.AddString("plan", &out->options.write.plan_path,
                   "JSON plan: which spec each parameter gets (required; below)");
   flags.AddString("checkpoint", &out->options.checkpoint_path,
@@ -74,7 +79,8 @@ FlagParser ShardFlagParser(ShardFlags* out) {
                   "holding one (read by the source rank only; under --strategy direct by every "
                   "rank, at this same path) (required)");
   flags.AddString("out", &out->options.write.out_dir,
-                  "output directory: rank-RRRRR.safetensors per rank and index.json (required)");
+                  "output directory: rank-RRRRR.safetensors per rank and index.json, or with "
+                  "--format dcp a DCP checkpoint (required)");
   flags.AddInt("src-rank", &out->src_rank,
                "the rank that reads the checkpoint (default: the plan's src_rank, else 0)", 0,
                specs::kMaxRank);
@@ -91,8 +97,8 @@ FlagParser ShardFlagParser(ShardFlags* out) {
 FlagParser ReshardFlagParser(ShardFlags* out) {
   FlagParser flags(kReshardCommand,
                    "--in DIR --plan PLAN.json --out DIR2 [--memory-mib M] [--fp8-block B] "
-                   "[--allow-misaligned-scales] [--strict] [--nproc N] [--backend B] "
-                   "[--timeout S]");
+                   "[--allow-misaligned-scales] [--strict] [--format shardkit|dcp] [--nproc N] "
+                   "[--backend B] [--timeout S]");
   flags.AddString("in", &out->options.checkpoint_path,
                   "the shard directory, or PyTorch DCP checkpoint directory, to re-lay out (read "
                   "by every rank, at this same path) (required)");
@@ -101,15 +107,15 @@ FlagParser ReshardFlagParser(ShardFlags* out) {
                   "ignored (required; below)");
   flags.AddString("out", &out->options.write.out_dir,
                   "output directory (outside --in): rank-RRRRR.safetensors per rank and "
-                  "index.json (required)");
+                  "index.json, or with --format dcp a DCP checkpoint (required)");
   AddRunFlags(flags, out);
   flags.SetHelpNotes(kPlanHelp);
   out->reshard = true;
   return flags;
 }
 
-// Errors: kInvalidArgument for a missing --plan, --checkpoint or --out, a bad --strategy, or a
-// --timeout that is not positive.
+// Errors: kInvalidArgument for a missing --plan, --checkpoint or --out, a bad --strategy or
+// --format, or a --timeout that is not positive.
 absl::Status CheckShardFlags(const FlagParser& parser, ShardFlags* flags) {
   const bool reshard = flags->reshard;
   for (const char* name : {"plan", reshard ? "in" : "checkpoint", "out"}) {
@@ -117,6 +123,7 @@ absl::Status CheckShardFlags(const FlagParser& parser, ShardFlags* flags) {
   }
   if (!reshard && parser.WasSet("src-rank")) flags->options.src_rank = flags->src_rank;
   flags->options.write.memory_bytes = flags->memory_mib << 20;
+  SHARDKIT_ASSIGN_OR_RETURN(flags->options.write.format, ParseFormatFlag(flags->format));
   if (!reshard && parser.WasSet("strategy")) {
     SHARDKIT_ASSIGN_OR_RETURN(flags->options.strategy,
                               ForFlag("strategy", specs::ParseStrategy(flags->strategy)));

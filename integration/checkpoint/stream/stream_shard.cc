@@ -122,10 +122,10 @@ absl::Status WriteBlocks(const Round& round, int rank, bool broadcast, const std
     if (!status.ok()) return;
     const int64_t at = broadcast ? block.window_offset : position;
     position += block.bytes;
-    const int64_t dest =
-        output.data_start +
-        output.dest[block.tensor][static_cast<size_t>(std::max<int64_t>(block.shard, 0))] +
-        block.first;
+    const int64_t place =
+        output.dest[block.tensor][static_cast<size_t>(std::max<int64_t>(block.shard, 0))];
+    if (place < 0) return;  // not written by this rank (`--format dcp`: a replicated tensor)
+    const int64_t dest = output.data_start + place + block.first;
     status = output.file->WriteAt(static_cast<uint64_t>(dest), data + at,
                                   static_cast<size_t>(block.bytes));
     if (!status.ok()) return;

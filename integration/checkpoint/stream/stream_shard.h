@@ -32,7 +32,9 @@
 namespace shardkit::checkpoint {
 
 // Where this rank's blocks go: its file (prefix already written) and the data offset of every
-// shard it holds: dest[t][s] for shard s of schedule tensor t, dest[t][0] for a replicated one.
+// shard it holds: dest[t][s] for shard s of schedule tensor t, dest[t][0] for a replicated one;
+// -1 for blocks this rank receives but does not write (a replicated tensor that only the source
+// writes, `--format dcp`).
 struct StreamOutput {
   os::AtomicFile* file = nullptr;
   int64_t data_start = 0;

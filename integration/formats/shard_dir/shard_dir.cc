@@ -17,6 +17,7 @@
 #include "core/json/json_reader.h"
 #include "core/os/dir_lock.h"
 #include "core/os/files.h"
+#include "integration/formats/dcp/dcp_files.h"
 #include "specs/spec_json.h"
 
 namespace shardkit::checkpoint {
@@ -74,10 +75,25 @@ bool IsOutputFileName(std::string_view name) {
   return name == kIndexFileName || RankOfFileName(name) >= 0;
 }
 
-bool IsOutputName(std::string_view name) {
+// A file of an output of `format` (under its own name).
+bool IsFileOf(OutputFormat format, std::string_view name) {
+  return format == OutputFormat::kDcp ? dcp::IsDcpFileName(name) : IsOutputFileName(name);
+}
+
+bool IsOutputName(OutputFormat format, std::string_view name) {
   if (name == os::kLockFileName) return true;
   const std::optional<os::TemporaryName> temp = os::ParseTemporaryName(name);
-  return IsOutputFileName(temp ? temp->base : name);
+  return IsFileOf(format, temp ? temp->base : name);
+}
+
+// What an earlier output of `format` left that a run of `world_size` ranks will not replace.
+bool IsStale(OutputFormat format, std::string_view name, int world_size) {
+  if (format == OutputFormat::kShardkit) {
+    return name == kIndexFileName || RankOfFileName(name) >= world_size;
+  }
+  if (!dcp::IsDcpFileName(name)) return false;
+  const int64_t rank = dcp::DcpFileRank(name);
+  return rank < 0 || rank >= world_size || name != dcp::DistcpFileName(rank);
 }
 
 absl::Status FsError(const std::string& path, const char* what, const std::error_code& ec) {
@@ -289,17 +305,19 @@ absl::Status CheckNoShardSuffix(std::string_view name) {
                    ": names must not contain '#' (shard files name shards NAME#K)"));
 }
 
-absl::StatusOr<os::CreatedDirectories> PrepareOutputDir(const std::string& dir, bool create) {
+absl::StatusOr<os::CreatedDirectories> PrepareOutputDir(const std::string& dir, bool create,
+                                                        OutputFormat format) {
   std::error_code ec;
   if (!create && !fs::exists(dir, ec) && !ec) return os::CreatedDirectories();
   SHARDKIT_ASSIGN_OR_RETURN(os::CreatedDirectories created, os::CreatedDirectories::Make(dir));
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (!IsOutputName(name)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          dir, ": holds \"", name,
-          "\", which is not shardkit output (use a new or empty directory, or one holding only "
-          "an earlier shardkit output)"));
+    if (!IsOutputName(format, name)) {
+      const char* kind = format == OutputFormat::kDcp ? "PyTorch DCP" : "shardkit";
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir, ": holds \"", name, "\", which is not ", kind,
+                       " output (use a new or empty directory, or one holding only an earlier ",
+                       kind, " output)"));
     }
   }
   if (ec) return FsError(dir, "cannot list the output directory", ec);
@@ -320,17 +338,20 @@ absl::Status CheckOutsideInput(const std::string& in_dir, const std::string& out
       "the shard directory it would be read from (", in_dir, "): pick a directory outside it"));
 }
 
-absl::Status RemoveEarlierOutput(const std::string& dir, int world_size) {
+absl::Status RemoveEarlierOutput(const std::string& dir, int world_size, OutputFormat format) {
   SHARDKIT_ASSIGN_OR_RETURN(const std::vector<std::string> temporaries,
-                            os::RemoveDeadTemporaries(dir, IsOutputFileName));
+                            os::RemoveDeadTemporaries(dir, [format](std::string_view base) {
+                              return IsFileOf(format, base);
+                            }));
   std::error_code ec;
   std::vector<fs::path> stale;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name == kIndexFileName || RankOfFileName(name) >= world_size) stale.push_back(it->path());
+    if (IsStale(format, name, world_size)) stale.push_back(it->path());
   }
   if (ec) return FsError(dir, "cannot list the output directory", ec);
-  std::sort(stale.begin(), stale.end());  // index.json sorts before rank files: gone first
+  // index.json sorts before rank files, .metadata and __R.metadata before __R_K.distcp: gone first
+  std::sort(stale.begin(), stale.end());
   for (const fs::path& path : stale) {
     if (!fs::remove(path, ec) && ec) return FsError(path.string(), "cannot remove", ec);
   }

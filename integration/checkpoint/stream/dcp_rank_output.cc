@@ -1,0 +1,124 @@
+#include "integration/checkpoint/stream/dcp_rank_output.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <utility>
+
+#include "absl/functional/function_ref.h"
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "integration/formats/dcp/dcp_files.h"
+#include "integration/formats/dcp/torch_zip_writer.h"
+
+namespace shardkit::checkpoint {
+namespace {
+
+// One archive of a rank's file: shard `shard` of tensor `tensor` (-1: the whole tensor), at
+// [offset, offset + archive.size()) of the file.
+struct Item {
+  size_t tensor = 0;
+  int64_t shard = -1;
+  uint64_t offset = 0;
+};
+
+bool Empty(const specs::ShardMetadata& shard) {
+  return std::any_of(shard.sizes.begin(), shard.sizes.end(), [](int64_t n) { return n == 0; });
+}
+
+// Whether a tensor is written whole by the source: replicated, or with no elements.
+bool Whole(const StreamTensor& tensor) { return tensor.replicated || tensor.begin == tensor.end; }
+
+// Calls `fn` for every archive of rank `rank`'s file, in file order.
+absl::Status ForEachItem(const std::vector<StreamTensor>& tensors, int rank, int src_rank,
+                         absl::FunctionRef<void(const Item&, const dcp::TensorArchive&)> fn) {
+  uint64_t offset = 0;
+  auto add = [&](size_t t, int64_t s, const Shape& sizes) -> absl::Status {
+    absl::StatusOr<dcp::TensorArchive> archive = dcp::MakeTensorArchive(tensors[t].dtype, sizes);
+    if (!archive.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter \"", tensors[t].name, "\": ", archive.status().message()));
+    }
+    fn(Item{t, s, offset}, *archive);
+    offset += archive->size();
+    return absl::OkStatus();
+  };
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const StreamTensor& tensor = tensors[t];
+    if (Whole(tensor)) {
+      if (rank == src_rank) SHARDKIT_RETURN_IF_ERROR(add(t, -1, tensor.shape));
+      continue;
+    }
+    for (size_t s = 0; s < tensor.shards.size(); ++s) {
+      const specs::ShardMetadata& shard = tensor.shards[s];
+      if (shard.placement.rank() != rank || Empty(shard)) continue;
+      SHARDKIT_RETURN_IF_ERROR(add(t, static_cast<int64_t>(s), shard.sizes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CreateDcpRankFile(const std::string& dir, int rank, int src_rank,
+                               const std::vector<StreamTensor>& tensors,
+                               std::optional<os::AtomicFile>& file, StreamOutput& output) {
+  const std::string path = (std::filesystem::path(dir) / dcp::DistcpFileName(rank)).string();
+  output.dest.assign(tensors.size(), {});
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    output.dest[t].assign(std::max<size_t>(tensors[t].shards.size(), 1), -1);
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(file, os::AtomicFile::Create(path));
+  uint64_t end = 0;
+  absl::Status written;
+  SHARDKIT_RETURN_IF_ERROR(ForEachItem(
+      tensors, rank, src_rank, [&](const Item& item, const dcp::TensorArchive& archive) {
+        const uint64_t values = item.offset + archive.prefix.size();
+        output.dest[item.tensor][static_cast<size_t>(std::max<int64_t>(item.shard, 0))] =
+            static_cast<int64_t>(values);
+        if (written.ok()) {
+          written = file->WriteAt(item.offset, archive.prefix.data(), archive.prefix.size());
+        }
+        if (written.ok()) {
+          written = file->WriteAt(values + archive.data_length, archive.suffix.data(),
+                                  archive.suffix.size());
+        }
+        end = item.offset + archive.size();
+      }));
+  SHARDKIT_RETURN_IF_ERROR(written);
+  SHARDKIT_RETURN_IF_ERROR(file->Resize(end));
+  output.file = &*file;
+  output.data_start = 0;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<dcp::Metadata> MakeDcpMetadata(const std::vector<StreamTensor>& tensors, int world,
+                                              int src_rank) {
+  dcp::Metadata metadata;
+  std::vector<dcp::TensorEntry> entries(tensors.size());
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    entries[t] = {tensors[t].name, tensors[t].dtype, tensors[t].shape, {}};
+  }
+  for (int rank = 0; rank < world; ++rank) {
+    const std::string file = dcp::DistcpFileName(rank);
+    SHARDKIT_RETURN_IF_ERROR(ForEachItem(
+        tensors, rank, src_rank, [&](const Item& item, const dcp::TensorArchive& archive) {
+          const StreamTensor& tensor = tensors[item.tensor];
+          dcp::Chunk chunk{
+              Shape(tensor.shape.size(), 0), tensor.shape, {file, item.offset, archive.size()}};
+          if (item.shard >= 0) {
+            const specs::ShardMetadata& shard = tensor.shards[static_cast<size_t>(item.shard)];
+            chunk.offsets = shard.offsets;
+            chunk.sizes = shard.sizes;
+          }
+          entries[item.tensor].chunks.push_back(std::move(chunk));
+        }));
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const dcp::TensorEntry& a, const dcp::TensorEntry& b) { return a.fqn < b.fqn; });
+  metadata.tensors = std::move(entries);
+  metadata.version = "1.0.0";
+  return metadata;
+}
+
+}  // namespace shardkit::checkpoint

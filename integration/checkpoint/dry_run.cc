@@ -8,8 +8,7 @@
 #include "core/base/status_macros.h"
 #include "integration/checkpoint/plan_binding.h"
 #include "integration/checkpoint/source/checkpoint_source.h"
-#include "integration/checkpoint/source/dcp_source.h"
-#include "integration/checkpoint/source/shard_dir_source.h"
+#include "integration/checkpoint/source/saved_directory.h"
 
 namespace shardkit::checkpoint {
 namespace {
@@ -19,18 +18,11 @@ constexpr int64_t kNoReads = int64_t{64} << 10;
 
 absl::StatusOr<std::unique_ptr<TensorSource>> OpenSource(const CheckpointPath& where,
                                                          std::vector<std::string>* warnings) {
-  if (where.kind == CheckpointKind::kShardDirectory) {
-    SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<ShardDirSource> dir,
-                              ShardDirSource::Open(where.path, kNoReads));
-    return std::unique_ptr<TensorSource>(std::move(dir));
-  }
-  if (where.kind == CheckpointKind::kDcpDirectory) {
-    SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<DcpSource> dcp,
-                              DcpSource::Open(where.path, kNoReads));
-    if (const std::string warning = dcp->SkippedWarning(); !warning.empty()) {
-      warnings->push_back(warning);
-    }
-    return std::unique_ptr<TensorSource>(std::move(dcp));
+  if (where.kind == CheckpointKind::kShardDirectory ||
+      where.kind == CheckpointKind::kDcpDirectory) {
+    SHARDKIT_ASSIGN_OR_RETURN(SavedDirectory saved,
+                              OpenSavedDirectory(where.path, kNoReads, warnings));
+    return std::move(saved.source);
   }
   SHARDKIT_ASSIGN_OR_RETURN(CheckpointSource source, CheckpointSource::Open(where, warnings));
   return std::unique_ptr<TensorSource>(std::make_unique<CheckpointSource>(std::move(source)));

@@ -1,4 +1,5 @@
-// LoadShards (save_shards.h): a shard directory's parameters into a Module, laid out by a plan.
+// LoadShards (save_shards.h): a shard directory's (or a DCP checkpoint's) parameters into a
+// Module, laid out by a plan.
 #include <map>
 #include <memory>
 #include <span>
@@ -13,7 +14,7 @@
 #include "core/engine/shard_parameter.h"
 #include "core/tensor/dtype.h"
 #include "integration/checkpoint/save_shards.h"
-#include "integration/checkpoint/source/shard_dir_source.h"
+#include "integration/checkpoint/source/saved_directory.h"
 #include "integration/checkpoint/stream/stream_buffer.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/checkpoint/stream/stream_shard.h"
@@ -31,10 +32,10 @@ struct Load {
   Module& module;
   Communicator& comm;
   const LoadShardsOptions& options;
-  CallOptions call;     // one deadline for the whole call
-  std::string context;  // "LoadShards(DIR)"
-  Module meta;          // global shapes and dtypes, module order
-  std::unique_ptr<ShardDirSource> source;
+  CallOptions call;                            // one deadline for the whole call
+  std::string context;                         // "LoadShards(DIR)"
+  Module meta;                                 // global shapes and dtypes, module order
+  SavedDirectory saved;                        // a shard directory or a DCP checkpoint
   std::map<std::string, size_t> source_index;  // parameter name -> source tensor
   std::vector<AgreedParameter> agreed;         // module order
   std::vector<Loaded> loaded;                  // as agreed
@@ -50,29 +51,28 @@ std::string DescribeTensor(DType dtype, const Shape& shape) {
 
 // Step 1 (local): the module's parameters are DIR's, with DIR's shapes and dtypes.
 absl::Status MatchModule(Load& load) {
-  const ShardIndex& index = load.source->index();
-  for (size_t t = 0; t < index.parameters.size(); ++t) {
-    load.source_index[index.parameters[t].name] = t;
-  }
+  const std::vector<safetensors::TensorInfo>& saved = load.saved.source->header().tensors;
+  const std::string& index = load.saved.last_file;  // how messages name DIR's list
+  for (size_t t = 0; t < saved.size(); ++t) load.source_index[saved[t].name] = t;
   for (const std::string& name : load.meta.names()) {
     const auto found = load.source_index.find(name);
     if (found == load.source_index.end()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("parameter ", QuoteName(name), " of the module is not in ", kIndexFileName));
+          absl::StrCat("parameter ", QuoteName(name), " of the module is not in ", index));
     }
-    const IndexParameter& saved = index.parameters[found->second];
+    const safetensors::TensorInfo& theirs = saved[found->second];
     const Tensor& mine = **load.meta.GetTensor(name);
-    if (mine.dtype() != saved.dtype || mine.shape() != saved.shape) {
+    if (mine.dtype() != theirs.dtype || mine.shape() != theirs.shape) {
       return absl::InvalidArgumentError(absl::StrCat(
           "parameter ", QuoteName(name), " is ", DescribeTensor(mine.dtype(), mine.shape()),
-          " in the module but ", DescribeTensor(saved.dtype, saved.shape), " in ", kIndexFileName));
+          " in the module but ", DescribeTensor(theirs.dtype, theirs.shape), " in ", index));
     }
   }
   if (load.options.allow_unused) return absl::OkStatus();
-  for (const IndexParameter& saved : index.parameters) {
-    if (!load.meta.Contains(saved.name)) {
+  for (const safetensors::TensorInfo& theirs : saved) {
+    if (!load.meta.Contains(theirs.name)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "parameter ", QuoteName(saved.name), " of ", kIndexFileName,
+          "parameter ", QuoteName(theirs.name), " of ", index,
           " is not in the module (LoadShardsOptions::allow_unused skips such parameters)"));
     }
   }
@@ -82,9 +82,10 @@ absl::Status MatchModule(Load& load) {
 // Step 1 (local): DIR opened and validated, the module checked against it.
 absl::Status OpenAndMatch(Load& load) {
   SHARDKIT_ASSIGN_OR_RETURN(load.meta, GlobalMetaModule(load.module, load.options.memory_bytes));
+  std::vector<std::string> ignored;  // a DCP checkpoint's non-tensor items: not a module's
   SHARDKIT_ASSIGN_OR_RETURN(
-      load.source,
-      ShardDirSource::Open(load.dir, SplitBudget(load.options.memory_bytes, 2).staging));
+      load.saved,
+      OpenSavedDirectory(load.dir, SplitBudget(load.options.memory_bytes, 2).staging, &ignored));
   return MatchModule(load);
 }
 
@@ -93,7 +94,7 @@ absl::Status OpenAndMatch(Load& load) {
 // overlap it. Short pieces are read together only as the coalescing rule allows
 // (TensorBytesReader::Want: gaps within 1.25 × the wanted bytes, or shorter than a page), so the
 // reads touch only the old shards overlapping the new shard's pieces.
-absl::Status ReadShard(const ShardDirSource& source, size_t t, const StreamTensor& p, size_t s,
+absl::Status ReadShard(const TensorSource& source, size_t t, const StreamTensor& p, size_t s,
                        TensorBytesReader& reader, std::byte* dst) {
   if (p.replicated) {
     reader.Reset(source, t);
@@ -130,16 +131,16 @@ absl::StatusOr<Loaded> LoadParameter(const Load& load, const AgreedParameter& pa
                                      TensorBytesReader& reader) {
   SHARDKIT_RETURN_IF_ERROR(CheckHostPlacements(parameter));
   const size_t t = load.source_index.at(parameter.name);
-  const safetensors::TensorInfo& info = load.source->header().tensors[t];
+  const safetensors::TensorInfo& info = load.saved.source->header().tensors[t];
   SHARDKIT_ASSIGN_OR_RETURN(
       const StreamTensor p,
       MakeStreamTensor(parameter.name, parameter.dtype, parameter.shape, info.begin, info.end,
                        !parameter.spec.has_value(), parameter.shards));
-  SHARDKIT_RETURN_IF_ERROR(load.source->CheckUnchanged(t));
+  SHARDKIT_RETURN_IF_ERROR(load.saved.source->CheckUnchanged(t));
   const bool requires_grad = (*load.meta.GetTensor(parameter.name))->requires_grad();
   if (p.replicated) {
     SHARDKIT_ASSIGN_OR_RETURN(Tensor whole, Tensor::Empty(parameter.shape, parameter.dtype));
-    SHARDKIT_RETURN_IF_ERROR(ReadShard(*load.source, t, p, 0, reader, whole.data()));
+    SHARDKIT_RETURN_IF_ERROR(ReadShard(*load.saved.source, t, p, 0, reader, whole.data()));
     whole.set_requires_grad(requires_grad);
     return whole;
   }
@@ -148,7 +149,7 @@ absl::StatusOr<Loaded> LoadParameter(const Load& load, const AgreedParameter& pa
     if (p.shards[s].placement.rank() != load.comm.rank()) continue;
     SHARDKIT_ASSIGN_OR_RETURN(Tensor shard, Tensor::Empty(p.shards[s].sizes, parameter.dtype));
     if (p.runs[s].count > 0) {
-      SHARDKIT_RETURN_IF_ERROR(ReadShard(*load.source, t, p, s, reader, shard.data()));
+      SHARDKIT_RETURN_IF_ERROR(ReadShard(*load.saved.source, t, p, s, reader, shard.data()));
     }
     local.push_back({s, std::move(shard)});
   }
@@ -197,8 +198,9 @@ absl::Status LoadShards(const std::string& dir, Module& module, const specs::Pla
     }
   }
   if (options.stats != nullptr) {
-    options.stats->files_read = load.source->files_read();
-    options.stats->bytes_read = load.source->bytes_read();
+    const auto reads = load.saved.source->file_reads();
+    options.stats->files_read = reads ? reads->files : 0;
+    options.stats->bytes_read = reads ? reads->bytes : 0;
   }
   return absl::OkStatus();
 }

@@ -1,21 +1,26 @@
 #include "integration/checkpoint/save_shards.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/comm/collective_status.h"
 #include "core/engine/shard_parameter.h"
 #include "core/os/dir_lock.h"
 #include "core/os/files.h"
+#include "integration/checkpoint/stream/dcp_rank_output.h"
 #include "integration/checkpoint/stream/rank_file_output.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/checkpoint/stream/stream_shard.h"
+#include "integration/formats/dcp/dcp_files.h"
+#include "integration/formats/dcp/metadata_writer.h"
 #include "integration/formats/shard_dir/rank_files.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 #include "specs/parameter_layout.h"
@@ -106,25 +111,41 @@ absl::Status CheckLayoutsAndDir(Save& save) {
           parameter.spec_json, " over this communicator's ", save.comm.world_size(), " ranks"));
     }
   }
-  return PrepareOutputDir(save.dir).status();
+  return PrepareOutputDir(save.dir, /*create=*/true, save.options.format).status();
 }
 
 // Step 2 (rank 0): the lock, held until the call returns; an earlier index.json removed durably.
 absl::Status LockAndClear(Save& save) {
   if (save.comm.rank() != 0) return absl::OkStatus();
   SHARDKIT_ASSIGN_OR_RETURN(save.lock, os::DirectoryLock::Acquire(save.dir));
-  return RemoveEarlierOutput(save.dir, save.comm.world_size());
+  return RemoveEarlierOutput(save.dir, save.comm.world_size(), save.options.format);
 }
 
-// Step 2: rank 0's metadata reaches every rank, for the rank files' __metadata__ (collective; the
-// same bytes, so the same result, on every rank).
+bool Dcp(const Save& save) { return save.options.format == OutputFormat::kDcp; }
+
+// Every rank's format ("d" or "s", the first byte it sent): all the same, or an error naming
+// which ranks were given which (the same bytes, so the same verdict, on every rank).
+absl::Status CheckSameFormat(const std::vector<std::string>& all) {
+  std::vector<std::string> dcp, shardkit;
+  for (size_t r = 0; r < all.size(); ++r) {
+    (all[r].substr(0, 1) == "d" ? dcp : shardkit).push_back(absl::StrCat(r));
+  }
+  if (dcp.empty() || shardkit.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the ranks were given different formats: dcp on ranks ", absl::StrJoin(dcp, ", "),
+      ", shardkit on ranks ", absl::StrJoin(shardkit, ", ")));
+}
+
+// Step 2: every rank's format and rank 0's metadata reach every rank, for the rank files'
+// __metadata__ (collective; the same bytes, so the same result, on every rank).
 absl::Status ShareMetadata(Save& save) {
-  const std::string mine =
-      save.comm.rank() == 0 ? safetensors::SerializeHeader({}, save.options.metadata) : "";
+  std::string mine = Dcp(save) ? "d" : "s";
+  if (save.comm.rank() == 0) mine += safetensors::SerializeHeader({}, save.options.metadata);
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
                             save.comm.AllGather(ConstBuffer(mine), save.call));
+  SHARDKIT_RETURN_IF_ERROR(Annotate(CheckSameFormat(all), save.context));
   SHARDKIT_ASSIGN_OR_RETURN(safetensors::Header header,
-                            safetensors::ParseHeader(all[0], 0, "metadata from rank 0"));
+                            safetensors::ParseHeader(all[0].substr(1), 0, "metadata from rank 0"));
   save.metadata = std::move(header.metadata);
   return absl::OkStatus();
 }
@@ -138,6 +159,10 @@ absl::Status CreateOwnFile(Save& save) {
     tensor.shape = parameter.shape;
     tensor.replicated = !parameter.spec.has_value();
     tensor.shards = parameter.shards;
+  }
+  if (Dcp(save)) {
+    return CreateDcpRankFile(save.dir, save.comm.rank(), /*src_rank=*/0, save.tensors, save.file,
+                             save.output);
   }
   return CreateRankFile(save.dir, save.comm.rank(), save.tensors, save.metadata, save.file,
                         save.output);
@@ -172,19 +197,22 @@ absl::Status WriteTensor(os::AtomicFile& file, uint64_t at, const Tensor& tensor
 // Step 3 (local): every tensor this rank holds, at its place in its file; then the file durable
 // under its final name.
 absl::Status WriteAndCommit(Save& save) {
-  const auto at = [&](size_t t, size_t s) {
-    return static_cast<uint64_t>(save.output.data_start + save.output.dest[t][s]);
+  // dest -1: not in this rank's file (--format dcp: a replicated tensor off rank 0, a zero-size
+  // shard).
+  const auto write = [&](size_t t, size_t s, const Tensor& tensor) -> absl::Status {
+    const int64_t dest = save.output.dest[t][s];
+    if (dest < 0) return absl::OkStatus();
+    return WriteTensor(*save.file, static_cast<uint64_t>(save.output.data_start + dest), tensor,
+                       save.options.memory_bytes);
   };
-  const int64_t budget = save.options.memory_bytes;
   for (size_t t = 0; t < save.tensors.size(); ++t) {
     const std::string& name = save.tensors[t].name;
     if (save.tensors[t].replicated) {
-      SHARDKIT_RETURN_IF_ERROR(
-          WriteTensor(*save.file, at(t, 0), **save.module.GetTensor(name), budget));
+      SHARDKIT_RETURN_IF_ERROR(write(t, 0, **save.module.GetTensor(name)));
       continue;
     }
     for (const LocalShard& shard : (*save.module.GetSharded(name))->local_shards()) {
-      SHARDKIT_RETURN_IF_ERROR(WriteTensor(*save.file, at(t, shard.index), shard.tensor, budget));
+      SHARDKIT_RETURN_IF_ERROR(write(t, shard.index, shard.tensor));
     }
   }
   absl::Status status = save.file->Commit();
@@ -192,9 +220,16 @@ absl::Status WriteAndCommit(Save& save) {
   return status;
 }
 
-// Step 4 (rank 0): index.json, last.
+// Step 4 (rank 0): index.json (--format dcp: .metadata), last.
 absl::Status WriteSavedIndex(const Save& save) {
   if (save.comm.rank() != 0) return absl::OkStatus();
+  if (Dcp(save)) {
+    SHARDKIT_ASSIGN_OR_RETURN(const dcp::Metadata metadata,
+                              MakeDcpMetadata(save.tensors, save.comm.world_size(), 0));
+    return os::WriteFileAtomically(
+        (std::filesystem::path(save.dir) / dcp::kMetadataFileName).string(),
+        dcp::SerializeMetadata(metadata));
+  }
   ShardIndex index{save.comm.world_size(), 0, WrittenBy::kSave, save.metadata, {}};
   for (const AgreedParameter& parameter : save.agreed) {
     SHARDKIT_ASSIGN_OR_RETURN(
@@ -247,7 +282,7 @@ absl::Status SaveShards(const std::string& dir, const Module& module, Communicat
   SHARDKIT_RETURN_IF_ERROR(ShareMetadata(save));
   SHARDKIT_RETURN_IF_ERROR(save.Agree(CreateOwnFile(save), "creating shard files"));
   SHARDKIT_RETURN_IF_ERROR(save.Agree(WriteAndCommit(save), "writing shard files"));
-  return save.Agree(WriteSavedIndex(save), "writing index.json");
+  return save.Agree(WriteSavedIndex(save), Dcp(save) ? "writing .metadata" : "writing index.json");
 }
 
 }  // namespace shardkit::checkpoint

@@ -1,5 +1,7 @@
 // SaveShards and LoadShards: a running program's sharded Module to and from a shard directory
-// (shard_dir.h, the format `shardkit shard` writes), without gathering any tensor.
+// (shard_dir.h, the format `shardkit shard` writes) or a PyTorch DCP checkpoint (SaveShardsOptions
+// ::format; LoadShards reads either), without gathering any tensor: a C++ training job saves what
+// its Python tools `dcp.load`, and loads what they `dcp.save`d.
 //
 //   // Every rank, collectively: each writes the shards it holds.
 //   SHARDKIT_RETURN_IF_ERROR(SaveShards("ckpt", module, *comm));
@@ -61,6 +63,7 @@
 #include "core/comm/communicator.h"
 #include "core/engine/module.h"
 #include "integration/checkpoint/stream/memory_budget.h"
+#include "integration/formats/shard_dir/shard_dir.h"
 #include "specs/plan.h"
 
 namespace shardkit::checkpoint {
@@ -72,6 +75,11 @@ struct SaveShardsOptions {
   // index.json's "metadata" and every rank file's __metadata__ (restored by `gather`); rank 0's
   // is written, whatever the other ranks pass.
   std::map<std::string, std::string> metadata;
+  // kDcp: DIR becomes a PyTorch DCP checkpoint that torch's dcp.load reads (every rank writes
+  // __R_0.distcp, its shards as torch.save archives, replicated parameters once on rank 0;
+  // rank 0 writes .metadata last, in place of index.json; `metadata` has no place in it and is
+  // not written). Every rank must be given the same format.
+  OutputFormat format = OutputFormat::kShardkit;
   CallOptions call;  // deadline of the whole call
 };
 
@@ -99,13 +107,15 @@ struct LoadShardsOptions {
   LoadShardsStats* stats = nullptr;  // filled in for this rank on success, when set
 };
 
-// Collective. Errors (the same on every rank): kNotFound if DIR does not exist, has no index.json
-// or lacks a rank file; kInvalidArgument for an invalid shard directory, a module parameter DIR
-// lacks, another shape or dtype than DIR's (naming the parameter and both), a DIR parameter the
-// module lacks (unless allow_unused), a plan that does not bind or placements on devices other
-// than cpu, ranks disagreeing (as AgreeOnPlan), memory_bytes <= 0, a rank file cut short, resized
-// or replaced; kUnavailable for I/O errors; kResourceExhausted if shards cannot be allocated;
-// transport errors as the Communicator's. On any error `module` is unchanged.
+// Collective. DIR is a shard directory or a DCP checkpoint (its non-tensor items are not a
+// module's and are skipped). Errors (the same on every rank): kNotFound if DIR does not exist,
+// has no index.json (nor DCP metadata) or lacks a rank file (a .distcp file); kInvalidArgument for
+// an invalid shard directory, a module parameter DIR lacks, another shape or dtype than DIR's
+// (naming the parameter and both), a DIR parameter the module lacks (unless allow_unused), a plan
+// that does not bind or placements on devices other than cpu, ranks disagreeing (as AgreeOnPlan),
+// memory_bytes <= 0, a rank file cut short, resized or replaced; kUnavailable for I/O errors;
+// kResourceExhausted if shards cannot be allocated; transport errors as the Communicator's. On any
+// error `module` is unchanged.
 [[nodiscard]] absl::Status LoadShards(const std::string& dir, Module& module,
                                       const specs::Plan& plan, Communicator& comm,
                                       const LoadShardsOptions& options = {});

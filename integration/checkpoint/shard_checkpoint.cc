@@ -22,8 +22,7 @@
 #include "integration/checkpoint/progress.h"
 #include "integration/checkpoint/source/checkpoint_identity.h"
 #include "integration/checkpoint/source/checkpoint_source.h"
-#include "integration/checkpoint/source/dcp_source.h"
-#include "integration/checkpoint/source/shard_dir_source.h"
+#include "integration/checkpoint/source/saved_directory.h"
 #include "integration/checkpoint/stream/dcp_rank_output.h"
 #include "integration/checkpoint/stream/rank_file_output.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
@@ -45,9 +44,9 @@ struct Run {
   std::ostream& log;
   bool resharding = false;  // ReshardCheckpoint: `options.checkpoint_path` is a shard directory
   specs::Plan plan;         // flags applied
-  std::unique_ptr<TensorSource> source;       // the source rank (every rank under direct)
-  const ShardDirSource* shard_dir = nullptr;  // `source`, when it is a shard directory
-  const DcpSource* dcp = nullptr;             // `source`, when it is a DCP checkpoint
+  std::unique_ptr<TensorSource> source;  // the source rank (every rank under direct)
+  bool input_dcp = false;    // reshard: the input is a DCP checkpoint, not a shard directory
+  int64_t input_files = 0;   // reshard: its rank files (its world size) or .distcp files
   absl::Status open_status;  // reshard, not the source: opening it (reported in AgreeOnFiles)
   std::optional<os::DirectoryLock> lock;  // the source: held for the whole run
   os::CreatedDirectories out_dirs;   // the output directory and parents, if this rank made them
@@ -94,22 +93,13 @@ absl::Status LoadPlan(Run& run) {
 }
 
 absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
-  if (run.reshard() && dcp::IsDcpDirectory(run.options.checkpoint_path)) {
-    SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<DcpSource> dcp,
-                              DcpSource::Open(run.options.checkpoint_path, run.budget().staging));
-    if (std::string warning = dcp->SkippedWarning(); !warning.empty()) {
-      warnings->push_back(std::move(warning));
-    }
-    run.dcp = dcp.get();
-    run.source = std::move(dcp);
-    return absl::OkStatus();
-  }
   if (run.reshard()) {
     SHARDKIT_ASSIGN_OR_RETURN(
-        std::unique_ptr<ShardDirSource> dir,
-        ShardDirSource::Open(run.options.checkpoint_path, run.budget().staging));
-    run.shard_dir = dir.get();
-    run.source = std::move(dir);
+        SavedDirectory saved,
+        OpenSavedDirectory(run.options.checkpoint_path, run.budget().staging, warnings));
+    run.input_dcp = saved.dcp;
+    run.input_files = saved.files;
+    run.source = std::move(saved.source);
     return absl::OkStatus();
   }
   SHARDKIT_ASSIGN_OR_RETURN(CheckpointPath where,
@@ -295,8 +285,9 @@ absl::Status Stream(Run& run, const CallOptions& call) {
       run.stream, StreamShards(*run.schedule, run.source.get(), run.output, run.comm, options));
   // A shard directory's bytes are pread by its own reader: what the stream asked it for, as
   // bytes from its rank files.
-  if (run.shard_dir != nullptr) run.stream.bytes_read = run.shard_dir->bytes_read();
-  if (run.dcp != nullptr) run.stream.bytes_read = run.dcp->bytes_read();
+  if (const auto reads = run.source ? run.source->file_reads() : std::nullopt) {
+    run.stream.bytes_read = reads->bytes;
+  }
   run.stream_seconds = progress.Elapsed();
   return absl::OkStatus();
 }
@@ -310,8 +301,8 @@ absl::Status CommitRankFile(Run& run) {
 
 // Reshard: how many of the input's files (old rank files, `.distcp` files) this rank read.
 int64_t OldFilesRead(const Run& run) {
-  if (run.shard_dir != nullptr) return run.shard_dir->files_read();
-  return run.dcp != nullptr ? run.dcp->files_read() : 0;
+  const auto reads = run.source ? run.source->file_reads() : std::nullopt;
+  return reads ? reads->files : 0;
 }
 
 // Step 7: every rank's report reaches every rank (collective; errors as AllGather).
@@ -354,9 +345,8 @@ ShardRunReport MakeReport(const Run& run, const ShardIndex& index, double total_
                         .ranks = run.reports};
   if (run.reshard()) {
     report.in_dir = run.options.checkpoint_path;
-    report.in_world_size = run.shard_dir ? run.shard_dir->index().world_size : 0;
-    if (run.dcp != nullptr)
-      report.in_dcp_files = static_cast<int64_t>(run.dcp->identity().size()) - 1;
+    report.in_world_size = run.input_dcp ? 0 : run.input_files;
+    if (run.input_dcp) report.in_dcp_files = run.input_files;
   }
   for (int rank = 0; rank < report.world_size; ++rank) {
     report.ranks[static_cast<size_t>(rank)].file =

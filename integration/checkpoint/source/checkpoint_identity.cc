@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
@@ -135,7 +136,11 @@ absl::Status AgreeOnCheckpoint(Communicator& comm, const absl::StatusOr<const Te
   std::vector<Seen> seen;
   seen.reserve(all.size());
   for (const std::string& bytes : all) seen.push_back(Decode(bytes));
-  return Verdict(seen, src_rank, what);
+  // A DCP checkpoint (DcpSource: its metadata first) is named as one, from the source's list:
+  // the same words on every rank.
+  const Seen& source = seen[static_cast<size_t>(src_rank)];
+  const bool dcp = !source.files.empty() && absl::EndsWith(source.files[0].name, "metadata");
+  return Verdict(seen, src_rank, dcp ? "DCP checkpoint" : what);
 }
 
 }  // namespace shardkit::checkpoint

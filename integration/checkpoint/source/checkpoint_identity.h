@@ -21,7 +21,8 @@
 namespace shardkit::checkpoint {
 
 // Collective over `comm`. `mine`: this rank's open checkpoint, or why opening `path` failed;
-// `what` names it in messages ("checkpoint", "shard directory").
+// `what` names it in messages ("checkpoint", "shard directory"; "DCP checkpoint" whenever the
+// source rank opened one: DcpSource's identity begins with its metadata).
 // Errors (the same on every rank): kInvalidArgument "checking that every rank sees the same
 // checkpoint: …" listing each rank that could not open it (with its path and reason) and each
 // rank whose files differ from `src_rank`'s (naming the file and the size or header digest on

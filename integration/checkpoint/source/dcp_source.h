@@ -68,6 +68,9 @@ class DcpSource : public TensorSource {
   int64_t files_read() const;
   // The bytes pread from the `.distcp` files so far.
   int64_t bytes_read() const { return reader_->bytes_read(); }
+  std::optional<FileReads> file_reads() const override {
+    return FileReads{files_read(), bytes_read()};
+  }
 
  private:
   // Where one chunk's row-major values are.

@@ -62,6 +62,9 @@ class ShardDirSource : public TensorSource {
   int64_t files_read() const;
   // The bytes pread from the old rank files so far.
   int64_t bytes_read() const { return reader_->bytes_read(); }
+  std::optional<FileReads> file_reads() const override {
+    return FileReads{files_read(), bytes_read()};
+  }
 
  private:
   struct Parameter {

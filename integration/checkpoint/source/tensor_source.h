@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,15 @@ class TensorSource {
   [[nodiscard]] virtual absl::Status CheckUnchanged(size_t t) const = 0;
   // Tensors with the same key are read from the same files (a round checks them once).
   virtual const void* FilesOf(size_t t) const = 0;
+
+  // A source that reads through its own reader (a shard directory, a DCP checkpoint): how many
+  // of its files reads have touched so far and the bytes pread from them, gaps included. Other
+  // sources (a checkpoint, read by range by its caller's reader) say nothing.
+  struct FileReads {
+    int64_t files = 0;
+    int64_t bytes = 0;
+  };
+  virtual std::optional<FileReads> file_reads() const { return std::nullopt; }
 };
 
 }  // namespace shardkit::checkpoint

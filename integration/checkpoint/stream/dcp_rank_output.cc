@@ -22,12 +22,12 @@ struct Item {
   uint64_t offset = 0;
 };
 
-bool Empty(const specs::ShardMetadata& shard) {
-  return std::any_of(shard.sizes.begin(), shard.sizes.end(), [](int64_t n) { return n == 0; });
+bool Empty(const Shape& sizes) {
+  return std::any_of(sizes.begin(), sizes.end(), [](int64_t n) { return n == 0; });
 }
 
 // Whether a tensor is written whole by the source: replicated, or with no elements.
-bool Whole(const StreamTensor& tensor) { return tensor.replicated || tensor.begin == tensor.end; }
+bool Whole(const StreamTensor& tensor) { return tensor.replicated || Empty(tensor.shape); }
 
 // Calls `fn` for every archive of rank `rank`'s file, in file order.
 absl::Status ForEachItem(const std::vector<StreamTensor>& tensors, int rank, int src_rank,
@@ -51,7 +51,7 @@ absl::Status ForEachItem(const std::vector<StreamTensor>& tensors, int rank, int
     }
     for (size_t s = 0; s < tensor.shards.size(); ++s) {
       const specs::ShardMetadata& shard = tensor.shards[s];
-      if (shard.placement.rank() != rank || Empty(shard)) continue;
+      if (shard.placement.rank() != rank || Empty(shard.sizes)) continue;
       SHARDKIT_RETURN_IF_ERROR(add(t, static_cast<int64_t>(s), shard.sizes));
     }
   }

@@ -1,0 +1,38 @@
+// OpenSavedDirectory: a directory of saved shards as a TensorSource, whichever format holds them
+// — a PyTorch DCP checkpoint (`.metadata` or `__0.metadata`: DcpSource) or a shardkit shard
+// directory (ShardDirSource) — for the readers that take either: `reshard --in`, LoadShards and
+// `spec check --checkpoint`.
+//
+//   std::vector<std::string> warnings;
+//   SHARDKIT_ASSIGN_OR_RETURN(SavedDirectory saved, OpenSavedDirectory(dir, staging, &warnings));
+//   // saved.source->header(): every tensor whole; saved.files: its rank or .distcp files
+#ifndef SHARDKIT_INTEGRATION_CHECKPOINT_SOURCE_SAVED_DIRECTORY_H_
+#define SHARDKIT_INTEGRATION_CHECKPOINT_SOURCE_SAVED_DIRECTORY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "integration/checkpoint/source/tensor_source.h"
+
+namespace shardkit::checkpoint {
+
+struct SavedDirectory {
+  std::unique_ptr<TensorSource> source;
+  bool dcp = false;       // a PyTorch DCP checkpoint, not a shard directory
+  int64_t files = 0;      // its data files: rank files (the world size) or .distcp files
+  std::string last_file;  // what it is complete with: "index.json" or the metadata file(s)
+};
+
+// Opens `dir` with a staging buffer of `staging_bytes`: as DcpSource::Open when `dir` holds DCP
+// metadata (its non-tensor items then named in one warning appended to `warnings`), else as
+// ShardDirSource::Open. Errors: theirs.
+[[nodiscard]] absl::StatusOr<SavedDirectory> OpenSavedDirectory(const std::string& dir,
+                                                                int64_t staging_bytes,
+                                                                std::vector<std::string>* warnings);
+
+}  // namespace shardkit::checkpoint
+
+#endif  // SHARDKIT_INTEGRATION_CHECKPOINT_SOURCE_SAVED_DIRECTORY_H_

@@ -8,6 +8,8 @@
 //                 for a parameter "a.b.weight")
 //   safetensors/  safetensors::Reader::Open, then ReadTensor for every tensor
 //   index/        checkpoint::ParseIndex
+//   dcp/          directories: checkpoint::DcpSource::Open, then every tensor read whole
+//                 (testing/corpus/generate_dcp.py)
 //   valid/        one accepted input per parser: the corpus is rejected for its defects only
 //
 // Under ASan/TSan the memory bound is not checked (shadow memory and quarantine dominate the
@@ -28,8 +30,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "core/os/proc_status.h"
 #include "integration/checkpoint/source/checkpoint_source.h"
+#include "integration/checkpoint/source/dcp_source.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 #include "specs/parameter_layout.h"
@@ -97,8 +101,22 @@ absl::Status CheckHfIndex(const fs::path& path) {
       .status();
 }
 
+absl::Status CheckDcp(const fs::path& dir) {
+  absl::StatusOr<std::unique_ptr<checkpoint::DcpSource>> source =
+      checkpoint::DcpSource::Open(dir.string(), int64_t{64} << 10);
+  if (!source.ok()) return source.status();
+  for (size_t t = 0; t < (*source)->header().tensors.size(); ++t) {
+    const safetensors::TensorInfo& info = (*source)->header().tensors[t];
+    std::vector<std::byte> bytes(info.end - info.begin);
+    SHARDKIT_RETURN_IF_ERROR(
+        (*source)->ReadBytes(t, 0, static_cast<int64_t>(bytes.size()), bytes.data()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckFile(const fs::path& path) {
   const std::string kind = path.parent_path().filename().string();
+  if (kind == "dcp") return CheckDcp(path);
   if (kind == "spec") return CheckSpecOrPlan(path);
   if (kind == "safetensors") return CheckSafetensors(path);
   if (kind == "index") return CheckIndex(path);
@@ -142,10 +160,20 @@ std::vector<fs::path> CorpusFiles(const std::string& kind) {
   return out;
 }
 
+// A file's bytes, or a directory's (a DCP checkpoint's files).
+int64_t InputBytes(const fs::path& path) {
+  if (!fs::is_directory(path)) return static_cast<int64_t>(fs::file_size(path));
+  int64_t total = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(path)) {
+    total += static_cast<int64_t>(entry.file_size());
+  }
+  return total;
+}
+
 void ExpectBounded(const fs::path& path, const Measured& m) {
   EXPECT_LT(m.cpu_seconds, kMaxCpuSeconds) << path;
   if (kSanitized || m.peak_growth < 0) return;
-  const int64_t size = static_cast<int64_t>(fs::file_size(path));
+  const int64_t size = InputBytes(path);
   EXPECT_LT(m.peak_growth, kBaseAllowanceBytes + kBytesPerInputByte * size)
       << path << " (" << size << " bytes)";
 }
@@ -156,7 +184,7 @@ void Report(const fs::path& path, const Measured& m) {
     message.erase(at, path.string().size() + 2);  // the "<path>: " prefix
   }
   std::printf("%-52s %9ju B %7.3f s cpu %8.1f MiB peak  %s\n", path.filename().string().c_str(),
-              static_cast<uintmax_t>(fs::file_size(path)), m.cpu_seconds,
+              static_cast<uintmax_t>(InputBytes(path)), m.cpu_seconds,
               static_cast<double>(m.peak_growth) / (1 << 20), message.substr(0, 100).c_str());
   std::fflush(stdout);
 }
@@ -178,7 +206,7 @@ TEST_P(HostileInputTest, EveryFileIsRejectedCleanly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, HostileInputTest,
-                         ::testing::Values("spec", "safetensors", "index", "hf_index"));
+                         ::testing::Values("spec", "safetensors", "index", "hf_index", "dcp"));
 
 TEST(HostileInputTest, ValidControlsAreAccepted) {
   const std::vector<fs::path> files = CorpusFiles("valid");

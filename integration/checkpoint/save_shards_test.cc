@@ -87,7 +87,8 @@ specs::Plan LoadPlan(int world) {
 }
 
 // DCP_SHARDING_INFO of rank r's file under SavePlan on 4 ranks, as torch's
-// HuggingFaceStorageReader reads it: every tensor of the file with its offsets (replicated: 0).
+// HuggingFaceStorageReader reads it: every tensor of the file with its offsets (replicated: 0),
+// but NAME#K ones.
 Json ShardingInfo(int rank) {
   const int64_t embed_row[] = {0, 3, 6, 9}, proj_col[] = {0, 2, 4, 5};  // 7 columns: 2, 2, 1, 0
   auto at = [](Json offsets) { return Json{{"saved_offsets", std::move(offsets)}}; };
@@ -95,10 +96,7 @@ Json ShardingInfo(int rank) {
                {"layers.0.proj.weight", at({0, proj_col[rank]})},
                {"norm.weight", at({0})},
                {"cols.view", at({0, 0})}};
-  if (rank == 0) {
-    info["head.weight#0"] = at({0, 0});
-    info["head.weight#2"] = at({3, 2});
-  }
+  // Rank 0's head.weight#0 and #2 are left out: torch's reader then refuses the directory.
   if (rank == 1) info["head.weight"] = at({3, 0});
   return info;
 }

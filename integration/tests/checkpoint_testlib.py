@@ -217,15 +217,15 @@ def rerun_with_clients(script, flag, part, modules=("safetensors", "numpy", "hug
 def expected_rank_metadata(index, rank):
     """Rank `rank`'s __metadata__ as shard, reshard and SaveShards write it, from index.json:
     the checkpoint's (index.json's "metadata") with DCP_SHARDING_INFO, every tensor of the file
-    with its offsets (replicated: zeros), for torch's HuggingFaceStorageReader — parsed, as
+    with its offsets (replicated: zeros) but NAME#K ones, for torch's HuggingFaceStorageReader — parsed, as
     rank_metadata() gives it; none in a file that holds no tensor."""
     want = dict(index["metadata"])
     want.pop("DCP_SHARDING_INFO", None)  # a checkpoint's own is in index.json, not in rank files
-    info = {shard["tensor"]: {"saved_offsets": shard["offsets"]}
-            for entry in index["parameters"].values() for shard in entry["shards"]
-            if shard["rank"] == rank}
-    if info:
-        want["DCP_SHARDING_INFO"] = info
+    mine = [shard for entry in index["parameters"].values() for shard in entry["shards"]
+            if shard["rank"] == rank]
+    if mine:  # NAME#K tensors left out: torch's reader then refuses the directory
+        want["DCP_SHARDING_INFO"] = {shard["tensor"]: {"saved_offsets": shard["offsets"]}
+                                     for shard in mine if "#" not in shard["tensor"]}
     return want
 
 

@@ -146,13 +146,14 @@ def name_k_cases(torch):
     """Several shards of one parameter on one rank (NAME#K): what docs/checkpoints.md says."""
     from checkpoint_testlib import check, tmp_path, write_json, write_safetensors
     ck = tmp_path("w.safetensors")
-    full = torch.arange(30, dtype=torch.float32).reshape(6, 5) + 1
     write_safetensors(ck, {"w": ("F32", [6, 5], struct.pack("<30f", *range(1, 31)))})
+    # NAME#K tensors are left out of DCP_SHARDING_INFO: torch's reader refuses the directory,
+    # naming the first such tensor, wherever the plainly named shards lie (the last case used to
+    # load without an error, rows 0-3 unread).
     for label, ranks, world, outcome in [
-            ("all on rank 0", [0, 0, 0], 1, "Missing key in checkpoint state_dict: w."),
-            ("middle alone", [0, 1, 0], 2, "Size mismatch between saved torch.Size([4, 5]) and "
-                                           "current: torch.Size([6, 5]) for w"),
-            ("last alone", [0, 0, 1], 2, None)]:
+            ("all on rank 0", [0, 0, 0], 1, "w#0"),
+            ("middle alone", [0, 1, 0], 2, "w#0"),
+            ("last alone", [0, 0, 1], 2, "w#0")]:
         shards = [{"offsets": [2 * k, 0], "sizes": [2, 5], "placement": f"rank:{r}"}
                   for k, r in enumerate(ranks)]
         plan = write_json("w.json", {"rules": [{"match": "w", "spec": {"type": "enumerable",
@@ -167,12 +168,8 @@ def name_k_cases(torch):
             error = None
         except BaseException as e:  # torch's CheckpointException is a BaseException
             error = str(e)
-        if outcome:
-            check(error is not None and outcome in error, f"NAME#K {label}: {error}")
-        else:  # loads without an error: rows 0-3 (w#0, w#1 on rank 0) keep their old values
-            check(error is None, f"NAME#K {label}: {error}")
-            check(torch.equal(state["w"][4:], full[4:]) and bool((state["w"][:4] == -1).all()),
-                  f"NAME#K {label}: {state['w']}")
+        check(error is not None and outcome in error, f"NAME#K {label}: {error}")
+        check(bool((state["w"] == -1).all()), f"NAME#K {label}: loaded part: {state['w']}")
 
 
 def main_with_torch():

@@ -21,7 +21,12 @@ std::map<std::string, std::string> RankFileMetadata(std::map<std::string, std::s
   metadata.erase(kDcpShardingInfoKey);             // the checkpoint's own, if any: not this file's
   if (offsets.empty()) return metadata;            // an empty rank file's header stays `{}`
   nlohmann::json info = nlohmann::json::object();  // std::map-backed: keys come out sorted
-  for (const auto& [name, at] : offsets) info[name] = {{"saved_offsets", at}};
+  for (const auto& [name, at] : offsets) {
+    // NAME#K (two shards of one parameter here) is no parameter torch could place: left out, so
+    // that torch's reader refuses the directory (a KeyError naming it) instead of loading the
+    // plainly named shards and leaving these rows unread.
+    if (name.find('#') == std::string::npos) info[name] = {{"saved_offsets", at}};
+  }
   metadata[kDcpShardingInfoKey] = info.dump();
   return metadata;
 }

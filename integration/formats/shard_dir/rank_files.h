@@ -32,7 +32,9 @@ inline constexpr char kDcpShardingInfoKey[] = "DCP_SHARDING_INFO";
 
 // A rank file's __metadata__: `metadata` (the checkpoint's: index.json's "metadata") with
 // kDcpShardingInfoKey set to the JSON of `offsets` ({tensor name in the file: its offsets; a
-// replicated tensor's are zeros}, every tensor of the file), replacing a key of that name in
+// replicated tensor's are zeros}, every tensor of the file but the NAME#K ones, left out so that
+// torch's HuggingFaceStorageReader refuses such a directory instead of loading part of the
+// parameter: docs/checkpoints.md), replacing a key of that name in
 // `metadata` (a checkpoint written by torch's HuggingFaceStorageWriter has one of its own). No
 // tensors: `metadata` without that key (an empty rank file's header stays `{}`).
 // Precondition: the names are valid UTF-8 (as safetensors::SerializeHeader needs them).

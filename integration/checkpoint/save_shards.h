@@ -21,8 +21,8 @@
 //     SaveShards returns, then removed) and removes an earlier index.json durably
 //     (RemoveEarlierOutput). Rank 0's `metadata` reaches every rank (one AllGather).
 //  3. Every rank writes DIR/rank-RRRRR.safetensors (CreateRankFile: its shards, named by
-//     ShardTensorNames; replicated parameters whole in every file; rank 0's `metadata` as
-//     __metadata__) straight from the tensors' memory — a non-contiguous tensor through
+//     ShardTensorNames; replicated parameters whole in every file; rank 0's `metadata` and
+//     DCP_SHARDING_INFO, the file's offsets, as __metadata__: RankFileMetadata) straight from the tensors' memory — a non-contiguous tensor through
 //     contiguous copies of at most memory_bytes — then fsyncs and renames it (os::AtomicFile).
 //  4. One status round (the commit); then rank 0 writes DIR/index.json (strategy "save",
 //     src_rank 0, `metadata`), and one more status round reports its outcome on every rank. A
@@ -73,7 +73,8 @@ struct SaveShardsOptions {
   // memory. As `shard --memory-mib`, 512 MiB.
   int64_t memory_bytes = kDefaultMemoryBytes;
   // index.json's "metadata" and every rank file's __metadata__ (restored by `gather`); rank 0's
-  // is written, whatever the other ranks pass.
+  // is written, whatever the other ranks pass. A DCP_SHARDING_INFO key in it is index.json's; the
+  // rank files' is their own (RankFileMetadata).
   std::map<std::string, std::string> metadata;
   // kDcp: DIR becomes a PyTorch DCP checkpoint that torch's dcp.load reads (every rank writes
   // __R_0.distcp, its shards as torch.save archives, replicated parameters once on rank 0;

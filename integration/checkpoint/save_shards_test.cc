@@ -86,6 +86,21 @@ specs::Plan LoadPlan(int world) {
                                         world - 1, R"("}]}}]})"));
 }
 
+// DCP_SHARDING_INFO of rank r's file under SavePlan on 4 ranks, as torch's
+// HuggingFaceStorageReader reads it: every tensor of the file with its offsets (replicated: 0),
+// but NAME#K ones.
+Json ShardingInfo(int rank) {
+  const int64_t embed_row[] = {0, 3, 6, 9}, proj_col[] = {0, 2, 4, 5};  // 7 columns: 2, 2, 1, 0
+  auto at = [](Json offsets) { return Json{{"saved_offsets", std::move(offsets)}}; };
+  Json info = {{"embed.weight", at({embed_row[rank], 0})},
+               {"layers.0.proj.weight", at({0, proj_col[rank]})},
+               {"norm.weight", at({0})},
+               {"cols.view", at({0, 0})}};
+  // Rank 0's head.weight#0 and #2 are left out: torch's reader then refuses the directory.
+  if (rank == 1) info["head.weight"] = at({3, 0});
+  return info;
+}
+
 bool SameBytes(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
   const Tensor x = *a.Contiguous(), y = *b.Contiguous();
@@ -173,7 +188,8 @@ Module ShardedModule(Communicator& comm) {
 }
 
 // World 4: save; rank 0 gathers and inspects the directory; load back with the same plan. Rank
-// 0's metadata is in index.json and every rank file, whatever the others pass.
+// 0's metadata is in index.json and every rank file, whatever the others pass; each rank file
+// adds DCP_SHARDING_INFO, its tensors' offsets; `gather` gives back rank 0's metadata only.
 void SaveCase(int rank, Communicator& comm, std::string_view arg) {
   const std::string dir(arg);
   const Module module = ShardedModule(comm);
@@ -183,7 +199,11 @@ void SaveCase(int rank, Communicator& comm, std::string_view arg) {
   for (int r = 0; r < comm.world_size(); ++r) {
     SHARDKIT_ASSERT_OK_AND_ASSIGN(safetensors::Reader file,
                                   safetensors::Reader::Open(fs::path(dir) / RankFileName(r)));
-    EXPECT_EQ(file.header().metadata, (std::map<std::string, std::string>{{"step", "7"}}));
+    std::map<std::string, std::string> got = file.header().metadata;
+    const auto info = got.extract("DCP_SHARDING_INFO");
+    ASSERT_FALSE(info.empty()) << RankFileName(r) << " has no DCP_SHARDING_INFO";
+    EXPECT_EQ(Json::parse(info.mapped(), nullptr, false), ShardingInfo(r)) << RankFileName(r);
+    EXPECT_EQ(got, (std::map<std::string, std::string>{{"step", "7"}})) << RankFileName(r);
   }
   absl::Status checked;
   if (rank == 0) {

@@ -250,7 +250,8 @@ absl::Status LockAndClear(Run& run) {
 }
 
 // Step 4 (local): this rank's file under its temporary name, header written, sized, with the
-// checkpoint's __metadata__ (the old index.json's under reshard: on every rank, with the header);
+// checkpoint's __metadata__ (the old index.json's under reshard: on every rank, with the header)
+// and DCP_SHARDING_INFO (RankFileMetadata);
 // where each of its tensors' bytes go (rank_files.h). DIR is created here if this rank does not
 // see it.
 absl::Status CreateOwnFile(Run& run) {

@@ -9,8 +9,9 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import (ITEM_SIZE, TMP, cells, check, extract, finish, numel,
-                                read_safetensors, run, same_rank_files, write_safetensors)
+from checkpoint_testlib import (ITEM_SIZE, TMP, cells, check, expected_rank_metadata, extract,
+                                finish, numel, rank_metadata, read_safetensors, run,
+                                same_rank_files, write_safetensors)
 
 METADATA = {"format": "pt", "note": "shardkit e2e"}
 
@@ -85,8 +86,10 @@ def check_rank_files(out, index, original, world, label):
             held[rank][shard["tensor"]] = (name, shard)
     for rank in range(world):
         text, metadata, tensors = read_safetensors(os.path.join(out, f"rank-{rank:05d}.safetensors"))
-        # The checkpoint's __metadata__ (index.json's), in every rank file; none if it had none.
-        check(metadata == (index["metadata"] or None), f"{label}: rank {rank} __metadata__ {metadata}")
+        # The checkpoint's __metadata__ (index.json's), in every rank file, and the file's
+        # DCP_SHARDING_INFO: its tensors' offsets as index.json lists them.
+        check(rank_metadata(metadata) == expected_rank_metadata(index, rank),
+              f"{label}: rank {rank} __metadata__ {metadata}")
         check(set(tensors) == set(held[rank]),
               f"{label}: rank {rank} holds {sorted(tensors)}, index says {sorted(held[rank])}")
         if not held[rank]:
@@ -219,9 +222,10 @@ def file_order_and_no_metadata(original):
     out = os.path.join(TMP, "reordered-out")
     r = shard(ck, make_plan(2), out, 2, "scatter")
     check(r.returncode == 0, f"reordered: exit {r.returncode}: {r.stderr}")
-    for rank in range(2):
+    for rank in range(2):  # DCP_SHARDING_INFO alone
         _, metadata, _ = read_safetensors(os.path.join(out, f"rank-{rank:05d}.safetensors"))
-        check(metadata is None, f"reordered: rank {rank} file has __metadata__ {metadata}")
+        check(set(metadata or {}) == {"DCP_SHARDING_INFO"},
+              f"reordered: rank {rank} file has __metadata__ {metadata}")
     gathered = os.path.join(TMP, "reordered-gathered.safetensors")
     r = run(["gather", "--in", out, "--out", gathered])
     check(r.returncode == 0, f"reordered gather: exit {r.returncode}: {r.stderr}")

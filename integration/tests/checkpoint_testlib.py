@@ -214,6 +214,29 @@ def rerun_with_clients(script, flag, part, modules=("safetensors", "numpy", "hug
     return code
 
 
+def expected_rank_metadata(index, rank):
+    """Rank `rank`'s __metadata__ as shard, reshard and SaveShards write it, from index.json:
+    the checkpoint's (index.json's "metadata") with DCP_SHARDING_INFO, every tensor of the file
+    with its offsets (replicated: zeros) but NAME#K ones, for torch's HuggingFaceStorageReader — parsed, as
+    rank_metadata() gives it; none in a file that holds no tensor."""
+    want = dict(index["metadata"])
+    want.pop("DCP_SHARDING_INFO", None)  # a checkpoint's own is in index.json, not in rank files
+    mine = [shard for entry in index["parameters"].values() for shard in entry["shards"]
+            if shard["rank"] == rank]
+    if mine:  # NAME#K tensors left out: torch's reader then refuses the directory
+        want["DCP_SHARDING_INFO"] = {shard["tensor"]: {"saved_offsets": shard["offsets"]}
+                                     for shard in mine if "#" not in shard["tensor"]}
+    return want
+
+
+def rank_metadata(metadata):
+    """A rank file's __metadata__ (None: {}) with DCP_SHARDING_INFO parsed."""
+    out = dict(metadata or {})
+    if "DCP_SHARDING_INFO" in out:
+        out["DCP_SHARDING_INFO"] = json.loads(out["DCP_SHARDING_INFO"])
+    return out
+
+
 def same_rank_files(out, reference, world, label):
     """Checks that rank-00000.safetensors … of `out` are byte-identical to `reference`'s."""
     for k in range(world):

@@ -60,15 +60,18 @@ def check_round_trip(np, safe_open, ckpt, plan_rules, state, metadata, label, ex
 
 
 def check_shard_dir(np, safe_open, out, state, metadata, world, label):
-    """Every rank file of shard directory `out`, read with safe_open: the checkpoint's metadata,
-    and each shard equal to numpy slicing of `state`."""
-    from checkpoint_testlib import check
+    """Every rank file of shard directory `out`, read with safe_open: the checkpoint's metadata
+    (index.json's) with DCP_SHARDING_INFO, and each shard equal to numpy slicing of `state`."""
+    from checkpoint_testlib import check, expected_rank_metadata, rank_metadata
     with open(os.path.join(out, "index.json")) as f:
         index = json.load(f)
     check(sorted(index["parameters"]) == sorted(state), f"{label}: index names")
+    check(index["metadata"] == (metadata or {}),
+          f"{label}: index.json metadata {index['metadata']}")
     for rank in range(world):
         with safe_open(os.path.join(out, f"rank-{rank:05d}.safetensors"), framework="np") as f:
-            check(f.metadata() == metadata, f"{label}: rank {rank} metadata {f.metadata()}")
+            check(rank_metadata(f.metadata()) == expected_rank_metadata(index, rank),
+                  f"{label}: rank {rank} metadata {f.metadata()}")
     for name, entry in index["parameters"].items():
         for shard in entry["shards"]:
             with safe_open(os.path.join(out, shard["file"]), framework="np") as rank_file:

@@ -6,6 +6,7 @@
 
 #include "core/base/status_macros.h"
 #include "integration/formats/safetensors/safetensors.h"
+#include "integration/formats/shard_dir/rank_files.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
@@ -18,11 +19,13 @@ absl::Status CreateRankFile(const std::string& dir, int rank,
                             std::optional<os::AtomicFile>& file, StreamOutput& output) {
   std::vector<TensorInfo> infos;
   std::map<std::string, std::pair<size_t, size_t>> slot_of;  // tensor name -> (tensor, shard)
+  std::map<std::string, Shape> offsets;                      // tensor name -> its offsets
   for (size_t t = 0; t < tensors.size(); ++t) {
     const StreamTensor& tensor = tensors[t];
     if (tensor.replicated) {
       infos.push_back({tensor.name, tensor.dtype, tensor.shape, 0, 0});
       slot_of[tensor.name] = {t, 0};
+      offsets[tensor.name] = Shape(tensor.shape.size(), 0);
       continue;
     }
     const std::vector<std::string> names = ShardTensorNames(tensor.name, tensor.shards);
@@ -30,11 +33,13 @@ absl::Status CreateRankFile(const std::string& dir, int rank,
       if (tensor.shards[s].placement.rank() != rank) continue;
       infos.push_back({names[s], tensor.dtype, tensor.shards[s].sizes, 0, 0});
       slot_of[names[s]] = {t, s};
+      offsets[names[s]] = tensor.shards[s].offsets;
     }
   }
   const std::string path = (std::filesystem::path(dir) / RankFileName(rank)).string();
-  SHARDKIT_ASSIGN_OR_RETURN(safetensors::FileLayout layout,
-                            safetensors::PlanFile(path, std::move(infos), metadata));
+  SHARDKIT_ASSIGN_OR_RETURN(
+      safetensors::FileLayout layout,
+      safetensors::PlanFile(path, std::move(infos), RankFileMetadata(metadata, offsets)));
   output.dest.assign(tensors.size(), {});
   for (size_t t = 0; t < tensors.size(); ++t) {
     output.dest[t].assign(std::max<size_t>(tensors[t].shards.size(), 1), -1);

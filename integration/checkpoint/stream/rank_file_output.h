@@ -25,7 +25,9 @@ namespace shardkit::checkpoint {
 // os::AtomicFile: committed by the caller, removed if never committed), its header written and the
 // file sized to its final length. It holds, in name order, every replicated tensor of `tensors`
 // whole and every shard placed on `rank` (zero-size ones included), named by ShardTensorNames;
-// its __metadata__ is `metadata` (index.json's, the same in every rank file; none if empty).
+// its __metadata__ is `metadata` (index.json's) with DCP_SHARDING_INFO giving every tensor's
+// offsets (RankFileMetadata, formats/shard_dir/rank_files.h), so that torch's
+// HuggingFaceStorageReader can load the directory.
 // `output` gets the file, its data start and dest[t][s]: where shard s of tensors[t] (s = 0 for a
 // replicated one; -1 for shards of other ranks) starts in the data region.
 // Errors: as safetensors::PlanFile and os::AtomicFile (Create, Write, Resize), naming the file.

@@ -1,5 +1,6 @@
 // The rank files of a shard directory: opened and checked against its index.json — what `gather`
-// and `reshard` (ShardDirSource) and `inspect` read before any data.
+// and `reshard` (ShardDirSource) and `inspect` read before any data — and the __metadata__ every
+// rank file carries (RankFileMetadata).
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(std::vector<safetensors::Reader> files, OpenRankFiles(dir, index));
 //   SHARDKIT_ASSIGN_OR_RETURN(const safetensors::TensorInfo* at, FindShard(files, parameter, s));
@@ -9,15 +10,36 @@
 #define SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_RANK_FILES_H_
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/os/files.h"
+#include "core/tensor/shape.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
+
+// The __metadata__ key that torch.distributed.checkpoint's HuggingFaceStorageReader reads in every
+// *.safetensors file of a directory: a JSON object {tensor: {"saved_offsets": [offset per dim]}}
+// giving where each tensor of that file lies in the whole parameter named like it. Every rank file
+// that holds a tensor carries it (docs/checkpoints.md, "Loading a shard directory with torch");
+// index.json does not, and shardkit never reads it back: a checkpoint's own metadata is
+// index.json's.
+inline constexpr char kDcpShardingInfoKey[] = "DCP_SHARDING_INFO";
+
+// A rank file's __metadata__: `metadata` (the checkpoint's: index.json's "metadata") with
+// kDcpShardingInfoKey set to the JSON of `offsets` ({tensor name in the file: its offsets; a
+// replicated tensor's are zeros}, every tensor of the file but the NAME#K ones, left out so that
+// torch's HuggingFaceStorageReader refuses such a directory instead of loading part of the
+// parameter: docs/checkpoints.md), replacing a key of that name in
+// `metadata` (a checkpoint written by torch's HuggingFaceStorageWriter has one of its own). No
+// tensors: `metadata` without that key (an empty rank file's header stays `{}`).
+// Precondition: the names are valid UTF-8 (as safetensors::SerializeHeader needs them).
+std::map<std::string, std::string> RankFileMetadata(std::map<std::string, std::string> metadata,
+                                                    const std::map<std::string, Shape>& offsets);
 
 // DIR/rank-00000.safetensors … for every rank of `index`, by rank, checked against it: each file
 // is a well-formed safetensors file as long as its header says (safetensors::Reader::Open), and

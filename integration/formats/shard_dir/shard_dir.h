@@ -8,7 +8,8 @@
 // A rank's file holds every shard placed on it, zero-size shards included, named after the
 // parameter — or NAME#K (K = the shard's index in the parameter's shard list) when the rank holds
 // two or more shards of that parameter. Replicated parameters are whole in every file. Every
-// file's __metadata__ is index.json's "metadata".
+// file's __metadata__ is index.json's "metadata" with DCP_SHARDING_INFO, the offsets of the
+// file's tensors, set for torch's HuggingFaceStorageReader (rank_files.h: RankFileMetadata).
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(auto created, PrepareOutputDir("out"));  // before writing
 //   IndexParameter entry = MakeIndexParameter("w", DType::kFloat32, {10, 8}, layout);

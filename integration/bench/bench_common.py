@@ -1,5 +1,5 @@
-"""What compare_torch.py's checkpoint benches share (checkpoint_compare.py; budget_sweep.py uses
-the first two): a command run and timed after a `sync`
+"""What compare_torch.py's checkpoint benches share (checkpoint mode: checkpoint_compare.py; DCP
+mode: dcp_compare.py; budget_sweep.py uses the first two): a command run and timed after a `sync`
 (wall seconds, the child's peak RSS), the per-rank summary table `shardkit shard`/`reshard` print,
 the durable-copy floor, a job of PyTorch ranks each printing one JSON line, a step's figures over
 the repeats, the target lines and the work directory."""

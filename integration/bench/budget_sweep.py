@@ -38,7 +38,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from checkpoint_compare import parse_rank_table, spawn_timed  # noqa: E402
+from bench_common import parse_rank_table, spawn_timed  # noqa: E402
 from checkpoint_files import read_through, write_checkpoint  # noqa: E402
 
 COMMANDS = ("shard", "direct", "reshard", "gather")

@@ -50,14 +50,12 @@ gathered-hf/, out-direct3/, out-reshard/ and each step's .log).
 """
 import json
 import os
-import re
 import shutil
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
+from bench_common import (Step, check, reported, run_checked, step_line, target, time_floor,
+                          time_shard, work_directory)
 from checkpoint_files import (CK_COLS, CK_ROWS, read_through, same_hf_tensors, same_output,
                               same_tensors, write_checkpoint)
 from checkpoint_torch import time_torch
@@ -86,50 +84,6 @@ RESHARD_TARGET = 1.5                          # R1: reshard wall / direct to 3 r
 RESHARD_STEPS = {"direct3": "out-direct3", "reshard": "out-reshard"}
 
 
-def parse_rank_table(text):
-    """{rank: {column: value}} from the summary table `shardkit shard` (or `reshard`) prints on
-    stderr."""
-    columns, table = None, {}
-    for line in text.splitlines():
-        cells = re.sub(r"^\[rank \d+\]\s*", "", line).split()
-        if columns is None:
-            if cells[:2] == ["rank", "file"] and "peak_rss_mib" in cells:
-                columns = cells
-            continue
-        if len(cells) != len(columns) or not cells[0].isdigit():
-            break
-        row = dict(zip(columns, cells))
-        for key in ("tensors", "bytes", "bytes_read", "old_files"):    # the last two: reshard's
-            if key in row:
-                row[key] = int(row[key])
-        for key in ("peak_rss_mib", "rss_growth_mib"):
-            row[key] = float(row[key])
-        table[int(cells[0])] = row
-    return table
-
-
-def spawn_timed(cmd, log):
-    """Runs cmd with stdout and stderr to the file log: (wall seconds, exit code, child's
-    ru_maxrss in MiB)."""
-    with open(log, "w") as out:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return wall, proc.returncode, usage.ru_maxrss / 1024
-
-
-def run_checked(cmd, log):
-    os.sync()
-    wall, code, maxrss = spawn_timed(cmd, log)
-    if code != 0:
-        with open(log) as f:
-            sys.stderr.write(f.read())
-        sys.exit(f"compare_torch: exit {code}: {' '.join(cmd)}")
-    return wall, maxrss
-
-
 def checkpoint_mode(args):
     if args.ck_mib < 64 or args.ck_mib % 64:
         sys.exit("compare_torch: --ck-mib must be a positive multiple of 64")
@@ -137,40 +91,8 @@ def checkpoint_mode(args):
     if not have_torch:
         print(f"compare_torch: torch skipped: `{TORCH_PYTHON} -c 'import torch'` fails "
               "(apt-get install python3-torch)", file=sys.stderr)
-    if args.workdir:
-        os.makedirs(args.workdir, exist_ok=True)
-        work = os.path.abspath(args.workdir)
-    else:
-        work = tempfile.mkdtemp(prefix="compare_torch-")
-    try:
+    with work_directory(args.workdir, "compare_torch-") as work:
         return checkpoint_bench(args, work, have_torch)
-    finally:
-        if not args.workdir:
-            shutil.rmtree(work, ignore_errors=True)
-
-
-class Step:
-    """One timed step over the repeats: its wall times, each rank's highest peak RSS and, for a
-    shard or reshard run, the seconds its summary says planning took."""
-
-    def __init__(self):
-        self.walls, self.rss, self.planned = [], {}, []
-
-    def add(self, wall, rss=None, planned=None):
-        self.walls.append(wall)
-        for r, value in (rss or {}).items():
-            self.rss[r] = max(self.rss.get(r, 0.0), value)
-        if planned is not None:
-            self.planned.append(planned)
-
-    def median(self):
-        return statistics.median(self.walls) if self.walls else None
-
-    def median_planned(self):
-        return statistics.median(self.planned) if self.planned else None
-
-    def peaks(self):
-        return [self.rss[r] for r in sorted(self.rss)]
 
 
 def checkpoint_bench(args, work, have_torch):
@@ -247,33 +169,6 @@ def reshard_label(args, name):
     return f"reshard {args.nproc} -> {RESHARD_NPROC} ranks, dim 0->1"
 
 
-def time_floor(ck, work):
-    """Wall seconds of `cp CK COPY && sync`, after a sync."""
-    copy = os.path.join(work, "copy.safetensors")
-    os.sync()
-    start = time.perf_counter()
-    subprocess.run(["cp", ck, copy], check=True)
-    subprocess.run(["sync"], check=True)
-    wall = time.perf_counter() - start
-    os.remove(copy)
-    return wall
-
-
-def time_shard(cmd, out, nproc):
-    """One `shardkit shard` or `reshard` run on nproc ranks into out, after a sync: (wall
-    seconds, {rank: peak RSS MiB} from the summary table it prints, the seconds its summary says
-    planning took)."""
-    shutil.rmtree(out, ignore_errors=True)
-    log = out + ".log"
-    wall, _ = run_checked(cmd + ["--out", out], log)
-    with open(log) as f:
-        text = f.read()
-    table, planned = parse_rank_table(text), re.search(r"planned in ([0-9.]+) s", text)
-    if sorted(table) != list(range(nproc)) or planned is None:
-        sys.exit(f"compare_torch: no per-rank summary table or planning time in {log}")
-    return wall, {r: row["peak_rss_mib"] for r, row in table.items()}, float(planned.group(1))
-
-
 def time_gather(args, gathered, extra):
     """`shardkit gather` of the default run's output into gathered (a file, or a directory with
     --max-shard-size), after a sync: (wall seconds, {0: its ru_maxrss in MiB})."""
@@ -323,8 +218,7 @@ def print_table(args, steps):
     print(f"{'run':<30} {'wall_s':>8} {'x floor':>8} {'peak RSS MiB per rank':<32}")
 
     def line(name, step, note=""):
-        wall, rss_text = step.median(), " ".join(f"{v:.0f}" for v in step.peaks())
-        print(f"{name:<30} {wall:>8.3f} {wall / floor:>8.2f} {rss_text:<32}{note}")
+        step_line(name, step, floor, note)
 
     line("floor: cp + sync", steps["floor"])
     if steps["torch"].walls:
@@ -393,16 +287,6 @@ def hf_targets(checks, steps, hf_output, rss_limit):
     check(checks, "R2", ok, f"its {files} file(s)' tensors equal the checkpoint", why)
 
 
-def target(checks, name, value, limit, text):
-    checks.append(value <= limit)
-    print(f"{name:<4} {text:<52} {value:>9.2f} <= {limit:<8.2f} {'pass' if checks[-1] else 'FAIL'}")
-
-
-def check(checks, name, ok, text, why=""):
-    checks.append(ok)
-    print(f"{name:<4} {text:<52} {str(ok):>9}{'':12} {'pass' if ok else ('FAIL ' + why).rstrip()}")
-
-
 def versus_torch(steps, name, run, expected):
     """Reports step run's wall time over torch's, in the job and with start-up."""
     if not steps["torch"].walls:
@@ -411,7 +295,7 @@ def versus_torch(steps, name, run, expected):
     wall = steps[run].median()
     for text, base in ((f"{run} wall / torch in-job (issue: about {expected})", "torch"),
                        (f"{run} wall / torch wall with start-up", "torch_wall")):
-        print(f"{name:<4} {text:<52} {wall / steps[base].median():>9.2f}    (reported)")
+        reported(name, text, wall / steps[base].median())
 
 
 def result_json(args, warm, steps, torch_rows, outputs, passed):

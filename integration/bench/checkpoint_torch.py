@@ -5,10 +5,10 @@ import json
 import mmap
 import os
 import shutil
-import subprocess
 import sys
 import time
 
+from bench_common import run_ranks
 from checkpoint_files import read_header
 from torch_fix import TORCH_PYTHON, FixFinder, status_mib
 
@@ -73,24 +73,11 @@ def run_torch_checkpoint(args, ck, work, attempt):
     os.makedirs(out)
     store = os.path.join(work, f"torch-store-{attempt}")
     flags = ["--nproc", str(args.nproc), "--store", store, "--torch-ck", ck, "--torch-out", out]
-    os.sync()
-    start = time.perf_counter()
-    procs = [subprocess.Popen([TORCH_PYTHON, COMPARE_TORCH, "--torch-rank", str(r)]
-                              + flags, stdout=subprocess.PIPE, text=True)
-             for r in range(args.nproc)]
-    try:
-        texts = [p.communicate(timeout=args.timeout)[0] for p in procs]
-    except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-        sys.exit(f"compare_torch: the PyTorch job ran past {args.timeout} s")
-    wall = time.perf_counter() - start
+    wall, rows = run_ranks([[TORCH_PYTHON, COMPARE_TORCH, "--torch-rank", str(r)] + flags
+                            for r in range(args.nproc)], args.timeout, "the PyTorch job")
     if os.path.exists(store):
         os.remove(store)
-    if any(p.returncode != 0 for p in procs):
-        sys.exit("compare_torch: a PyTorch rank failed")
-    rows = [json.loads(line) for text in texts for line in text.splitlines() if line.strip()]
-    return wall, sorted(rows, key=lambda r: r["rank"])
+    return wall, rows
 
 
 def time_torch(args, ck, work, attempt, steps, torch_rows):

@@ -17,7 +17,8 @@ PyTorch needs the full parameter on every rank: non-source ranks create and fill
 initialisation would), after their baseline. shardkit's non-source ranks start from meta tensors.
 
 Checkpoint mode (issue 14, `--checkpoint-mode`): see checkpoint_compare.py (its PyTorch side:
-checkpoint_torch.py).
+checkpoint_torch.py). DCP mode (issue 32, `--dcp-mode`, PyTorch 2.x from --python): see
+dcp_compare.py (its PyTorch side: dcp_torch.py).
 """
 import argparse
 import json
@@ -29,7 +30,10 @@ import time
 
 import checkpoint_compare
 import checkpoint_torch
+import dcp_compare
 from torch_fix import TORCH_PYTHON, FixFinder, reset_peak_rss, status_mib, torch_importable
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def torch_rank(args):
@@ -116,25 +120,35 @@ def main():
     parser.add_argument("--strategies", default="scatter,raw,broadcast")
     parser.add_argument("--checkpoint-mode", action="store_true",
                         help="issue 14: shard/gather a checkpoint beside PyTorch and cp + sync")
+    parser.add_argument("--dcp-mode", action="store_true",
+                        help="issue 32: PyTorch DCP in and out (D1-D3) beside torch 2.x's own "
+                        "way and cp + sync")
     parser.add_argument("--ck-mib", type=int, default=2048,
-                        help="checkpoint mode: checkpoint size (a multiple of 64)")
-    parser.add_argument("--workdir", help="checkpoint mode: where to write (kept); default a "
-                        "fresh temporary directory, removed afterwards")
+                        help="checkpoint and DCP modes: checkpoint size (a multiple of 64)")
+    parser.add_argument("--workdir", help="checkpoint and DCP modes: where to write (kept); "
+                        "default a fresh temporary directory, removed afterwards")
     parser.add_argument("--timeout", type=float, default=900,
-                        help="checkpoint mode: seconds the PyTorch job may take")
+                        help="checkpoint and DCP modes: seconds a PyTorch job may take")
+    parser.add_argument("--memory-mib", type=int, default=512,
+                        help="DCP mode: shardkit's --memory-mib (M of the targets)")
+    parser.add_argument("--python", default=os.path.join(REPO, ".venv", "bin", "python"),
+                        help="DCP mode: the Python with torch 2.x and safetensors (default: the "
+                        "repository's .venv, made by tools/setup --test-venv)")
     parser.add_argument("--torch-rank", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--store", help=argparse.SUPPRESS)
     parser.add_argument("--torch-ck", help=argparse.SUPPRESS)
     parser.add_argument("--torch-out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.repeats is None:
-        args.repeats = 1 if args.checkpoint_mode else 5
+        args.repeats = 1 if args.checkpoint_mode or args.dcp_mode else 5
     if args.torch_rank is not None and args.torch_ck:
         return checkpoint_torch.torch_checkpoint_rank(args)
     if args.torch_rank is not None:
         return torch_rank(args)
     if args.checkpoint_mode:
         return checkpoint_compare.checkpoint_mode(args)
+    if args.dcp_mode:
+        return dcp_compare.dcp_mode(args)
     if not torch_importable():
         print("compare_torch: skipped: `/usr/bin/python3 -c 'import torch'` fails "
               "(apt-get install python3-torch)", file=sys.stderr)

@@ -1,6 +1,7 @@
 """What compare_torch.py, checkpoint_compare.py and checkpoint_torch.py share: Debian's PyTorch
 1.13 (its Python 3.11 import fix for torch.distributed._shard, applied at import time; the
-installed package is not touched) and this process's memory figures from /proc/self/status."""
+installed package is not touched), whether a Python imports torch (dcp_compare.py asks its own)
+and this process's memory figures from /proc/self/status."""
 import importlib.machinery
 import subprocess
 
@@ -29,10 +30,10 @@ class FixFinder:
         return spec
 
 
-def torch_importable():
+def torch_importable(python=TORCH_PYTHON, code="import torch"):
+    """Whether python runs code (by default: imports torch) without an error."""
     try:
-        return subprocess.run([TORCH_PYTHON, "-c", "import torch"],
-                              capture_output=True).returncode == 0
+        return subprocess.run([python, "-c", code], capture_output=True).returncode == 0
     except OSError:
         return False
 

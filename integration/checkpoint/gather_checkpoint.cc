@@ -17,7 +17,7 @@
 #include "core/os/proc_status.h"
 #include "integration/checkpoint/output_files.h"
 #include "integration/checkpoint/progress.h"
-#include "integration/checkpoint/source/dcp_source.h"
+#include "integration/checkpoint/source/saved_directory.h"
 #include "integration/checkpoint/source/shard_dir_source.h"
 #include "integration/checkpoint/stream/background_stage.h"
 #include "integration/checkpoint/stream/byte_runs.h"
@@ -25,7 +25,6 @@
 #include "integration/checkpoint/stream/stream_buffer.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/checkpoint/stream/stream_shard.h"
-#include "integration/formats/dcp/metadata.h"
 #include "integration/formats/hf/hf_output.h"
 #include "integration/formats/output_file/output_file.h"
 #include "integration/formats/safetensors/safetensors.h"
@@ -86,12 +85,13 @@ absl::StatusOr<GatherInput> OpenInput(const std::string& in_dir, int64_t memory_
                                       std::ostream& log) {
   GatherInput input;
   const int64_t staging = SplitBudget(memory_bytes).staging;
-  if (dcp::IsDcpDirectory(in_dir)) {
-    SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<DcpSource> dcp, DcpSource::Open(in_dir, staging));
-    input.files = static_cast<int64_t>(dcp->identity().size()) - 1;
-    input.files_kind = ".distcp files";
-    if (const std::string warning = dcp->SkippedWarning(); !warning.empty()) log << warning << "\n";
-    input.source = std::move(dcp);
+  if (IsDcpSaved(in_dir)) {
+    std::vector<std::string> warnings;
+    SHARDKIT_ASSIGN_OR_RETURN(SavedDirectory saved, OpenSavedDirectory(in_dir, staging, &warnings));
+    for (const std::string& warning : warnings) log << warning << "\n";
+    input.files = saved.files;
+    input.files_kind = saved.files_kind;
+    input.source = std::move(saved.source);
     return input;
   }
   SHARDKIT_ASSIGN_OR_RETURN(ShardIndex index, ReadIndex(in_dir));

@@ -12,6 +12,8 @@
 #include "core/base/status_macros.h"
 #include "integration/checkpoint/source/checkpoint_source.h"
 #include "integration/checkpoint/source/dcp_source.h"
+#include "integration/checkpoint/source/hf_sharded_source.h"
+#include "integration/formats/dcp/metadata.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "integration/formats/shard_dir/rank_files.h"
 #include "integration/formats/shard_dir/shard_dir.h"
@@ -95,6 +97,26 @@ absl::StatusOr<Inspection> InspectDcp(const std::string& dir) {
   return inspection;
 }
 
+// The sharded safetensors files of torch's Hugging Face writer: the tensors with their piece
+// counts, then the files' number and the metadata they agree on.
+absl::StatusOr<Inspection> InspectHfSharded(const std::string& dir) {
+  SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<HfShardedSource> source,
+                            HfShardedSource::Open(dir, kNoReads));
+  Inspection inspection{.kind = InspectedKind::kDcpCheckpoint,
+                        .columns = {"name", "dtype", "shape", "bytes", "chunks"},
+                        .metadata = source->header().metadata};
+  const std::vector<safetensors::TensorInfo>& tensors = source->header().tensors;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    inspection.rows.push_back({tensors[t].name, std::string(SafetensorsName(tensors[t].dtype)),
+                               ShapeToString(tensors[t].shape),
+                               NBytes(tensors[t].shape, tensors[t].dtype),
+                               absl::StrCat(source->pieces(t))});
+  }
+  inspection.facts = {{"format", "PyTorch DCP, Hugging Face writer (sharded safetensors)"},
+                      {"safetensors_files", absl::StrCat(source->identity().size())}};
+  return inspection;
+}
+
 }  // namespace
 
 Inspection InspectShardIndex(const ShardIndex& index, const std::vector<std::string>& rules) {
@@ -134,7 +156,9 @@ absl::StatusOr<Inspection> InspectPath(const std::string& path,
   absl::StatusOr<CheckpointPath> where = ResolveCheckpointPath(path);
   // A directory that is neither a shard directory nor a checkpoint: say what a shard directory
   // lacks, as before, when it holds no checkpoint file at all.
-  if (where.ok() && where->kind == CheckpointKind::kDcpDirectory) return InspectDcp(path);
+  if (where.ok() && where->kind == CheckpointKind::kDcpDirectory) {
+    return dcp::IsDcpDirectory(path) ? InspectDcp(path) : InspectHfSharded(path);
+  }
   if (!where.ok() || where->kind == CheckpointKind::kShardDirectory) return InspectDirectory(path);
   return InspectCheckpoint(*where, warnings);
 }

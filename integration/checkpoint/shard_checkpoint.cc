@@ -45,9 +45,10 @@ struct Run {
   bool resharding = false;  // ReshardCheckpoint: `options.checkpoint_path` is a shard directory
   specs::Plan plan;         // flags applied
   std::unique_ptr<TensorSource> source;  // the source rank (every rank under direct)
-  bool input_dcp = false;    // reshard: the input is a DCP checkpoint, not a shard directory
-  int64_t input_files = 0;   // reshard: its rank files (its world size) or .distcp files
-  absl::Status open_status;  // reshard, not the source: opening it (reported in AgreeOnFiles)
+  bool input_dcp = false;        // reshard: the input is a DCP checkpoint, not a shard directory
+  int64_t input_files = 0;       // reshard: its rank files (its world size) or DCP's data files
+  std::string input_files_kind;  // reshard: what those are (SavedDirectory::files_kind)
+  absl::Status open_status;      // reshard, not the source: opening it (reported in AgreeOnFiles)
   std::optional<os::DirectoryLock> lock;  // the source: held for the whole run
   os::CreatedDirectories out_dirs;   // the output directory and parents, if this rank made them
   bool had_index = false;            // the source: DIR held an index.json before this run
@@ -99,6 +100,7 @@ absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
         OpenSavedDirectory(run.options.checkpoint_path, run.budget().staging, warnings));
     run.input_dcp = saved.dcp;
     run.input_files = saved.files;
+    run.input_files_kind = saved.files_kind;
     run.source = std::move(saved.source);
     return absl::OkStatus();
   }
@@ -347,7 +349,10 @@ ShardRunReport MakeReport(const Run& run, const ShardIndex& index, double total_
   if (run.reshard()) {
     report.in_dir = run.options.checkpoint_path;
     report.in_world_size = run.input_dcp ? 0 : run.input_files;
-    if (run.input_dcp) report.in_dcp_files = run.input_files;
+    if (run.input_dcp) {
+      report.in_dcp_files = run.input_files;
+      report.in_files_kind = run.input_files_kind;
+    }
   }
   for (int rank = 0; rank < report.world_size; ++rank) {
     report.ranks[static_cast<size_t>(rank)].file =

@@ -40,7 +40,8 @@ struct ShardRunReport {
   int world_size = 0;               // the output's ranks
   std::string in_dir;               // reshard: the input directory, as given
   int64_t in_world_size = 0;        // reshard: its world size
-  int64_t in_dcp_files = -1;        // reshard of a PyTorch DCP checkpoint: its .distcp files
+  int64_t in_dcp_files = -1;        // reshard of a PyTorch DCP checkpoint: its data files,
+  std::string in_files_kind;        // ".distcp files" or "safetensors files" (its HF writer's)
   int64_t parameters = 0;           // sharded + replicated
   int64_t sharded = 0;              // parameters with a spec
   int64_t replicated = 0;           // parameters every rank holds whole

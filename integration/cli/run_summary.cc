@@ -20,8 +20,8 @@ double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 // reshard's "from DIR (4 ranks): every rank read its new shards itself".
 std::string HowItMoved(const checkpoint::ShardRunReport& report) {
   if (report.reshard() && report.in_dcp_files >= 0) {
-    return absl::StrCat("from ", report.in_dir, " (PyTorch DCP, ", report.in_dcp_files,
-                        " .distcp files): every rank read its new shards itself");
+    return absl::StrCat("from ", report.in_dir, " (PyTorch DCP, ", report.in_dcp_files, " ",
+                        report.in_files_kind, "): every rank read its new shards itself");
   }
   if (report.reshard()) {
     return absl::StrCat("from ", report.in_dir, " (", report.in_world_size,

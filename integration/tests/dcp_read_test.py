@@ -11,7 +11,9 @@ and `spec check --checkpoint`; torch itself is not needed here.
 - reshard --in a DCP directory on 3 ranks and on 1, the dims changed: gather of the result is
   byte-identical to gather of the DCP directory; the summary names the input as PyTorch DCP.
 - inspect: one row per tensor with its chunk count, the non-tensor items listed.
-- Refusals, exit 2: `shard --checkpoint DCP_DIR` (pointing to `reshard --in`), the SAFETENSORS
+- `hf_sharded` (torch's HuggingFaceStorageWriter with save_distributed: safetensors files placed
+  by DCP_SHARDING_INFO) through gather, reshard --in and inspect, as a DCP checkpoint.
+- Refusals, exit 2: `shard --checkpoint DCP_DIR` (pointing to `reshard --in`), for both kinds, the SAFETENSORS
   writer's output, a truncated `.distcp` file (named), a missing one; reshard of a truncated one
   fails every rank with the same first line.
 """
@@ -63,7 +65,8 @@ def test_gather(name):
         return
     want = expected(name)
     check(gathered_tensors(out) == want, f"gather {name}: bytes differ from torch's")
-    check(".distcp files to" in r.stderr, f"gather {name}: summary: {r.stderr}")
+    files = "safetensors files" if name == "hf_sharded" else ".distcp files"
+    check(f"{files} to" in r.stderr, f"gather {name}: summary: {r.stderr}")
     hf = tmp_path(f"{name}-hf")
     r = run(["gather", "--in", fixture(name), "--out", hf, "--max-shard-size", "100"])
     check(r.returncode == 0, f"gather {name} --max-shard-size: exit {r.returncode}: {r.stderr}")
@@ -114,11 +117,31 @@ def test_inspect():
           f"spec check --checkpoint DCP: {r.returncode}: {r.stdout}{r.stderr}")
 
 
+def test_hf_sharded():
+    """torch's HuggingFaceStorageWriter(save_distributed=True) on 2 ranks: resharded onto 3 ranks
+    and gathered back, the same bytes; inspect counts its pieces."""
+    out = tmp_path("re-hf")
+    r = run(["reshard", "--in", fixture("hf_sharded"), "--plan", tmp_path("plan.json"), "--out",
+             out, "--nproc", "3"])
+    check(r.returncode == 0 and "(PyTorch DCP, 2 safetensors files)" in r.stderr,
+          f"reshard --in hf_sharded: {r.returncode}: {r.stderr}")
+    back = tmp_path("re-hf.safetensors")
+    r = run(["gather", "--in", out, "--out", back])
+    check(r.returncode == 0 and gathered_tensors(back) == expected("hf_sharded"),
+          f"reshard --in hf_sharded, gathered back: {r.stderr}")
+    r = run(["inspect", fixture("hf_sharded")])
+    rows = {line.split()[0]: line.split() for line in r.stdout.splitlines() if line.strip()}
+    check(r.returncode == 0 and rows.get("rows", [""])[-1] == "2" and
+          rows.get("bias", [""])[-1] == "1" and "Hugging Face writer" in r.stdout,
+          f"inspect hf_sharded: {r.stdout}{r.stderr}")
+
+
 def test_refusals():
-    r = run(["shard", "--checkpoint", fixture("sharded"), "--plan", tmp_path("plan.json"),
-             "--out", tmp_path("never")])
-    expect_every_rank("shard --checkpoint DCP", r, 1, "is a PyTorch DCP checkpoint",
-                      "reshard --in")
+    for name in ("sharded", "hf_sharded"):
+        r = run(["shard", "--checkpoint", fixture(name), "--plan", tmp_path("plan.json"),
+                 "--out", tmp_path("never")])
+        expect_every_rank(f"shard --checkpoint {name}", r, 1, "is a PyTorch DCP checkpoint",
+                          "reshard --in")
     r = run(["gather", "--in", fixture("safetensors"), "--out", tmp_path("never.safetensors")])
     expect_every_rank("gather SAFETENSORS writer", r, 1, "serialization_format=SAFETENSORS")
     broken = tmp_path("broken")
@@ -137,9 +160,10 @@ def test_refusals():
 
 
 def main():
-    for name in ("basic", "sharded", "local"):
+    for name in ("basic", "sharded", "local", "hf_sharded"):
         test_gather(name)
     test_reshard()
+    test_hf_sharded()
     test_inspect()
     test_refusals()
     finish("dcp_read_test")

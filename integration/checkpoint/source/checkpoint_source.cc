@@ -15,6 +15,7 @@
 #include "core/base/status_macros.h"
 #include "core/json/json_reader.h"
 #include "core/os/files.h"
+#include "integration/checkpoint/source/hf_sharded_source.h"
 #include "integration/formats/dcp/metadata.h"
 #include "integration/formats/hf/hf_index.h"
 #include "integration/formats/hf/hf_output.h"
@@ -43,7 +44,9 @@ bool IsShardDirectory(const std::string& dir) {
 
 absl::StatusOr<CheckpointPath> ResolveDirectory(const std::string& dir) {
   if (IsShardDirectory(dir)) return CheckpointPath{CheckpointKind::kShardDirectory, dir};
-  if (dcp::IsDcpDirectory(dir)) return CheckpointPath{CheckpointKind::kDcpDirectory, dir};
+  if (dcp::IsDcpDirectory(dir) || HfShardedSource::Holds(dir)) {
+    return CheckpointPath{CheckpointKind::kDcpDirectory, dir};
+  }
   std::vector<std::string> indexes, files, names;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {

@@ -2,32 +2,46 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
 #include "integration/checkpoint/source/dcp_source.h"
+#include "integration/checkpoint/source/hf_sharded_source.h"
 #include "integration/checkpoint/source/shard_dir_source.h"
 #include "integration/formats/dcp/metadata.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
 
+bool IsDcpSaved(const std::string& dir) {
+  return dcp::IsDcpDirectory(dir) || HfShardedSource::Holds(dir);
+}
+
 absl::StatusOr<SavedDirectory> OpenSavedDirectory(const std::string& dir, int64_t staging_bytes,
                                                   std::vector<std::string>* warnings) {
   SavedDirectory saved;
+  int64_t index_files = 1;  // the first entries of its identity that are no data files
   if (dcp::IsDcpDirectory(dir)) {
     SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<DcpSource> dcp, DcpSource::Open(dir, staging_bytes));
     if (std::string warning = dcp->SkippedWarning(); !warning.empty() && warnings != nullptr) {
       warnings->push_back(std::move(warning));
     }
     saved.dcp = true;
+    saved.files_kind = ".distcp files";
     saved.last_file = absl::StrJoin(dcp->metadata().files, ", ");
     saved.source = std::move(dcp);
+  } else if (HfShardedSource::Holds(dir)) {
+    SHARDKIT_ASSIGN_OR_RETURN(saved.source, HfShardedSource::Open(dir, staging_bytes));
+    saved.dcp = true;
+    saved.files_kind = "safetensors files";
+    saved.last_file = absl::StrCat("the safetensors files of ", dir);
+    index_files = 0;
   } else {
     SHARDKIT_ASSIGN_OR_RETURN(saved.source, ShardDirSource::Open(dir, staging_bytes));
+    saved.files_kind = "rank files";
     saved.last_file = kIndexFileName;
   }
-  // The first entry of either identity is its index (index.json, the metadata); the rest data.
-  saved.files = static_cast<int64_t>(saved.source->identity().size()) - 1;
+  saved.files = static_cast<int64_t>(saved.source->identity().size()) - index_files;
   return saved;
 }
 

@@ -1,7 +1,8 @@
 // OpenSavedDirectory: a directory of saved shards as a TensorSource, whichever format holds them
-// — a PyTorch DCP checkpoint (`.metadata` or `__0.metadata`: DcpSource) or a shardkit shard
-// directory (ShardDirSource) — for the readers that take either: `reshard --in`, LoadShards and
-// `spec check --checkpoint`.
+// — a PyTorch DCP checkpoint (`.metadata` or `__0.metadata`: DcpSource), the sharded safetensors
+// files of torch's HuggingFaceStorageWriter (DCP_SHARDING_INFO: HfShardedSource) or a shardkit
+// shard directory (ShardDirSource) — for the readers that take any: `reshard --in`, `gather`,
+// LoadShards and `spec check --checkpoint`.
 //
 //   std::vector<std::string> warnings;
 //   SHARDKIT_ASSIGN_OR_RETURN(SavedDirectory saved, OpenSavedDirectory(dir, staging, &warnings));
@@ -21,14 +22,20 @@ namespace shardkit::checkpoint {
 
 struct SavedDirectory {
   std::unique_ptr<TensorSource> source;
-  bool dcp = false;       // a PyTorch DCP checkpoint, not a shard directory
-  int64_t files = 0;      // its data files: rank files (the world size) or .distcp files
-  std::string last_file;  // what it is complete with: "index.json" or the metadata file(s)
+  bool dcp = false;        // saved by PyTorch DCP (either writer), not a shard directory
+  int64_t files = 0;       // its data files: rank files (the world size), .distcp or safetensors
+  std::string files_kind;  // "rank files", ".distcp files", "safetensors files"
+  std::string last_file;   // what lists its tensors: "index.json", the metadata file(s), the files
 };
 
+// Whether `dir` is saved by PyTorch DCP: it holds DCP metadata (dcp::IsDcpDirectory) or the
+// sharded safetensors files of its Hugging Face writer (HfShardedSource::Holds).
+bool IsDcpSaved(const std::string& dir);
+
 // Opens `dir` with a staging buffer of `staging_bytes`: as DcpSource::Open when `dir` holds DCP
-// metadata (its non-tensor items then named in one warning appended to `warnings`), else as
-// ShardDirSource::Open. Errors: theirs.
+// metadata (its non-tensor items then named in one warning appended to `warnings`), as
+// HfShardedSource::Open for a sharded Hugging Face save, else as ShardDirSource::Open.
+// Errors: theirs.
 [[nodiscard]] absl::StatusOr<SavedDirectory> OpenSavedDirectory(const std::string& dir,
                                                                 int64_t staging_bytes,
                                                                 std::vector<std::string>* warnings);

@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
-#include "nlohmann/json.hpp"
 
 namespace shardkit::checkpoint {
 
@@ -18,16 +17,16 @@ using safetensors::TensorInfo;
 
 std::map<std::string, std::string> RankFileMetadata(std::map<std::string, std::string> metadata,
                                                     const std::map<std::string, Shape>& offsets) {
-  metadata.erase(kDcpShardingInfoKey);             // the checkpoint's own, if any: not this file's
-  if (offsets.empty()) return metadata;            // an empty rank file's header stays `{}`
-  nlohmann::json info = nlohmann::json::object();  // std::map-backed: keys come out sorted
+  metadata.erase(kDcpShardingInfoKey);   // the checkpoint's own, if any: not this file's
+  if (offsets.empty()) return metadata;  // an empty rank file's header stays `{}`
+  std::map<std::string, Shape> placed;
   for (const auto& [name, at] : offsets) {
     // NAME#K (two shards of one parameter here) is no parameter torch could place: left out, so
     // that torch's reader refuses the directory (a KeyError naming it) instead of loading the
     // plainly named shards and leaving these rows unread.
-    if (name.find('#') == std::string::npos) info[name] = {{"saved_offsets", at}};
+    if (name.find('#') == std::string::npos) placed.emplace(name, at);
   }
-  metadata[kDcpShardingInfoKey] = info.dump();
+  metadata[kDcpShardingInfoKey] = hf::ShardingInfoJson(placed);
   return metadata;
 }
 

@@ -2,6 +2,7 @@
 """Writes the small DCP checkpoints that integration/formats/dcp's tests read, with torch itself.
 
   make_fixtures.py OUT_DIR      # run with the Python that has torch 2.15 (PyPI)
+  make_fixtures.py OUT_DIR hf_sharded   # only that case (the others keep their bytes)
 
 OUT_DIR/<case>/ is a checkpoint directory as `torch.distributed.checkpoint.save` writes it, and
 OUT_DIR/<case>.expected/<fqn>.bin holds each tensor's values, row-major, little-endian, whole (the
@@ -19,6 +20,9 @@ tests compare the bytes the readers locate against them). Cases:
   local      `sharded`'s state dict saved with use_collectives=False: __0.metadata ... __3.metadata.
   safetensors  world 1, FileSystemWriter(serialization_format=SAFETENSORS): every tensor item has
              the same offset (the readers reject it).
+  hf_sharded world 2, HuggingFaceStorageWriter(save_distributed=True): `rows` F32 [5, 4] Shard(0)
+             (3 + 2 rows), `cols` BF16 [3, 5] Shard(1) (3 + 2 columns), `bias` I64 [4]
+             Replicate(): one shard-*.safetensors file per rank, DCP_SHARDING_INFO in each.
 
 Checkpoint ids are relative paths (the script works inside OUT_DIR), so no machine path ends up
 in the pickled StorageMeta.
@@ -108,13 +112,35 @@ def save_sharded_rank(rank, world, port):
     dist.destroy_process_group()
 
 
+def save_hf_sharded_rank(rank, world, port):
+    from torch.distributed.checkpoint import HuggingFaceStorageWriter
+    init_world(rank, world, port)
+    mesh = init_device_mesh("cpu", (world,))
+    full = sharded_tensors()
+    state = {
+        "rows": distribute_tensor(full["rows"], mesh, [Shard(0)]),
+        "cols": distribute_tensor(full["cols"], mesh, [Shard(1)]),
+        "bias": distribute_tensor(full["bias"], mesh, [Replicate()]),
+    }
+    dcp.save(state, storage_writer=HuggingFaceStorageWriter(path="hf_sharded",
+                                                             save_distributed=True))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def main(argv):
-    if len(argv) != 2:
+    if len(argv) not in (2, 3) or (len(argv) == 3 and argv[2] != "hf_sharded"):
         print(__doc__.strip(), file=sys.stderr)
         return 2
     out = argv[1]
     os.makedirs(out, exist_ok=True)
     os.chdir(out)
+    shutil.rmtree("hf_sharded", ignore_errors=True)
+    shutil.rmtree("hf_sharded.expected", ignore_errors=True)
+    mp.spawn(save_hf_sharded_rank, args=(2, 29633), nprocs=2, join=True)
+    write_expected("hf_sharded", {k: v for k, v in sharded_tensors().items() if k != "grid"})
+    if len(argv) == 3:
+        return 0
     for case in ("basic", "sharded", "local", "safetensors"):
         shutil.rmtree(case, ignore_errors=True)
         shutil.rmtree(f"{case}.expected", ignore_errors=True)

@@ -2,8 +2,9 @@
 """PyTorch DCP in and out of the real binary, checked with PyPI's torch 2.15 itself (the .venv
 that `tools/setup --test-venv` makes; `tools/test` passes its python as SHARDKIT_TEST_PYTHON).
 
-- torch saves a DCP checkpoint on 2 gloo ranks (DTensors: F32 rows Shard(0) uneven, BF16
-  Shard(1), I64 Shard(0), FP8 e4m3 Shard(0), a replicated F32 vector, and a non-tensor `step`);
+- torch saves a DCP checkpoint on 2 gloo ranks (DTensors: F32 rows Shard(0) uneven, BF16 and F16
+  Shard(1), I64 Shard(0), FP8 e4m3 Shard(0), a replicated F32 vector, a non-tensor `step`, and
+  an optimizer-like nested dict: a tensor `optim.state.exp_avg` beside non-tensor items);
   `shardkit gather` of it equals torch's own `dcp_to_torch_save` tensor for tensor, byte for byte.
 - `shardkit reshard --format dcp` of it onto 3 ranks, other dims: torch's `dcp.load` on 2 ranks
   reads it into a third layout (every tensor Shard(1) or Replicate), equal to the original.
@@ -27,6 +28,10 @@ SHAPES = {  # name: (dtype name, shape, placement when torch saves: 0/1 = Shard(
     "model.layers.0.ids": ("int64", [5, 4], 0),
     "model.layers.0.fp8.weight": ("float8_e4m3fn", [8, 4], 0),
     "model.norm.weight": ("float32", [6], None),
+    "model.layers.0.f16": ("float16", [5, 3], 1),
+    # Saved nested, as an optimizer's state is: {"optim": {"state": {"exp_avg": ...}, "step": 3,
+    # "param_groups": [{"lr": 0.5}]}}; DCP flattens the name, the non-tensor items are skipped.
+    "optim.state.exp_avg": ("float32", [7, 6], 0),
 }
 
 
@@ -91,8 +96,11 @@ def rank_main(rank, world, port, job, directory, result):
     ok = []
     if job == "save":
         state = {name: make_dtensor(torch, want[name], mesh, p, rank, world)
-                 for name, (_, _, p) in SHAPES.items()}
+                 for name, (_, _, p) in SHAPES.items() if not name.startswith("optim.")}
         state["step"] = 7
+        state["optim"] = {"state": {"exp_avg": make_dtensor(
+            torch, want["optim.state.exp_avg"], mesh, SHAPES["optim.state.exp_avg"][2], rank,
+            world)}, "step": 3, "param_groups": [{"lr": 0.5}]}
         dcp.save(state, checkpoint_id=directory)
     else:  # load into another layout: Shard(1) where there is a dim 1, else Replicate
         layout = {name: 1 if len(shape) > 1 else None for name, (_, shape, _) in SHAPES.items()}
@@ -118,6 +126,19 @@ def run_torch_ranks(world, job, directory):
     for rank in range(world):
         with open(f"{result}.{rank}") as f:
             out += json.load(f)
+    return out
+
+
+def flat_tensors(torch, tree, prefix=""):
+    """{dotted name: tensor} of a nested state dict (dcp_to_torch_save's), other values left out."""
+    out = {}
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree)
+    for key, value in items:
+        name = f"{prefix}{key}"
+        if isinstance(value, torch.Tensor):
+            out[name] = value
+        elif isinstance(value, (dict, list)):
+            out.update(flat_tensors(torch, value, name + "."))
     return out
 
 
@@ -164,7 +185,7 @@ def main_with_torch():
     # gather equals torch's own consolidation.
     torch_pt = tmp_path("torch.pt")
     dcp_to_torch_save(saved, torch_pt)
-    consolidated = {k: v for k, v in torch.load(torch_pt).items() if k != "step"}
+    consolidated = flat_tensors(torch, torch.load(torch_pt))
     compare(torch, consolidated, "dcp_to_torch_save of torch's checkpoint")
     if shardkit(["gather", "--in", saved, "--out", tmp_path("g.safetensors")], "gather DCP"):
         gathered = load_file(tmp_path("g.safetensors"))

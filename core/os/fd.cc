@@ -83,6 +83,14 @@ int ReadToEnd(int fd, std::string* out) {
   }
 }
 
+int CopyFileRange(int in, uint64_t in_offset, int out, uint64_t out_offset, size_t size) {
+  return TransferAll(size, [&](size_t done, size_t chunk) {
+    auto from = static_cast<off_t>(in_offset + done);
+    auto to = static_cast<off_t>(out_offset + done);
+    return ::copy_file_range(in, &from, out, &to, chunk, 0);
+  });
+}
+
 int SyncFd(int fd) {
   while (::fsync(fd) != 0) {
     if (errno != EINTR) return errno;

@@ -71,6 +71,13 @@ inline constexpr size_t kMaxTransferChunk = size_t{1} << 30;
 // Appends everything up to the end of the file to `out`. Returns 0 or an errno.
 [[nodiscard]] int ReadToEnd(int fd, std::string* out);
 
+// Copies `size` bytes from byte `in_offset` of `in` to byte `out_offset` of `out` inside the kernel
+// (copy_file_range(2): no copy through this process's memory; on some file systems no copy at
+// all). Returns 0, an errno (EXDEV, EINVAL, ENOSYS, EOPNOTSUPP: the kernel cannot copy between
+// these two files — the caller copies itself), or kNoBytes if `in` ends first.
+[[nodiscard]] int CopyFileRange(int in, uint64_t in_offset, int out, uint64_t out_offset,
+                                size_t size);
+
 // fsync, retried on EINTR. Returns 0 or an errno.
 [[nodiscard]] int SyncFd(int fd);
 

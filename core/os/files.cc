@@ -12,6 +12,7 @@
 #include <limits>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -240,6 +241,32 @@ absl::Status AtomicFile::WriteAt(uint64_t offset, const void* data, size_t size)
     return absl::UnavailableError(
         absl::StrCat(temp_, ": write at offset ", offset,
                      " failed: ", err == kNoBytes ? "no bytes written" : ErrnoText(err)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AtomicFile::CopyFrom(int in, const std::string& in_name, uint64_t in_offset,
+                                  uint64_t offset, size_t size) {
+  int err = CopyFileRange(in, in_offset, fd_, offset, size);
+  if (err == EXDEV || err == EINVAL || err == ENOSYS || err == EOPNOTSUPP) {
+    std::vector<std::byte> buffer(std::min<size_t>(size, size_t{64} << 10));
+    for (size_t done = 0; done < size && err != 0;) {
+      const size_t n = std::min(buffer.size(), size - done);
+      if (const int read = PreadFully(in, buffer.data(), n, in_offset + done); read != 0) {
+        err = read;
+        break;
+      }
+      SHARDKIT_RETURN_IF_ERROR(WriteAt(offset + done, buffer.data(), n));
+      done += n;
+      if (done == size) err = 0;
+    }
+  }
+  if (err == kNoBytes)
+    return absl::InvalidArgumentError(absl::StrCat(in_name, ": file is truncated"));
+  if (err != 0) {
+    return absl::UnavailableError(absl::StrCat(temp_, ": copying ", size, " bytes from ", in_name,
+                                               " at offset ", in_offset,
+                                               " failed: ", ErrnoText(err)));
   }
   return absl::OkStatus();
 }

@@ -144,6 +144,13 @@ class AtomicFile {
   // OS error (disk full, an offset the file system cannot hold, ...).
   [[nodiscard]] absl::Status WriteAt(uint64_t offset, const void* data, size_t size);
 
+  // Writes `size` bytes of file `in` (from byte `in_offset`; `in_name` names it in messages) at
+  // byte `offset`, copied inside the kernel (CopyFileRange), or through a 64 KiB buffer where the
+  // kernel cannot copy between the two files. Errors: kUnavailable naming the file that failed;
+  // kInvalidArgument "IN: file is truncated" if `in` ends first.
+  [[nodiscard]] absl::Status CopyFrom(int in, const std::string& in_name, uint64_t in_offset,
+                                      uint64_t offset, size_t size);
+
   // Sets the file's size to `size` bytes: truncates, or extends with zeros. Call it with the final
   // size, before or after WriteAt. Errors: kUnavailable naming the temporary file and the OS error.
   [[nodiscard]] absl::Status Resize(uint64_t size);

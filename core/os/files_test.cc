@@ -1,5 +1,6 @@
 #include "core/os/files.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "core/os/fd.h"
 #include "testing/status_matchers.h"
 #include "testing/test_dir.h"
 
@@ -107,6 +109,27 @@ TEST(FilesTest, WriteAtInAnyOrderAndResizeGiveTheExactBytes) {
   ASSERT_THAT(again.Resize(8), IsOk());                // resized last: truncates
   ASSERT_THAT(again.Commit(), IsOk());
   EXPECT_THAT(ReadWholeFile(path), IsOkAndHolds(std::string("\0\0\0\0wxyz", 8)));
+}
+
+// CopyFrom: a range of another file at an offset, inside the kernel between two regular files,
+// through a buffer from what the kernel cannot copy (/dev/zero); a source cut short is named.
+TEST(FilesTest, CopyFromCopiesARangeOfAnotherFile) {
+  const std::string source = testing::TestPath("copy-source.bin");
+  ASSERT_THAT(WriteFileAtomically(source, "0123456789abcdef"), IsOk());
+  Fd in(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd zero(::open("/dev/zero", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(in.valid() && zero.valid());
+  const std::string path = testing::TestPath("copied.bin");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(AtomicFile file, AtomicFile::Create(path));
+  EXPECT_THAT(file.CopyFrom(in.get(), source, 12, 0, 8),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("copy-source.bin: file is truncated")));
+  ASSERT_THAT(file.WriteAt(0, "xxxxxxxxxx", 10), IsOk());
+  ASSERT_THAT(file.CopyFrom(in.get(), source, 10, 2, 6), IsOk());  // "abcdef" at 2
+  ASSERT_THAT(file.CopyFrom(zero.get(), "/dev/zero", 0, 8, 2), IsOk());
+  ASSERT_THAT(file.CopyFrom(in.get(), source, 3, 10, 0), IsOk());  // nothing
+  ASSERT_THAT(file.Commit(), IsOk());
+  EXPECT_THAT(ReadWholeFile(path), IsOkAndHolds(std::string("xxabcdef\0\0", 10)));
 }
 
 TEST(FilesTest, WriteAtAndResizeErrorsNameTheTemporaryFile) {

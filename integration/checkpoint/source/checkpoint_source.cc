@@ -189,4 +189,11 @@ absl::StatusOr<CheckpointSource> CheckpointSource::FromFiles(std::vector<safeten
   return out;
 }
 
+std::optional<TensorSource::FileRange> CheckpointSource::FileRangeOf(size_t t, int64_t offset,
+                                                                     int64_t size) const {
+  const safetensors::Reader& reader = file(t);
+  return FileRange{reader.fd(), &reader.path(),
+                   reader.header().data_start + info(t).begin + static_cast<uint64_t>(offset)};
+}
+
 }  // namespace shardkit::checkpoint

@@ -63,6 +63,8 @@ class CheckpointSource : public TensorSource {
     return files_[where_[i].first].header().tensors[where_[i].second];
   }
   size_t file_count() const { return files_.size(); }
+  // A tensor's bytes are one range of its file.
+  std::optional<FileRange> FileRangeOf(size_t t, int64_t offset, int64_t size) const override;
   const std::string& file_path(size_t f) const { return files_[f].path(); }
   // The index first (if any), then every safetensors file in file-name order, as opened.
   const std::vector<CheckpointFile>& identity() const override { return identity_; }

@@ -58,6 +58,18 @@ class TensorSource {
     int64_t bytes = 0;
   };
   virtual std::optional<FileReads> file_reads() const { return std::nullopt; }
+
+  // Where bytes [offset, offset + size) of tensor t lie in one file, one after the other, when
+  // they do and the source can say (a checkpoint's safetensors files): a writer may then copy
+  // them inside the kernel (os::AtomicFile::CopyFrom) instead of reading them. nullopt: read them.
+  struct FileRange {
+    int fd = -1;
+    const std::string* path = nullptr;  // names the file in messages
+    uint64_t offset = 0;
+  };
+  virtual std::optional<FileRange> FileRangeOf(size_t t, int64_t offset, int64_t size) const {
+    return std::nullopt;
+  }
 };
 
 }  // namespace shardkit::checkpoint

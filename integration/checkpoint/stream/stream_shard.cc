@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -70,13 +71,42 @@ absl::Status FillTensor(const StreamTensor& t, const Round& round,
   return reader.Flush();
 }
 
+// Under direct: where `block`'s bytes lie in one file of `source`, when they are one range of
+// the tensor (a replicated tensor's part, a shard cut along its first dimension, or a part of one
+// of a shard's runs) and the source can say (TensorSource::FileRangeOf). The rank then copies
+// them into its file inside the kernel (CopyBlocks), as `cp` does, instead of reading them.
+std::optional<TensorSource::FileRange> DirectRangeOf(const StreamSchedule& schedule,
+                                                     const TensorSource& source,
+                                                     const Block& block) {
+  if (block.bytes <= 0) return std::nullopt;
+  const StreamTensor& t = schedule.tensors()[block.tensor];
+  int64_t tensor_at = block.first;  // a replicated tensor's block: its own bytes
+  if (block.shard >= 0) {
+    const ByteRuns& runs = t.runs[static_cast<size_t>(block.shard)];
+    const bool contiguous = runs.count <= 1 || runs.Offset(runs.count - 1) - runs.Offset(0) ==
+                                                   (runs.count - 1) * runs.length;
+    const int64_t run = block.first / runs.length;
+    if (contiguous) {
+      tensor_at = runs.Offset(0) + block.first;
+    } else if ((block.first + block.bytes - 1) / runs.length == run) {
+      tensor_at = runs.Offset(run) + block.first % runs.length;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return source.FileRangeOf(t.source_index, tensor_at, block.bytes);
+}
+
 // The blocks a reading rank puts in its window: all of them at their window offsets (the source
-// of scatter and broadcast), or (direct) only its own, back to back as a receiver holds them.
-std::vector<Block> BlocksToRead(const Round& round, int rank, bool direct) {
+// of scatter and broadcast), or (direct) only its own that it does not copy (DirectRangeOf), back
+// to back as a receiver holds them.
+std::vector<Block> BlocksToRead(const StreamSchedule& schedule, const TensorSource& source,
+                                const Round& round, int rank, bool direct) {
   if (!direct) return round.blocks;
   std::vector<Block> mine;
   int64_t position = 0;
   round.ForEachBlockOf(rank, [&](const Block& block) {
+    if (DirectRangeOf(schedule, source, block)) return;
     mine.push_back(block);
     mine.back().window_offset = position;
     position += block.bytes;
@@ -112,20 +142,57 @@ absl::Status FillWindow(const StreamSchedule& schedule, const Round& round,
   return absl::OkStatus();
 }
 
+// Where this rank writes `block` in its file, or -1 when it does not (`--format dcp`: a replicated
+// tensor off the source, a zero-size shard).
+int64_t DestOf(const StreamOutput& output, const Block& block) {
+  const int64_t place =
+      output.dest[block.tensor][static_cast<size_t>(std::max<int64_t>(block.shard, 0))];
+  return place < 0 ? -1 : output.data_start + place + block.first;
+}
+
+// Under direct: copies this rank's blocks of `round` that lie in one range of a source file
+// (DirectRangeOf) into its file inside the kernel, each source file checked first (as FillWindow
+// checks what it reads). `copied`: their bytes, read and written.
+absl::Status CopyBlocks(const StreamSchedule& schedule, const TensorSource& source,
+                        const Round& round, int rank, const StreamOutput& output, int64_t& written,
+                        int64_t& copied) {
+  absl::Status status;
+  const void* checked = nullptr;
+  round.ForEachBlockOf(rank, [&](const Block& block) {
+    if (!status.ok()) return;
+    const std::optional<TensorSource::FileRange> range = DirectRangeOf(schedule, source, block);
+    const int64_t dest = DestOf(output, block);
+    if (!range || dest < 0) return;
+    const size_t t = schedule.tensors()[block.tensor].source_index;
+    if (source.FilesOf(t) != checked) {
+      checked = source.FilesOf(t);
+      status = source.CheckUnchanged(t);
+      if (!status.ok()) return;
+    }
+    status = output.file->CopyFrom(range->fd, *range->path, range->offset,
+                                   static_cast<uint64_t>(dest), static_cast<size_t>(block.bytes));
+    if (!status.ok()) return;
+    output.file->StartWriteback(static_cast<uint64_t>(dest), static_cast<uint64_t>(block.bytes));
+    written += block.bytes;
+    copied += block.bytes;
+  });
+  return status;
+}
+
 // Writes this rank's blocks of `round` from `data`: where the whole window is (broadcast, and the
-// source's own window), at their window offsets; else back to back as received.
+// source's own window), at their window offsets; else back to back as received — but for the
+// blocks `copied` says it copied instead (direct: CopyBlocks), which are not in `data`.
 absl::Status WriteBlocks(const Round& round, int rank, bool broadcast, const std::byte* data,
-                         const StreamOutput& output, int64_t& written) {
+                         const StreamOutput& output, int64_t& written,
+                         const std::function<bool(const Block&)>& copied = nullptr) {
   int64_t position = 0;
   absl::Status status;
   round.ForEachBlockOf(rank, [&](const Block& block) {
-    if (!status.ok()) return;
+    if (!status.ok() || (copied && copied(block))) return;
     const int64_t at = broadcast ? block.window_offset : position;
     position += block.bytes;
-    const int64_t place =
-        output.dest[block.tensor][static_cast<size_t>(std::max<int64_t>(block.shard, 0))];
-    if (place < 0) return;  // not written by this rank (`--format dcp`: a replicated tensor)
-    const int64_t dest = output.data_start + place + block.first;
+    const int64_t dest = DestOf(output, block);
+    if (dest < 0) return;
     status = output.file->WriteAt(static_cast<uint64_t>(dest), data + at,
                                   static_cast<size_t>(block.bytes));
     if (!status.ok()) return;
@@ -185,10 +252,11 @@ absl::StatusOr<StreamStats> StreamFromReader(const StreamSchedule& schedule,
   TensorBytesReader reader(std::span<std::byte>((*staging)[0]->data(), (*staging)[0]->nbytes()));
   BackgroundStage filler(pipe, BackgroundStage::kProducer, rounds, [&](int64_t k, size_t slot) {
     const Round round = schedule.MakeRound(k);
-    return FillWindow(schedule, round, BlocksToRead(round, comm.rank(), direct), source, reader,
-                      (*windows)[slot]->data());
+    return FillWindow(schedule, round, BlocksToRead(schedule, source, round, comm.rank(), direct),
+                      source, reader, (*windows)[slot]->data());
   });
   absl::Status local, status;
+  int64_t copied = 0;  // direct: bytes copied inside the kernel (CopyBlocks), not read
   for (int64_t k = 0; k <= rounds; ++k) {  // one status round more: it covers the last writes
     std::optional<SlotPipe::Filled> filled;
     if (k < rounds) filled = pipe.WaitFilled();
@@ -202,15 +270,24 @@ absl::StatusOr<StreamStats> StreamFromReader(const StreamSchedule& schedule,
       if (!status.ok()) break;
     }
     // The source's own blocks are in the window at their window offsets (as under broadcast);
-    // under direct, a rank's window holds only its blocks, back to back.
-    local =
-        WriteBlocks(round, comm.rank(), /*broadcast=*/!direct, window, output, stats.bytes_written);
+    // under direct, a rank's window holds only its blocks that it does not copy, back to back.
+    if (direct) {
+      local = CopyBlocks(schedule, source, round, comm.rank(), output, stats.bytes_written, copied);
+      if (local.ok()) {
+        local = WriteBlocks(
+            round, comm.rank(), /*broadcast=*/false, window, output, stats.bytes_written,
+            [&](const Block& block) { return DirectRangeOf(schedule, source, block).has_value(); });
+      }
+    } else {
+      local =
+          WriteBlocks(round, comm.rank(), /*broadcast=*/true, window, output, stats.bytes_written);
+    }
     pipe.Release(filled->slot);
     if (options.on_round) options.on_round(static_cast<int64_t>(round.end));
   }
   pipe.Close();
   filler.Join();
-  stats.bytes_read = reader.bytes_read();
+  stats.bytes_read = reader.bytes_read() + copied;
   if (!status.ok()) return status;
   return stats;
 }

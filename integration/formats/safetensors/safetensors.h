@@ -103,6 +103,8 @@ class Reader {
 
   const Header& header() const { return header_; }
   const std::string& path() const { return file_.path(); }
+  // The open file (for copies inside the kernel: os::AtomicFile::CopyFrom).
+  int fd() const { return file_.fd(); }
   // As the file was when opened.
   const FileIdentity& identity() const { return identity_; }
 

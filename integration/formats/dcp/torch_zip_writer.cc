@@ -28,8 +28,12 @@ constexpr uint64_t kMax32 = 0xffffffff;  // a size or offset from here on needs 
 constexpr uint64_t kAlignment = 64;      // torch's kFieldAlignment
 const std::string_view kTop = "archive/";
 
+// `value` as `bytes` little-endian bytes (beyond its 8: zeros; a shift of 64 or more would be
+// undefined).
 void Le(std::string& out, uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out += static_cast<char>((value >> (8 * i)) & 0xff);
+  for (int i = 0; i < bytes; ++i) {
+    out += static_cast<char>(i < 8 ? (value >> (8 * i)) & 0xff : 0);
+  }
 }
 
 struct Record {

@@ -11,6 +11,7 @@
 #include "core/engine/module.h"
 #include "core/engine/shard_parameter.h"
 #include "core/os/proc_status.h"
+#include "core/tensor/allocator.h"
 #include "specs/parameter_layout.h"
 #include "specs/plan.h"
 #include "specs/spec_json.h"
@@ -32,6 +33,56 @@ double Median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
+// Where this rank's tensors live: host memory if the backend moves it, else the rank's current
+// CUDA device (NCCL binds each rank to cuda:LOCAL_RANK).
+Device BenchDevice(const Communicator& comm) {
+  return comm.SupportsDevice(Device::Cpu()) ? Device::Cpu() : Device::Cuda();
+}
+
+// Writes every byte of [ptr, ptr + bytes) on `device` once (the CPU's first touch is what is
+// slow on these machines, so no timed round pays it).
+absl::Status Touch(const Device& device, std::byte* ptr, size_t bytes) {
+  if (device == Device::Cpu()) {
+    std::memset(ptr, 0x3c, bytes);
+    return absl::OkStatus();
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(Allocator * allocator, GetAllocator(device));
+  return allocator->Zero(device, ptr, bytes);
+}
+
+// `bytes` of touched memory on `device`.
+absl::StatusOr<std::shared_ptr<Storage>> TouchedStorage(const Device& device, size_t bytes) {
+  SHARDKIT_ASSIGN_OR_RETURN(std::shared_ptr<Storage> storage, Storage::Allocate(device, bytes));
+  SHARDKIT_RETURN_IF_ERROR(Touch(device, storage->data(), bytes));
+  return storage;
+}
+
+// Waits until the device has finished what this process queued on it. CUDA's device-to-device
+// copies (the engine's local shards, CopyMover) return before they are done; a one-byte copy to
+// the host through the same allocator (cudaMemcpy on the legacy default stream, which also waits
+// for the communicator's blocking stream) returns only after all of it. No-op on the CPU.
+class DeviceFence {
+ public:
+  absl::Status Prepare(const Device& device) {
+    device_ = device;
+    if (device == Device::Cpu()) return absl::OkStatus();
+    SHARDKIT_ASSIGN_OR_RETURN(allocator_, GetAllocator(device));
+    SHARDKIT_ASSIGN_OR_RETURN(probe_, TouchedStorage(device, 1));
+    return absl::OkStatus();
+  }
+
+  absl::Status Wait() {
+    if (probe_ == nullptr) return absl::OkStatus();
+    std::byte host{};
+    return allocator_->Copy(&host, Device::Cpu(), probe_->data(), device_, 1);
+  }
+
+ private:
+  Device device_ = Device::Cpu();
+  Allocator* allocator_ = nullptr;
+  std::shared_ptr<Storage> probe_;
+};
+
 // The parameters this rank starts from: real data on the source, meta tensors elsewhere.
 struct Setup {
   Module module;
@@ -41,7 +92,7 @@ struct Setup {
 };
 
 absl::StatusOr<Setup> MakeParameters(const Communicator& comm, const ShardBenchOptions& o,
-                                     const specs::ShardingSpec& spec) {
+                                     const specs::ShardingSpec& spec, const Device& device) {
   const int64_t rows = (o.mib << 20) / o.params / kRowBytes;
   const Shape shape = {rows, kRowBytes / static_cast<int64_t>(ElementSize(o.dtype))};
   Setup setup;
@@ -51,11 +102,12 @@ absl::StatusOr<Setup> MakeParameters(const Communicator& comm, const ShardBenchO
   for (int64_t i = 0; i < o.params; ++i) {
     std::string name = o.params == 1 ? "weight" : absl::StrCat("layers.", i, ".weight");
     absl::StatusOr<Tensor> tensor = Tensor::Meta(shape, o.dtype);
-    if (comm.rank() == 0) {
-      tensor = Tensor::Empty(shape, o.dtype);
-      if (tensor.ok()) std::memset(tensor->data(), 0x3c, static_cast<size_t>(tensor->nbytes()));
-    }
+    if (comm.rank() == 0) tensor = Tensor::Empty(shape, o.dtype, device);
     if (!tensor.ok()) return tensor.status();
+    if (comm.rank() == 0) {
+      SHARDKIT_RETURN_IF_ERROR(
+          Touch(device, tensor->data(), static_cast<size_t>(tensor->nbytes())));
+    }
     SHARDKIT_RETURN_IF_ERROR(setup.module.AddParameter(name, *tensor));
     setup.names.push_back(std::move(name));
     setup.initial.push_back(*std::move(tensor));
@@ -74,7 +126,7 @@ absl::Status ResetSlots(Setup& setup) {
 // from the tensor; the others receive into a buffer allocated and touched once, up front.
 class RawMover {
  public:
-  absl::Status Prepare(const Communicator& comm, const Setup& setup) {
+  absl::Status Prepare(const Communicator& comm, const Setup& setup, const Device& device) {
     const int64_t row_bytes = kRowBytes;
     const int n = comm.world_size();
     for (size_t p = 0; p < setup.names.size(); ++p) {
@@ -84,12 +136,12 @@ class RawMover {
         const int r = static_cast<int>(shard.placement.rank());
         const size_t bytes = static_cast<size_t>(shard.sizes[0] * row_bytes);
         if (comm.rank() == 0) {
-          sends[r] = ConstBuffer(setup.initial[p].data() + shard.offsets[0] * row_bytes, bytes);
+          sends[r] =
+              ConstBuffer(setup.initial[p].data() + shard.offsets[0] * row_bytes, bytes, device);
         } else if (r == comm.rank() && bytes > 0) {
           SHARDKIT_ASSIGN_OR_RETURN(std::shared_ptr<Storage> storage,
-                                    Storage::Allocate(Device::Cpu(), bytes));
-          std::memset(storage->data(), 0, bytes);
-          recvs[0] = MutableBuffer(storage->data(), bytes);
+                                    TouchedStorage(device, bytes));
+          recvs[0] = MutableBuffer(storage->data(), bytes, device);
           storage_.push_back(std::move(storage));
         }
       }
@@ -121,6 +173,56 @@ class RawMover {
   int64_t bytes_sent_ = 0, bytes_received_ = 0;
 };
 
+// Copy: per parameter, this rank's chunk copied from one touched buffer to another on its device
+// (on the source, from the parameter itself): the floor without any transport.
+class CopyMover {
+ public:
+  absl::Status Prepare(const Communicator& comm, const Setup& setup, const Device& device) {
+    device_ = device;
+    SHARDKIT_ASSIGN_OR_RETURN(allocator_, GetAllocator(device));
+    for (size_t p = 0; p < setup.names.size(); ++p) {
+      for (const specs::ShardMetadata& shard : setup.shards) {
+        const size_t bytes = static_cast<size_t>(shard.sizes[0] * kRowBytes);
+        if (shard.placement.rank() != comm.rank() || bytes == 0) continue;
+        const std::byte* from = comm.rank() == 0
+                                    ? setup.initial[p].data() + shard.offsets[0] * kRowBytes
+                                    : nullptr;
+        if (from == nullptr) {
+          SHARDKIT_ASSIGN_OR_RETURN(std::shared_ptr<Storage> src, TouchedStorage(device, bytes));
+          from = src->data();
+          storage_.push_back(std::move(src));
+        }
+        SHARDKIT_ASSIGN_OR_RETURN(std::shared_ptr<Storage> dst, TouchedStorage(device, bytes));
+        copies_.push_back({dst->data(), from, bytes});
+        storage_.push_back(std::move(dst));
+        bytes_ += static_cast<int64_t>(bytes);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Move() {
+    for (const Copy& c : copies_) {
+      SHARDKIT_RETURN_IF_ERROR(allocator_->Copy(c.to, device_, c.from, device_, c.bytes));
+    }
+    return absl::OkStatus();
+  }
+
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  struct Copy {
+    std::byte* to;
+    const std::byte* from;
+    size_t bytes;
+  };
+  Device device_ = Device::Cpu();
+  Allocator* allocator_ = nullptr;
+  std::vector<Copy> copies_;
+  std::vector<std::shared_ptr<Storage>> storage_;
+  int64_t bytes_ = 0;
+};
+
 // One timed ShardParameter / ShardModule; `stats` gets its steps' times.
 absl::Status ShardOnce(Communicator& comm, Setup& setup, const ShardBenchOptions& o,
                        const specs::ShardingSpec& spec, ShardStats* stats) {
@@ -147,8 +249,9 @@ absl::StatusOr<BenchStrategy> ParseBenchStrategy(std::string_view name) {
   if (name == "scatter") return BenchStrategy::kScatter;
   if (name == "broadcast") return BenchStrategy::kBroadcast;
   if (name == "raw") return BenchStrategy::kRaw;
+  if (name == "copy") return BenchStrategy::kCopy;
   return absl::InvalidArgumentError(absl::StrCat("unknown strategy \"", std::string(name),
-                                                 "\" (expected scatter, broadcast or raw)"));
+                                                 "\" (expected scatter, broadcast, raw or copy)"));
 }
 
 std::string_view BenchStrategyName(BenchStrategy strategy) {
@@ -159,6 +262,8 @@ std::string_view BenchStrategyName(BenchStrategy strategy) {
       return "broadcast";
     case BenchStrategy::kRaw:
       return "raw";
+    case BenchStrategy::kCopy:
+      return "copy";
   }
   return "unknown";
 }
@@ -187,7 +292,8 @@ std::string ShardBenchResult::ToJson() const {
                       ",\"agree_median_s\":", agree_median_s, ",\"agree_max_s\":", agree_max_s,
                       ",\"check_median_s\":", check_median_s,
                       ",\"agree_begin_us\":", agree_begin_us, ",\"agree_end_us\":", agree_end_us,
-                      ",\"connections\":", connections, ",\"startup_s\":", startup_s, "}");
+                      ",\"connections\":", connections, ",\"startup_s\":", startup_s,
+                      ",\"device\":\"", device, "\"}");
 }
 
 absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBenchOptions& o) {
@@ -201,9 +307,17 @@ absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBe
   // Where the peak cannot be reset, peak_rss_mib is the whole process's peak.
   os::ResetPeakRss().IgnoreError();
   result.baseline_rss_mib = StatusFieldMiB("VmRSS");
-  SHARDKIT_ASSIGN_OR_RETURN(Setup setup, MakeParameters(comm, o, spec));
+  const Device device = BenchDevice(comm);
+  result.device = device.ToString();
+  SHARDKIT_ASSIGN_OR_RETURN(Setup setup, MakeParameters(comm, o, spec, device));
   RawMover raw;
-  if (o.strategy == BenchStrategy::kRaw) SHARDKIT_RETURN_IF_ERROR(raw.Prepare(comm, setup));
+  CopyMover copy;
+  DeviceFence fence;
+  SHARDKIT_RETURN_IF_ERROR(fence.Prepare(device));
+  if (o.strategy == BenchStrategy::kRaw) SHARDKIT_RETURN_IF_ERROR(raw.Prepare(comm, setup, device));
+  if (o.strategy == BenchStrategy::kCopy) {
+    SHARDKIT_RETURN_IF_ERROR(copy.Prepare(comm, setup, device));
+  }
   comm.ResetCounters();
   std::vector<double> seconds, agree, check;
   for (int64_t i = 0; i < o.repeats; ++i) {
@@ -212,9 +326,12 @@ absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBe
     const absl::Time start = absl::Now();
     if (o.strategy == BenchStrategy::kRaw) {
       SHARDKIT_RETURN_IF_ERROR(raw.Move(comm, o.call));
+    } else if (o.strategy == BenchStrategy::kCopy) {
+      SHARDKIT_RETURN_IF_ERROR(copy.Move());
     } else {
       SHARDKIT_RETURN_IF_ERROR(ShardOnce(comm, setup, o, spec, &stats));
     }
+    SHARDKIT_RETURN_IF_ERROR(fence.Wait());
     SHARDKIT_RETURN_IF_ERROR(comm.Barrier(o.call));
     seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
     agree.push_back(stats.agree_seconds);
@@ -237,6 +354,8 @@ absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBe
   if (o.strategy == BenchStrategy::kRaw) {
     result.bytes_sent = raw.bytes_sent();
     result.bytes_received = raw.bytes_received();
+  } else if (o.strategy == BenchStrategy::kCopy) {
+    result.bytes_received = copy.bytes();
   } else {
     const OpCounters scatter = comm.counters(CollectiveOp::kScatter);
     const OpCounters broadcast = comm.counters(CollectiveOp::kBroadcast);

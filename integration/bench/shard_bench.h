@@ -7,6 +7,9 @@
 //   SHARDKIT_ASSIGN_OR_RETURN(ShardBenchResult r, RunShardBench(*comm, options));
 //   std::cout << r.ToJson() << "\n";  // the one line this rank prints
 //
+// Devices: tensors live where the backend moves them: host memory (Gloo, MPI), or the rank's CUDA
+// device (NCCL: the source's parameter, the shards and raw's buffers are device memory).
+//
 // Method: rank 0 holds a `mib` MiB parameter (`dtype`, shape [mib * 256, 4096 / element size],
 // chunk-sharded on dim 0 over every rank, or `params` such parameters of mib / params MiB each);
 // other ranks start from meta tensors. Each of `repeats` rounds is timed from a Barrier before the
@@ -23,9 +26,12 @@
 
 namespace shardkit::bench {
 
-enum class BenchStrategy { kScatter, kBroadcast, kRaw };
+// kCopy: no communication at all; each rank copies the bytes its chunk holds from one buffer to
+// another on its device (memcpy on the CPU, cudaMemcpy device-to-device on CUDA): the memory-copy
+// floor a one-host transfer is measured against.
+enum class BenchStrategy { kScatter, kBroadcast, kRaw, kCopy };
 
-// "scatter" / "broadcast" / "raw". Errors: kInvalidArgument naming the string.
+// "scatter" / "broadcast" / "raw" / "copy". Errors: kInvalidArgument naming the string.
 [[nodiscard]] absl::StatusOr<BenchStrategy> ParseBenchStrategy(std::string_view name);
 std::string_view BenchStrategyName(BenchStrategy strategy);
 
@@ -47,12 +53,13 @@ struct ShardBenchResult {
   int world = 1;
   int64_t mib = 0;
   std::string strategy;
+  std::string device;  // where the tensors live: "cpu", or "cuda" (this rank's device) for NCCL
   double median_s = 0;
   double min_s = 0;
   double baseline_rss_mib = 0;  // VmRSS before the parameter exists
   double peak_rss_mib = 0;      // VmHWM (reset at the baseline where the kernel allows)
   int64_t bytes_sent = 0;       // tensor payload per round (agreement headers excluded)
-  int64_t bytes_received = 0;
+  int64_t bytes_received = 0;   // copy: the bytes copied per round
   double agree_median_s = 0;  // ShardStats::agree_seconds; 0 for raw
   double agree_max_s = 0;     // the slowest round's agreement
   double check_median_s = 0;  // ShardStats::check_seconds: the local checks before it

@@ -92,7 +92,8 @@ int RunDemoRankCommand(const DemoFlags& flags) {
   if (!connect.ok()) return ReportError(kCommand, connect.status());
   absl::StatusOr<std::unique_ptr<Communicator>> comm = Connect(*connect);
   if (!comm.ok()) return ReportError(kCommand, comm.status());
-  absl::StatusOr<demo::DemoReport> report = demo::RunDemoRank(**comm, {.progress = &std::cerr});
+  absl::StatusOr<demo::DemoReport> report = demo::RunDemoRank(
+      **comm, {.device = demo::DemoDevice(**comm, connect->local_rank), .progress = &std::cerr});
   if (!report.ok()) return ReportError(kCommand, report.status());
   if ((*comm)->rank() == 0) {
     if (absl::Status s = PrintSummary(flags, FormatDemoSummary(*report)); !s.ok()) {

@@ -121,9 +121,9 @@ std::string Verdict(const DemoReport& report) {
   const size_t n = report.parameters.size();
   if (report.verified()) {
     return absl::StrFormat(
-        "verified: all %d parameters bit-exact (sharded ones gathered to rank 0, replicated ones "
-        "checked on every rank)\n",
-        n);
+        "verified: all %d parameters bit-exact (sharded ones gathered to rank 0 on %s, replicated "
+        "ones checked on every rank)\n",
+        n, report.device.ToString());
   }
   std::vector<std::string> counts;
   for (size_t r = 0; r < report.ranks.size(); ++r) {
@@ -143,10 +143,11 @@ std::string FormatDemoSummary(const DemoReport& report) {
   const ShardStats& s = report.shard_stats;
   return absl::StrCat(
       kDemoSummaryStart,
-      absl::StrFormat("%d parameters, %.1f MiB float32, %d rank%s, backend %s, "
+      absl::StrFormat("%d parameters, %.1f MiB float32, %d rank%s, backend %s%s, "
                       "strategy %s, source rank %d\n\n",
                       report.parameters.size(), MiB(SyntheticModelBytes(report.model)),
                       report.world_size, report.world_size == 1 ? "" : "s", report.backend,
+                      report.device.is_cuda() ? " (tensors on cuda:LOCAL_RANK)" : "",
                       specs::StrategyName(report.plan.strategy), report.plan.src_rank),
       ParameterTable(report), "\n", RankTable(report), "\n",
       absl::StrFormat("time on rank 0: build %.2f s, shard %.2f s (check %.2f, agree %.2f, "

@@ -34,7 +34,14 @@ TEST(DemoSummaryTest, GroupsLayersAndReportsMismatches) {
       summary,
       ::testing::ContainsRegex(
           R"(layers\.\*\.attn\.out\.weight ×2 +\[8, 8\] +columns \(chunk dim 1\) +\[8, 4\] +\[8, 4\])"));
-  EXPECT_THAT(summary, HasSubstr("verified: all 21 parameters bit-exact"));
+  EXPECT_THAT(summary, HasSubstr("verified: all 21 parameters bit-exact (sharded ones gathered to "
+                                  "rank 0 on cpu,"));
+  EXPECT_THAT(summary, HasSubstr("2 ranks, backend gloo, strategy scatter"));
+  report.device = Device::Cuda(0);  // the NCCL demo's: the header and verdict name the device
+  report.backend = "nccl";
+  const std::string on_cuda = FormatDemoSummary(report);
+  EXPECT_THAT(on_cuda, HasSubstr("backend nccl (tensors on cuda:LOCAL_RANK), strategy scatter"));
+  EXPECT_THAT(on_cuda, HasSubstr("gathered to rank 0 on cuda:0,"));
   report.ranks[1].mismatches = 1;
   report.ranks[0].mismatches = 1;
   report.mismatched = {"embed.weight"};

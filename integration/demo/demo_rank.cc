@@ -26,18 +26,21 @@ void Progress(const DemoOptions& options, int rank, const std::string& line) {
   if (options.progress != nullptr && rank == kSource) *options.progress << "demo: " << line << "\n";
 }
 
-// Bit-exact equality of two materialised tensors (dtype, shape and every byte).
+// Bit-exact equality of two materialised host tensors (dtype, shape and every byte).
 bool SameContents(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
   absl::StatusOr<std::span<std::byte>> x = a.Bytes(), y = b.Bytes();
   return x.ok() && y.ok() && std::equal(x->begin(), x->end(), y->begin(), y->end());
 }
 
-// Whether `actual` holds parameter `index`'s expected contents.
+// Whether `actual` (on any device) holds parameter `index`'s expected contents.
 absl::StatusOr<bool> Matches(const std::vector<specs::ParameterInfo>& params, size_t index,
                              const Tensor& actual) {
   SHARDKIT_ASSIGN_OR_RETURN(Tensor expected, ExpectedParameter(params[index], index));
-  return SameContents(actual, expected);
+  if (actual.device() == Device::Cpu()) return SameContents(actual, expected);
+  SHARDKIT_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(actual.shape(), actual.dtype()));
+  SHARDKIT_RETURN_IF_ERROR(host.CopyFrom(actual));
+  return SameContents(host, expected);
 }
 
 // This rank's shards and their bytes, after ShardModule.
@@ -102,6 +105,10 @@ absl::StatusOr<std::vector<RankReport>> ExchangeReports(const RankReport& mine,
 
 }  // namespace
 
+Device DemoDevice(const Communicator& comm, int local_rank) {
+  return comm.SupportsDevice(Device::Cpu()) ? Device::Cpu() : Device::Cuda(local_rank);
+}
+
 bool DemoReport::verified() const {
   return std::all_of(ranks.begin(), ranks.end(),
                      [](const RankReport& r) { return r.mismatches == 0; }) &&
@@ -113,6 +120,7 @@ absl::StatusOr<DemoReport> RunDemoRank(Communicator& comm, const DemoOptions& op
   DemoReport report;
   report.world_size = comm.world_size();
   report.backend = comm.backend();
+  report.device = options.device;
   report.model = options.model;
   SHARDKIT_ASSIGN_OR_RETURN(report.plan,
                             specs::ParsePlan(DemoPlanJson(options.model, report.world_size)));
@@ -125,7 +133,7 @@ absl::StatusOr<DemoReport> RunDemoRank(Communicator& comm, const DemoOptions& op
       absl::StrFormat("building the model on rank %d: %d parameters, %.1f MiB", kSource,
                       report.parameters.size(), SyntheticModelBytes(options.model) / 1048576.0));
   absl::Time start = absl::Now();
-  SHARDKIT_ASSIGN_OR_RETURN(Module module, BuildSyntheticModel(options.model, rank == kSource));
+  SHARDKIT_ASSIGN_OR_RETURN(Module module, BuildSyntheticModel(options.model, rank == kSource, options.device));
   report.build_seconds = SecondsSince(start);
 
   Progress(options, rank, absl::StrFormat("sharding across %d ranks", report.world_size));

@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "core/comm/communicator.h"
 #include "core/engine/shard_parameter.h"
+#include "core/tensor/device.h"
 #include "integration/demo/synthetic_model.h"
 #include "specs/plan.h"
 
@@ -34,6 +35,10 @@ namespace shardkit::demo {
 
 struct DemoOptions {
   SyntheticModelConfig model;
+  // Where this rank's tensors live: the source's model, every shard and the gathered copies. The
+  // CPU for backends that move host memory (Gloo, MPI); cuda:LOCAL_RANK for NCCL (the CLI picks it
+  // with DemoDevice). Verification copies device tensors to the host to compare them.
+  Device device = Device::Cpu();
   // Rank 0 writes one line per step here (e.g. &std::cerr); nullptr: silent.
   std::ostream* progress = nullptr;
 };
@@ -54,6 +59,7 @@ struct RankReport {
 struct DemoReport {
   int world_size = 1;
   std::string backend;
+  Device device = Device::Cpu();  // DemoOptions::device of this rank
   SyntheticModelConfig model;
   specs::Plan plan;
   // Every parameter with its layout (spec, shards and their ranks), in module order.
@@ -68,6 +74,10 @@ struct DemoReport {
   // True if no rank found a mismatch.
   bool verified() const;
 };
+
+// The device the demo uses on this rank: the CPU when `comm` moves host memory, else
+// cuda:`local_rank` (the device a CUDA backend binds a rank to).
+Device DemoDevice(const Communicator& comm, int local_rank);
 
 // Collective: runs the demo on this rank (see the file comment). A verification failure is not an
 // error: it is reported in DemoReport (mismatches, mismatched). Requires rank 0 to be the source.

@@ -81,13 +81,19 @@ absl::StatusOr<Tensor> ExpectedParameter(const specs::ParameterInfo& parameter, 
                         kValueStride * static_cast<int64_t>(index));
 }
 
-absl::StatusOr<Module> BuildSyntheticModel(const SyntheticModelConfig& config, bool materialize) {
+absl::StatusOr<Module> BuildSyntheticModel(const SyntheticModelConfig& config, bool materialize,
+                                           const Device& device) {
   Module module;
   const std::vector<specs::ParameterInfo> params = SyntheticParameters(config);
   for (size_t i = 0; i < params.size(); ++i) {
     SHARDKIT_ASSIGN_OR_RETURN(Tensor tensor, materialize
                                                  ? ExpectedParameter(params[i], i)
                                                  : Tensor::Meta(params[i].shape, DType::kFloat32));
+    if (materialize && device != Device::Cpu()) {
+      SHARDKIT_ASSIGN_OR_RETURN(Tensor there, Tensor::Empty(tensor.shape(), tensor.dtype(), device));
+      SHARDKIT_RETURN_IF_ERROR(there.CopyFrom(tensor));
+      tensor = std::move(there);
+    }
     SHARDKIT_RETURN_IF_ERROR(module.AddParameter(params[i].name, std::move(tensor)));
   }
   return module;

@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/engine/module.h"
+#include "core/tensor/device.h"
 #include "core/tensor/tensor.h"
 #include "specs/plan.h"
 
@@ -52,11 +53,14 @@ int64_t SyntheticModelBytes(const SyntheticModelConfig& config);
 [[nodiscard]] absl::StatusOr<Tensor> ExpectedParameter(const specs::ParameterInfo& parameter,
                                                        size_t index);
 
-// The model: with `materialize`, every parameter holds ExpectedParameter; otherwise every parameter
-// is a meta tensor of the same shape (what a rank other than the source starts from).
-// Errors: as Tensor::Arange / Tensor::Meta / Module::AddParameter.
+// The model: with `materialize`, every parameter holds ExpectedParameter on `device` (made on the
+// host, then copied there one parameter at a time); otherwise every parameter is a meta tensor of
+// the same shape (what a rank other than the source starts from).
+// Errors: as Tensor::Arange / Tensor::Meta / Tensor::Empty / Tensor::CopyFrom /
+// Module::AddParameter.
 [[nodiscard]] absl::StatusOr<Module> BuildSyntheticModel(const SyntheticModelConfig& config,
-                                                         bool materialize);
+                                                         bool materialize,
+                                                         const Device& device = Device::Cpu());
 
 // The built-in plan for `world_size` ranks (source rank 0, strategy scatter), mixing every kind of
 // spec: rows (dim 0) for embed, qkv and mlp.up (weights and biases); columns for attn.out (dim 1)

@@ -91,8 +91,10 @@ absl::StatusOr<ncclComm_t> InitComm(int world_size, const ncclUniqueId& id, int 
   config.blocking = 0;
   ncclComm_t comm = nullptr;
   const std::string what = absl::StrCat("ncclCommInitRankConfig(rank ", rank, "/", world_size, ")");
-  absl::Status status =
-      Settle(ncclCommInitRankConfig(&comm, world_size, id, rank, &config), comm, deadline, what);
+  // Two statements: `comm` must be read after the call has set it (as one call's arguments, their
+  // order of evaluation is unspecified, and GCC passed the null pointer).
+  const ncclResult_t started = ncclCommInitRankConfig(&comm, world_size, id, rank, &config);
+  absl::Status status = Settle(started, comm, deadline, what);
   if (!status.ok()) {
     if (comm != nullptr) (void)ncclCommAbort(comm);
     return status;
@@ -308,6 +310,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::CreateSubgroup(
       ncclCommSplit(comm_, member ? 0 : NCCL_SPLIT_NOCOLOR, member ? new_rank : 0, &child, &config);
   // Members wait for their new communicator; non-members (no child) for the parent's part.
   absl::Status status = Settle(started, child != nullptr ? child : comm_, deadline, what);
+  // NCCL (2.23 on) may fill in `child` only once the parent's part is done: then wait for the
+  // child's own initialisation too (immediate when it is already done).
+  if (status.ok() && member) {
+    status = child == nullptr
+                 ? absl::InternalError(absl::StrCat(what, ": NCCL returned no communicator"))
+                 : AwaitComm(child, deadline, what);
+  }
   if (!status.ok()) {
     if (child != nullptr) (void)ncclCommAbort(child);
     return status;

@@ -20,8 +20,12 @@ namespace shardkit::bench {
 namespace {
 
 constexpr int64_t kRowBytes = 4096;
-constexpr char kSpecJson[] =
-    R"({"type": "chunk", "dim": 0, "placements": {"ranks": "all", "device": "cpu"}})";
+
+// Every rank's chunk of dim 0, on `device` ("cpu", or "cuda": each rank's own).
+std::string SpecJson(const Device& device) {
+  return absl::StrCat(R"({"type": "chunk", "dim": 0, "placements": {"ranks": "all", "device": ")",
+                      device.ToString(), R"("}})");
+}
 
 // A field of /proc/self/status ("VmRSS", "VmHWM") in MiB; 0 where unavailable.
 double StatusFieldMiB(std::string_view field) {
@@ -298,7 +302,6 @@ std::string ShardBenchResult::ToJson() const {
 
 absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBenchOptions& o) {
   SHARDKIT_RETURN_IF_ERROR(ValidateShardBenchOptions(o));
-  SHARDKIT_ASSIGN_OR_RETURN(specs::ShardingSpec spec, specs::ParseSpec(kSpecJson));
   ShardBenchResult result;
   result.rank = comm.rank();
   result.world = comm.world_size();
@@ -309,6 +312,7 @@ absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBe
   result.baseline_rss_mib = StatusFieldMiB("VmRSS");
   const Device device = BenchDevice(comm);
   result.device = device.ToString();
+  SHARDKIT_ASSIGN_OR_RETURN(specs::ShardingSpec spec, specs::ParseSpec(SpecJson(device)));
   SHARDKIT_ASSIGN_OR_RETURN(Setup setup, MakeParameters(comm, o, spec, device));
   RawMover raw;
   CopyMover copy;

@@ -2,7 +2,8 @@
 """PyTorch DCP in and out of the real binary, checked with PyPI's torch 2.15 itself (the .venv
 that `tools/setup --test-venv` makes; `tools/test` passes its python as SHARDKIT_TEST_PYTHON).
 
-- torch saves a DCP checkpoint on 2 gloo ranks (DTensors: F32 rows Shard(0) uneven, BF16 and F16
+- torch saves a DCP checkpoint on 2 gloo ranks (and on 3 and 4: uneven and empty chunks; those are
+  gathered and resharded to 2 ranks, each compared with torch's own consolidation) (DTensors: F32 rows Shard(0) uneven, BF16 and F16
   Shard(1), I64 Shard(0), FP8 e4m3 Shard(0), a replicated F32 vector, a non-tensor `step`, and
   an optimizer-like nested dict: a tensor `optim.state.exp_avg` beside non-tensor items);
   `shardkit gather` of it equals torch's own `dcp_to_torch_save` tensor for tensor, byte for byte.
@@ -214,6 +215,22 @@ def main_with_torch():
             compare(torch, load_no_dist(torch, one), "dcp.load of gather --format dcp")
             dcp_to_torch_save(one, tmp_path("one.pt"))
             compare(torch, torch.load(tmp_path("one.pt")), "dcp_to_torch_save of gather's DCP")
+    # torch saving on 3 and 4 ranks: uneven chunks, and at 4 ranks empty ones (5 rows in chunks of
+    # 2: rank 3 holds none); gathered and resharded to 2 ranks, equal to torch's consolidation.
+    for world in (3, 4):
+        saved_w = tmp_path(f"torch-dcp-{world}")
+        run_torch_ranks(world, "save", saved_w)
+        dcp_to_torch_save(saved_w, tmp_path(f"torch-{world}.pt"))
+        compare(torch, flat_tensors(torch, torch.load(tmp_path(f"torch-{world}.pt"))),
+                f"dcp_to_torch_save of torch's {world}-rank checkpoint")
+        gathered_w = tmp_path(f"g{world}.safetensors")
+        if shardkit(["gather", "--in", saved_w, "--out", gathered_w], f"gather {world}-rank DCP"):
+            compare(torch, load_file(gathered_w), f"gather of torch's {world}-rank DCP")
+        p2 = plan(f"p2-{world}.json", [("**.weight", 0), ("**.ids", 1), ("**.exp_avg", 1)])
+        re_w = tmp_path(f"re-dcp-{world}")
+        if shardkit(["reshard", "--in", saved_w, "--plan", p2, "--out", re_w, "--format", "dcp",
+                     "--nproc", "2"], f"reshard {world}-rank DCP to 2 ranks"):
+            compare(torch, load_no_dist(torch, re_w), f"dcp.load of {world} -> 2 ranks")
     # a safetensors checkpoint straight to DCP, every rank reading its own shards.
     st = tmp_path("model.safetensors")
     save_file(expected(torch), st)

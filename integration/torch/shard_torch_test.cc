@@ -246,9 +246,11 @@ void TensorsFromMeta(int rank, Communicator& comm, std::string_view) {
 
 // Trained shards saved at world 3 (SaveTorchShards), then loaded back: by LoadTorchShards from meta
 // tensors with another layout (columns; embed replicated), and by LoadTorchModule in place with
-// the saved layout. A shape that differs from the directory fails alike on every rank.
-void SaveThenLoad(int rank, Communicator& comm, std::string_view) {
-  const std::string dir = testing::TestPath("torch-save");
+// the saved layout. A shape that differs from the directory fails alike on every rank. Run once
+// with shardkit's directory and once with a PyTorch DCP checkpoint (SaveShardsOptions::format).
+void SaveThenLoad(int rank, Communicator& comm, checkpoint::OutputFormat format) {
+  const std::string dir = testing::TestPath(
+      format == checkpoint::OutputFormat::kDcp ? "torch-save-dcp" : "torch-save");
   {
     Model model;
     FillSource(model, rank);
@@ -257,7 +259,7 @@ void SaveThenLoad(int rank, Communicator& comm, std::string_view) {
                                   ShardTorchModule(model, MustParsePlan(kModelPlan), comm));
     for (auto& p : model.parameters()) p.mutable_grad() = torch::ones_like(p);
     sgd.step();  // what is saved is the trained value
-    SHARDKIT_ASSERT_OK(SaveTorchShards(dir, shards, comm));
+    SHARDKIT_ASSERT_OK(SaveTorchShards(dir, shards, comm, {.format = format}));
   }
   const torch::Tensor weight = torch::arange(28, torch::kFloat32).reshape({7, 4}) - 0.5;
   const torch::Tensor embed = torch::arange(30, torch::kFloat32).reshape({5, 6}) + 2000 - 0.5;
@@ -318,7 +320,16 @@ TEST_F(ShardTorchTest, TiedWeightsWithDifferentSpecsFail) {
 TEST_F(ShardTorchTest, SeveralShardsOnOneRankFail) { Run(&SeveralShardsOnOneRankFail); }
 TEST_F(ShardTorchTest, MetaNeedsShardTorchTensors) { Run(&MetaNeedsShardTorchTensors); }
 TEST_F(ShardTorchTest, TensorsFromMeta) { Run(&TensorsFromMeta); }
-TEST_F(ShardTorchTest, SaveThenLoad) { Run(&SaveThenLoad); }
+TEST_F(ShardTorchTest, SaveThenLoad) {
+  Run([](int rank, Communicator& comm, std::string_view) {
+    SaveThenLoad(rank, comm, checkpoint::OutputFormat::kShardkit);
+  });
+}
+TEST_F(ShardTorchTest, SaveThenLoadDcp) {
+  Run([](int rank, Communicator& comm, std::string_view) {
+    SaveThenLoad(rank, comm, checkpoint::OutputFormat::kDcp);
+  });
+}
 
 }  // namespace
 }  // namespace shardkit::libtorch

@@ -249,7 +249,89 @@ genrule(
 cc_library(name = "torch", hdrs = [":missing"])
 """
 
+_TORCH2_BUILD = """
+package(default_visibility = ["//visibility:public"])
+
+# LibTorch {version} from {origin}: {root}
+# Headers from include/ with -isystem (warnings inside them do not trip shardkit's -Werror). The
+# libraries are linked by absolute path, not through Bazel's _solib symlinks: libtorch_cpu.so
+# finds what it needs (libgomp beside it, and CUDA's runtime libcudart/libcupti, which it loads
+# even on a CPU machine) through its own $ORIGIN rpath, and that only works from its real
+# directory. Only libtorch_cpu.so and libc10.so: libtorch.so would pull in libtorch_cuda.so,
+# cuDNN, NCCL and cuBLAS.
+# -lgloo first: libtorch_cpu.so exports a Gloo of its own (about 300 symbols of namespace gloo,
+# another version than Debian's libgloo). A program's symbols bind to the library named first, so
+# shardkit's Gloo backend must find Debian's libgloo ahead of libtorch_cpu.so, or it runs torch's
+# Gloo code on Debian's objects (a crash in the first connect).
+cc_library(
+    name = "torch",
+    hdrs = glob(["include/**"]),
+    includes = ["include", "include/torch/csrc/api/include"],
+    linkopts = [
+        "-L{lib}",
+        "-Wl,-rpath,{lib}",
+        "-Wl,--push-state,--no-as-needed",
+        "-lgloo",
+        "-Wl,--pop-state",
+        "-ltorch_cpu",
+        "-lc10",
+    ] + {cuda_linkopts} + ["-pthread"],
+)
+"""
+
+# The LibTorch 2.x tree to use, or None: $LIBTORCH_HOME (an unpacked LibTorch archive, or a
+# `torch` package directory), else the `torch` package in the workspace's .venv (tools/setup
+# --test-venv installs PyPI's torch there). Returns (root, origin).
+def _find_torch2(ctx):
+    home = ctx.os.environ.get("LIBTORCH_HOME", "")
+    if home:
+        return (home, "LIBTORCH_HOME")
+    venv_lib = ctx.path(Label("//:WORKSPACE")).dirname.get_child(".venv").get_child("lib")
+    if not venv_lib.exists:
+        return None
+    for python in venv_lib.readdir():
+        torch = python.get_child("site-packages").get_child("torch")
+        if torch.get_child("lib").get_child("libtorch_cpu.so").exists:
+            return (str(torch), "the test venv (tools/setup --test-venv)")
+    return None
+
+def _torch_version(ctx, root):
+    for name in ["version.py", "build-version"]:
+        path = ctx.path(root + "/" + name)
+        if path.exists:
+            for line in ctx.read(path).splitlines():
+                if line.startswith("__version__"):
+                    return line.split("=")[1].strip().strip("'\"")
+                if name == "build-version" and line.strip():
+                    return line.strip()
+    return "(version unknown)"
+
+def _torch2_build(ctx, root, origin):
+    lib = root + "/lib"
+    if not ctx.path(lib + "/libtorch_cpu.so").exists or not ctx.path(
+        root + "/include/torch/csrc/api/include/torch/torch.h",
+    ).exists:
+        fail("LibTorch at %s (%s) lacks lib/libtorch_cpu.so or the C++ API headers" % (root, origin))
+    ctx.symlink(root + "/include", "include")
+
+    # PyPI's wheel keeps CUDA's runtime in nvidia/cu13/lib beside the torch package.
+    cuda_lib = ctx.path(root).dirname.get_child("nvidia").get_child("cu13").get_child("lib")
+    cuda_linkopts = []
+    if cuda_lib.exists:
+        cuda_linkopts = ["-Wl,-rpath-link," + str(cuda_lib), "-Wl,-rpath," + str(cuda_lib)]
+    ctx.file("BUILD", _TORCH2_BUILD.format(
+        version = _torch_version(ctx, root),
+        origin = origin,
+        root = root,
+        lib = lib,
+        cuda_linkopts = repr(cuda_linkopts),
+    ))
+
 def _torch_impl(ctx):
+    found = _find_torch2(ctx)
+    if found:
+        _torch2_build(ctx, found[0], found[1])
+        return
     api = "/usr/include/torch/csrc/api/include"
     if ctx.path(api + "/torch/torch.h").exists:
         ctx.symlink(api, "api_include")
@@ -257,9 +339,14 @@ def _torch_impl(ctx):
     else:
         ctx.file("BUILD", _TORCH_BUILD_ABSENT.format(why = "no " + api + "/torch/torch.h"))
 
-# Debian's LibTorch 1.13 (libtorch-dev, CPU only); stubs that fail with a clear message when it is
-# not installed.
+# LibTorch for integration/torch, the first found of: $LIBTORCH_HOME; PyPI's torch 2.x in the
+# workspace's .venv (what tools/setup --test-venv installs, and CI tests); Debian's LibTorch 1.13
+# (libtorch-dev, CPU only), the fallback without PyPI; else stubs that fail with a clear message.
+# Re-run when LIBTORCH_HOME changes; after making or removing .venv, `bazel sync --configure`
+# (or `bazel shutdown`) makes Bazel look again.
 torch_repository = repository_rule(
     implementation = _torch_impl,
+    configure = True,
+    environ = ["LIBTORCH_HOME"],
     local = True,
 )

@@ -21,15 +21,8 @@ std::string SpecOf(const specs::Plan& plan, std::string_view name) {
   return rule ? specs::CanonicalJson(plan.rules[*rule].spec) : std::string("replicated");
 }
 
-absl::Status CheckTensor(const std::string& name, const torch::Tensor& t, bool allow_meta) {
+absl::Status CheckTensor(const std::string& name, const torch::Tensor& t) {
   if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat(name, ": undefined tensor"));
-  if (t.is_meta() && !allow_meta) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name,
-                     ": a meta tensor (ShardTorchModule and LoadTorchModule need materialised "
-                     "tensors on every rank, because LibTorch refuses set_data from meta; use "
-                     "ShardTorchTensors or LoadTorchShards)"));
-  }
   if (!t.is_meta() && !t.is_contiguous()) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": not contiguous (the engine shards contiguous tensors)"));
@@ -45,8 +38,12 @@ absl::StatusOr<std::map<size_t, size_t>> FindTies(const NamedTorchTensors& tenso
   absl::flat_hash_map<const void*, size_t> by_storage;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const torch::Tensor& t = tensors[i].second;
-    if (t.is_meta() || t.numel() == 0) continue;
-    auto [it, first] = by_storage.try_emplace(t.storage().unsafeGetStorageImpl(), i);
+    if (!t.is_meta() && t.numel() == 0) continue;
+    // A meta tensor has no storage: tied meta parameters are one TensorImpl (LibTorch ties by
+    // registering one tensor under two names).
+    const void* memory = t.is_meta() ? static_cast<const void*>(t.unsafeGetTensorImpl())
+                                     : static_cast<const void*>(t.storage().unsafeGetStorageImpl());
+    auto [it, first] = by_storage.try_emplace(memory, i);
     if (first) continue;
     const auto& [name0, t0] = tensors[it->second];
     const auto& name = tensors[i].first;
@@ -93,9 +90,8 @@ absl::Status CheckOneShardPerRank(const NamedTorchTensors& tensors, const specs:
 }
 
 absl::StatusOr<std::map<size_t, size_t>> LocalChecks(const NamedTorchTensors& tensors,
-                                                     const specs::Plan& plan, int world_size,
-                                                     bool allow_meta) {
-  for (const auto& [name, t] : tensors) SHARDKIT_RETURN_IF_ERROR(CheckTensor(name, t, allow_meta));
+                                                     const specs::Plan& plan, int world_size) {
+  for (const auto& [name, t] : tensors) SHARDKIT_RETURN_IF_ERROR(CheckTensor(name, t));
   SHARDKIT_RETURN_IF_ERROR(CheckOneShardPerRank(tensors, plan, world_size));
   return FindTies(tensors, plan);
 }
@@ -166,12 +162,11 @@ using Distribute = std::function<absl::StatusOr<Module>(const NamedTorchTensors&
 // sharing the first one's). `context` names the step in errors.
 absl::StatusOr<TorchShards> DistributeNamed(const NamedTorchTensors& tensors,
                                             const specs::Plan& plan, Communicator& comm,
-                                            CallOptions call, bool allow_meta,
-                                            std::string_view context,
+                                            CallOptions call, std::string_view context,
                                             const Distribute& distribute) {
   call.deadline = comm.Deadline(call);  // one deadline for both steps
   absl::StatusOr<std::map<size_t, size_t>> ties =
-      LocalChecks(tensors, plan, comm.world_size(), allow_meta);
+      LocalChecks(tensors, plan, comm.world_size());
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ties.status(), context, call));
   TorchShards out;
   SHARDKIT_ASSIGN_OR_RETURN(out.module, distribute(tensors, call.deadline));
@@ -184,10 +179,9 @@ absl::StatusOr<TorchShards> DistributeNamed(const NamedTorchTensors& tensors,
 }
 
 absl::StatusOr<TorchShards> ShardNamed(const NamedTorchTensors& tensors, const specs::Plan& plan,
-                                       Communicator& comm, const TorchShardOptions& options,
-                                       bool allow_meta) {
+                                       Communicator& comm, const TorchShardOptions& options) {
   return DistributeNamed(
-      tensors, plan, comm, options.shard.call, allow_meta, "ShardTorch",
+      tensors, plan, comm, options.shard.call, "ShardTorch",
       [&](const NamedTorchTensors& named, absl::Time deadline) -> absl::StatusOr<Module> {
         ShardOptions shard = options.shard;
         shard.call.deadline = deadline;
@@ -199,10 +193,9 @@ absl::StatusOr<TorchShards> ShardNamed(const NamedTorchTensors& tensors, const s
 
 absl::StatusOr<TorchShards> LoadNamed(const std::string& dir, const NamedTorchTensors& tensors,
                                       const specs::Plan& plan, Communicator& comm,
-                                      const checkpoint::LoadShardsOptions& options,
-                                      bool allow_meta) {
+                                      const checkpoint::LoadShardsOptions& options) {
   return DistributeNamed(
-      tensors, plan, comm, options.call, allow_meta, "LoadTorchShards",
+      tensors, plan, comm, options.call, "LoadTorchShards",
       [&](const NamedTorchTensors& named, absl::Time deadline) -> absl::StatusOr<Module> {
         checkpoint::LoadShardsOptions load = options;
         load.call.deadline = deadline;
@@ -212,13 +205,23 @@ absl::StatusOr<TorchShards> LoadNamed(const std::string& dir, const NamedTorchTe
       });
 }
 
-// Makes each of `tensors` its counterpart in `out.local` in place (set_data), so that the module's
-// own torch::Tensor objects (and optimizers holding them) now hold this rank's data.
+// Makes each of `tensors` its counterpart in `out.local` in place, so that the module's own
+// torch::Tensor objects (its members, and optimizers holding them) now hold this rank's data.
+// A materialised tensor takes it through set_data. A meta one (a rank that never allocated the
+// full tensor) cannot: LibTorch refuses set_data from meta ("incompatible tensor type", still in
+// 2.15). It takes the same step set_data takes after that check, TensorImpl::shallow_copy_from:
+// storage, sizes, strides, dtype and device become the shard's; the TensorImpl (its identity, its
+// autograd metadata: requires_grad, and its version counter) stays.
 void SetDataInPlace(NamedTorchTensors& tensors, TorchShards& out) {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < tensors.size(); ++i) {
     torch::Tensor& param = tensors[i].second;  // shares its TensorImpl with the module's
-    if (param.data_ptr() != out.local[i].second.data_ptr()) param.set_data(out.local[i].second);
+    const torch::Tensor& local = out.local[i].second;
+    if (param.is_meta()) {
+      param.unsafeGetTensorImpl()->shallow_copy_from(local.getIntrusivePtr());
+    } else if (param.data_ptr() != local.data_ptr()) {
+      param.set_data(local);
+    }
     out.local[i].second = param;
   }
 }
@@ -250,7 +253,7 @@ absl::StatusOr<TorchShards> ShardTorchModule(torch::nn::Module& module, const sp
                                              Communicator& comm, const TorchShardOptions& options) {
   NamedTorchTensors tensors = NamedTensorsOf(module);
   SHARDKIT_ASSIGN_OR_RETURN(TorchShards out,
-                            ShardNamed(tensors, plan, comm, options, /*allow_meta=*/false));
+                            ShardNamed(tensors, plan, comm, options));
   SetDataInPlace(tensors, out);
   return out;
 }
@@ -259,7 +262,7 @@ absl::StatusOr<TorchShards> ShardTorchTensors(const NamedTorchTensors& tensors,
                                               const specs::Plan& plan, Communicator& comm,
                                               const TorchShardOptions& options) {
   SHARDKIT_ASSIGN_OR_RETURN(TorchShards out,
-                            ShardNamed(tensors, plan, comm, options, /*allow_meta=*/true));
+                            ShardNamed(tensors, plan, comm, options));
   KeepRequiresGrad(tensors, out);
   return out;
 }
@@ -274,7 +277,7 @@ absl::StatusOr<TorchShards> LoadTorchShards(const std::string& dir,
                                             const specs::Plan& plan, Communicator& comm,
                                             const checkpoint::LoadShardsOptions& options) {
   SHARDKIT_ASSIGN_OR_RETURN(TorchShards out,
-                            LoadNamed(dir, tensors, plan, comm, options, /*allow_meta=*/true));
+                            LoadNamed(dir, tensors, plan, comm, options));
   KeepRequiresGrad(tensors, out);
   return out;
 }
@@ -284,7 +287,7 @@ absl::StatusOr<TorchShards> LoadTorchModule(const std::string& dir, torch::nn::M
                                             const checkpoint::LoadShardsOptions& options) {
   NamedTorchTensors tensors = NamedTensorsOf(module);
   SHARDKIT_ASSIGN_OR_RETURN(TorchShards out,
-                            LoadNamed(dir, tensors, plan, comm, options, /*allow_meta=*/false));
+                            LoadNamed(dir, tensors, plan, comm, options));
   SetDataInPlace(tensors, out);
   return out;
 }

@@ -13,8 +13,8 @@
 // zero-copy views of the tensors (torch_tensor.h), one agreement, the transfers, one commit. The
 // engine's checks and errors apply unchanged (the same on every rank, nothing changed on failure);
 // before it, one AgreeOnStatus round makes this layer's own checks the same on every rank too:
-//  - every tensor is a CPU tensor (ShardTorchTensors: or meta, on ranks other than the source) of
-//    a dtype shardkit has, contiguous;
+//  - every tensor is a CPU tensor (or meta, on ranks other than the source) of a dtype shardkit
+//    has, contiguous;
 //  - no rank holds two or more shards of one parameter under the plan (a torch parameter is one
 //    tensor): kInvalidArgument naming the parameter and the rank — decided from the plan's layout,
 //    the same on every rank;
@@ -23,18 +23,19 @@
 //    the same shard tensor).
 //
 // Which to use:
-//  - ShardTorchModule(module, …): every rank has materialised the module's parameters and buffers
-//    (named_parameters()/named_buffers(), recursively: "layers.0.attn.qkv.weight") with the right
-//    shapes and dtypes; the source's hold the data. Afterwards each sharded parameter or buffer is
-//    its local shard in place (Tensor::set_data: the same torch::Tensor object, so optimizers and
-//    references built before still work; requires_grad kept), and the full-size memory of the
-//    other ranks is released. A rank without a shard of a parameter gets an empty tensor
-//    (shape [0]). Replicated tensors get the source's values. LibTorch 1.13 refuses set_data from a
-//    meta tensor, so ShardTorchModule needs materialised tensors everywhere.
-//  - ShardTorchTensors(named tensors, …): when non-source ranks should never allocate full
-//    tensors: they pass meta tensors (torch::kMeta). Returns this rank's tensors as new
-//    torch::Tensors (by name, in input order; requires_grad as the input's); the caller wires them
-//    into its model.
+//  - ShardTorchModule(module, …): the module's parameters and buffers (named_parameters()/
+//    named_buffers(), recursively: "layers.0.attn.qkv.weight") have the right shapes and dtypes on
+//    every rank; the source's hold the data, the other ranks' may be meta tensors (then nothing
+//    full-size is ever allocated there). Afterwards each sharded parameter or buffer is its local
+//    shard in place: the same torch::Tensor object (TensorImpl), so the module's members,
+//    optimizers and references built before still work, requires_grad kept. A materialised
+//    tensor takes the shard through set_data (its full-size memory is released); a meta one, which
+//    set_data refuses, through TensorImpl::shallow_copy_from, the step set_data itself ends with.
+//    A rank without a shard of a parameter gets an empty tensor (shape [0]). Replicated tensors get
+//    the source's values. Tied meta parameters are one tensor registered under two names.
+//  - ShardTorchTensors(named tensors, …): the same checks, but the inputs are left alone: returns
+//    this rank's tensors as new torch::Tensors (by name, in input order; requires_grad as the
+//    input's); the caller wires them into its model.
 // Both return `TorchShards::module`: shardkit's view — a ShardedTensor per sharded name (global
 // shape, the bound spec, every shard's offsets and sizes, this rank's shard sharing memory with
 // the torch tensor, so a later ShardedTensor::Gather sees in-place updates such as an optimizer
@@ -90,8 +91,8 @@ struct TorchShards {
 //    global shapes and dtypes; DIR is laid out by `plan` over this communicator's world (which may
 //    differ from DIR's layout and world size) and each rank reads only its shards. Returns them as
 //    new tensors, like ShardTorchTensors (the same one-shard-per-rank and tied-weight rules).
-//  - LoadTorchModule(dir, module, plan, …): the same into a module's materialised parameters and
-//    buffers in place (set_data), like ShardTorchModule.
+//  - LoadTorchModule(dir, module, plan, …): the same into a module's parameters and buffers in
+//    place (materialised or meta, on every rank), like ShardTorchModule.
 // Collectives. Errors: as SaveShards / LoadShards and as ShardTorchTensors' checks (the same on
 // every rank); on failure nothing is changed.
 [[nodiscard]] absl::Status SaveTorchShards(const std::string& dir, const TorchShards& shards,

@@ -206,13 +206,47 @@ void SeveralShardsOnOneRankFail(int rank, Communicator& comm, std::string_view) 
   EXPECT_EQ(module.named_parameters()["fc.weight"].sizes(), torch::IntArrayRef({4, 2}));
 }
 
-void MetaNeedsShardTorchTensors(int rank, Communicator& comm, std::string_view) {
+// Non-source ranks hold meta parameters: nothing full-size is allocated there. ShardTorchModule
+// fills them in place: the module's member tensor, a tied name and an optimizer built before all
+// see the shard (shallow_copy_from keeps the TensorImpl, requires_grad included).
+void ModuleFromMetaOnOtherRanks(int rank, Communicator& comm, std::string_view) {
+  const auto device = torch::device(rank == 0 ? torch::kCPU : torch::kMeta);
   torch::nn::Module module;
-  module.register_parameter(
-      "w", torch::empty({4}, torch::device(rank == 0 ? torch::kCPU : torch::kMeta)));
+  torch::Tensor w = module.register_parameter("w", torch::empty({6, 4}, device));
+  torch::Tensor b = module.register_parameter("b", torch::empty({4}, device));  // replicated
+  module.register_parameter("tied", w);  // one tensor under two names
+  const torch::Tensor full = torch::arange(24, torch::kFloat32).reshape({6, 4});
+  if (rank == 0) {
+    torch::NoGradGuard no_grad;
+    w.copy_(full);
+    b.copy_(torch::arange(4, torch::kFloat32) + 100);
+  }
+  // Built before sharding; over w and b once each (module.parameters() lists w twice, as "tied").
+  torch::optim::SGD sgd(std::vector<torch::Tensor>{w, b}, torch::optim::SGDOptions(0.5));
+  const std::string plan = absl::StrCat(R"({"rules": [{"match": "w", "spec": )", Chunk(0),
+                                        R"(}, {"match": "tied", "spec": )", Chunk(0), "}]}");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(TorchShards shards,
+                                ShardTorchModule(module, MustParsePlan(plan), comm));
+  ASSERT_FALSE(w.is_meta());
+  EXPECT_TRUE(w.requires_grad());
+  EXPECT_TRUE(torch::equal(w, full.narrow(0, 2 * rank, 2)));
+  EXPECT_TRUE(torch::equal(b, torch::arange(4, torch::kFloat32) + 100));
+  EXPECT_TRUE(module.named_parameters()["tied"].is_same(w));
+  w.mutable_grad() = torch::ones_like(w);
+  b.mutable_grad() = torch::zeros_like(b);
+  sgd.step();  // the optimizer built on the meta tensors updates the shards
+  EXPECT_TRUE(torch::equal(w, full.narrow(0, 2 * rank, 2) - 0.5));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(const ShardedTensor* st, shards.module.GetSharded("w"));
+  EXPECT_EQ(st->local_shards().front().tensor.data(), static_cast<std::byte*>(w.data_ptr()));
+}
+
+// A meta tensor on the source has no data to send: the engine's error, the same on every rank.
+void MetaOnTheSourceFails(int rank, Communicator& comm, std::string_view) {
+  torch::nn::Module module;
+  module.register_parameter("w", torch::empty({4}, torch::device(torch::kMeta)));
   absl::StatusOr<TorchShards> result =
       ShardTorchModule(module, MustParsePlan(R"({"rules": []})"), comm);
-  EXPECT_THAT(result.status().message(), HasSubstr("use ShardTorchTensors"));
+  EXPECT_FALSE(result.ok());
   EXPECT_THAT(AllMessages(comm, result.status()), ::testing::Each(result.status().message()));
 }
 
@@ -318,7 +352,8 @@ TEST_F(ShardTorchTest, TiedWeightsWithDifferentSpecsFail) {
   Run(&TiedWeightsWithDifferentSpecsFail);
 }
 TEST_F(ShardTorchTest, SeveralShardsOnOneRankFail) { Run(&SeveralShardsOnOneRankFail); }
-TEST_F(ShardTorchTest, MetaNeedsShardTorchTensors) { Run(&MetaNeedsShardTorchTensors); }
+TEST_F(ShardTorchTest, ModuleFromMetaOnOtherRanks) { Run(&ModuleFromMetaOnOtherRanks); }
+TEST_F(ShardTorchTest, MetaOnTheSourceFails) { Run(&MetaOnTheSourceFails); }
 TEST_F(ShardTorchTest, TensorsFromMeta) { Run(&TensorsFromMeta); }
 TEST_F(ShardTorchTest, SaveThenLoad) {
   Run([](int rank, Communicator& comm, std::string_view) {

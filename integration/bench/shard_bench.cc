@@ -188,9 +188,8 @@ class CopyMover {
       for (const specs::ShardMetadata& shard : setup.shards) {
         const size_t bytes = static_cast<size_t>(shard.sizes[0] * kRowBytes);
         if (shard.placement.rank() != comm.rank() || bytes == 0) continue;
-        const std::byte* from = comm.rank() == 0
-                                    ? setup.initial[p].data() + shard.offsets[0] * kRowBytes
-                                    : nullptr;
+        const std::byte* from =
+            comm.rank() == 0 ? setup.initial[p].data() + shard.offsets[0] * kRowBytes : nullptr;
         if (from == nullptr) {
           SHARDKIT_ASSIGN_OR_RETURN(std::shared_ptr<Storage> src, TouchedStorage(device, bytes));
           from = src->data();
@@ -288,16 +287,15 @@ absl::Status ValidateShardBenchOptions(const ShardBenchOptions& o) {
 }
 
 std::string ShardBenchResult::ToJson() const {
-  return absl::StrCat("{\"rank\":", rank, ",\"world\":", world, ",\"mib\":", mib,
-                      ",\"strategy\":\"", strategy, "\",\"median_s\":", median_s,
-                      ",\"min_s\":", min_s, ",\"baseline_rss_mib\":", baseline_rss_mib,
-                      ",\"peak_rss_mib\":", peak_rss_mib, ",\"bytes_sent\":", bytes_sent,
-                      ",\"bytes_received\":", bytes_received,
-                      ",\"agree_median_s\":", agree_median_s, ",\"agree_max_s\":", agree_max_s,
-                      ",\"check_median_s\":", check_median_s,
-                      ",\"agree_begin_us\":", agree_begin_us, ",\"agree_end_us\":", agree_end_us,
-                      ",\"connections\":", connections, ",\"startup_s\":", startup_s,
-                      ",\"device\":\"", device, "\"}");
+  return absl::StrCat(
+      "{\"rank\":", rank, ",\"world\":", world, ",\"mib\":", mib, ",\"strategy\":\"", strategy,
+      "\",\"median_s\":", median_s, ",\"min_s\":", min_s,
+      ",\"baseline_rss_mib\":", baseline_rss_mib, ",\"peak_rss_mib\":", peak_rss_mib,
+      ",\"bytes_sent\":", bytes_sent, ",\"bytes_received\":", bytes_received,
+      ",\"agree_median_s\":", agree_median_s, ",\"agree_max_s\":", agree_max_s,
+      ",\"check_median_s\":", check_median_s, ",\"agree_begin_us\":", agree_begin_us,
+      ",\"agree_end_us\":", agree_end_us, ",\"connections\":", connections,
+      ",\"startup_s\":", startup_s, ",\"device\":\"", device, "\"}");
 }
 
 absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBenchOptions& o) {

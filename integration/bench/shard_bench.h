@@ -60,9 +60,9 @@ struct ShardBenchResult {
   double peak_rss_mib = 0;      // VmHWM (reset at the baseline where the kernel allows)
   int64_t bytes_sent = 0;       // tensor payload per round (agreement headers excluded)
   int64_t bytes_received = 0;   // copy: the bytes copied per round
-  double agree_median_s = 0;  // ShardStats::agree_seconds; 0 for raw
-  double agree_max_s = 0;     // the slowest round's agreement
-  double check_median_s = 0;  // ShardStats::check_seconds: the local checks before it
+  double agree_median_s = 0;    // ShardStats::agree_seconds; 0 for raw
+  double agree_max_s = 0;       // the slowest round's agreement
+  double check_median_s = 0;    // ShardStats::check_seconds: the local checks before it
   // The last round's agreement on this rank (Unix microseconds; 0 for raw): across one host's
   // ranks, max(end) - max(begin) is its latency after the last rank arrived.
   int64_t agree_begin_us = 0, agree_end_us = 0;

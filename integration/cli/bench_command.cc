@@ -1,4 +1,5 @@
-// `shardkit bench --nproc N --mib M [--strategy scatter|broadcast|raw|copy] [--repeats K] [--dtype D]
+// `shardkit bench --nproc N --mib M [--strategy scatter|broadcast|raw|copy] [--repeats K] [--dtype
+// D]
 // [--params P] [--backend B] [--timeout S]`: launches N local ranks of this binary (LaunchSelf,
 // with the hidden flag --rank-worker) that each run integration/bench's RunShardBench and print
 // exactly one JSON line; the launcher passes those lines through unprefixed, so stdout holds
@@ -45,9 +46,12 @@ FlagParser BenchFlagParser(BenchFlags* out) {
                    "[--dtype D] [--params P] [--backend B] [--timeout S]");
   AddRankFlags(flags, &out->ranks, {RankFlag::kNproc});
   flags.AddInt("mib", &out->bench.mib, "parameter size in MiB (required)", 1, int64_t{1} << 30);
-  flags.AddString("strategy", &out->strategy, "scatter (default), broadcast, raw (bare backend send/recv: the transport's floor), or copy (no "
-                  "transport: each rank copies its chunk's bytes on its own device, the memory-copy "
-                  "floor)");
+  flags.AddString(
+      "strategy", &out->strategy,
+      "scatter (default), broadcast, raw (bare backend send/recv: the transport's floor), or copy "
+      "(no "
+      "transport: each rank copies its chunk's bytes on its own device, the memory-copy "
+      "floor)");
   flags.AddInt("repeats", &out->bench.repeats, "timed rounds (default 5)", 1, 1 << 20);
   flags.AddString("dtype", &out->dtype, "element type (default float32)");
   flags.AddInt("params", &out->bench.params,

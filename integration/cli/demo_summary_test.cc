@@ -35,7 +35,7 @@ TEST(DemoSummaryTest, GroupsLayersAndReportsMismatches) {
       ::testing::ContainsRegex(
           R"(layers\.\*\.attn\.out\.weight ×2 +\[8, 8\] +columns \(chunk dim 1\) +\[8, 4\] +\[8, 4\])"));
   EXPECT_THAT(summary, HasSubstr("verified: all 21 parameters bit-exact (sharded ones gathered to "
-                                  "rank 0 on cpu,"));
+                                 "rank 0 on cpu,"));
   EXPECT_THAT(summary, HasSubstr("2 ranks, backend gloo, strategy scatter"));
   report.device = Device::Cuda(0);  // the NCCL demo's: the header and verdict name the device
   report.backend = "nccl";

@@ -133,7 +133,8 @@ absl::StatusOr<DemoReport> RunDemoRank(Communicator& comm, const DemoOptions& op
       absl::StrFormat("building the model on rank %d: %d parameters, %.1f MiB", kSource,
                       report.parameters.size(), SyntheticModelBytes(options.model) / 1048576.0));
   absl::Time start = absl::Now();
-  SHARDKIT_ASSIGN_OR_RETURN(Module module, BuildSyntheticModel(options.model, rank == kSource, options.device));
+  SHARDKIT_ASSIGN_OR_RETURN(Module module,
+                            BuildSyntheticModel(options.model, rank == kSource, options.device));
   report.build_seconds = SecondsSince(start);
 
   Progress(options, rank, absl::StrFormat("sharding across %d ranks", report.world_size));

@@ -90,7 +90,8 @@ absl::StatusOr<Module> BuildSyntheticModel(const SyntheticModelConfig& config, b
                                                  ? ExpectedParameter(params[i], i)
                                                  : Tensor::Meta(params[i].shape, DType::kFloat32));
     if (materialize && device != Device::Cpu()) {
-      SHARDKIT_ASSIGN_OR_RETURN(Tensor there, Tensor::Empty(tensor.shape(), tensor.dtype(), device));
+      SHARDKIT_ASSIGN_OR_RETURN(Tensor there,
+                                Tensor::Empty(tensor.shape(), tensor.dtype(), device));
       SHARDKIT_RETURN_IF_ERROR(there.CopyFrom(tensor));
       tensor = std::move(there);
     }

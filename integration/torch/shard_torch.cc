@@ -165,8 +165,7 @@ absl::StatusOr<TorchShards> DistributeNamed(const NamedTorchTensors& tensors,
                                             CallOptions call, std::string_view context,
                                             const Distribute& distribute) {
   call.deadline = comm.Deadline(call);  // one deadline for both steps
-  absl::StatusOr<std::map<size_t, size_t>> ties =
-      LocalChecks(tensors, plan, comm.world_size());
+  absl::StatusOr<std::map<size_t, size_t>> ties = LocalChecks(tensors, plan, comm.world_size());
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, ties.status(), context, call));
   TorchShards out;
   SHARDKIT_ASSIGN_OR_RETURN(out.module, distribute(tensors, call.deadline));
@@ -252,8 +251,7 @@ NamedTorchTensors NamedTensorsOf(const torch::nn::Module& module) {
 absl::StatusOr<TorchShards> ShardTorchModule(torch::nn::Module& module, const specs::Plan& plan,
                                              Communicator& comm, const TorchShardOptions& options) {
   NamedTorchTensors tensors = NamedTensorsOf(module);
-  SHARDKIT_ASSIGN_OR_RETURN(TorchShards out,
-                            ShardNamed(tensors, plan, comm, options));
+  SHARDKIT_ASSIGN_OR_RETURN(TorchShards out, ShardNamed(tensors, plan, comm, options));
   SetDataInPlace(tensors, out);
   return out;
 }
@@ -261,8 +259,7 @@ absl::StatusOr<TorchShards> ShardTorchModule(torch::nn::Module& module, const sp
 absl::StatusOr<TorchShards> ShardTorchTensors(const NamedTorchTensors& tensors,
                                               const specs::Plan& plan, Communicator& comm,
                                               const TorchShardOptions& options) {
-  SHARDKIT_ASSIGN_OR_RETURN(TorchShards out,
-                            ShardNamed(tensors, plan, comm, options));
+  SHARDKIT_ASSIGN_OR_RETURN(TorchShards out, ShardNamed(tensors, plan, comm, options));
   KeepRequiresGrad(tensors, out);
   return out;
 }
@@ -276,8 +273,7 @@ absl::StatusOr<TorchShards> LoadTorchShards(const std::string& dir,
                                             const NamedTorchTensors& tensors,
                                             const specs::Plan& plan, Communicator& comm,
                                             const checkpoint::LoadShardsOptions& options) {
-  SHARDKIT_ASSIGN_OR_RETURN(TorchShards out,
-                            LoadNamed(dir, tensors, plan, comm, options));
+  SHARDKIT_ASSIGN_OR_RETURN(TorchShards out, LoadNamed(dir, tensors, plan, comm, options));
   KeepRequiresGrad(tensors, out);
   return out;
 }
@@ -286,8 +282,7 @@ absl::StatusOr<TorchShards> LoadTorchModule(const std::string& dir, torch::nn::M
                                             const specs::Plan& plan, Communicator& comm,
                                             const checkpoint::LoadShardsOptions& options) {
   NamedTorchTensors tensors = NamedTensorsOf(module);
-  SHARDKIT_ASSIGN_OR_RETURN(TorchShards out,
-                            LoadNamed(dir, tensors, plan, comm, options));
+  SHARDKIT_ASSIGN_OR_RETURN(TorchShards out, LoadNamed(dir, tensors, plan, comm, options));
   SetDataInPlace(tensors, out);
   return out;
 }

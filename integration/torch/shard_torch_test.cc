@@ -283,8 +283,8 @@ void TensorsFromMeta(int rank, Communicator& comm, std::string_view) {
 // the saved layout. A shape that differs from the directory fails alike on every rank. Run once
 // with shardkit's directory and once with a PyTorch DCP checkpoint (SaveShardsOptions::format).
 void SaveThenLoad(int rank, Communicator& comm, checkpoint::OutputFormat format) {
-  const std::string dir = testing::TestPath(
-      format == checkpoint::OutputFormat::kDcp ? "torch-save-dcp" : "torch-save");
+  const std::string dir =
+      testing::TestPath(format == checkpoint::OutputFormat::kDcp ? "torch-save-dcp" : "torch-save");
   {
     Model model;
     FillSource(model, rank);

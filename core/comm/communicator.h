@@ -224,6 +224,12 @@ class Communicator {
   // they are meant for small control data, not tensors.
   virtual bool SupportsDevice(const Device& device) const = 0;
 
+  // Where this rank's tensors live when nothing names a device: the CPU when this backend moves
+  // host memory, else the rank's current CUDA device (`cuda`: NCCL binds each rank to one).
+  Device DefaultDevice() const {
+    return SupportsDevice(Device::Cpu()) ? Device::Cpu() : Device::Cuda();
+  }
+
  protected:
   explicit Communicator(CommunicatorOptions options);
 

@@ -185,7 +185,7 @@ absl::StatusOr<ShardedTensor> Reshard(const ShardedTensor& tensor,
   // The wire lives where this rank's old shards do (else the backend's default device); new shards
   // where their placements say.
   const Device wire_device = tensor.local_shards().empty()
-                                 ? internal::DefaultDevice(comm)
+                                 ? comm.DefaultDevice()
                                  : tensor.local_shards().front().tensor.device();
   const std::vector<Piece> pieces = PlanPieces(tensor.shards(), *new_shards);
   // A failure here is this rank's alone: the status round turns it into every rank's same error

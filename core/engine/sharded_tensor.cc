@@ -46,8 +46,8 @@ absl::Status PrepareGatherOutput(const ShardedTensor& st, int dst, Tensor* out,
     return absl::InvalidArgumentError(absl::StrCat("out is nullptr on dst rank ", dst));
   }
   if (out->is_meta()) {
-    SHARDKIT_ASSIGN_OR_RETURN(
-        *out, Tensor::Empty(st.global_shape(), st.dtype(), internal::DefaultDevice(comm)));
+    SHARDKIT_ASSIGN_OR_RETURN(*out,
+                              Tensor::Empty(st.global_shape(), st.dtype(), comm.DefaultDevice()));
   }
   if (out->shape() != st.global_shape() || out->dtype() != st.dtype()) {
     return absl::InvalidArgumentError(
@@ -76,7 +76,7 @@ absl::Status PrepareSend(const ShardedTensor& st, const Communicator& comm, Gath
     return absl::OkStatus();
   }
   const std::string step = absl::StrCat("packing this rank's ", local.size(), " shards");
-  const Device device = local.empty() ? internal::DefaultDevice(comm) : local[0].tensor.device();
+  const Device device = local.empty() ? comm.DefaultDevice() : local[0].tensor.device();
   absl::StatusOr<std::shared_ptr<Storage>> packed =
       Storage::Allocate(device, static_cast<size_t>(st.local_nbytes()));
   if (!packed.ok()) return Annotate(packed.status(), step);

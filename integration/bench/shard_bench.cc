@@ -37,12 +37,6 @@ double Median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-// Where this rank's tensors live: host memory if the backend moves it, else the rank's current
-// CUDA device (NCCL binds each rank to cuda:LOCAL_RANK).
-Device BenchDevice(const Communicator& comm) {
-  return comm.SupportsDevice(Device::Cpu()) ? Device::Cpu() : Device::Cuda();
-}
-
 // Writes every byte of [ptr, ptr + bytes) on `device` once (the CPU's first touch is what is
 // slow on these machines, so no timed round pays it).
 absl::Status Touch(const Device& device, std::byte* ptr, size_t bytes) {
@@ -308,7 +302,7 @@ absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBe
   // Where the peak cannot be reset, peak_rss_mib is the whole process's peak.
   os::ResetPeakRss().IgnoreError();
   result.baseline_rss_mib = StatusFieldMiB("VmRSS");
-  const Device device = BenchDevice(comm);
+  const Device device = comm.DefaultDevice();
   result.device = device.ToString();
   SHARDKIT_ASSIGN_OR_RETURN(specs::ShardingSpec spec, specs::ParseSpec(SpecJson(device)));
   SHARDKIT_ASSIGN_OR_RETURN(Setup setup, MakeParameters(comm, o, spec, device));

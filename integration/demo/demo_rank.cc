@@ -106,7 +106,8 @@ absl::StatusOr<std::vector<RankReport>> ExchangeReports(const RankReport& mine,
 }  // namespace
 
 Device DemoDevice(const Communicator& comm, int local_rank) {
-  return comm.SupportsDevice(Device::Cpu()) ? Device::Cpu() : Device::Cuda(local_rank);
+  const Device device = comm.DefaultDevice();
+  return device.is_cuda() ? Device::Cuda(local_rank) : device;
 }
 
 bool DemoReport::verified() const {

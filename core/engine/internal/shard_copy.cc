@@ -14,12 +14,8 @@ std::vector<std::vector<size_t>> ShardIndicesByRank(const std::vector<specs::Sha
   return by_rank;
 }
 
-Device DefaultDevice(const Communicator& comm) {
-  return comm.SupportsDevice(Device::Cpu()) ? Device::Cpu() : Device::Cuda();
-}
-
 Device PlacementDevice(const specs::Placement& placement, const Communicator& comm) {
-  return placement.device().value_or(DefaultDevice(comm));
+  return placement.device().value_or(comm.DefaultDevice());
 }
 
 int64_t ShardBytes(const specs::ShardMetadata& shard, DType dtype) {

@@ -22,12 +22,8 @@ namespace shardkit::internal {
 std::vector<std::vector<size_t>> ShardIndicesByRank(const std::vector<specs::ShardMetadata>& shards,
                                                     int world_size);
 
-// Where memory this rank allocates for a transfer lives when nothing names a device: the CPU when
-// `comm` moves CPU memory, else the rank's current CUDA device (NCCL).
-Device DefaultDevice(const Communicator& comm);
-
 // The device of a shard placed by `placement` on this rank: the placement's device, or
-// DefaultDevice(comm) when it names none.
+// comm.DefaultDevice() when it names none.
 Device PlacementDevice(const specs::Placement& placement, const Communicator& comm);
 
 // Bytes of one shard of `dtype`. The shard must fit in the tensor (validated metadata).

@@ -36,7 +36,7 @@ std::string DeviceProblem(const ShardJob& job, const Communicator& comm, bool is
 }
 
 // Where this rank's shards of `job` land: their placements' device (one block receives them all,
-// so it must be the same for every shard of the rank), else DefaultDevice.
+// so it must be the same for every shard of the rank), else comm.DefaultDevice().
 absl::StatusOr<Device> LandingDevice(const ShardJob& job, const Communicator& comm) {
   std::optional<Device> device;
   for (const specs::ShardMetadata& shard : job.shards) {
@@ -49,7 +49,7 @@ absl::StatusOr<Device> LandingDevice(const ShardJob& job, const Communicator& co
     }
     device = here;
   }
-  return device.value_or(DefaultDevice(comm));
+  return device.value_or(comm.DefaultDevice());
 }
 
 // The layout of the last (spec, shape) laid out: a plan's parameters mostly share both, and laying

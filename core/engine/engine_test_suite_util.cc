@@ -12,10 +12,9 @@ Device RankDevice(const Json& c, int rank) {
 
 Tensor OnDevice(const Tensor& t, const Device& device) {
   if (t.device() == device || t.is_meta()) return t;
-  Tensor out = *Tensor::Empty(t.shape(), t.dtype(), device);
-  EXPECT_TRUE(out.CopyFrom(t).ok());
-  out.set_requires_grad(t.requires_grad());
-  return out;
+  absl::StatusOr<Tensor> out = t.Clone(device);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *std::move(out) : t;
 }
 
 std::string DeviceSuffix(const Json& c, int rank) { return "/" + RankDevice(c, rank).ToString(); }

@@ -219,13 +219,15 @@ absl::StatusOr<Tensor> Tensor::Narrow(int64_t dim, int64_t start, int64_t length
   return view;
 }
 
-absl::StatusOr<Tensor> Tensor::Clone() const {
+absl::StatusOr<Tensor> Tensor::Clone() const { return Clone(device_); }
+
+absl::StatusOr<Tensor> Tensor::Clone(const Device& device) const {
   if (is_meta()) {
     SHARDKIT_ASSIGN_OR_RETURN(Tensor copy, Meta(shape_, dtype_));
     copy.requires_grad_ = requires_grad_;
     return copy;
   }
-  SHARDKIT_ASSIGN_OR_RETURN(Tensor copy, Empty(shape_, dtype_, device_));
+  SHARDKIT_ASSIGN_OR_RETURN(Tensor copy, Empty(shape_, dtype_, device));
   SHARDKIT_RETURN_IF_ERROR(copy.CopyFrom(*this));
   copy.requires_grad_ = requires_grad_;
   return copy;

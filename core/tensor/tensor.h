@@ -78,6 +78,9 @@ class Tensor {
 
   // A contiguous copy in fresh storage on the same device (meta: a meta tensor).
   [[nodiscard]] absl::StatusOr<Tensor> Clone() const;
+  // The same on `device` (host ⇄ device through the device's allocator, as CopyFrom). Errors: as
+  // Empty (e.g. kFailedPrecondition when no allocator is registered for `device`) and CopyFrom.
+  [[nodiscard]] absl::StatusOr<Tensor> Clone(const Device& device) const;
   // `*this` if contiguous, else Clone().
   [[nodiscard]] absl::StatusOr<Tensor> Contiguous() const;
 

@@ -98,6 +98,13 @@ TEST(TensorTest, CloneContiguousAndCopyFrom) {
   SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor clone, t.Clone());
   EXPECT_NE(clone.storage(), t.storage());
   EXPECT_EQ(Values<int16_t>(clone), Values<int16_t>(t));
+  // Clone onto a named device: the host here; a device without an allocator is refused.
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor on_host, inner.Clone(Device::Cpu()));
+  EXPECT_TRUE(on_host.IsContiguous());
+  EXPECT_TRUE(on_host.requires_grad());
+  EXPECT_THAT(Values<int16_t>(on_host), ElementsAre(5, 6, 9, 10, 17, 18, 21, 22));
+  EXPECT_THAT(t.Clone(Device::Cuda(0)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("cuda")));
 
   // Write into a strided destination.
   SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor dst, Tensor::Zeros({2, 3, 4}, DType::kInt16));

@@ -38,8 +38,7 @@ absl::StatusOr<bool> Matches(const std::vector<specs::ParameterInfo>& params, si
                              const Tensor& actual) {
   SHARDKIT_ASSIGN_OR_RETURN(Tensor expected, ExpectedParameter(params[index], index));
   if (actual.device() == Device::Cpu()) return SameContents(actual, expected);
-  SHARDKIT_ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(actual.shape(), actual.dtype()));
-  SHARDKIT_RETURN_IF_ERROR(host.CopyFrom(actual));
+  SHARDKIT_ASSIGN_OR_RETURN(Tensor host, actual.Clone(Device::Cpu()));
   return SameContents(host, expected);
 }
 

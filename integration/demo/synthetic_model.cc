@@ -90,10 +90,7 @@ absl::StatusOr<Module> BuildSyntheticModel(const SyntheticModelConfig& config, b
                                                  ? ExpectedParameter(params[i], i)
                                                  : Tensor::Meta(params[i].shape, DType::kFloat32));
     if (materialize && device != Device::Cpu()) {
-      SHARDKIT_ASSIGN_OR_RETURN(Tensor there,
-                                Tensor::Empty(tensor.shape(), tensor.dtype(), device));
-      SHARDKIT_RETURN_IF_ERROR(there.CopyFrom(tensor));
-      tensor = std::move(there);
+      SHARDKIT_ASSIGN_OR_RETURN(tensor, tensor.Clone(device));
     }
     SHARDKIT_RETURN_IF_ERROR(module.AddParameter(params[i].name, std::move(tensor)));
   }

@@ -56,8 +56,7 @@ int64_t SyntheticModelBytes(const SyntheticModelConfig& config);
 // The model: with `materialize`, every parameter holds ExpectedParameter on `device` (made on the
 // host, then copied there one parameter at a time); otherwise every parameter is a meta tensor of
 // the same shape (what a rank other than the source starts from).
-// Errors: as Tensor::Arange / Tensor::Meta / Tensor::Empty / Tensor::CopyFrom /
-// Module::AddParameter.
+// Errors: as Tensor::Arange / Tensor::Meta / Tensor::Clone / Module::AddParameter.
 [[nodiscard]] absl::StatusOr<Module> BuildSyntheticModel(const SyntheticModelConfig& config,
                                                          bool materialize,
                                                          const Device& device = Device::Cpu());

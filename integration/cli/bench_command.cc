@@ -1,9 +1,8 @@
-// `shardkit bench --nproc N --mib M [--strategy scatter|broadcast|raw|copy] [--repeats K] [--dtype
-// D]
-// [--params P] [--backend B] [--timeout S]`: launches N local ranks of this binary (LaunchSelf,
-// with the hidden flag --rank-worker) that each run integration/bench's RunShardBench and print
-// exactly one JSON line; the launcher passes those lines through unprefixed, so stdout holds
-// nothing else. Ranks' errors go to stderr, prefixed "[rank R] ".
+// `shardkit bench --nproc N --mib M [--strategy scatter|broadcast|raw|copy] [--repeats K]
+// [--dtype D] [--params P] [--backend B] [--timeout S]`: launches N local ranks of this binary
+// (LaunchSelf, with the hidden flag --rank-worker) that each run integration/bench's RunShardBench
+// and print exactly one JSON line; the launcher passes those lines through unprefixed, so stdout
+// holds nothing else. Ranks' errors go to stderr, prefixed "[rank R] ".
 #include <iostream>
 #include <limits>
 #include <string>
@@ -49,8 +48,7 @@ FlagParser BenchFlagParser(BenchFlags* out) {
   flags.AddString(
       "strategy", &out->strategy,
       "scatter (default), broadcast, raw (bare backend send/recv: the transport's floor), or copy "
-      "(no "
-      "transport: each rank copies its chunk's bytes on its own device, the memory-copy "
+      "(no transport: each rank copies its chunk's bytes on its own device, the memory-copy "
       "floor)");
   flags.AddInt("repeats", &out->bench.repeats, "timed rounds (default 5)", 1, 1 << 20);
   flags.AddString("dtype", &out->dtype, "element type (default float32)");

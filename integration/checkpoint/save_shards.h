@@ -22,8 +22,9 @@
 //     (RemoveEarlierOutput). Rank 0's `metadata` reaches every rank (one AllGather).
 //  3. Every rank writes DIR/rank-RRRRR.safetensors (CreateRankFile: its shards, named by
 //     ShardTensorNames; replicated parameters whole in every file; rank 0's `metadata` and
-//     DCP_SHARDING_INFO, the file's offsets, as __metadata__: RankFileMetadata) straight from the tensors' memory — a non-contiguous tensor through
-//     contiguous copies of at most memory_bytes — then fsyncs and renames it (os::AtomicFile).
+//     DCP_SHARDING_INFO, the file's offsets, as __metadata__: RankFileMetadata) straight from the
+//     tensors' memory — a non-contiguous tensor through contiguous copies of at most memory_bytes —
+//     then fsyncs and renames it (os::AtomicFile).
 //  4. One status round (the commit); then rank 0 writes DIR/index.json (strategy "save",
 //     src_rank 0, `metadata`), and one more status round reports its outcome on every rank. A
 //     failure before the commit leaves no index.json (an earlier one was removed in step 2),

@@ -18,12 +18,13 @@
 
 namespace shardkit::tp_mlp {
 
-// Collective. Rank 0 checks flags.out (formats::CheckOutputFile: not IN nor inside flags.save_shards,
-// not a link or special file, a safetensors file if it exists), reads and validates
-// flags.checkpoint and shares the verdicts (a bad OUT or IN is the same kInvalidArgument on every
-// rank), then every rank trains for flags.steps; rank 0 prints "step K loss L" (%.9g) on `out`
-// before each update, gathers the weights and writes flags.out.
-// Errors: formats::CheckOutputFile's and the reader's (kInvalidArgument / kNotFound) and the engine's.
+// Collective. Rank 0 checks flags.out (formats::CheckOutputFile: not IN nor inside
+// flags.save_shards, not a link or special file, a safetensors file if it exists), reads and
+// validates flags.checkpoint and shares the verdicts (a bad OUT or IN is the same kInvalidArgument
+// on every rank), then every rank trains for flags.steps; rank 0 prints "step K loss L" (%.9g) on
+// `out` before each update, gathers the weights and writes flags.out.
+// Errors: formats::CheckOutputFile's and the reader's (kInvalidArgument / kNotFound), and the
+// engine's.
 [[nodiscard]] absl::Status TrainTensorParallel(const TrainFlags& flags, Communicator& comm,
                                                std::ostream& out);
 

@@ -235,6 +235,9 @@ cc_library(
     includes = ["api_include"],
     linkopts = ["-ltorch", "-ltorch_cpu", "-lc10", "-pthread"],
 )
+
+# Debian's LibTorch is CPU-only: CUDA tensors are refused at run time.
+cc_library(name = "torch_cuda", deps = [":torch"])
 """
 
 _TORCH_BUILD_ABSENT = """
@@ -247,6 +250,7 @@ genrule(
 )
 
 cc_library(name = "torch", hdrs = [":missing"])
+cc_library(name = "torch_cuda", hdrs = [":missing"])
 """
 
 _TORCH2_BUILD = """
@@ -276,6 +280,20 @@ cc_library(
         "-ltorch_cpu",
         "-lc10",
     ] + {cuda_linkopts} + ["-pthread"],
+)
+
+# LibTorch's CUDA part ({torch_cuda_state}), for a program that holds CUDA tensors in LibTorch
+# (integration/torch's GPU test; users' programs usually link libtorch.so, which pulls it in).
+# --no-as-needed: nothing references it by name; loading it registers LibTorch's CUDA hooks and
+# kernels. Its own dependencies (cuDNN, cuBLAS, NCCL, …) come through its $ORIGIN rpath into
+# PyPI's nvidia/ packages. NCCL: a process has one libnccl.so.2, the first found. A program that
+# also links shardkit's NCCL backend finds CUDA_HOME's first (its rpath comes earlier), and
+# LibTorch then runs on it: fine for shardkit's paths (LibTorch itself calls no NCCL there), but
+# LibTorch's own process groups may need functions only newer NCCLs have.
+cc_library(
+    name = "torch_cuda",
+    linkopts = {torch_cuda_linkopts},
+    deps = [":torch"],
 )
 """
 
@@ -319,12 +337,30 @@ def _torch2_build(ctx, root, origin):
     cuda_linkopts = []
     if cuda_lib.exists:
         cuda_linkopts = ["-Wl,-rpath-link," + str(cuda_lib), "-Wl,-rpath," + str(cuda_lib)]
+    torch_cuda_linkopts = []
+    torch_cuda_state = "absent from this LibTorch: CUDA tensors are refused at run time"
+    if ctx.path(lib + "/libtorch_cuda.so").exists:
+        torch_cuda_state = "present"
+        nvidia = ctx.path(root).dirname.get_child("nvidia")
+        for package in ["nccl", "cudnn", "cusparselt", "nvshmem", "cu13"]:
+            package_lib = nvidia.get_child(package).get_child("lib")
+            if package_lib.exists:
+                torch_cuda_linkopts += ["-Wl,-rpath," + str(package_lib)]
+                torch_cuda_linkopts += ["-Wl,-rpath-link," + str(package_lib)]
+        torch_cuda_linkopts += [
+            "-Wl,--push-state,--no-as-needed",
+            "-ltorch_cuda",
+            "-lc10_cuda",
+            "-Wl,--pop-state",
+        ]
     ctx.file("BUILD", _TORCH2_BUILD.format(
         version = _torch_version(ctx, root),
         origin = origin,
         root = root,
         lib = lib,
         cuda_linkopts = repr(cuda_linkopts),
+        torch_cuda_linkopts = repr(torch_cuda_linkopts),
+        torch_cuda_state = torch_cuda_state,
     ))
 
 def _torch_impl(ctx):

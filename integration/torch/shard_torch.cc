@@ -105,16 +105,18 @@ absl::StatusOr<Module> ViewsOf(const NamedTorchTensors& tensors) {
   return module;
 }
 
-// This rank's tensor of `name` after the commit: its one shard, an empty tensor when it holds
-// none, or the replicated tensor (plain tensors: autograd flags are the caller's business).
-absl::StatusOr<torch::Tensor> LocalTensor(const Module& module, const std::string& name) {
+// This rank's tensor of `name` after the commit: its one shard, an empty tensor on `empty_device`
+// when it holds none, or the replicated tensor (plain tensors: autograd flags are the caller's
+// business).
+absl::StatusOr<torch::Tensor> LocalTensor(const Module& module, const std::string& name,
+                                          const Device& empty_device) {
   SHARDKIT_ASSIGN_OR_RETURN(bool sharded, module.IsSharded(name));
   const Tensor* tensor = nullptr;
   if (sharded) {
     SHARDKIT_ASSIGN_OR_RETURN(const ShardedTensor* st, module.GetSharded(name));
     if (st->local_shards().empty()) {
       SHARDKIT_ASSIGN_OR_RETURN(torch::Dtype dtype, ToTorchDtype(st->dtype()));
-      return torch::empty({0}, torch::dtype(dtype));
+      return torch::empty({0}, torch::dtype(dtype).device(ToTorchDevice(empty_device)));
     }
     tensor = &st->local_shards().front().tensor;
   } else {
@@ -171,7 +173,8 @@ absl::StatusOr<TorchShards> DistributeNamed(const NamedTorchTensors& tensors,
   SHARDKIT_ASSIGN_OR_RETURN(out.module, distribute(tensors, call.deadline));
   SHARDKIT_RETURN_IF_ERROR(TieSlots(out.module, tensors, *ties));
   for (const auto& [name, t] : tensors) {
-    SHARDKIT_ASSIGN_OR_RETURN(torch::Tensor local, LocalTensor(out.module, name));
+    SHARDKIT_ASSIGN_OR_RETURN(torch::Tensor local,
+                              LocalTensor(out.module, name, comm.DefaultDevice()));
     out.local.emplace_back(name, std::move(local));
   }
   return out;

@@ -13,8 +13,9 @@
 // zero-copy views of the tensors (torch_tensor.h), one agreement, the transfers, one commit. The
 // engine's checks and errors apply unchanged (the same on every rank, nothing changed on failure);
 // before it, one AgreeOnStatus round makes this layer's own checks the same on every rank too:
-//  - every tensor is a CPU tensor (or meta, on ranks other than the source) of a dtype shardkit
-//    has, contiguous;
+//  - every tensor is a CPU or CUDA tensor (or meta, on ranks other than the source) of a dtype
+//    shardkit has, contiguous; the backend must move its device (Gloo: CPU, NCCL: CUDA; the
+//    engine's check);
 //  - no rank holds two or more shards of one parameter under the plan (a torch parameter is one
 //    tensor): kInvalidArgument naming the parameter and the rank — decided from the plan's layout,
 //    the same on every rank;
@@ -31,8 +32,15 @@
 //    optimizers and references built before still work, requires_grad kept. A materialised
 //    tensor takes the shard through set_data (its full-size memory is released); a meta one, which
 //    set_data refuses, through TensorImpl::shallow_copy_from, the step set_data itself ends with.
-//    A rank without a shard of a parameter gets an empty tensor (shape [0]). Replicated tensors get
-//    the source's values. Tied meta parameters are one tensor registered under two names.
+//    A rank without a shard of a parameter gets an empty tensor (shape [0], on the backend's
+//    default device). Replicated tensors get the source's values. Tied meta parameters are one
+//    tensor registered under two names.
+//  - CUDA (with the NCCL plugin, LibTorch's CUDA part linked: torch_tensor.h): the source's
+//    parameters on its cuda:N, placements naming devices ("rank:1/cuda:1", or "device": "cuda"
+//    for each rank's own); the shards are allocated by the plugin's allocator on their placement's
+//    device and become the parameters, zero-copy, as on the CPU. The stream rule of
+//    torch_tensor.h applies: the call starts after work on LibTorch's default stream and returns
+//    when the shards are in place.
 //  - ShardTorchTensors(named tensors, …): the same checks, but the inputs are left alone: returns
 //    this rank's tensors as new torch::Tensors (by name, in input order; requires_grad as the
 //    input's); the caller wires them into its model.

@@ -46,8 +46,34 @@ absl::StatusOr<Tensor> ImportDLPack(const torch::Tensor& tensor) {
   return FromDLPack(managed, {.uint8_as_bool = tensor.scalar_type() == torch::kBool});
 }
 
+// LibTorch can hold a CUDA tensor only with its CUDA part loaded and a device present.
+absl::Status CheckTorchCuda(const Tensor& tensor) {
+  if (!tensor.device().is_cuda()) return absl::OkStatus();
+  if (!torch::cuda::is_available()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ToTorch: ", tensor.DebugString(),
+        " is a CUDA tensor, but LibTorch has no CUDA device here (no GPU, or LibTorch's CUDA "
+        "part is not linked: link libtorch_cuda, Bazel //third_party:torch_cuda)"));
+  }
+  return absl::OkStatus();
+}
+
+// The device that owns a CUDA pointer (for shardkit's plain `cuda`, the current device).
+absl::StatusOr<int> OwningDevice(void* data) {
+  try {
+    return at::globalContext().getDeviceFromPtr(data, c10::DeviceType::CUDA).index();
+  } catch (const std::exception& e) {
+    return TorchError("ToTorch", e);
+  }
+}
+
 absl::StatusOr<torch::Tensor> ExportDLPack(const Tensor& tensor, torch::Dtype dtype) {
+  int device_index = tensor.device().index();
+  if (tensor.device().is_cuda() && device_index < 0) {
+    SHARDKIT_ASSIGN_OR_RETURN(device_index, OwningDevice(tensor.data()));
+  }
   SHARDKIT_ASSIGN_OR_RETURN(DLManagedTensor * managed, ToDLPack(tensor));
+  if (tensor.device().is_cuda()) managed->dl_tensor.device.device_id = device_index;
   torch::Tensor shared;
   try {
     shared = at::fromDLPack(managed);  // owns `managed` from here on, even if it throws
@@ -79,20 +105,29 @@ absl::StatusOr<DType> FromTorchDtype(torch::Dtype dtype) {
       absl::StrCat("LibTorch dtype ", c10::toString(dtype), " has no shardkit counterpart"));
 }
 
+torch::Device ToTorchDevice(const Device& device) {
+  if (device.is_cpu()) return torch::Device(torch::kCPU);
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(device.index()));
+}
+
+absl::StatusOr<Device> FromTorchDevice(const torch::Device& device) {
+  if (device.is_cpu()) return Device::Cpu();
+  if (device.is_cuda()) return Device::Cuda(device.has_index() ? device.index() : -1);
+  return absl::InvalidArgumentError(
+      absl::StrCat("LibTorch device ", device.str(), " has no shardkit counterpart"));
+}
+
 std::vector<int64_t> ToTorchSizes(const Shape& shape) { return {shape.begin(), shape.end()}; }
 
 Shape FromTorchSizes(torch::IntArrayRef sizes) { return {sizes.begin(), sizes.end()}; }
 
 absl::StatusOr<torch::Tensor> ToTorch(const Tensor& tensor) {
   SHARDKIT_ASSIGN_OR_RETURN(torch::Dtype dtype, ToTorchDtype(tensor.dtype()));
-  if (!tensor.device().is_cpu()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ToTorch: ", tensor.DebugString(), " is not on the CPU (only CPU tensors)"));
-  }
   torch::Tensor out;
   if (tensor.is_meta()) {
     out = torch::empty(ToTorchSizes(tensor.shape()), torch::dtype(dtype).device(torch::kMeta));
   } else {
+    SHARDKIT_RETURN_IF_ERROR(CheckTorchCuda(tensor));
     SHARDKIT_ASSIGN_OR_RETURN(out, ExportDLPack(tensor, dtype));
   }
   if (tensor.requires_grad() && CanRequireGrad(dtype)) out.set_requires_grad(true);
@@ -105,9 +140,9 @@ absl::StatusOr<Tensor> FromTorch(const torch::Tensor& tensor) {
   Tensor out;
   if (tensor.is_meta()) {
     SHARDKIT_ASSIGN_OR_RETURN(out, Tensor::Meta(FromTorchSizes(tensor.sizes()), dtype));
-  } else if (!tensor.device().is_cpu()) {
+  } else if (!tensor.device().is_cpu() && !tensor.device().is_cuda()) {
     return absl::InvalidArgumentError(absl::StrCat("FromTorch: a tensor on ", tensor.device().str(),
-                                                   " (only CPU tensors are supported)"));
+                                                   " (shardkit holds CPU and CUDA tensors)"));
   } else {
     try {
       SHARDKIT_ASSIGN_OR_RETURN(out, ImportDLPack(tensor));

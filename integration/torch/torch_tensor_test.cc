@@ -11,6 +11,7 @@ namespace shardkit::libtorch {
 namespace {
 
 using ::shardkit::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr DType kShared[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16,  DType::kBFloat16,
@@ -140,6 +141,30 @@ TEST(Convert, DtypesWithoutCounterpartAreNamed) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ComplexDouble")));
   EXPECT_THAT(FromTorch(torch::Tensor()),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("undefined")));
+}
+
+// This test does not link LibTorch's CUDA part (//third_party:torch_cuda): a CUDA tensor (here a
+// host buffer labelled cuda:0, never dereferenced) is refused with the reason, not a crash.
+TEST(ToTorch, CudaTensorWithoutLibTorchCudaIsRefusedWithTheReason) {
+  float bytes[4] = {};
+  auto storage = Storage::Wrap(bytes, sizeof(bytes), Device::Cuda(0), [] {});
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor t,
+                                Tensor::FromStorage(storage, {4}, {1}, 0, DType::kFloat32));
+  EXPECT_THAT(ToTorch(t), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                   AllOf(HasSubstr("cuda:0"), HasSubstr("libtorch_cuda"))));
+}
+
+TEST(Convert, DevicesMapBothWays) {
+  EXPECT_EQ(ToTorchDevice(Device::Cpu()), torch::Device(torch::kCPU));
+  EXPECT_EQ(ToTorchDevice(Device::Cuda(3)), torch::Device(torch::kCUDA, 3));
+  EXPECT_EQ(ToTorchDevice(Device::Cuda()), torch::Device(torch::kCUDA));
+  for (const Device& d : {Device::Cpu(), Device::Cuda(3), Device::Cuda()}) {
+    SCOPED_TRACE(d.ToString());
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(Device back, FromTorchDevice(ToTorchDevice(d)));
+    EXPECT_EQ(back, d);
+  }
+  EXPECT_THAT(FromTorchDevice(torch::Device(torch::kMPS)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("mps")));
 }
 
 }  // namespace

@@ -293,6 +293,55 @@ absl::Status Communicator::AllToAll(std::span<const ConstBuffer> sends,
   });
 }
 
+absl::Status Communicator::AllToAllSegments(std::span<const std::vector<ConstBuffer>> sends,
+                                            std::span<const std::vector<MutableBuffer>> recvs,
+                                            uint64_t check, const CallOptions& options) {
+  Call call = Begin(CollectiveOp::kAllToAll, options);
+  internal::Declaration& d = call.decl;
+  d.pairwise = true;
+  d.param = check;
+  d.check_param = true;
+  const int self = rank();
+  Note(d.problem, CheckCount(sends.size(), world_size()));
+  Note(d.problem, CheckCount(recvs.size(), world_size()));
+  std::vector<std::vector<ConstBuffer>> recv_views(recvs.size());
+  for (size_t r = 0; r < recvs.size(); ++r) {
+    recv_views[r].assign(recvs[r].begin(), recvs[r].end());
+    for (const ConstBuffer& segment : recv_views[r]) Note(d.problem, CheckBuffer(segment, r));
+  }
+  for (size_t r = 0; r < sends.size(); ++r) {
+    for (const ConstBuffer& segment : sends[r]) Note(d.problem, CheckBuffer(segment, r));
+  }
+  if (d.problem.error == LocalError::kNone) {
+    Note(d.problem, CheckSelfSize(TotalSize(SegmentSizes(sends[self])),
+                                  TotalSize(SegmentSizes(recv_views[self]))));
+    for (int peer = 0; peer < world_size(); ++peer) {
+      if (peer == self) continue;
+      const std::vector<uint64_t> out = SegmentSizes(sends[peer]);
+      const std::vector<uint64_t> in = SegmentSizes(recv_views[peer]);
+      d.send_bytes[peer] = TotalSize(out);
+      d.send_segment_digest[peer] = internal::SegmentDigest(out);
+      d.recv_bytes[peer] = TotalSize(in);
+      d.recv_segment_digest[peer] = internal::SegmentDigest(in);
+    }
+  }
+  return Run(call, [&]() -> absl::Status {
+    SHARDKIT_RETURN_IF_ERROR(CopySegmentsToSelf(sends[self], recvs[self]));
+    std::vector<SendOp> out;
+    std::vector<RecvOp> in;
+    for (int peer = 0; peer < world_size(); ++peer) {
+      if (peer == self) continue;
+      for (const ConstBuffer& s : sends[peer]) {
+        if (s.size > 0) out.push_back({peer, s.data, s.size, s.device});
+      }
+      for (const MutableBuffer& r : recvs[peer]) {
+        if (r.size > 0) in.push_back({peer, r.data, r.size, r.device});
+      }
+    }
+    return Move(call, Phase::kPayload, out, in);
+  });
+}
+
 absl::Status Communicator::Barrier(const CallOptions& options) {
   // Round 1 of the agreement is itself a barrier: a rank's header leaves only once the rank has
   // entered the call, and the all-gather ends only when every rank's header has arrived.

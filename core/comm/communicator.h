@@ -198,6 +198,18 @@ class Communicator {
                                       std::span<const MutableBuffer> recvs,
                                       const CallOptions& options = {});
 
+  // AllToAll of several segments per pair in one call (one agreement, one payload round): rank i
+  // sends sends[j][0], sends[j][1], … to rank j, which receives them into its recvs[i][0], … in
+  // order. Both sides of a pair cut the bytes into the same segments (the agreement checks the
+  // total and the segment sizes of every pair); zero-size segments are skipped on both sides; a
+  // rank's own sends[self] are copied in order into its recvs[self] (same total). `check` must be
+  // the same on every rank: a digest of what the callers agreed on earlier (weight sync passes its
+  // plan's fingerprint), compared in the header the call exchanges anyway, at no extra round.
+  // Errors: as Scatter; kInvalidArgument (every rank) naming two ranks whose `check` differs.
+  [[nodiscard]] absl::Status AllToAllSegments(std::span<const std::vector<ConstBuffer>> sends,
+                                              std::span<const std::vector<MutableBuffer>> recvs,
+                                              uint64_t check, const CallOptions& options = {});
+
   // Returns once every rank has entered the barrier. Errors: as Broadcast.
   [[nodiscard]] absl::Status Barrier(const CallOptions& options = {});
 

@@ -1,0 +1,150 @@
+// Weight sync: move a model from one layout on one group of ranks (the source: trainers) to another
+// layout on another group (the destination: an inference server's buffers), again and again,
+// planned once.
+//
+//   // every rank of one communicator; trainers pass their module, servers theirs, others nullptr
+//   SyncGroups groups{.source = {0, 1}, .destination = {2, 3}};
+//   SHARDKIT_ASSIGN_OR_RETURN(SyncPlan plan, PlanSync(trainer, server, groups, *comm));
+//   for (...) {
+//     train_step();
+//     SHARDKIT_RETURN_IF_ERROR(Sync(plan, trainer, server, *comm));  // servers' buffers updated
+//   }
+//
+// The layouts are the modules' own: a ShardedTensor's shards (its placement ranks are ranks of the
+// side's group: placement rank i is world rank groups.source[i]), a plain Tensor is replicated on
+// every rank of the group. The groups may be disjoint, overlap or be the same ranks.
+//
+// PlanSync (collective over every rank of `comm`) agrees once: every rank all-gathers its view
+// (the groups, a digest of each layout it holds, the full layouts from the first member of each
+// group, its local problems); every rank checks the same things and so fails with the same error:
+// the groups, every member's layout against the first member's, the two layouts against each
+// other (the same names, global shapes and dtypes), local shards that are not contiguous or live
+// on a device the backend cannot move. Then every rank walks the same piece list — for every
+// parameter and destination shard, the source shards it intersects (found through the
+// box-intersection index, specs/shard_box_index.h, never all pairs; a replicated source is read
+// from one holder, this rank's own copy when it has one) — and keeps its own sends and receives.
+// A piece that is contiguous in its tensor moves straight from and into tensor memory; a strided
+// one goes through a staging buffer, split so that no piece needs more than the budget. Pieces are
+// grouped into rounds so that no rank stages more than `memory_bytes` to send or to receive in one
+// round; every rank computes the same rounds.
+//
+// Sync moves bytes only: per round one AllToAllSegments whose header carries the plan's
+// fingerprint (the check is free: the header is exchanged anyway). The destination tensors are
+// updated in place; source tensors are only read.
+#ifndef SHARDKIT_CORE_ENGINE_SYNC_PLAN_H_
+#define SHARDKIT_CORE_ENGINE_SYNC_PLAN_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/comm/communicator.h"
+#include "core/engine/module.h"
+#include "core/tensor/allocator.h"
+#include "specs/shard_box_index.h"
+
+namespace shardkit {
+
+// The world ranks of each side's group, in group-rank order. Empty: every rank of `comm`.
+struct SyncGroups {
+  std::vector<int> source;
+  std::vector<int> destination;
+};
+
+struct SyncOptions {
+  // Staging per rank and round, for each direction (strided pieces only). At least 64 KiB.
+  int64_t memory_bytes = int64_t{64} << 20;
+  CallOptions call;  // the deadline of PlanSync
+};
+
+// One box of one parameter moving from world rank `from` to world rank `to`.
+struct SyncPiece {
+  size_t parameter = 0;  // index into SyncPlan::names()
+  size_t id = 0;         // position in the global piece list (the same on every rank)
+  int from = 0;          // world ranks
+  int to = 0;
+  specs::Box box;  // global coordinates
+  int64_t bytes = 0;
+  bool staged_send = false;  // strided in the source shard: packed into staging
+  bool staged_recv = false;  // strided in the destination shard: unpacked from staging
+  int round = 0;
+  size_t source_shard = 0;       // index in the source layout's shards of the parameter
+  size_t destination_shard = 0;  // index in the destination layout's shards
+};
+
+struct SyncCallOptions {
+  // Compare a SHA-256 digest of every piece between its sender and its receiver after the move.
+  bool verify = false;
+  // Testing only: runs on this rank after the bytes moved, before verify's digests.
+  std::function<void()> after_move_for_test;
+  CallOptions call;  // the deadline of the whole call
+};
+
+struct SyncReport {
+  // This rank's destination parameters whose every piece arrived (all of them on success; on
+  // failure the others are torn). Empty on ranks outside the destination group.
+  std::vector<std::string> updated;
+  int64_t bytes_received = 0;  // from other ranks
+  int64_t bytes_copied = 0;    // local pieces (overlapping groups)
+};
+
+namespace internal {
+struct SyncPlanAccess;
+}  // namespace internal
+
+class SyncPlan {
+ public:
+  // "sha256:…" of both layouts, the groups and the budget; the same on every rank.
+  const std::string& fingerprint() const { return fingerprint_; }
+  uint64_t fingerprint_value() const { return fingerprint_value_; }
+  const std::vector<std::string>& names() const { return names_; }
+  int rounds() const { return rounds_; }
+  // This rank's pieces, by round, in plan order. A local piece (from == to: overlapping groups) is
+  // only in receives() and is copied tensor to tensor.
+  const std::vector<SyncPiece>& sends() const { return sends_; }
+  const std::vector<SyncPiece>& receives() const { return receives_; }
+  int64_t memory_bytes() const { return memory_bytes_; }
+  size_t total_pieces() const { return total_pieces_; }
+  absl::Duration planning_time() const { return planning_time_; }
+
+ private:
+  friend struct internal::SyncPlanAccess;
+
+  std::string fingerprint_;
+  uint64_t fingerprint_value_ = 0;
+  std::vector<std::string> names_;
+  int rounds_ = 0;
+  std::vector<SyncPiece> sends_;
+  std::vector<SyncPiece> receives_;
+  int64_t memory_bytes_ = 0;
+  size_t total_pieces_ = 0;
+  absl::Duration planning_time_;
+  std::vector<int64_t> receives_per_parameter_;  // this rank's receive count per parameter
+  std::shared_ptr<Storage> send_staging_;        // reused by every Sync call
+  std::shared_ptr<Storage> recv_staging_;
+};
+
+// Collective over every rank of `comm`. `source` is non-null exactly on the source group's ranks,
+// `destination` on the destination group's. Errors: kInvalidArgument, the same on every rank,
+// naming the rank, parameter and what differs; transport errors as the Communicator's.
+[[nodiscard]] absl::StatusOr<SyncPlan> PlanSync(const Module* source, const Module* destination,
+                                                const SyncGroups& groups, Communicator& comm,
+                                                const SyncOptions& options = {});
+
+// Collective over every rank of `comm`, with the modules PlanSync saw (the same tensors, or
+// tensors of the same shapes, dtypes and devices). Errors: kInvalidArgument (every rank) if the
+// ranks' plans differ; with verify, kDataLoss (every rank) naming parameter, piece and ranks of
+// the first mismatching digests; transport errors as the Communicator's (a rank that dies or
+// stalls is named by every other; the communicator is poisoned, and a new plan is needed on a new
+// communicator). `report`, if given, is filled also on failure.
+[[nodiscard]] absl::Status Sync(SyncPlan& plan, const Module* source, Module* destination,
+                                Communicator& comm, const SyncCallOptions& options = {},
+                                SyncReport* report = nullptr);
+
+}  // namespace shardkit
+
+#endif  // SHARDKIT_CORE_ENGINE_SYNC_PLAN_H_

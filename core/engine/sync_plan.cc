@@ -258,7 +258,7 @@ absl::StatusOr<SyncPlan> PlanSync(const Module* source, const Module* destinatio
                        views[groups.destination[0]]["layouts"][1], views[0]["groups"], budget})
               .dump()),
       budget);
-  Walker walker(comm.rank(), comm.world_size(), budget);
+  Walker walker(comm.rank(), comm.world_size(), budget / 2);  // two send buckets: sync.cc
   std::vector<std::string> names;
   absl::flat_hash_map<std::string, const SyncParameter*> by_name;
   for (const SyncParameter& p : source_layout) by_name[p.name] = &p;

@@ -24,12 +24,13 @@
 // box-intersection index, specs/shard_box_index.h, never all pairs; a replicated source is read
 // from one holder, this rank's own copy when it has one) — and keeps its own sends and receives.
 // A piece that is contiguous in its tensor moves straight from and into tensor memory; a strided
-// one goes through a staging buffer, split so that no piece needs more than the budget. Pieces are
-// grouped into rounds so that no rank stages more than `memory_bytes` to send or to receive in one
-// round; every rank computes the same rounds.
+// one goes through a staging buffer, split so that no piece needs more than a bucket. Pieces are
+// grouped into rounds so that no rank stages more than a bucket (half of `memory_bytes`) to send or
+// to receive in one round; every rank computes the same rounds.
 //
 // Sync moves bytes only: per round one AllToAllSegments whose header carries the plan's
-// fingerprint (the check is free: the header is exchanged anyway). The destination tensors are
+// fingerprint (the check is free: the header is exchanged anyway), while a helper thread packs
+// the next round's strided sends into the other send bucket. The destination tensors are
 // updated in place; source tensors are only read.
 #ifndef SHARDKIT_CORE_ENGINE_SYNC_PLAN_H_
 #define SHARDKIT_CORE_ENGINE_SYNC_PLAN_H_
@@ -56,7 +57,8 @@ struct SyncGroups {
 };
 
 struct SyncOptions {
-  // Staging per rank and round, for each direction (strided pieces only). At least 64 KiB.
+  // Staging per rank for strided pieces, at least 64 KiB: sends go in buckets of half of it, two
+  // of them (one is packed while the other is on the wire); receives in one of half of it.
   int64_t memory_bytes = int64_t{64} << 20;
   CallOptions call;  // the deadline of PlanSync
 };
@@ -90,6 +92,8 @@ struct SyncReport {
   std::vector<std::string> updated;
   int64_t bytes_received = 0;  // from other ranks
   int64_t bytes_copied = 0;    // local pieces (overlapping groups)
+  double pack_seconds = 0;     // packing strided sends and copying local pieces
+  double unpack_seconds = 0;   // unpacking strided receives
 };
 
 namespace internal {
@@ -124,7 +128,7 @@ class SyncPlan {
   size_t total_pieces_ = 0;
   absl::Duration planning_time_;
   std::vector<int64_t> receives_per_parameter_;  // this rank's receive count per parameter
-  std::shared_ptr<Storage> send_staging_;        // reused by every Sync call
+  std::shared_ptr<Storage> send_staging_[2];     // reused by every Sync call (double buffered)
   std::shared_ptr<Storage> recv_staging_;
 };
 

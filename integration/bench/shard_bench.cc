@@ -11,6 +11,7 @@
 #include "core/engine/module.h"
 #include "core/engine/shard_parameter.h"
 #include "core/os/proc_status.h"
+#include "integration/bench/bench_util.h"
 #include "core/tensor/allocator.h"
 #include "specs/parameter_layout.h"
 #include "specs/plan.h"
@@ -25,34 +26,6 @@ constexpr int64_t kRowBytes = 4096;
 std::string SpecJson(const Device& device) {
   return absl::StrCat(R"({"type": "chunk", "dim": 0, "placements": {"ranks": "all", "device": ")",
                       device.ToString(), R"("}})");
-}
-
-// A field of /proc/self/status ("VmRSS", "VmHWM") in MiB; 0 where unavailable.
-double StatusFieldMiB(std::string_view field) {
-  return static_cast<double>(os::ProcStatusBytes(field).value_or(0)) / (1 << 20);
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
-// Writes every byte of [ptr, ptr + bytes) on `device` once (the CPU's first touch is what is
-// slow on these machines, so no timed round pays it).
-absl::Status Touch(const Device& device, std::byte* ptr, size_t bytes) {
-  if (device == Device::Cpu()) {
-    std::memset(ptr, 0x3c, bytes);
-    return absl::OkStatus();
-  }
-  SHARDKIT_ASSIGN_OR_RETURN(Allocator * allocator, GetAllocator(device));
-  return allocator->Zero(device, ptr, bytes);
-}
-
-// `bytes` of touched memory on `device`.
-absl::StatusOr<std::shared_ptr<Storage>> TouchedStorage(const Device& device, size_t bytes) {
-  SHARDKIT_ASSIGN_OR_RETURN(std::shared_ptr<Storage> storage, Storage::Allocate(device, bytes));
-  SHARDKIT_RETURN_IF_ERROR(Touch(device, storage->data(), bytes));
-  return storage;
 }
 
 // Waits until the device has finished what this process queued on it. CUDA's device-to-device

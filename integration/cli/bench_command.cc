@@ -1,7 +1,8 @@
-// `shardkit bench --nproc N --mib M [--strategy scatter|broadcast|raw|copy] [--repeats K]
-// [--dtype D] [--params P] [--backend B] [--timeout S]`: launches N local ranks of this binary
+// `shardkit bench --nproc N --mib M [--strategy scatter|broadcast|raw|copy|sync] [--repeats K]
+// [--dtype D] [--params P] [--backend B] [--timeout S]`, and for sync [--sources S] [--same-ranks]
+// [--from-dim D] [--to-dim D] [--varied] [--budget-mib B]: launches N local ranks of this binary
 // (LaunchSelf, with the hidden flag --rank-worker) that each run integration/bench's RunShardBench
-// and print exactly one JSON line; the launcher passes those lines through unprefixed, so stdout
+// (RunSyncBench for sync) and print exactly one JSON line; the launcher passes those lines through unprefixed, so stdout
 // holds nothing else. Ranks' errors go to stderr, prefixed "[rank R] ".
 #include <iostream>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "core/base/status_macros.h"
 #include "core/comm/connect.h"
 #include "integration/bench/shard_bench.h"
+#include "integration/bench/sync_bench.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
 #include "integration/cli/relaunch.h"
@@ -33,6 +35,8 @@ constexpr RankFlagsUse kRanks = {.nproc_help = "number of local ranks", .nproc_r
 struct BenchFlags {
   launch::LaunchOptions launch;
   bench::ShardBenchOptions bench;
+  bench::SyncBenchOptions sync;
+  bool is_sync = false;
   bool worker = false;
   RankFlags ranks{kRanks};
   int64_t launched_at_us = 0;  // when the launcher started the ranks (Unix microseconds)
@@ -41,21 +45,36 @@ struct BenchFlags {
 
 FlagParser BenchFlagParser(BenchFlags* out) {
   FlagParser flags(kCommand,
-                   "--nproc N --mib M [--strategy scatter|broadcast|raw|copy] [--repeats K] "
-                   "[--dtype D] [--params P] [--backend B] [--timeout S]");
+                   "--nproc N --mib M [--strategy scatter|broadcast|raw|copy|sync] [--repeats K] "
+                   "[--dtype D] [--params P] [--backend B] [--timeout S] [--sources S] "
+                   "[--same-ranks] [--from-dim D] [--to-dim D] [--varied] [--budget-mib B]");
   AddRankFlags(flags, &out->ranks, {RankFlag::kNproc});
   flags.AddInt("mib", &out->bench.mib, "parameter size in MiB (required)", 1, int64_t{1} << 30);
   flags.AddString(
       "strategy", &out->strategy,
       "scatter (default), broadcast, raw (bare backend send/recv: the transport's floor), or copy "
       "(no transport: each rank copies its chunk's bytes on its own device, the memory-copy "
-      "floor)");
+      "floor), or sync (weight sync from source ranks to destination ranks, repeated, beside a "
+      "raw baseline)");
   flags.AddInt("repeats", &out->bench.repeats, "timed rounds (default 5)", 1, 1 << 20);
   flags.AddString("dtype", &out->dtype, "element type (default float32)");
   flags.AddInt("params", &out->bench.params,
                "split --mib over this many parameters and use ShardModule (default 1: "
                "ShardParameter)",
                1, 1 << 20);
+  flags.AddInt("sources", &out->sync.sources,
+               "sync: ranks 0..S-1 are the sources (default half the world)", 1, 1 << 20);
+  flags.AddBool("same-ranks", &out->sync.same_ranks,
+                "sync: the destinations are the source ranks themselves (default: the others)");
+  flags.AddInt("from-dim", &out->sync.from_dim, "sync: the sources chunk this dim (default 0)", 0,
+               1);
+  flags.AddInt("to-dim", &out->sync.to_dim, "sync: the destinations chunk this dim (default 1)", 0,
+               1);
+  flags.AddBool("varied", &out->sync.varied,
+                "sync: parameter sizes cycle through 1..12 units instead of being equal");
+  flags.AddInt("budget-mib", &out->sync.budget_mib,
+               "sync: staging per rank and round (SyncOptions::memory_bytes; default 64)", 1,
+               1 << 20);
   AddRankFlags(flags, &out->ranks, {RankFlag::kBackend, RankFlag::kTimeout});
   flags.AddBool(kWorkerFlag, &out->worker, "internal: run as one rank of a launched job");
   flags.AddInt(kLaunchedAtFlag, &out->launched_at_us,
@@ -69,19 +88,38 @@ FlagParser BenchFlagParser(BenchFlags* out) {
 absl::Status CheckBenchFlags(const FlagParser& parser, BenchFlags* flags) {
   SHARDKIT_RETURN_IF_ERROR(CheckRankFlags(parser, &flags->ranks));
   SHARDKIT_RETURN_IF_ERROR(Require(parser, {"mib"}));
-  SHARDKIT_ASSIGN_OR_RETURN(flags->bench.strategy,
-                            ForFlag("strategy", bench::ParseBenchStrategy(flags->strategy)));
   SHARDKIT_ASSIGN_OR_RETURN(flags->bench.dtype, ForFlag("dtype", ParseDType(flags->dtype)));
   ApplyRankFlags(flags->ranks, flags->launch);
+  if (flags->strategy == "sync") {
+    flags->is_sync = true;
+    bench::SyncBenchOptions& sync = flags->sync;
+    sync.mib = flags->bench.mib;
+    sync.params = flags->bench.params;
+    sync.repeats = flags->bench.repeats;
+    sync.dtype = flags->bench.dtype;
+    return bench::ValidateSyncBenchOptions(sync, flags->ranks.nproc);
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(flags->bench.strategy,
+                            ForFlag("strategy", bench::ParseBenchStrategy(flags->strategy)));
   return bench::ValidateShardBenchOptions(flags->bench);
 }
 
 // One rank: connect from the SHARDKIT_* environment the launcher set, time the start-up (launch
 // to the end of the first Barrier), run, print the line.
-int RunWorker(const bench::ShardBenchOptions& options, int64_t launched_at_us) {
+int RunWorker(const BenchFlags& flags) {
+  const bench::ShardBenchOptions& options = flags.bench;
   absl::StatusOr<std::unique_ptr<Communicator>> comm = ConnectFromEnv();
   if (!comm.ok()) return ReportError(kCommand, comm.status());
   if (absl::Status s = (*comm)->Barrier(options.call); !s.ok()) return ReportError(kCommand, s);
+  if (flags.is_sync) {
+    bench::SyncBenchOptions sync = flags.sync;
+    sync.call = options.call;
+    absl::StatusOr<bench::SyncBenchResult> result = bench::RunSyncBench(**comm, sync);
+    if (!result.ok()) return ReportError(kCommand, result.status());
+    std::cout << result->ToJson() << std::endl;
+    return 0;
+  }
+  const int64_t launched_at_us = flags.launched_at_us;
   const double startup_s =
       launched_at_us > 0 ? absl::ToDoubleSeconds(absl::Now() - absl::FromUnixMicros(launched_at_us))
                          : -1;
@@ -100,7 +138,7 @@ int RunBench(const std::vector<std::string>& args) {
   const ParseResult parsed = ParseCommand(parser, args, Positionals::None());
   if (parsed.done()) return parsed.exit_code();
   if (absl::Status s = CheckBenchFlags(parser, &flags); !s.ok()) return ReportError(kCommand, s);
-  if (flags.worker) return RunWorker(flags.bench, flags.launched_at_us);
+  if (flags.worker) return RunWorker(flags);
   flags.launch.prefix_stdout = false;
   std::vector<std::string> rank_args = {"bench"};
   rank_args.insert(rank_args.end(), args.begin(), args.end());

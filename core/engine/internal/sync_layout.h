@@ -84,7 +84,9 @@ struct SyncPlanAccess {
   static const std::vector<int64_t>& receives_per_parameter(const SyncPlan& plan) {
     return plan.receives_per_parameter_;
   }
-  static std::shared_ptr<Storage>& send_staging(SyncPlan& plan) { return plan.send_staging_; }
+  static std::shared_ptr<Storage>& send_staging(SyncPlan& plan, int slot) {
+    return plan.send_staging_[slot];
+  }
   static std::shared_ptr<Storage>& recv_staging(SyncPlan& plan) { return plan.recv_staging_; }
 };
 

@@ -2,14 +2,17 @@
 // into staging, one AllToAllSegments (the plan's fingerprint in its header), strided receives
 // unpacked; contiguous pieces move straight from and into tensor memory.
 #include <algorithm>
+#include <cstring>
 #include <span>
 #include <thread>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
+#include "core/engine/internal/box_runs.h"
 #include "core/engine/internal/shard_copy.h"
 #include "core/engine/internal/sync_layout.h"
 #include "core/engine/sync_plan.h"
@@ -43,6 +46,79 @@ absl::StatusOr<Tensor> DestinationView(const SyncPlan& plan, const Module* desti
   return PieceView(*destination, plan.names()[p.parameter], p.destination_shard, p.box);
 }
 
+// One side's local tensors, resolved once per call: (parameter, shard) -> tensor. Used by one
+// thread only (the packer for the source, the caller's thread for the destination).
+class SideTensors {
+ public:
+  SideTensors(const SyncPlan& plan, const Module* module, const char* side)
+      : plan_(plan), module_(module), side_(side), cache_(plan.names().size()) {}
+
+  absl::StatusOr<const internal::SyncTensor*> Get(size_t parameter, size_t shard) {
+    for (const auto& [index, t] : cache_[parameter]) {
+      if (index == shard) return &t;
+    }
+    if (module_ == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat("no ", side_, " module on this rank"));
+    }
+    SHARDKIT_ASSIGN_OR_RETURN(internal::SyncTensor t,
+                              internal::LocalSyncTensor(*module_, plan_.names()[parameter], shard));
+    if (!t.tensor.IsContiguous()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          side_, " parameter ", QuoteName(plan_.names()[parameter]), ": ", t.tensor.DebugString(),
+          " is not contiguous (not the tensor the plan was made with)"));
+    }
+    cache_[parameter].emplace_back(shard, std::move(t));
+    return &cache_[parameter].back().second;
+  }
+
+ private:
+  const SyncPlan& plan_;
+  const Module* module_;
+  const char* side_;
+  std::vector<std::vector<std::pair<size_t, internal::SyncTensor>>> cache_;
+};
+
+// `box` relative to the tensor's origin.
+absl::InlinedVector<int64_t, 8> Relative(const specs::Box& box, const Shape& origin) {
+  absl::InlinedVector<int64_t, 8> rel(box.offsets.begin(), box.offsets.end());
+  for (size_t d = 0; d < rel.size(); ++d) rel[d] -= origin[d];
+  return rel;
+}
+
+// Where a contiguous piece starts in its tensor.
+std::byte* PieceStart(const internal::SyncTensor& t, const specs::Box& box) {
+  const int64_t element = static_cast<int64_t>(ElementSize(t.tensor.dtype()));
+  return t.tensor.data() +
+         internal::BoxStartOffset(t.tensor.shape(), Relative(box, t.offsets), element);
+}
+
+// Copies the piece's box of `t` to the contiguous `bytes` (to_bytes) or back. On the CPU run by
+// run; on a device through Tensor views and the device's allocator.
+absl::Status CopyPiece(const internal::SyncTensor& t, const specs::Box& box, std::byte* bytes,
+                       const Device& bytes_device, bool to_bytes) {
+  const int64_t element = static_cast<int64_t>(ElementSize(t.tensor.dtype()));
+  if (t.tensor.device().is_cpu() && bytes_device.is_cpu()) {
+    std::byte* base = t.tensor.data();
+    int64_t at = 0;
+    internal::ForEachBoxRun(t.tensor.shape(), Relative(box, t.offsets), box.sizes, element,
+                            [&](int64_t offset, int64_t n) {
+                              if (to_bytes) {
+                                std::memcpy(bytes + at, base + offset, n);
+                              } else {
+                                std::memcpy(base + offset, bytes + at, n);
+                              }
+                              at += n;
+                            });
+    return absl::OkStatus();
+  }
+  specs::ShardMetadata rel{box.offsets, box.sizes};
+  for (size_t d = 0; d < rel.offsets.size(); ++d) rel.offsets[d] -= t.offsets[d];
+  SHARDKIT_ASSIGN_OR_RETURN(Tensor view, NarrowToShard(t.tensor, rel));
+  SHARDKIT_ASSIGN_OR_RETURN(
+      Tensor flat, internal::TensorOverBytes(bytes, box.sizes, t.tensor.dtype(), bytes_device));
+  return to_bytes ? flat.CopyFrom(view) : view.CopyFrom(flat);
+}
+
 // The pieces of `pieces` in round `round` (pieces are ordered by round).
 std::span<const SyncPiece> InRound(const std::vector<SyncPiece>& pieces, int round) {
   auto by_round = [](const SyncPiece& p, int r) { return p.round < r; };
@@ -64,6 +140,27 @@ std::pair<int64_t, int64_t> StagingNeeded(const SyncPlan& plan) {
   return {send, recv};
 }
 
+// The coalesced pieces of a round, per peer (`peer_of` picks the piece's peer): each peer's run
+// starts at starts[peer] in staging, back to back by peer; `end` is where the runs end (the other
+// staged pieces follow).
+struct Runs {
+  std::vector<int64_t> starts, sizes;
+  int64_t end = 0;
+};
+
+template <typename PeerOf>
+Runs CoalescedRuns(std::span<const SyncPiece> pieces, int world, PeerOf peer_of) {
+  Runs runs{std::vector<int64_t>(world), std::vector<int64_t>(world)};
+  for (const SyncPiece& p : pieces) {
+    if (p.coalesced) runs.sizes[peer_of(p)] += p.bytes;
+  }
+  for (int r = 0; r < world; ++r) {
+    runs.starts[r] = runs.end;
+    runs.end += runs.sizes[r];
+  }
+  return runs;
+}
+
 absl::Status EnsureStaging(std::shared_ptr<Storage>& staging, int64_t bytes, const Device& device) {
   if (bytes == 0 || (staging != nullptr && staging->nbytes() >= static_cast<size_t>(bytes))) {
     return absl::OkStatus();
@@ -81,6 +178,8 @@ class Pipeline {
         source_(source),
         destination_(destination),
         comm_(comm),
+        sources_(plan, source, "source"),
+        destinations_(plan, destination, "destination"),
         recvs_(comm.world_size()) {}
 
   // Runs every round; done[i] counts the receives of parameter i that completed.
@@ -103,9 +202,12 @@ class Pipeline {
   const Module* source_;
   Module* destination_;
   Communicator& comm_;
+  SideTensors sources_;       // the packer's
+  SideTensors destinations_;  // the caller's thread's
   Packed packed_[2];
   std::vector<std::vector<MutableBuffer>> recvs_;
   std::vector<std::pair<const SyncPiece*, int64_t>> unpack_;  // staged receives, staging offset
+  Runs recv_runs_;
   int64_t recv_at_ = 0;
 };
 
@@ -123,48 +225,64 @@ absl::Status Pipeline::Allocate() {
 void Pipeline::Pack(int round, int slot) {
   const absl::Time start = absl::Now();
   Packed& out = packed_[slot];
-  out.sends.assign(comm_.world_size(), {});
   out.status = absl::OkStatus();
-  int64_t at = 0;
-  for (const SyncPiece& p : InRound(plan_.sends(), round)) {
-    absl::StatusOr<Tensor> from = SourceView(plan_, source_, p);
+  const std::span<const SyncPiece> pieces = InRound(plan_.sends(), round);
+  Runs runs = CoalescedRuns(pieces, comm_.world_size(), [](const SyncPiece& p) { return p.to; });
+  const std::shared_ptr<Storage>& staging = SyncPlanAccess::send_staging(plan_, slot);
+  out.sends.assign(comm_.world_size(), {});
+  for (int r = 0; r < comm_.world_size(); ++r) {
+    if (runs.sizes[r] > 0) {
+      out.sends[r].emplace_back(staging->data() + runs.starts[r],
+                                static_cast<size_t>(runs.sizes[r]), staging->device());
+    }
+  }
+  int64_t at = runs.end;
+  for (const SyncPiece& p : pieces) {
+    absl::StatusOr<const internal::SyncTensor*> from = sources_.Get(p.parameter, p.source_shard);
     if (!from.ok()) {
       out.status = from.status();
       break;
     }
     if (!p.staged_send) {
-      out.sends[p.to].emplace_back(from->data(), static_cast<size_t>(p.bytes), from->device());
+      out.sends[p.to].emplace_back(PieceStart(**from, p.box), static_cast<size_t>(p.bytes),
+                                   (*from)->tensor.device());
       continue;
     }
-    const std::shared_ptr<Storage>& staging = SyncPlanAccess::send_staging(plan_, slot);
-    std::byte* data = staging->data() + at;
-    absl::StatusOr<Tensor> packed =
-        internal::TensorOverBytes(data, p.box.sizes, from->dtype(), staging->device());
-    out.status = packed.ok() ? packed->CopyFrom(*from) : packed.status();
+    int64_t& offset = p.coalesced ? runs.starts[p.to] : at;
+    out.status = CopyPiece(**from, p.box, staging->data() + offset, staging->device(), true);
     if (!out.status.ok()) break;
-    out.sends[p.to].emplace_back(data, static_cast<size_t>(p.bytes), staging->device());
-    at += p.bytes;
+    if (!p.coalesced) {
+      out.sends[p.to].emplace_back(staging->data() + offset, static_cast<size_t>(p.bytes),
+                                   staging->device());
+    }
+    offset += p.bytes;
   }
   out.seconds = absl::ToDoubleSeconds(absl::Now() - start);
 }
 
 absl::Status Pipeline::Post(const SyncPiece& p, SyncReport& report) {
-  SHARDKIT_ASSIGN_OR_RETURN(Tensor to, DestinationView(plan_, destination_, p));
-  if (p.from == p.to) {  // overlapping groups: this rank's own source
+  if (p.from == p.to) {  // overlapping groups: this rank's own source, tensor to tensor
+    SHARDKIT_ASSIGN_OR_RETURN(Tensor to, DestinationView(plan_, destination_, p));
     SHARDKIT_ASSIGN_OR_RETURN(Tensor from, SourceView(plan_, source_, p));
     report.bytes_copied += p.bytes;
     return to.CopyFrom(from);
   }
+  SHARDKIT_ASSIGN_OR_RETURN(const internal::SyncTensor* to,
+                            destinations_.Get(p.parameter, p.destination_shard));
   report.bytes_received += p.bytes;
   if (!p.staged_recv) {
-    recvs_[p.from].emplace_back(to.data(), static_cast<size_t>(p.bytes), to.device());
+    recvs_[p.from].emplace_back(PieceStart(*to, p.box), static_cast<size_t>(p.bytes),
+                                to->tensor.device());
     return absl::OkStatus();
   }
   const std::shared_ptr<Storage>& staging = SyncPlanAccess::recv_staging(plan_);
-  recvs_[p.from].emplace_back(staging->data() + recv_at_, static_cast<size_t>(p.bytes),
-                              staging->device());
-  unpack_.emplace_back(&p, recv_at_);
-  recv_at_ += p.bytes;
+  int64_t& offset = p.coalesced ? recv_runs_.starts[p.from] : recv_at_;
+  if (!p.coalesced) {
+    recvs_[p.from].emplace_back(staging->data() + offset, static_cast<size_t>(p.bytes),
+                                staging->device());
+  }
+  unpack_.emplace_back(&p, offset);
+  offset += p.bytes;
   return absl::OkStatus();
 }
 
@@ -172,11 +290,10 @@ absl::Status Pipeline::Unpack(SyncReport& report) {
   const absl::Time start = absl::Now();
   const std::shared_ptr<Storage>& staging = SyncPlanAccess::recv_staging(plan_);
   for (const auto& [p, offset] : unpack_) {
-    SHARDKIT_ASSIGN_OR_RETURN(Tensor to, DestinationView(plan_, destination_, *p));
-    SHARDKIT_ASSIGN_OR_RETURN(
-        Tensor packed, internal::TensorOverBytes(staging->data() + offset, p->box.sizes, to.dtype(),
-                                                 staging->device()));
-    SHARDKIT_RETURN_IF_ERROR(to.CopyFrom(packed));
+    SHARDKIT_ASSIGN_OR_RETURN(const internal::SyncTensor* to,
+                              destinations_.Get(p->parameter, p->destination_shard));
+    SHARDKIT_RETURN_IF_ERROR(
+        CopyPiece(*to, p->box, staging->data() + offset, staging->device(), false));
   }
   report.unpack_seconds += absl::ToDoubleSeconds(absl::Now() - start);
   return absl::OkStatus();
@@ -189,11 +306,21 @@ absl::Status Pipeline::Unpack(SyncReport& report) {
 absl::Status Pipeline::Exchange(int round, const CallOptions& call, SyncReport& report) {
   for (auto& v : recvs_) v.clear();
   unpack_.clear();
-  recv_at_ = 0;
+  const std::span<const SyncPiece> pieces = InRound(plan_.receives(), round);
+  recv_runs_ = CoalescedRuns(pieces, comm_.world_size(), [](const SyncPiece& p) { return p.from; });
+  recv_at_ = recv_runs_.end;
+  if (const std::shared_ptr<Storage>& staging = SyncPlanAccess::recv_staging(plan_)) {
+    for (int r = 0; r < comm_.world_size(); ++r) {
+      if (recv_runs_.sizes[r] > 0) {
+        recvs_[r].emplace_back(staging->data() + recv_runs_.starts[r],
+                               static_cast<size_t>(recv_runs_.sizes[r]), staging->device());
+      }
+    }
+  }
   Packed& packed = packed_[round % 2];
   absl::Status local = packed.status;
   const absl::Time start = absl::Now();
-  for (const SyncPiece& p : InRound(plan_.receives(), round)) {
+  for (const SyncPiece& p : pieces) {
     if (local.ok()) local = Post(p, report);
   }
   report.pack_seconds += packed.seconds + absl::ToDoubleSeconds(absl::Now() - start);

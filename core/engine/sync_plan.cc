@@ -22,6 +22,7 @@ using nlohmann::json;
 
 constexpr int64_t kMinBudget = int64_t{64} << 10;
 constexpr size_t kMaxErrors = 8;
+constexpr int64_t kCoalesceBelow = int64_t{64} << 10;  // SyncPiece::coalesced
 
 bool Contains(const std::vector<int>& ranks, int rank) {
   return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
@@ -183,8 +184,9 @@ void Walker::Add(SyncPiece piece, const specs::Box& source_box, const specs::Box
   for (int64_t s : piece.box.sizes) numel *= s;
   piece.bytes = numel * static_cast<int64_t>(ElementSize(dtype));
   if (piece.from != piece.to) {
-    piece.staged_send = Strided(source_box, piece.box);
-    piece.staged_recv = Strided(destination_box, piece.box);
+    piece.coalesced = piece.bytes < kCoalesceBelow;
+    piece.staged_send = piece.coalesced || Strided(source_box, piece.box);
+    piece.staged_recv = piece.coalesced || Strided(destination_box, piece.box);
   }
   const bool staged = piece.staged_send || piece.staged_recv;
   size_t d = 0;

@@ -73,6 +73,10 @@ struct SyncPiece {
   int64_t bytes = 0;
   bool staged_send = false;  // strided in the source shard: packed into staging
   bool staged_recv = false;  // strided in the destination shard: unpacked from staging
+  // Smaller than 64 KiB: staged on both sides, and all such pieces between two ranks in a round
+  // travel as one segment (ahead of the pair's other pieces), so small parameters do not cost a
+  // message each.
+  bool coalesced = false;
   int round = 0;
   size_t source_shard = 0;       // index in the source layout's shards of the parameter
   size_t destination_shard = 0;  // index in the destination layout's shards

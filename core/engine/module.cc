@@ -49,6 +49,20 @@ absl::Status Module::AddParameter(std::string name, Tensor tensor) {
 
 bool Module::Contains(std::string_view name) const { return index_.contains(View(name)); }
 
+std::optional<size_t> Module::PositionOf(std::string_view name) const {
+  auto it = index_.find(View(name));
+  if (it == index_.end()) return std::nullopt;
+  return it->second;
+}
+
+const ShardedTensor* Module::ShardedAt(size_t position) const {
+  return std::get_if<ShardedTensor>(&slots_[position]);
+}
+
+const Tensor* Module::TensorAt(size_t position) const {
+  return std::get_if<Tensor>(&slots_[position]);
+}
+
 absl::StatusOr<size_t> Module::IndexOf(std::string_view name) const {
   auto it = index_.find(View(name));
   if (it == index_.end()) {

@@ -10,6 +10,7 @@
 #ifndef SHARDKIT_CORE_ENGINE_MODULE_H_
 #define SHARDKIT_CORE_ENGINE_MODULE_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -48,6 +49,13 @@ class Module {
   // Replace an existing slot's content. Errors: kNotFound naming the parameter.
   [[nodiscard]] absl::Status SetTensor(std::string_view name, Tensor tensor);
   [[nodiscard]] absl::Status SetSharded(std::string_view name, ShardedTensor tensor);
+
+  // The position of `name` in names(), or nullopt.
+  std::optional<size_t> PositionOf(std::string_view name) const;
+  // The slot at `position` (< size(), in names() order): its ShardedTensor or nullptr, its plain
+  // Tensor or nullptr. For callers that resolve names once and read slots many times.
+  const ShardedTensor* ShardedAt(size_t position) const;
+  const Tensor* TensorAt(size_t position) const;
 
   // Parameter names in insertion order.
   const std::vector<std::string>& names() const { return names_; }

@@ -46,61 +46,99 @@ absl::StatusOr<Tensor> DestinationView(const SyncPlan& plan, const Module* desti
   return PieceView(*destination, plan.names()[p.parameter], p.destination_shard, p.box);
 }
 
-// One side's local tensors, resolved once per call: (parameter, shard) -> tensor. Used by one
-// thread only (the packer for the source, the caller's thread for the destination).
+// One side's local tensors, resolved once per call: (parameter, shard) -> the tensor and its
+// offsets, pointing into the module (which outlives the call). A parameter's position in the
+// module is remembered in the plan across calls and checked by name, so a call costs no hashing
+// when the module is the same. Used by one thread only (the packer for the source, the caller's
+// thread for the destination).
 class SideTensors {
  public:
-  SideTensors(const SyncPlan& plan, const Module* module, const char* side)
-      : plan_(plan), module_(module), side_(side), cache_(plan.names().size()) {}
+  struct Resolved {
+    const Tensor* tensor;
+    const Shape* offsets;  // nullptr: the origin (a replicated parameter)
+  };
 
-  absl::StatusOr<const internal::SyncTensor*> Get(size_t parameter, size_t shard) {
-    for (const auto& [index, t] : cache_[parameter]) {
-      if (index == shard) return &t;
+  SideTensors(const SyncPlan& plan, const Module* module, std::vector<size_t>& positions,
+              const char* side)
+      : plan_(plan),
+        module_(module),
+        positions_(positions),
+        side_(side),
+        cache_(plan.names().size()) {
+    positions_.resize(plan.names().size(), SIZE_MAX);
+  }
+
+  absl::StatusOr<Resolved> Get(size_t parameter, size_t shard) {
+    for (const auto& [index, r] : cache_[parameter]) {
+      if (index == shard) return r;
     }
-    if (module_ == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat("no ", side_, " module on this rank"));
-    }
-    SHARDKIT_ASSIGN_OR_RETURN(internal::SyncTensor t,
-                              internal::LocalSyncTensor(*module_, plan_.names()[parameter], shard));
-    if (!t.tensor.IsContiguous()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          side_, " parameter ", QuoteName(plan_.names()[parameter]), ": ", t.tensor.DebugString(),
-          " is not contiguous (not the tensor the plan was made with)"));
-    }
-    cache_[parameter].emplace_back(shard, std::move(t));
-    return &cache_[parameter].back().second;
+    SHARDKIT_ASSIGN_OR_RETURN(Resolved r, Find(parameter, shard));
+    cache_[parameter].emplace_back(shard, r);
+    return r;
   }
 
  private:
+  absl::StatusOr<Resolved> Find(size_t parameter, size_t shard) {
+    const std::string& name = plan_.names()[parameter];
+    if (module_ == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat("no ", side_, " module on this rank"));
+    }
+    size_t& at = positions_[parameter];
+    if (at >= module_->size() || module_->names()[at] != name) {
+      std::optional<size_t> found = module_->PositionOf(name);
+      if (!found) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(side_, " parameter ", QuoteName(name), " is not in the module"));
+      }
+      at = *found;
+    }
+    Resolved r{module_->TensorAt(at), nullptr};
+    if (const ShardedTensor* st = module_->ShardedAt(at)) {
+      r.tensor = nullptr;
+      for (const LocalShard& local : st->local_shards()) {
+        if (local.index == shard) r = {&local.tensor, &st->shards()[shard].offsets};
+      }
+    }
+    if (r.tensor == nullptr || !r.tensor->IsContiguous()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(side_, " parameter ", QuoteName(name), ": this rank's shard ", shard,
+                       " is missing or not contiguous (not the module the plan was made with)"));
+    }
+    return r;
+  }
+
   const SyncPlan& plan_;
   const Module* module_;
+  std::vector<size_t>& positions_;
   const char* side_;
-  std::vector<std::vector<std::pair<size_t, internal::SyncTensor>>> cache_;
+  std::vector<absl::InlinedVector<std::pair<size_t, Resolved>, 1>> cache_;
 };
 
-// `box` relative to the tensor's origin.
-absl::InlinedVector<int64_t, 8> Relative(const specs::Box& box, const Shape& origin) {
+// `box` relative to the tensor's origin (`origin` nullptr: 0).
+absl::InlinedVector<int64_t, 8> Relative(const specs::Box& box, const Shape* origin) {
   absl::InlinedVector<int64_t, 8> rel(box.offsets.begin(), box.offsets.end());
-  for (size_t d = 0; d < rel.size(); ++d) rel[d] -= origin[d];
+  if (origin != nullptr) {
+    for (size_t d = 0; d < rel.size(); ++d) rel[d] -= (*origin)[d];
+  }
   return rel;
 }
 
 // Where a contiguous piece starts in its tensor.
-std::byte* PieceStart(const internal::SyncTensor& t, const specs::Box& box) {
-  const int64_t element = static_cast<int64_t>(ElementSize(t.tensor.dtype()));
-  return t.tensor.data() +
-         internal::BoxStartOffset(t.tensor.shape(), Relative(box, t.offsets), element);
+std::byte* PieceStart(const SideTensors::Resolved& t, const specs::Box& box) {
+  const int64_t element = static_cast<int64_t>(ElementSize(t.tensor->dtype()));
+  return t.tensor->data() +
+         internal::BoxStartOffset(t.tensor->shape(), Relative(box, t.offsets), element);
 }
 
 // Copies the piece's box of `t` to the contiguous `bytes` (to_bytes) or back. On the CPU run by
 // run; on a device through Tensor views and the device's allocator.
-absl::Status CopyPiece(const internal::SyncTensor& t, const specs::Box& box, std::byte* bytes,
+absl::Status CopyPiece(const SideTensors::Resolved& t, const specs::Box& box, std::byte* bytes,
                        const Device& bytes_device, bool to_bytes) {
-  const int64_t element = static_cast<int64_t>(ElementSize(t.tensor.dtype()));
-  if (t.tensor.device().is_cpu() && bytes_device.is_cpu()) {
-    std::byte* base = t.tensor.data();
+  const int64_t element = static_cast<int64_t>(ElementSize(t.tensor->dtype()));
+  if (t.tensor->device().is_cpu() && bytes_device.is_cpu()) {
+    std::byte* base = t.tensor->data();
     int64_t at = 0;
-    internal::ForEachBoxRun(t.tensor.shape(), Relative(box, t.offsets), box.sizes, element,
+    internal::ForEachBoxRun(t.tensor->shape(), Relative(box, t.offsets), box.sizes, element,
                             [&](int64_t offset, int64_t n) {
                               if (to_bytes) {
                                 std::memcpy(bytes + at, base + offset, n);
@@ -111,11 +149,11 @@ absl::Status CopyPiece(const internal::SyncTensor& t, const specs::Box& box, std
                             });
     return absl::OkStatus();
   }
-  specs::ShardMetadata rel{box.offsets, box.sizes};
-  for (size_t d = 0; d < rel.offsets.size(); ++d) rel.offsets[d] -= t.offsets[d];
-  SHARDKIT_ASSIGN_OR_RETURN(Tensor view, NarrowToShard(t.tensor, rel));
+  const absl::InlinedVector<int64_t, 8> offsets = Relative(box, t.offsets);
+  specs::ShardMetadata rel{Shape(offsets.begin(), offsets.end()), box.sizes};
+  SHARDKIT_ASSIGN_OR_RETURN(Tensor view, NarrowToShard(*t.tensor, rel));
   SHARDKIT_ASSIGN_OR_RETURN(
-      Tensor flat, internal::TensorOverBytes(bytes, box.sizes, t.tensor.dtype(), bytes_device));
+      Tensor flat, internal::TensorOverBytes(bytes, box.sizes, t.tensor->dtype(), bytes_device));
   return to_bytes ? flat.CopyFrom(view) : view.CopyFrom(flat);
 }
 
@@ -178,8 +216,8 @@ class Pipeline {
         source_(source),
         destination_(destination),
         comm_(comm),
-        sources_(plan, source, "source"),
-        destinations_(plan, destination, "destination"),
+        sources_(plan, source, SyncPlanAccess::positions(plan, 0), "source"),
+        destinations_(plan, destination, SyncPlanAccess::positions(plan, 1), "destination"),
         recvs_(comm.world_size()) {}
 
   // Runs every round; done[i] counts the receives of parameter i that completed.
@@ -238,18 +276,18 @@ void Pipeline::Pack(int round, int slot) {
   }
   int64_t at = runs.end;
   for (const SyncPiece& p : pieces) {
-    absl::StatusOr<const internal::SyncTensor*> from = sources_.Get(p.parameter, p.source_shard);
+    absl::StatusOr<SideTensors::Resolved> from = sources_.Get(p.parameter, p.source_shard);
     if (!from.ok()) {
       out.status = from.status();
       break;
     }
     if (!p.staged_send) {
-      out.sends[p.to].emplace_back(PieceStart(**from, p.box), static_cast<size_t>(p.bytes),
-                                   (*from)->tensor.device());
+      out.sends[p.to].emplace_back(PieceStart(*from, p.box), static_cast<size_t>(p.bytes),
+                                   from->tensor->device());
       continue;
     }
     int64_t& offset = p.coalesced ? runs.starts[p.to] : at;
-    out.status = CopyPiece(**from, p.box, staging->data() + offset, staging->device(), true);
+    out.status = CopyPiece(*from, p.box, staging->data() + offset, staging->device(), true);
     if (!out.status.ok()) break;
     if (!p.coalesced) {
       out.sends[p.to].emplace_back(staging->data() + offset, static_cast<size_t>(p.bytes),
@@ -267,12 +305,12 @@ absl::Status Pipeline::Post(const SyncPiece& p, SyncReport& report) {
     report.bytes_copied += p.bytes;
     return to.CopyFrom(from);
   }
-  SHARDKIT_ASSIGN_OR_RETURN(const internal::SyncTensor* to,
+  SHARDKIT_ASSIGN_OR_RETURN(SideTensors::Resolved to,
                             destinations_.Get(p.parameter, p.destination_shard));
   report.bytes_received += p.bytes;
   if (!p.staged_recv) {
-    recvs_[p.from].emplace_back(PieceStart(*to, p.box), static_cast<size_t>(p.bytes),
-                                to->tensor.device());
+    recvs_[p.from].emplace_back(PieceStart(to, p.box), static_cast<size_t>(p.bytes),
+                                to.tensor->device());
     return absl::OkStatus();
   }
   const std::shared_ptr<Storage>& staging = SyncPlanAccess::recv_staging(plan_);
@@ -290,10 +328,10 @@ absl::Status Pipeline::Unpack(SyncReport& report) {
   const absl::Time start = absl::Now();
   const std::shared_ptr<Storage>& staging = SyncPlanAccess::recv_staging(plan_);
   for (const auto& [p, offset] : unpack_) {
-    SHARDKIT_ASSIGN_OR_RETURN(const internal::SyncTensor* to,
+    SHARDKIT_ASSIGN_OR_RETURN(SideTensors::Resolved to,
                               destinations_.Get(p->parameter, p->destination_shard));
     SHARDKIT_RETURN_IF_ERROR(
-        CopyPiece(*to, p->box, staging->data() + offset, staging->device(), false));
+        CopyPiece(to, p->box, staging->data() + offset, staging->device(), false));
   }
   report.unpack_seconds += absl::ToDoubleSeconds(absl::Now() - start);
   return absl::OkStatus();
@@ -351,6 +389,11 @@ absl::Status Pipeline::Run(const CallOptions& call, SyncReport& report,
   return absl::OkStatus();
 }
 
+// A piece's name, the same on its sender and its receiver.
+std::string PieceId(const SyncPiece& p) {
+  return absl::StrCat(p.parameter, ".", p.destination_shard, ".", p.source_shard, ".", p.part);
+}
+
 // The first 8 bytes of SHA-256 of the piece's bytes, as hex.
 absl::StatusOr<std::string> Digest(const Tensor& view) {
   Tensor host = view;
@@ -369,16 +412,16 @@ absl::Status Verify(const SyncPlan& plan, const Module* source, const Module* de
   nlohmann::json sent = nlohmann::json::object(), received = nlohmann::json::array();
   for (const SyncPiece& p : plan.sends()) {
     SHARDKIT_ASSIGN_OR_RETURN(Tensor from, SourceView(plan, source, p));
-    SHARDKIT_ASSIGN_OR_RETURN(sent[std::to_string(p.id)], Digest(from));
+    SHARDKIT_ASSIGN_OR_RETURN(sent[PieceId(p)], Digest(from));
   }
   for (const SyncPiece& p : plan.receives()) {
     SHARDKIT_ASSIGN_OR_RETURN(Tensor to, DestinationView(plan, destination, p));
     SHARDKIT_ASSIGN_OR_RETURN(std::string got, Digest(to));
     if (p.from == p.to) {
       SHARDKIT_ASSIGN_OR_RETURN(Tensor from, SourceView(plan, source, p));
-      SHARDKIT_ASSIGN_OR_RETURN(sent[std::to_string(p.id)], Digest(from));
+      SHARDKIT_ASSIGN_OR_RETURN(sent[PieceId(p)], Digest(from));
     }
-    received.push_back({p.id, got, p.parameter, p.from, p.to, p.box.offsets, p.box.sizes});
+    received.push_back({PieceId(p), got, p.parameter, p.from, p.to, p.box.offsets, p.box.sizes});
   }
   const std::string mine = nlohmann::json{{"sent", sent}, {"received", received}}.dump();
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all, comm.AllGather(ConstBuffer(mine), call));
@@ -391,7 +434,7 @@ absl::Status Verify(const SyncPlan& plan, const Module* source, const Module* de
   std::vector<nlohmann::json> bad;
   for (const nlohmann::json& view : views) {
     for (const nlohmann::json& r : view["received"]) {
-      if (senders.value(std::to_string(r[0].get<size_t>()), "") != r[1]) bad.push_back(r);
+      if (senders.value(r[0].get<std::string>(), "") != r[1]) bad.push_back(r);
     }
   }
   if (bad.empty()) return absl::OkStatus();
@@ -400,9 +443,8 @@ absl::Status Verify(const SyncPlan& plan, const Module* source, const Module* de
   return absl::DataLossError(absl::StrCat(
       "Sync verify: parameter ", QuoteName(plan.names()[r[2].get<size_t>()]), " piece at ",
       r[5].dump(), " of ", r[6].dump(), " from rank ", r[3].dump(), " to rank ", r[4].dump(),
-      ": the sender's digest is ", senders.value(std::to_string(r[0].get<size_t>()), "?"),
-      ", the receiver's ", r[1].get<std::string>(), " (", bad.size(), " of ", plan.total_pieces(),
-      " pieces differ)"));
+      ": the sender's digest is ", senders.value(r[0].get<std::string>(), "?"), ", the receiver's ",
+      r[1].get<std::string>(), " (", bad.size(), " pieces differ)"));
 }
 
 void ReportUpdated(const SyncPlan& plan, const Module* destination,

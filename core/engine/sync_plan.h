@@ -15,18 +15,23 @@
 // every rank of the group. The groups may be disjoint, overlap or be the same ranks.
 //
 // PlanSync (collective over every rank of `comm`) agrees once: every rank all-gathers its view
-// (the groups, a digest of each layout it holds, the full layouts from the first member of each
-// group, its local problems); every rank checks the same things and so fails with the same error:
-// the groups, every member's layout against the first member's, the two layouts against each
-// other (the same names, global shapes and dtypes), local shards that are not contiguous or live
-// on a device the backend cannot move. Then every rank walks the same piece list — for every
-// parameter and destination shard, the source shards it intersects (found through the
-// box-intersection index, specs/shard_box_index.h, never all pairs; a replicated source is read
-// from one holder, this rank's own copy when it has one) — and keeps its own sends and receives.
-// A piece that is contiguous in its tensor moves straight from and into tensor memory; a strided
-// one goes through a staging buffer, split so that no piece needs more than a bucket. Pieces are
-// grouped into rounds so that no rank stages more than a bucket (half of `memory_bytes`) to send or
-// to receive in one round; every rank computes the same rounds.
+// (the groups, a digest of each layout it holds, the layouts themselves from the first member of
+// each group — each parameter's name, dtype, shape and bound spec, distinct specs once — and its
+// local problems); every rank checks the same things and so fails with the same error: the groups,
+// every member's layout against the first member's, the two layouts against each other (the same
+// names, global shapes and dtypes; specs that bind over their group), local shards that are not
+// contiguous or live on a device the backend cannot move. Then every rank derives the same rounds
+// and its own pieces:
+//  - rounds: parameters in order, each rank's bytes of a parameter (what it may stage) added up
+//    until some rank would exceed a bucket (a third of `memory_bytes`); then a new round. A parameter
+//    larger than a bucket on some rank is cut instead: all its pieces are enumerated, the strided
+//    ones split to fit, and pieces fill rounds one by one (the same on every rank);
+//  - pieces: this rank's source shards against the destination boxes and its destination shards
+//    against the source boxes, through the box-intersection index (specs/shard_box_index.h,
+//    built once per distinct spec and shape; never all pairs); a replicated source is read from
+//    one holder, this rank's own copy when it has one. A piece contiguous in its tensor moves
+//    straight from and into tensor memory; a strided one goes through staging; pieces under
+//    64 KiB between two ranks travel as one segment.
 //
 // Sync moves bytes only: per round one AllToAllSegments whose header carries the plan's
 // fingerprint (the check is free: the header is exchanged anyway), while a helper thread packs
@@ -57,8 +62,8 @@ struct SyncGroups {
 };
 
 struct SyncOptions {
-  // Staging per rank for strided pieces, at least 64 KiB: sends go in buckets of half of it, two
-  // of them (one is packed while the other is on the wire); receives in one of half of it.
+  // Staging per rank for strided and small pieces, at least 64 KiB, in three buckets of a third:
+  // two for sends (one is packed while the other is on the wire), one for receives.
   int64_t memory_bytes = int64_t{64} << 20;
   CallOptions call;  // the deadline of PlanSync
 };
@@ -66,7 +71,7 @@ struct SyncOptions {
 // One box of one parameter moving from world rank `from` to world rank `to`.
 struct SyncPiece {
   size_t parameter = 0;  // index into SyncPlan::names()
-  size_t id = 0;         // position in the global piece list (the same on every rank)
+  int64_t part = 0;      // a piece split to fit a bucket: which part (else 0)
   int from = 0;          // world ranks
   int to = 0;
   specs::Box box;  // global coordinates
@@ -116,7 +121,8 @@ class SyncPlan {
   const std::vector<SyncPiece>& sends() const { return sends_; }
   const std::vector<SyncPiece>& receives() const { return receives_; }
   int64_t memory_bytes() const { return memory_bytes_; }
-  size_t total_pieces() const { return total_pieces_; }
+  // This rank's pieces (sends and receives).
+  size_t pieces() const { return sends_.size() + receives_.size(); }
   absl::Duration planning_time() const { return planning_time_; }
 
  private:
@@ -129,11 +135,11 @@ class SyncPlan {
   std::vector<SyncPiece> sends_;
   std::vector<SyncPiece> receives_;
   int64_t memory_bytes_ = 0;
-  size_t total_pieces_ = 0;
   absl::Duration planning_time_;
   std::vector<int64_t> receives_per_parameter_;  // this rank's receive count per parameter
   std::shared_ptr<Storage> send_staging_[2];     // reused by every Sync call (double buffered)
   std::shared_ptr<Storage> recv_staging_;
+  std::vector<size_t> positions_[2];  // each parameter's slot in the source/destination module
 };
 
 // Collective over every rank of `comm`. `source` is non-null exactly on the source group's ranks,

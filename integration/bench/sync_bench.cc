@@ -187,7 +187,7 @@ absl::StatusOr<SyncBenchResult> RunSyncBench(Communicator& comm, const SyncBench
       PlanSync(src, dst, groups, comm, {.memory_bytes = o.budget_mib << 20, .call = o.call}));
   r.plan_s = absl::ToDoubleSeconds(plan.planning_time());
   r.rounds = plan.rounds();
-  r.pieces = static_cast<int64_t>(plan.total_pieces());
+  r.pieces = static_cast<int64_t>(plan.pieces());
   SyncReport report;
   SHARDKIT_ASSIGN_OR_RETURN(r.first_call_s, Timed(comm, o.call, [&] {
                               return Sync(plan, src, dst, comm, {.call = o.call}, &report);

@@ -53,7 +53,7 @@ struct SyncBenchResult {
   double unpack_median_s = 0;  // of median_s: unpacking strided receives
   double recv_mib_per_s = 0;   // bytes_received / median_s
   int rounds = 0;
-  int64_t pieces = 0;          // in the whole plan
+  int64_t pieces = 0;          // this rank's (sends and receives)
   double tensors_mib = 0;      // this rank's source and destination shards: what it must hold
   // The line: the keys of `shardkit bench`'s line that apply ("rank", "world", "mib", "strategy":
   // "sync", "median_s", "min_s", "baseline_rss_mib", "peak_rss_mib", "bytes_sent",

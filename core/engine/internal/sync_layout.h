@@ -1,10 +1,12 @@
 // Internal: one side's layout for weight sync (core/engine/sync_plan.h) — what a module's
-// parameters look like across its group — as data, as JSON for the agreement, and the checks
-// PlanSync makes on every rank.
+// parameters look like across its group — in the compact form the agreement exchanges (each
+// parameter's name, dtype, shape and bound spec, distinct specs listed once), the boxes it
+// describes (computed once per distinct spec and shape), and the checks PlanSync makes.
 #ifndef SHARDKIT_CORE_ENGINE_INTERNAL_SYNC_LAYOUT_H_
 #define SHARDKIT_CORE_ENGINE_INTERNAL_SYNC_LAYOUT_H_
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,35 +22,59 @@
 
 namespace shardkit::internal {
 
-// One parameter on one side. A replicated parameter (a plain Tensor in the module) has one full
-// box per group rank.
-struct SyncParameter {
-  std::string name;
-  Shape shape;
-  DType dtype = DType::kFloat32;
-  bool replicated = false;
-  std::vector<specs::Box> boxes;
-  std::vector<int> group_ranks;  // the group rank holding boxes[i]
+struct SyncLayout {
+  struct Parameter {
+    std::string name;
+    DType dtype = DType::kFloat32;
+    Shape shape;
+    int spec = -1;  // index into `specs`; -1: replicated on every rank of the group
+  };
+  std::vector<std::string> specs;  // distinct canonical JSON of bound specs
+  std::vector<Parameter> parameters;
 };
 
-using SyncLayout = std::vector<SyncParameter>;
-
-// `module`'s layout over a group of `group_size` ranks.
-SyncLayout LayoutOf(const Module& module, int group_size);
+// `module`'s layout (a ShardedTensor's bound spec; a plain Tensor is replicated).
+SyncLayout LayoutOf(const Module& module);
 
 nlohmann::json LayoutToJson(const SyncLayout& layout);
 // Errors: kInvalidArgument if the JSON is not a layout (a peer of another build).
 [[nodiscard]] absl::StatusOr<SyncLayout> LayoutFromJson(const nlohmann::json& json);
+
+// The shards one (spec, shape) gives over a group: boxes, their group ranks, an index, and each
+// group rank's shard indices. A replicated parameter has one whole box per group rank and an
+// index of one box.
+struct SyncBoxes {
+  std::vector<specs::Box> boxes;
+  std::vector<int> group_ranks;
+  specs::ShardBoxIndex index;
+  std::vector<std::vector<size_t>> by_rank;
+  bool replicated = false;
+};
+
+// SyncBoxes per (spec, shape) of one side, computed once each.
+class SyncBoxCache {
+ public:
+  SyncBoxCache(const SyncLayout& layout, int group_size)
+      : layout_(layout), group_size_(group_size) {}
+  // Errors: kInvalidArgument naming the parameter if its spec does not parse or bind.
+  [[nodiscard]] absl::StatusOr<const SyncBoxes*> Get(const SyncLayout::Parameter& p);
+
+ private:
+  const SyncLayout& layout_;
+  int group_size_;
+  std::map<std::pair<int, Shape>, std::unique_ptr<SyncBoxes>> cache_;
+};
 
 // This rank's local problems with `module` as a member of a side: local tensors that are not
 // contiguous, meta, or on a device `comm` cannot move. Each names the side and parameter.
 std::vector<std::string> LocalProblems(const Module& module, std::string_view side,
                                        const Communicator& comm);
 
-// Problems between the two agreed layouts: names, shapes and dtypes that differ, placement ranks
-// outside the group. Each names the parameter.
+// Problems between the two agreed layouts: names, shapes and dtypes that differ; specs that do
+// not bind over their group. Each names the parameter.
 std::vector<std::string> CompareLayouts(const SyncLayout& source, const SyncLayout& destination,
-                                        int source_size, int destination_size);
+                                        SyncBoxCache& source_boxes,
+                                        SyncBoxCache& destination_boxes);
 
 // Problems with one group's world ranks (out of range, repeated, empty), naming the side.
 std::vector<std::string> CheckGroup(const std::vector<int>& ranks, std::string_view side,
@@ -70,12 +96,11 @@ struct SyncPlanAccess {
     std::memcpy(&plan.fingerprint_value_, digest.data(), sizeof(plan.fingerprint_value_));
     plan.memory_bytes_ = memory_bytes;
   }
-  static void Finish(SyncPlan& plan, std::vector<std::string> names, int rounds, size_t total,
+  static void Finish(SyncPlan& plan, std::vector<std::string> names, int rounds,
                      std::vector<SyncPiece> sends, std::vector<SyncPiece> receives,
                      std::vector<int64_t> receives_per_parameter, absl::Duration planning_time) {
     plan.names_ = std::move(names);
     plan.rounds_ = rounds;
-    plan.total_pieces_ = total;
     plan.sends_ = std::move(sends);
     plan.receives_ = std::move(receives);
     plan.receives_per_parameter_ = std::move(receives_per_parameter);
@@ -88,6 +113,10 @@ struct SyncPlanAccess {
     return plan.send_staging_[slot];
   }
   static std::shared_ptr<Storage>& recv_staging(SyncPlan& plan) { return plan.recv_staging_; }
+  // Where each parameter was found in the source (0) or destination (1) module last time.
+  static std::vector<size_t>& positions(SyncPlan& plan, int side) {
+    return plan.positions_[side];
+  }
 };
 
 }  // namespace shardkit::internal

@@ -23,9 +23,9 @@
 // contiguous or live on a device the backend cannot move. Then every rank derives the same rounds
 // and its own pieces:
 //  - rounds: parameters in order, each rank's bytes of a parameter (what it may stage) added up
-//    until some rank would exceed a bucket (a third of `memory_bytes`); then a new round. A parameter
-//    larger than a bucket on some rank is cut instead: all its pieces are enumerated, the strided
-//    ones split to fit, and pieces fill rounds one by one (the same on every rank);
+//    until some rank would exceed a bucket (a third of `memory_bytes`); then a new round. A
+//    parameter larger than a bucket on some rank is cut instead: all its pieces are enumerated, the
+//    strided ones split to fit, and pieces fill rounds one by one (the same on every rank);
 //  - pieces: this rank's source shards against the destination boxes and its destination shards
 //    against the source boxes, through the box-intersection index (specs/shard_box_index.h,
 //    built once per distinct spec and shape; never all pairs); a replicated source is read from

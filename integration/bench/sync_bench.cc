@@ -70,10 +70,9 @@ absl::StatusOr<Module> MakeSide(const SyncBenchOptions& o, int64_t dim, int grou
       SHARDKIT_RETURN_IF_ERROR(Touch(device, t.data(), static_cast<size_t>(t.nbytes())));
       local.push_back({s, std::move(t)});
     }
-    SHARDKIT_ASSIGN_OR_RETURN(ShardedTensor st,
-                              ShardedTensor::Create(shape, o.dtype, false, std::move(bound),
-                                                    std::move(shards), std::move(local),
-                                                    group_rank));
+    SHARDKIT_ASSIGN_OR_RETURN(
+        ShardedTensor st, ShardedTensor::Create(shape, o.dtype, false, std::move(bound),
+                                                std::move(shards), std::move(local), group_rank));
     const std::string name = absl::StrCat("layers.", i, ".weight");
     SHARDKIT_RETURN_IF_ERROR(module.AddParameter(name, Tensor()));
     SHARDKIT_RETURN_IF_ERROR(module.SetSharded(name, std::move(st)));
@@ -135,9 +134,9 @@ absl::Status ValidateSyncBenchOptions(const SyncBenchOptions& o, int world) {
   }
   const int64_t sources = SourceCount(o, world);
   if (!o.same_ranks && sources >= world) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--sources ", sources, " leaves no destination rank in a world of ", world,
-        " (add --same-ranks to sync within the same ranks)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sources ", sources, " leaves no destination rank in a world of ", world,
+                     " (add --same-ranks to sync within the same ranks)"));
   }
   if (sources > world) {
     return absl::InvalidArgumentError(
@@ -176,9 +175,9 @@ absl::StatusOr<SyncBenchResult> RunSyncBench(Communicator& comm, const SyncBench
         source, MakeSide(o, o.from_dim, si, static_cast<int>(groups.source.size()), device));
   }
   if (di >= 0) {
-    SHARDKIT_ASSIGN_OR_RETURN(destination, MakeSide(o, o.to_dim, di,
-                                                    static_cast<int>(groups.destination.size()),
-                                                    device));
+    SHARDKIT_ASSIGN_OR_RETURN(
+        destination,
+        MakeSide(o, o.to_dim, di, static_cast<int>(groups.destination.size()), device));
   }
   const Module* src = source ? &*source : nullptr;
   Module* dst = destination ? &*destination : nullptr;

@@ -38,12 +38,12 @@ struct SyncBenchResult {
   int rank = 0;
   int world = 1;
   int64_t mib = 0;
-  std::string role;         // "source", "destination", "both"
+  std::string role;  // "source", "destination", "both"
   std::string device;
-  double median_s = 0;      // one Sync call
+  double median_s = 0;  // one Sync call
   double min_s = 0;
   double baseline_rss_mib = 0;
-  double peak_rss_mib = 0;  // VmHWM after the Syncs, before the baseline allocates its buffers
+  double peak_rss_mib = 0;     // VmHWM after the Syncs, before the baseline allocates its buffers
   int64_t bytes_sent = 0;      // per call, to other ranks
   int64_t bytes_received = 0;  // per call, from other ranks (local copies excluded)
   double plan_s = 0;           // PlanSync
@@ -53,8 +53,8 @@ struct SyncBenchResult {
   double unpack_median_s = 0;  // of median_s: unpacking strided receives
   double recv_mib_per_s = 0;   // bytes_received / median_s
   int rounds = 0;
-  int64_t pieces = 0;          // this rank's (sends and receives)
-  double tensors_mib = 0;      // this rank's source and destination shards: what it must hold
+  int64_t pieces = 0;      // this rank's (sends and receives)
+  double tensors_mib = 0;  // this rank's source and destination shards: what it must hold
   // The line: the keys of `shardkit bench`'s line that apply ("rank", "world", "mib", "strategy":
   // "sync", "median_s", "min_s", "baseline_rss_mib", "peak_rss_mib", "bytes_sent",
   // "bytes_received", "device"), then the sync_* keys.

@@ -2,8 +2,8 @@
 // [--dtype D] [--params P] [--backend B] [--timeout S]`, and for sync [--sources S] [--same-ranks]
 // [--from-dim D] [--to-dim D] [--varied] [--budget-mib B]: launches N local ranks of this binary
 // (LaunchSelf, with the hidden flag --rank-worker) that each run integration/bench's RunShardBench
-// (RunSyncBench for sync) and print exactly one JSON line; the launcher passes those lines through unprefixed, so stdout
-// holds nothing else. Ranks' errors go to stderr, prefixed "[rank R] ".
+// (RunSyncBench for sync) and print exactly one JSON line; the launcher passes those lines through
+// unprefixed, so stdout holds nothing else. Ranks' errors go to stderr, prefixed "[rank R] ".
 #include <iostream>
 #include <limits>
 #include <string>

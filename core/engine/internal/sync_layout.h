@@ -114,9 +114,7 @@ struct SyncPlanAccess {
   }
   static std::shared_ptr<Storage>& recv_staging(SyncPlan& plan) { return plan.recv_staging_; }
   // Where each parameter was found in the source (0) or destination (1) module last time.
-  static std::vector<size_t>& positions(SyncPlan& plan, int side) {
-    return plan.positions_[side];
-  }
+  static std::vector<size_t>& positions(SyncPlan& plan, int side) { return plan.positions_[side]; }
 };
 
 }  // namespace shardkit::internal

@@ -10,6 +10,7 @@
 #include "core/base/status_macros.h"
 #include "core/comm/collective_status.h"
 #include "integration/torch/torch_tensor.h"
+#include "specs/layout.h"
 #include "specs/spec_json.h"
 
 namespace shardkit::libtorch {
@@ -238,6 +239,39 @@ void KeepRequiresGrad(const NamedTorchTensors& tensors, TorchShards& out) {
   }
 }
 
+// This rank's view of `t` under `plan` bound over a group: zero-filled shards on their
+// placements' devices (else `device`), or, when no rule matches, `t` itself if it holds data,
+// else zeros of its shape.
+absl::Status AllocateView(Module& module, const std::string& name, const torch::Tensor& t,
+                          const specs::Plan& plan, int group_size, int group_rank,
+                          const Device& device) {
+  SHARDKIT_ASSIGN_OR_RETURN(DType dtype, FromTorchDtype(t.scalar_type()));
+  const Shape shape = FromTorchSizes(t.sizes());
+  std::optional<size_t> rule = specs::MatchRule(plan, name);
+  if (!rule) {
+    absl::StatusOr<Tensor> whole = t.is_meta() ? Tensor::Zeros(shape, dtype, device) : FromTorch(t);
+    if (!whole.ok()) return whole.status();
+    return module.AddParameter(name, *std::move(whole));
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(specs::ShardingSpec spec,
+                            specs::Bind(plan.rules[*rule].spec, shape, group_size));
+  SHARDKIT_ASSIGN_OR_RETURN(std::vector<specs::ShardMetadata> shards,
+                            specs::BuildMetadata(spec, shape));
+  std::vector<LocalShard> local;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (shards[i].placement.rank() != group_rank) continue;
+    SHARDKIT_ASSIGN_OR_RETURN(
+        Tensor zeros,
+        Tensor::Zeros(shards[i].sizes, dtype, shards[i].placement.device().value_or(device)));
+    local.push_back({i, std::move(zeros)});
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(ShardedTensor st,
+                            ShardedTensor::Create(shape, dtype, t.requires_grad(), std::move(spec),
+                                                  std::move(shards), std::move(local), group_rank));
+  SHARDKIT_RETURN_IF_ERROR(module.AddParameter(name, Tensor()));
+  return module.SetSharded(name, std::move(st));
+}
+
 }  // namespace
 
 NamedTorchTensors NamedTensorsOf(const torch::nn::Module& module) {
@@ -288,6 +322,45 @@ absl::StatusOr<TorchShards> LoadTorchModule(const std::string& dir, torch::nn::M
   SHARDKIT_ASSIGN_OR_RETURN(TorchShards out, LoadNamed(dir, tensors, plan, comm, options));
   SetDataInPlace(tensors, out);
   return out;
+}
+
+}  // namespace shardkit::libtorch
+
+namespace shardkit::libtorch {
+
+absl::StatusOr<TorchShards> AllocateTorchModule(torch::nn::Module& module, const specs::Plan& plan,
+                                                int group_size, int group_rank,
+                                                const Device& device) {
+  NamedTorchTensors tensors = NamedTensorsOf(module);
+  SHARDKIT_ASSIGN_OR_RETURN(auto ties, LocalChecks(tensors, plan, group_size));
+  TorchShards out;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    SHARDKIT_RETURN_IF_ERROR(
+        ties.contains(i)  // a placeholder: TieSlots gives it the first tensor's slot
+            ? out.module.AddParameter(name, Tensor())
+            : AllocateView(out.module, name, t, plan, group_size, group_rank, device));
+  }
+  SHARDKIT_RETURN_IF_ERROR(TieSlots(out.module, tensors, ties));
+  for (const auto& [name, t] : tensors) {
+    SHARDKIT_ASSIGN_OR_RETURN(torch::Tensor local, LocalTensor(out.module, name, device));
+    out.local.emplace_back(name, std::move(local));
+  }
+  SetDataInPlace(tensors, out);
+  return out;
+}
+
+absl::StatusOr<SyncPlan> PlanSyncTorch(const TorchShards* source, const TorchShards* destination,
+                                       const SyncGroups& groups, Communicator& comm,
+                                       const SyncOptions& options) {
+  return PlanSync(source != nullptr ? &source->module : nullptr,
+                  destination != nullptr ? &destination->module : nullptr, groups, comm, options);
+}
+
+absl::Status SyncTorch(SyncPlan& plan, const TorchShards* source, TorchShards* destination,
+                       Communicator& comm, const SyncCallOptions& options, SyncReport* report) {
+  return Sync(plan, source != nullptr ? &source->module : nullptr,
+              destination != nullptr ? &destination->module : nullptr, comm, options, report);
 }
 
 }  // namespace shardkit::libtorch

@@ -61,6 +61,7 @@
 #include "core/comm/communicator.h"
 #include "core/engine/module.h"
 #include "core/engine/shard_parameter.h"
+#include "core/engine/sync_plan.h"
 #include "integration/checkpoint/save_shards.h"
 #include "specs/plan.h"
 
@@ -112,6 +113,33 @@ struct TorchShards {
 [[nodiscard]] absl::StatusOr<TorchShards> LoadTorchModule(
     const std::string& dir, torch::nn::Module& module, const specs::Plan& plan, Communicator& comm,
     const checkpoint::LoadShardsOptions& options = {});
+
+// A module's parameters as this rank's shards of `plan` bound over a group of `group_size` ranks
+// (this rank is group rank `group_rank`), zero-filled, without communication: what a weight-sync
+// destination (an inference server's model, meta or materialised) starts from. Parameters no rule
+// matches keep their data (meta ones become zeros). The shards live on their placements' devices,
+// else on `device`; each parameter becomes its shard in place, as in ShardTorchModule (the same
+// one-shard-per-rank and tied-weight rules). Errors: kInvalidArgument naming the parameter; as
+// Tensor::Zeros.
+[[nodiscard]] absl::StatusOr<TorchShards> AllocateTorchModule(torch::nn::Module& module,
+                                                              const specs::Plan& plan,
+                                                              int group_size, int group_rank,
+                                                              const Device& device = Device::Cpu());
+
+// Weight sync (core/engine/sync_plan.h) between LibTorch models: `source` on the source group's
+// ranks (e.g. a trainer's ShardTorchModule result), `destination` on the destination group's
+// (e.g. a server's AllocateTorchModule result), nullptr elsewhere. Their `module` views share
+// memory with the models' parameters, so a SyncTorch call updates the destination model's
+// parameters in place (CPU tensors over Gloo or MPI, CUDA tensors over the NCCL plugin; the
+// stream rule of torch_tensor.h). Collectives, as PlanSync and Sync.
+[[nodiscard]] absl::StatusOr<SyncPlan> PlanSyncTorch(const TorchShards* source,
+                                                     const TorchShards* destination,
+                                                     const SyncGroups& groups, Communicator& comm,
+                                                     const SyncOptions& options = {});
+[[nodiscard]] absl::Status SyncTorch(SyncPlan& plan, const TorchShards* source,
+                                     TorchShards* destination, Communicator& comm,
+                                     const SyncCallOptions& options = {},
+                                     SyncReport* report = nullptr);
 
 // The module's parameters, then its buffers, by dotted name (recursively).
 NamedTorchTensors NamedTensorsOf(const torch::nn::Module& module);

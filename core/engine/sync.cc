@@ -378,9 +378,19 @@ absl::Status Pipeline::Run(const CallOptions& call, SyncReport& report,
   if (packed_[0].status.ok()) Pack(0, 0);
   for (int r = 0; r < plan_.rounds(); ++r) {
     std::thread next;
-    if (r + 1 < plan_.rounds()) next = std::thread([this, r] { Pack(r + 1, (r + 1) % 2); });
+    if (r + 1 < plan_.rounds()) {
+      // On a device the next round is packed after this one (a helper thread would act on
+      // another CUDA device than the rank's).
+      if (comm_.DefaultDevice().is_cpu()) {
+        next = std::thread([this, r] { Pack(r + 1, (r + 1) % 2); });
+      }
+    }
     absl::Status status = Exchange(r, call, report);
-    if (next.joinable()) next.join();
+    if (next.joinable()) {
+      next.join();
+    } else if (r + 1 < plan_.rounds()) {
+      Pack(r + 1, (r + 1) % 2);
+    }
     if (status.ok()) status = Unpack(report);
     SHARDKIT_RETURN_IF_ERROR(
         Annotate(status, absl::StrCat("Sync round ", r + 1, " of ", plan_.rounds())));

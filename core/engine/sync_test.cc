@@ -56,25 +56,48 @@ std::string Enumerable(int64_t rows, int64_t cols, int n) {
   return absl::StrCat(R"({"type": "enumerable", "shards": [)", absl::StrJoin(shards, ", "), "]}");
 }
 
+// One [5, 3] parameter of every dtype, rows to columns.
+std::vector<Param> EveryDtype(bool source) {
+  std::vector<Param> params;
+  for (DType dtype : kAllDTypes) {
+    params.push_back({absl::StrCat("dtype.", std::string(DTypeName(dtype))),
+                      {5, 3},
+                      dtype,
+                      Chunk(source ? 0 : 1)});
+  }
+  return params;
+}
+
 std::vector<Param> SourceParams(int n) {
-  return {{"a", {7, 5}, DType::kFloat32, Chunk(0)},
-          {"b", {6, 4}, DType::kBFloat16, Chunk(1)},
-          {"c", {5}, DType::kInt64, "replicated"},
-          {"d", {3, 4, 2}, DType::kUInt8, Chunk(2)},
-          {"e", {8, 3}, DType::kFloat64, Enumerable(8, 3, n)},
-          {"f", {512, 96}, DType::kFloat32, Chunk(1)}};
+  std::vector<Param> params = EveryDtype(true);
+  params.insert(params.end(), {{"a", {7, 5}, DType::kFloat32, Chunk(0)},
+                               {"b", {6, 4}, DType::kBFloat16, Chunk(1)},
+                               {"c", {5}, DType::kInt64, "replicated"},
+                               {"d", {3, 4, 2}, DType::kUInt8, Chunk(2)},
+                               {"e", {8, 3}, DType::kFloat64, Enumerable(8, 3, n)},
+                               {"f", {512, 96}, DType::kFloat32, Chunk(1)}});
+  return params;
 }
 
 std::vector<Param> DestinationParams(int n) {
-  return {{"a", {7, 5}, DType::kFloat32, Chunk(1)}, {"b", {6, 4}, DType::kBFloat16, Chunk(0)},
-          {"c", {5}, DType::kInt64, Chunk(0)},      {"d", {3, 4, 2}, DType::kUInt8, "replicated"},
-          {"e", {8, 3}, DType::kFloat64, Chunk(1)}, {"f", {512, 96}, DType::kFloat32, Chunk(0)}};
+  std::vector<Param> params = EveryDtype(false);
+  params.insert(params.end(), {{"a", {7, 5}, DType::kFloat32, Chunk(1)},
+                               {"b", {6, 4}, DType::kBFloat16, Chunk(0)},
+                               {"c", {5}, DType::kInt64, Chunk(0)},
+                               {"d", {3, 4, 2}, DType::kUInt8, "replicated"},
+                               {"e", {8, 3}, DType::kFloat64, Chunk(1)},
+                               {"f", {512, 96}, DType::kFloat32, Chunk(0)}});
+  return params;
 }
 
-// The whole tensor every source holds a part of: arange from `seed`.
+// The whole tensor every source holds a part of: a byte pattern of `seed` (every dtype is moved
+// as bytes).
 Tensor Global(const Param& p, int seed) {
-  absl::StatusOr<Tensor> t = Tensor::Arange(p.shape, p.dtype, seed);
+  absl::StatusOr<Tensor> t = Tensor::Empty(p.shape, p.dtype);
   EXPECT_TRUE(t.ok()) << t.status();
+  for (int64_t i = 0; i < t->nbytes(); ++i) {
+    t->data()[i] = static_cast<std::byte>((i * 131 + seed * 7 + p.name.size()) & 0xff);
+  }
   return *t;
 }
 

@@ -132,19 +132,15 @@ TEST(NcclWithDevice, WeightSyncRowsToColumnsOnDevices) {
           specs::ShardingSpec spec,
           specs::ParseSpec(
               absl::StrCat(R"({"type":"chunk","dim":)", dim, R"(,"placements":{"ranks":"all"}})")));
-      SHARDKIT_ASSIGN_OR_RETURN(spec, specs::Bind(spec, host.shape(), comm.world_size()));
-      SHARDKIT_ASSIGN_OR_RETURN(auto shards, specs::BuildMetadata(spec, host.shape()));
-      std::vector<LocalShard> local;
-      for (size_t i = 0; i < shards.size(); ++i) {
-        if (shards[i].placement.rank() != rank) continue;
-        SHARDKIT_ASSIGN_OR_RETURN(Tensor part, NarrowToShard(host, shards[i]));
-        SHARDKIT_ASSIGN_OR_RETURN(Tensor zeros, Tensor::Zeros(shards[i].sizes, host.dtype()));
-        SHARDKIT_ASSIGN_OR_RETURN(Tensor on_device, ToDevice(fill ? part : zeros, mine));
-        local.push_back({i, std::move(on_device)});
+      SHARDKIT_ASSIGN_OR_RETURN(
+          ShardedTensor st,
+          ShardedTensor::Zeros(host.shape(), host.dtype(), spec, comm.world_size(), rank, mine));
+      for (const LocalShard& shard : st.local_shards()) {
+        if (!fill) continue;
+        SHARDKIT_ASSIGN_OR_RETURN(Tensor part, NarrowToShard(host, st.shards()[shard.index]));
+        Tensor into = shard.tensor;
+        SHARDKIT_RETURN_IF_ERROR(into.CopyFrom(part));
       }
-      SHARDKIT_ASSIGN_OR_RETURN(ShardedTensor st,
-                                ShardedTensor::Create(host.shape(), host.dtype(), false, spec,
-                                                      std::move(shards), std::move(local), rank));
       Module module;
       SHARDKIT_RETURN_IF_ERROR(module.AddParameter("w", Tensor()));
       SHARDKIT_RETURN_IF_ERROR(module.SetSharded("w", std::move(st)));

@@ -10,6 +10,7 @@
 #include "core/comm/collective_status.h"
 #include "core/engine/internal/shard_copy.h"
 #include "core/engine/internal/sharded_tensor_init.h"
+#include "specs/layout.h"
 
 namespace shardkit {
 namespace {
@@ -143,6 +144,24 @@ absl::StatusOr<Tensor> NarrowToShard(const Tensor& tensor, const ShardMetadata& 
         view, view.Narrow(static_cast<int64_t>(d), shard.offsets[d], shard.sizes[d]));
   }
   return view;
+}
+
+absl::StatusOr<ShardedTensor> ShardedTensor::Zeros(const Shape& global_shape, DType dtype,
+                                                   const specs::ShardingSpec& spec, int world_size,
+                                                   int rank, const Device& device) {
+  SHARDKIT_ASSIGN_OR_RETURN(specs::ShardingSpec bound, specs::Bind(spec, global_shape, world_size));
+  SHARDKIT_ASSIGN_OR_RETURN(std::vector<specs::ShardMetadata> shards,
+                            specs::BuildMetadata(bound, global_shape));
+  std::vector<LocalShard> local;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (shards[i].placement.rank() != rank) continue;
+    SHARDKIT_ASSIGN_OR_RETURN(
+        Tensor zeros,
+        Tensor::Zeros(shards[i].sizes, dtype, shards[i].placement.device().value_or(device)));
+    local.push_back({i, std::move(zeros)});
+  }
+  return Create(global_shape, dtype, false, std::move(bound), std::move(shards), std::move(local),
+                rank);
 }
 
 absl::StatusOr<ShardedTensor> ShardedTensor::Create(Shape global_shape, DType dtype,

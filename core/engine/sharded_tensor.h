@@ -50,6 +50,15 @@ class ShardedTensor {
       Shape global_shape, DType dtype, bool requires_grad, specs::ShardingSpec spec,
       std::vector<specs::ShardMetadata> shards, std::vector<LocalShard> local, int rank);
 
+  // Builds this rank's side of `spec` (bound here over `world_size` ranks) for a tensor of
+  // `global_shape`, without communication: the shards placed on `rank` are fresh zero-filled
+  // tensors on their placement's device, else on `device`. What a weight-sync destination, or a
+  // test, starts from. Errors: kInvalidArgument as Bind; allocation errors.
+  [[nodiscard]] static absl::StatusOr<ShardedTensor> Zeros(const Shape& global_shape, DType dtype,
+                                                           const specs::ShardingSpec& spec,
+                                                           int world_size, int rank,
+                                                           const Device& device = Device::Cpu());
+
   // Collective: every rank offers its local shards; the global list (ordered by rank, then as
   // offered) is validated on every rank — same global shape, dtype and requires_grad everywhere,
   // each shard placed on the rank offering it with a tensor of the shard's size, the shards tiling

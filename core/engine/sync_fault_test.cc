@@ -36,21 +36,15 @@ using ::testing::HasSubstr;
 const SyncGroups kGroups{{0, 1}, {2, 3}};
 
 // A ShardedTensor of `shape` chunked on `dim` over a group of 2, this group rank's shard filled
-// with `fill` bytes (or arange when fill < 0).
+// with `fill` bytes.
 ShardedTensor Chunked(const Shape& shape, int dim, int group_rank, int fill) {
-  specs::ShardingSpec spec = *specs::ParseSpec(
+  const specs::ShardingSpec spec = *specs::ParseSpec(
       absl::StrCat(R"({"type": "chunk", "dim": )", dim, R"(, "placements": {"ranks": "all"}})"));
-  spec = *specs::Bind(spec, shape, 2);
-  std::vector<specs::ShardMetadata> shards = *specs::BuildMetadata(spec, shape);
-  std::vector<LocalShard> local;
-  for (size_t i = 0; i < shards.size(); ++i) {
-    if (shards[i].placement.rank() != group_rank) continue;
-    Tensor t = *Tensor::Zeros(shards[i].sizes, DType::kFloat32);
-    std::memset(t.data(), fill, t.nbytes());
-    local.push_back({i, std::move(t)});
+  ShardedTensor st = *ShardedTensor::Zeros(shape, DType::kFloat32, spec, 2, group_rank);
+  for (const LocalShard& shard : st.local_shards()) {
+    std::memset(shard.tensor.data(), fill, shard.tensor.nbytes());
   }
-  return *ShardedTensor::Create(shape, DType::kFloat32, false, spec, std::move(shards),
-                                std::move(local), group_rank);
+  return st;
 }
 
 Module ModuleOf(std::vector<std::pair<std::string, ShardedTensor>> tensors) {

@@ -113,19 +113,14 @@ absl::StatusOr<Module> Side(const std::vector<Param>& params, int group_rank, in
       continue;
     }
     SHARDKIT_ASSIGN_OR_RETURN(specs::ShardingSpec spec, specs::ParseSpec(p.spec));
-    SHARDKIT_ASSIGN_OR_RETURN(spec, specs::Bind(spec, p.shape, group_size));
-    SHARDKIT_ASSIGN_OR_RETURN(auto shards, specs::BuildMetadata(spec, p.shape));
-    std::vector<LocalShard> local;
-    for (size_t i = 0; i < shards.size(); ++i) {
-      if (shards[i].placement.rank() != group_rank) continue;
-      SHARDKIT_ASSIGN_OR_RETURN(Tensor view, NarrowToShard(global, shards[i]));
-      SHARDKIT_ASSIGN_OR_RETURN(Tensor t,
-                                fill ? view.Clone() : Tensor::Zeros(shards[i].sizes, p.dtype));
-      local.push_back({i, std::move(t)});
+    SHARDKIT_ASSIGN_OR_RETURN(ShardedTensor st,
+                              ShardedTensor::Zeros(p.shape, p.dtype, spec, group_size, group_rank));
+    for (const LocalShard& shard : st.local_shards()) {
+      if (!fill) continue;
+      SHARDKIT_ASSIGN_OR_RETURN(Tensor view, NarrowToShard(global, st.shards()[shard.index]));
+      Tensor into = shard.tensor;
+      SHARDKIT_RETURN_IF_ERROR(into.CopyFrom(view));
     }
-    SHARDKIT_ASSIGN_OR_RETURN(
-        ShardedTensor st, ShardedTensor::Create(p.shape, p.dtype, false, spec, std::move(shards),
-                                                std::move(local), group_rank));
     SHARDKIT_RETURN_IF_ERROR(module.AddParameter(p.name, Tensor()));
     SHARDKIT_RETURN_IF_ERROR(module.SetSharded(p.name, std::move(st)));
   }

@@ -49,7 +49,7 @@ std::vector<int64_t> Rows(const SyncBenchOptions& o) {
 }
 
 // This group rank's side: its chunks (on `dim` over `group_size` ranks) of every parameter, as
-// touched tensors on `device`.
+// zero-filled (so touched) tensors on `device`.
 absl::StatusOr<Module> MakeSide(const SyncBenchOptions& o, int64_t dim, int group_rank,
                                 int group_size, const Device& device) {
   SHARDKIT_ASSIGN_OR_RETURN(specs::ShardingSpec spec,
@@ -59,20 +59,9 @@ absl::StatusOr<Module> MakeSide(const SyncBenchOptions& o, int64_t dim, int grou
   const std::vector<int64_t> rows = Rows(o);
   Module module;
   for (size_t i = 0; i < rows.size(); ++i) {
-    const Shape shape = {rows[i], cols};
-    SHARDKIT_ASSIGN_OR_RETURN(specs::ShardingSpec bound, specs::Bind(spec, shape, group_size));
-    SHARDKIT_ASSIGN_OR_RETURN(std::vector<specs::ShardMetadata> shards,
-                              specs::BuildMetadata(bound, shape));
-    std::vector<LocalShard> local;
-    for (size_t s = 0; s < shards.size(); ++s) {
-      if (shards[s].placement.rank() != group_rank) continue;
-      SHARDKIT_ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(shards[s].sizes, o.dtype, device));
-      SHARDKIT_RETURN_IF_ERROR(Touch(device, t.data(), static_cast<size_t>(t.nbytes())));
-      local.push_back({s, std::move(t)});
-    }
     SHARDKIT_ASSIGN_OR_RETURN(
-        ShardedTensor st, ShardedTensor::Create(shape, o.dtype, false, std::move(bound),
-                                                std::move(shards), std::move(local), group_rank));
+        ShardedTensor st,
+        ShardedTensor::Zeros({rows[i], cols}, o.dtype, spec, group_size, group_rank, device));
     const std::string name = absl::StrCat("layers.", i, ".weight");
     SHARDKIT_RETURN_IF_ERROR(module.AddParameter(name, Tensor()));
     SHARDKIT_RETURN_IF_ERROR(module.SetSharded(name, std::move(st)));

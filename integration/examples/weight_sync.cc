@@ -77,18 +77,9 @@ absl::StatusOr<Module> MakeSide(const Flags& f, const specs::Plan& plan, int gro
       SHARDKIT_RETURN_IF_ERROR(module.AddParameter(Name(i), std::move(t)));
       continue;
     }
-    SHARDKIT_ASSIGN_OR_RETURN(specs::ShardingSpec spec,
-                              specs::Bind(plan.rules[*rule].spec, shape, group_size));
-    SHARDKIT_ASSIGN_OR_RETURN(auto shards, specs::BuildMetadata(spec, shape));
-    std::vector<LocalShard> local;
-    for (size_t s = 0; s < shards.size(); ++s) {
-      if (shards[s].placement.rank() != group_rank) continue;
-      SHARDKIT_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(shards[s].sizes, DType::kFloat32));
-      local.push_back({s, std::move(t)});
-    }
-    SHARDKIT_ASSIGN_OR_RETURN(
-        ShardedTensor st, ShardedTensor::Create(shape, DType::kFloat32, false, spec,
-                                                std::move(shards), std::move(local), group_rank));
+    SHARDKIT_ASSIGN_OR_RETURN(ShardedTensor st,
+                              ShardedTensor::Zeros(shape, DType::kFloat32, plan.rules[*rule].spec,
+                                                   group_size, group_rank));
     SHARDKIT_RETURN_IF_ERROR(module.AddParameter(Name(i), Tensor()));
     SHARDKIT_RETURN_IF_ERROR(module.SetSharded(Name(i), std::move(st)));
   }

@@ -253,21 +253,9 @@ absl::Status AllocateView(Module& module, const std::string& name, const torch::
     if (!whole.ok()) return whole.status();
     return module.AddParameter(name, *std::move(whole));
   }
-  SHARDKIT_ASSIGN_OR_RETURN(specs::ShardingSpec spec,
-                            specs::Bind(plan.rules[*rule].spec, shape, group_size));
-  SHARDKIT_ASSIGN_OR_RETURN(std::vector<specs::ShardMetadata> shards,
-                            specs::BuildMetadata(spec, shape));
-  std::vector<LocalShard> local;
-  for (size_t i = 0; i < shards.size(); ++i) {
-    if (shards[i].placement.rank() != group_rank) continue;
-    SHARDKIT_ASSIGN_OR_RETURN(
-        Tensor zeros,
-        Tensor::Zeros(shards[i].sizes, dtype, shards[i].placement.device().value_or(device)));
-    local.push_back({i, std::move(zeros)});
-  }
-  SHARDKIT_ASSIGN_OR_RETURN(ShardedTensor st,
-                            ShardedTensor::Create(shape, dtype, t.requires_grad(), std::move(spec),
-                                                  std::move(shards), std::move(local), group_rank));
+  SHARDKIT_ASSIGN_OR_RETURN(
+      ShardedTensor st,
+      ShardedTensor::Zeros(shape, dtype, plan.rules[*rule].spec, group_size, group_rank, device));
   SHARDKIT_RETURN_IF_ERROR(module.AddParameter(name, Tensor()));
   return module.SetSharded(name, std::move(st));
 }

@@ -50,6 +50,22 @@ absl::StatusOr<Tensor> ToDevice(const Tensor& t, const Device& device) {
   return out;
 }
 
+// `st`'s local shards are on cuda:rank, and its Gather into a CUDA tensor on rank 0 gives back
+// `host`'s bytes.
+void ExpectOnDeviceAndGathersTo(const ShardedTensor& st, const Tensor& host, int rank,
+                                Communicator& comm) {
+  const Device mine = Device::Cuda(rank);
+  for (const LocalShard& shard : st.local_shards()) EXPECT_EQ(shard.tensor.device(), mine);
+  Tensor out;
+  if (rank == 0) {
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(out, Tensor::Empty(host.shape(), host.dtype(), mine));
+  }
+  SHARDKIT_ASSERT_OK(st.Gather(0, rank == 0 ? &out : nullptr, comm));
+  if (rank == 0) {
+    EXPECT_EQ(HostBytes(out), HostBytes(host));
+  }
+}
+
 TEST(NcclWithoutDevice, ConnectAndAllocationReportNoCudaDevice) {
   if (CudaDevices() > 0) GTEST_SKIP() << "this machine has a CUDA device";
   SHARDKIT_EXPECT_OK(testing::ForkRanks(1, [](int, const std::string&) {
@@ -106,15 +122,7 @@ TEST(NcclWithDevice, ShardParameterFromCudaSourceAndGatherBack) {
             absl::StrCat(R"({"type":"chunk","dim":0,"placements":[)", placements, "]}")));
     SHARDKIT_ASSERT_OK(ShardParameter(module, "w", spec, comm));
     SHARDKIT_ASSERT_OK_AND_ASSIGN(const ShardedTensor* st, module.GetSharded("w"));
-    for (const LocalShard& shard : st->local_shards()) EXPECT_EQ(shard.tensor.device(), mine);
-    Tensor out;
-    if (rank == 0) {
-      SHARDKIT_ASSERT_OK_AND_ASSIGN(out, Tensor::Empty(host.shape(), host.dtype(), mine));
-    }
-    SHARDKIT_ASSERT_OK(st->Gather(0, rank == 0 ? &out : nullptr, comm));
-    if (rank == 0) {
-      EXPECT_EQ(HostBytes(out), HostBytes(host));
-    }
+    ExpectOnDeviceAndGathersTo(*st, host, rank, comm);
   }));
 }
 
@@ -153,15 +161,7 @@ TEST(NcclWithDevice, WeightSyncRowsToColumnsOnDevices) {
       SHARDKIT_ASSERT_OK(Sync(plan, &rows, &columns, comm, {.verify = true}));
     }
     SHARDKIT_ASSERT_OK_AND_ASSIGN(const ShardedTensor* st, columns.GetSharded("w"));
-    for (const LocalShard& shard : st->local_shards()) EXPECT_EQ(shard.tensor.device(), mine);
-    Tensor out;
-    if (rank == 0) {
-      SHARDKIT_ASSERT_OK_AND_ASSIGN(out, Tensor::Empty(host.shape(), host.dtype(), mine));
-    }
-    SHARDKIT_ASSERT_OK(st->Gather(0, rank == 0 ? &out : nullptr, comm));
-    if (rank == 0) {
-      EXPECT_EQ(HostBytes(out), HostBytes(host));
-    }
+    ExpectOnDeviceAndGathersTo(*st, host, rank, comm);
   }));
 }
 

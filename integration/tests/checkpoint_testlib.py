@@ -358,3 +358,27 @@ def writing_file(pid, out):
     """A kill condition: the victim has created its shard file and is writing it (not renamed)."""
     return any(name.endswith(f".tmp.{pid}") for name in os.listdir(out)) if os.path.isdir(out) \
         else False
+
+
+def free_port():
+    """A TCP port on 127.0.0.1, free now, below the kernel's ephemeral range: no other process's
+    connecting or port-0 socket can take it before the caller binds it. (A port from bind(0) is
+    handed out again at once, and tests running side by side raced for it.)"""
+    import random
+    import socket
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        port = rng.randrange(max(1024, low - 12000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free TCP port below the ephemeral range")
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["free_port"]:
+    print(free_port())

@@ -56,11 +56,6 @@ def raw(torch, tensor):
     return tensor.contiguous().view(torch.uint8).flatten().tolist()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def local_chunk(torch, full, placement, rank, world):
     """This rank's part of `full` under Shard(placement) (torch.chunk's split, as DTensor's), or
@@ -120,7 +115,7 @@ def rank_main(rank, world, port, job, directory, result):
 
 def run_torch_ranks(world, job, directory):
     import torch.multiprocessing as mp
-    from checkpoint_testlib import TMP
+    from checkpoint_testlib import TMP, free_port
     result = os.path.join(TMP, f"torch-{job}-{os.path.basename(directory)}.json")
     mp.spawn(rank_main, args=(world, free_port(), job, directory, result), nprocs=world)
     out = []

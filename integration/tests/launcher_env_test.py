@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import (BIN, TMP, check, finish, run, same_rank_files,
+from checkpoint_testlib import (BIN, TMP, check, finish, free_port, run, same_rank_files,
                                 write_safetensors)
 
 WORLD = 3
@@ -102,11 +102,6 @@ def shard_under(label, rank_vars, reference, store, **kwargs):
         same_output(out, reference, WORLD, label)
     return results
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def host_name_binds():

@@ -6,9 +6,9 @@
 # SIGKILLed while the other host's ranks wait (they fail fast, naming the store), bad URLs.
 source "$TEST_SRCDIR/shardkit/integration/tests/sh_test_lib.sh"
 export SHARDKIT_HOSTNAME=127.0.0.1  # what Gloo binds in the "multi-host" runs
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+# A port below the ephemeral range (checkpoint_testlib.free_port): a bind(0) port could be taken
+# by a test running beside this one before the store binds it.
+free_port() { python3 "$TEST_SRCDIR/shardkit/integration/tests/checkpoint_testlib.py" free_port; }
 has() { grep -qF -- "$2" <<<"$3" || fail "$1: missing '$2' in: $3"; }
 
 out=$(timeout 60 "$bin" launch --nproc 3 --store tcp://127.0.0.1:0 -- "$bin" demo 2>&1)

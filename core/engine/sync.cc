@@ -24,28 +24,6 @@ namespace {
 
 using internal::SyncPlanAccess;
 
-// The view of `box` in this rank's tensor of shard `shard` of parameter `name`.
-absl::StatusOr<Tensor> PieceView(const Module& module, const std::string& name, size_t shard,
-                                 const specs::Box& box) {
-  SHARDKIT_ASSIGN_OR_RETURN(internal::SyncTensor t, internal::LocalSyncTensor(module, name, shard));
-  specs::ShardMetadata rel{box.offsets, box.sizes};
-  for (size_t d = 0; d < rel.offsets.size(); ++d) rel.offsets[d] -= t.offsets[d];
-  return NarrowToShard(t.tensor, rel);
-}
-
-absl::StatusOr<Tensor> SourceView(const SyncPlan& plan, const Module* source, const SyncPiece& p) {
-  if (source == nullptr) return absl::FailedPreconditionError("no source module on this rank");
-  return PieceView(*source, plan.names()[p.parameter], p.source_shard, p.box);
-}
-
-absl::StatusOr<Tensor> DestinationView(const SyncPlan& plan, const Module* destination,
-                                       const SyncPiece& p) {
-  if (destination == nullptr) {
-    return absl::FailedPreconditionError("no destination module on this rank");
-  }
-  return PieceView(*destination, plan.names()[p.parameter], p.destination_shard, p.box);
-}
-
 // One side's local tensors, resolved once per call: (parameter, shard) -> the tensor and its
 // offsets, pointing into the module (which outlives the call). A parameter's position in the
 // module is remembered in the plan across calls and checked by name, so a call costs no hashing
@@ -123,6 +101,12 @@ absl::InlinedVector<int64_t, 8> Relative(const specs::Box& box, const Shape* ori
   return rel;
 }
 
+// The view of `box` in `t`.
+absl::StatusOr<Tensor> View(const SideTensors::Resolved& t, const specs::Box& box) {
+  const absl::InlinedVector<int64_t, 8> offsets = Relative(box, t.offsets);
+  return NarrowToShard(*t.tensor, {Shape(offsets.begin(), offsets.end()), box.sizes});
+}
+
 // Where a contiguous piece starts in its tensor.
 std::byte* PieceStart(const SideTensors::Resolved& t, const specs::Box& box) {
   const int64_t element = static_cast<int64_t>(ElementSize(t.tensor->dtype()));
@@ -149,9 +133,7 @@ absl::Status CopyPiece(const SideTensors::Resolved& t, const specs::Box& box, st
                             });
     return absl::OkStatus();
   }
-  const absl::InlinedVector<int64_t, 8> offsets = Relative(box, t.offsets);
-  specs::ShardMetadata rel{Shape(offsets.begin(), offsets.end()), box.sizes};
-  SHARDKIT_ASSIGN_OR_RETURN(Tensor view, NarrowToShard(*t.tensor, rel));
+  SHARDKIT_ASSIGN_OR_RETURN(Tensor view, View(t, box));
   SHARDKIT_ASSIGN_OR_RETURN(
       Tensor flat, internal::TensorOverBytes(bytes, box.sizes, t.tensor->dtype(), bytes_device));
   return to_bytes ? flat.CopyFrom(view) : view.CopyFrom(flat);
@@ -163,19 +145,6 @@ std::span<const SyncPiece> InRound(const std::vector<SyncPiece>& pieces, int rou
   auto first = std::lower_bound(pieces.begin(), pieces.end(), round, by_round);
   auto last = std::lower_bound(first, pieces.end(), round + 1, by_round);
   return {first, last};
-}
-
-// The most this rank stages in one round, per direction.
-std::pair<int64_t, int64_t> StagingNeeded(const SyncPlan& plan) {
-  int64_t send = 0, recv = 0;
-  for (int r = 0; r < plan.rounds(); ++r) {
-    int64_t s = 0, v = 0;
-    for (const SyncPiece& p : InRound(plan.sends(), r)) s += p.staged_send ? p.bytes : 0;
-    for (const SyncPiece& p : InRound(plan.receives(), r)) v += p.staged_recv ? p.bytes : 0;
-    send = std::max(send, s);
-    recv = std::max(recv, v);
-  }
-  return {send, recv};
 }
 
 // The coalesced pieces of a round, per peer (`peer_of` picks the piece's peer): each peer's run
@@ -213,11 +182,10 @@ class Pipeline {
  public:
   Pipeline(SyncPlan& plan, const Module* source, Module* destination, Communicator& comm)
       : plan_(plan),
-        source_(source),
-        destination_(destination),
         comm_(comm),
         sources_(plan, source, SyncPlanAccess::positions(plan, 0), "source"),
         destinations_(plan, destination, SyncPlanAccess::positions(plan, 1), "destination"),
+        local_sources_(plan, source, SyncPlanAccess::positions(plan, 2), "source"),
         recvs_(comm.world_size()) {}
 
   // Runs every round; done[i] counts the receives of parameter i that completed.
@@ -237,11 +205,10 @@ class Pipeline {
   absl::Status Exchange(int round, const CallOptions& call, SyncReport& report);
 
   SyncPlan& plan_;
-  const Module* source_;
-  Module* destination_;
   Communicator& comm_;
-  SideTensors sources_;       // the packer's
-  SideTensors destinations_;  // the caller's thread's
+  SideTensors sources_;        // the packer's
+  SideTensors destinations_;   // the caller's thread's
+  SideTensors local_sources_;  // the caller's thread's: local pieces (overlapping groups)
   Packed packed_[2];
   std::vector<std::vector<MutableBuffer>> recvs_;
   std::vector<std::pair<const SyncPiece*, int64_t>> unpack_;  // staged receives, staging offset
@@ -251,7 +218,8 @@ class Pipeline {
 
 // Staging is allocated by the first call and reused by the next ones.
 absl::Status Pipeline::Allocate() {
-  const auto [send, recv] = StagingNeeded(plan_);
+  const int64_t send = SyncPlanAccess::staging_bytes(plan_, 0);
+  const int64_t recv = SyncPlanAccess::staging_bytes(plan_, 1);
   const Device device = comm_.DefaultDevice();
   for (int slot = 0; slot < 2; ++slot) {
     SHARDKIT_RETURN_IF_ERROR(
@@ -299,14 +267,16 @@ void Pipeline::Pack(int round, int slot) {
 }
 
 absl::Status Pipeline::Post(const SyncPiece& p, SyncReport& report) {
-  if (p.from == p.to) {  // overlapping groups: this rank's own source, tensor to tensor
-    SHARDKIT_ASSIGN_OR_RETURN(Tensor to, DestinationView(plan_, destination_, p));
-    SHARDKIT_ASSIGN_OR_RETURN(Tensor from, SourceView(plan_, source_, p));
-    report.bytes_copied += p.bytes;
-    return to.CopyFrom(from);
-  }
   SHARDKIT_ASSIGN_OR_RETURN(SideTensors::Resolved to,
                             destinations_.Get(p.parameter, p.destination_shard));
+  if (p.from == p.to) {  // overlapping groups: this rank's own source, tensor to tensor
+    SHARDKIT_ASSIGN_OR_RETURN(SideTensors::Resolved from,
+                              local_sources_.Get(p.parameter, p.source_shard));
+    SHARDKIT_ASSIGN_OR_RETURN(Tensor to_view, View(to, p.box));
+    SHARDKIT_ASSIGN_OR_RETURN(Tensor from_view, View(from, p.box));
+    report.bytes_copied += p.bytes;
+    return to_view.CopyFrom(from_view);
+  }
   report.bytes_received += p.bytes;
   if (!p.staged_recv) {
     recvs_[p.from].emplace_back(PieceStart(to, p.box), static_cast<size_t>(p.bytes),
@@ -417,28 +387,51 @@ absl::StatusOr<std::string> Digest(const Tensor& view) {
 
 // verify: every rank's digests of what it sent and received, all-gathered; every rank names the
 // same first mismatch.
-absl::Status Verify(const SyncPlan& plan, const Module* source, const Module* destination,
-                    Communicator& comm, const CallOptions& call) {
+// This rank's digests: of what it sent (by piece id) and of what it received.
+absl::StatusOr<nlohmann::json> Digests(SyncPlan& plan, const Module* source,
+                                       const Module* destination) {
+  SideTensors sources(plan, source, SyncPlanAccess::positions(plan, 2), "source");
+  SideTensors destinations(plan, destination, SyncPlanAccess::positions(plan, 1), "destination");
+  auto digest = [](SideTensors& side, size_t parameter, size_t shard,
+                   const specs::Box& box) -> absl::StatusOr<std::string> {
+    SHARDKIT_ASSIGN_OR_RETURN(SideTensors::Resolved t, side.Get(parameter, shard));
+    SHARDKIT_ASSIGN_OR_RETURN(Tensor view, View(t, box));
+    return Digest(view);
+  };
   nlohmann::json sent = nlohmann::json::object(), received = nlohmann::json::array();
   for (const SyncPiece& p : plan.sends()) {
-    SHARDKIT_ASSIGN_OR_RETURN(Tensor from, SourceView(plan, source, p));
-    SHARDKIT_ASSIGN_OR_RETURN(sent[PieceId(p)], Digest(from));
+    SHARDKIT_ASSIGN_OR_RETURN(sent[PieceId(p)],
+                              digest(sources, p.parameter, p.source_shard, p.box));
   }
   for (const SyncPiece& p : plan.receives()) {
-    SHARDKIT_ASSIGN_OR_RETURN(Tensor to, DestinationView(plan, destination, p));
-    SHARDKIT_ASSIGN_OR_RETURN(std::string got, Digest(to));
+    SHARDKIT_ASSIGN_OR_RETURN(std::string got,
+                              digest(destinations, p.parameter, p.destination_shard, p.box));
     if (p.from == p.to) {
-      SHARDKIT_ASSIGN_OR_RETURN(Tensor from, SourceView(plan, source, p));
-      SHARDKIT_ASSIGN_OR_RETURN(sent[PieceId(p)], Digest(from));
+      SHARDKIT_ASSIGN_OR_RETURN(sent[PieceId(p)],
+                                digest(sources, p.parameter, p.source_shard, p.box));
     }
     received.push_back({PieceId(p), got, p.parameter, p.from, p.to, p.box.offsets, p.box.sizes});
   }
-  const std::string mine = nlohmann::json{{"sent", sent}, {"received", received}}.dump();
+  return nlohmann::json{{"sent", sent}, {"received", received}};
+}
+
+// verify: every rank's digests of what it sent and received, all-gathered; every rank names the
+// same first mismatch (or the first rank that could not compute its digests).
+absl::Status Verify(SyncPlan& plan, const Module* source, const Module* destination,
+                    Communicator& comm, const CallOptions& call) {
+  absl::StatusOr<nlohmann::json> digests = Digests(plan, source, destination);
+  const std::string mine = digests.ok()
+                               ? digests->dump()
+                               : nlohmann::json{{"error", digests.status().ToString()}}.dump();
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all, comm.AllGather(ConstBuffer(mine), call));
   std::vector<nlohmann::json> views;
   nlohmann::json senders = nlohmann::json::object();
-  for (const std::string& text : all) {
-    views.push_back(nlohmann::json::parse(text));
+  for (size_t r = 0; r < all.size(); ++r) {
+    views.push_back(nlohmann::json::parse(all[r]));
+    if (views.back().contains("error")) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("Sync verify: rank ", r, ": ", views.back()["error"].get<std::string>()));
+    }
     senders.update(views.back()["sent"]);
   }
   std::vector<nlohmann::json> bad;

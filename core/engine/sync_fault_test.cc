@@ -160,10 +160,26 @@ void VerifyMismatch(int rank, Communicator& comm, std::string_view) {
   EXPECT_THAT(all, Each(all.empty() ? "" : all[0]));
 }
 
+// verify: rank 3 can no longer compute its digests (its module emptied after the move); every rank
+// fails alike, naming rank 3 and why, instead of waiting for its digests.
+void VerifyCannotDigest(int rank, Communicator& comm, std::string_view) {
+  Sides s = SmallSides(rank);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(SyncPlan plan, PlanSync(s.src(), s.dst(), kGroups, comm));
+  SyncCallOptions options{.verify = true};
+  if (rank == 3) options.after_move_for_test = [&s] { *s.destination = Module(); };
+  const absl::Status status = Sync(plan, s.src(), s.dst(), comm, options);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kFailedPrecondition,
+                               HasSubstr(R"(Sync verify: rank 3: FAILED_PRECONDITION: destination )"
+                                         R"(parameter "w" is not in the module)")));
+  const std::vector<std::string> all = AllMessages(comm, status);
+  EXPECT_THAT(all, Each(all.empty() ? "" : all[0]));
+}
+
 TEST(SyncErrors, FingerprintAndVerify) {
   SHARDKIT_ASSERT_OK_AND_ASSIGN(RankGroup * group, RankGroup::Shared(4, "gloo"));
   SHARDKIT_EXPECT_OK(group->Run(&CheckValuesDiffer));
   SHARDKIT_EXPECT_OK(group->Run(&VerifyMismatch));
+  SHARDKIT_EXPECT_OK(group->Run(&VerifyCannotDigest));
 }
 
 constexpr absl::Duration kDeadline = absl::Seconds(2);

@@ -139,7 +139,10 @@ class SyncPlan {
   std::vector<int64_t> receives_per_parameter_;  // this rank's receive count per parameter
   std::shared_ptr<Storage> send_staging_[2];     // reused by every Sync call (double buffered)
   std::shared_ptr<Storage> recv_staging_;
-  std::vector<size_t> positions_[2];  // each parameter's slot in the source/destination module
+  int64_t staging_bytes_[2] = {0, 0};  // the most one round stages: sends, receives
+  // Each parameter's slot in the source module (the packer's), the destination module and the
+  // source module (the caller thread's, for local pieces).
+  std::vector<size_t> positions_[3];
 };
 
 // Collective over every rank of `comm`. `source` is non-null exactly on the source group's ranks,

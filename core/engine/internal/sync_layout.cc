@@ -200,20 +200,4 @@ std::vector<std::string> CheckGroup(const std::vector<int>& ranks, std::string_v
   return {};
 }
 
-absl::StatusOr<SyncTensor> LocalSyncTensor(const Module& module, const std::string& name,
-                                           size_t shard) {
-  SHARDKIT_ASSIGN_OR_RETURN(bool sharded, module.IsSharded(name));
-  if (!sharded) {
-    SHARDKIT_ASSIGN_OR_RETURN(const Tensor* t, module.GetTensor(name));
-    return SyncTensor{*t, Shape(t->shape().size(), 0)};
-  }
-  SHARDKIT_ASSIGN_OR_RETURN(const ShardedTensor* st, module.GetSharded(name));
-  for (const LocalShard& local : st->local_shards()) {
-    if (local.index == shard) return SyncTensor{local.tensor, st->shards()[shard].offsets};
-  }
-  return absl::FailedPreconditionError(
-      absl::StrCat("parameter ", QuoteName(name), ": this rank does not hold shard ", shard,
-                   " that the sync plan expects (a module other than the one planned with)"));
-}
-
 }  // namespace shardkit::internal

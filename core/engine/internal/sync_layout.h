@@ -5,6 +5,7 @@
 #ifndef SHARDKIT_CORE_ENGINE_INTERNAL_SYNC_LAYOUT_H_
 #define SHARDKIT_CORE_ENGINE_INTERNAL_SYNC_LAYOUT_H_
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -80,15 +81,6 @@ std::vector<std::string> CompareLayouts(const SyncLayout& source, const SyncLayo
 std::vector<std::string> CheckGroup(const std::vector<int>& ranks, std::string_view side,
                                     int world_size);
 
-// The local tensor holding shard `shard` of parameter `name` of `module` (a ShardedTensor's local
-// shard, or the plain tensor of a replicated parameter), and that shard's offsets.
-struct SyncTensor {
-  Tensor tensor;
-  Shape offsets;
-};
-[[nodiscard]] absl::StatusOr<SyncTensor> LocalSyncTensor(const Module& module,
-                                                         const std::string& name, size_t shard);
-
 // The plan's private state, for PlanSync and Sync.
 struct SyncPlanAccess {
   static void Init(SyncPlan& plan, const specs::Sha256Digest& digest, int64_t memory_bytes) {
@@ -105,7 +97,21 @@ struct SyncPlanAccess {
     plan.receives_ = std::move(receives);
     plan.receives_per_parameter_ = std::move(receives_per_parameter);
     plan.planning_time_ = planning_time;
+    plan.staging_bytes_[0] = MostStagedInARound(plan.sends_, &SyncPiece::staged_send);
+    plan.staging_bytes_[1] = MostStagedInARound(plan.receives_, &SyncPiece::staged_recv);
   }
+  // The most bytes of `pieces` (ordered by round) flagged `staged` in one round.
+  static int64_t MostStagedInARound(const std::vector<SyncPiece>& pieces, bool SyncPiece::*staged) {
+    int64_t most = 0, in_round = 0;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      if (i > 0 && pieces[i].round != pieces[i - 1].round) in_round = 0;
+      in_round += pieces[i].*staged ? pieces[i].bytes : 0;
+      most = std::max(most, in_round);
+    }
+    return most;
+  }
+  // The most one round stages: sends (0), receives (1).
+  static int64_t staging_bytes(const SyncPlan& plan, int side) { return plan.staging_bytes_[side]; }
   static const std::vector<int64_t>& receives_per_parameter(const SyncPlan& plan) {
     return plan.receives_per_parameter_;
   }
@@ -113,7 +119,8 @@ struct SyncPlanAccess {
     return plan.send_staging_[slot];
   }
   static std::shared_ptr<Storage>& recv_staging(SyncPlan& plan) { return plan.recv_staging_; }
-  // Where each parameter was found in the source (0) or destination (1) module last time.
+  // Where each parameter was found last time: in the source module by the packer (0), in the
+  // destination module (1), in the source module by the caller's thread (2).
   static std::vector<size_t>& positions(SyncPlan& plan, int side) { return plan.positions_[side]; }
 };
 

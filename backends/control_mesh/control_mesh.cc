@@ -32,6 +32,7 @@ using os::SocketError;
 constexpr int kMaxUnreadLook = 64 << 10;
 
 static_assert(ControlMesh::kClosedCause == MeshMarker::kClosedFlag);
+static_assert(ControlMesh::kStalledCause == MeshMarker::kStalledFlag);
 
 std::string RankName(int rank) { return absl::StrCat("rank ", rank); }
 
@@ -191,9 +192,12 @@ absl::Status ControlMesh::Exchange(std::span<const Send> sends, std::span<const 
   if (status.ok()) return status;
   transfers.MarkHalfWritten(half_written_);
   const std::string departures = DescribeDepartures();
-  return absl::Status(status.code(), absl::StrCat("peer ", current, ": ", status.message(), "; ",
-                                                  transfers.Progress().ToString(),
-                                                  departures.empty() ? "" : "; ", departures));
+  const TransferProgress progress = transfers.Progress();
+  waited_on_ = progress.silent;
+  waited_on_.insert(waited_on_.end(), progress.unsent.begin(), progress.unsent.end());
+  return absl::Status(
+      status.code(), absl::StrCat("peer ", current, ": ", status.message(), "; ",
+                                  progress.ToString(), departures.empty() ? "" : "; ", departures));
 }
 
 absl::Status ControlMesh::PollUntilDone(Transfers& transfers, absl::Time deadline, int& current) {

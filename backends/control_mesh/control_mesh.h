@@ -90,6 +90,14 @@ class ControlMesh {
   // Close's cause for a peer whose connection of another transport closed before its part arrived
   // (kConnectionClosed): `peer | kClosedCause`.
   static constexpr int kClosedCause = 1 << 23;
+  // Close's cause for a peer that stopped making progress (stalled: see the Gloo backend's
+  // stall search): `peer | kStalledCause`.
+  static constexpr int kStalledCause = 1 << 22;
+  // The first cause this mesh noted (as the markers of Close carry it), or -1.
+  int cause() const { return cause_.load(); }
+  // The peers the last failed Exchange was still waiting on: messages from them had not fully
+  // arrived, or messages to them had not been fully written.
+  const std::vector<int>& waited_on() const { return waited_on_; }
 
   // How many peers are connected now; whether `peer` is.
   int connections() const;
@@ -203,6 +211,7 @@ class ControlMesh {
   bool closed_ = false;
   std::vector<std::atomic<int>> fds_;     // [peer]; -1 for this rank, unconnected, after Close
   std::vector<bool> half_written_;        // [peer]: a failed Exchange left a send half written
+  std::vector<int> waited_on_;            // see waited_on()
   std::vector<std::atomic<char>> heard_;  // [peer]: kind of a marker an Exchange consumed, or 0
   std::vector<std::atomic<int>> heard_cause_;  // [peer]: that marker's cause (stored before heard_)
   std::atomic<uint64_t> call_ = 0;             // the last Exchange's call

@@ -17,11 +17,13 @@
 #include "backends/gloo/gloo_status.h"
 #include "backends/gloo/lazy_context.h"
 #include "backends/gloo/peer_watch.h"
+#include "backends/gloo/stall_search.h"
 #include "core/base/deadline.h"
 #include "core/base/env.h"
 #include "core/base/rank_text.h"
 #include "core/base/status_macros.h"
 #include "core/comm/backend_registry.h"
+#include "core/comm/culprit.h"
 #include "core/store/rendezvous.h"
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
@@ -47,11 +49,10 @@ bool Completed(::gloo::transport::UnboundBuffer& buffer, bool recv) noexcept {
 // which signals every pair, so probing returns at once; not after the peer watch aborted the
 // waits, when a probe would wait and its timeout would signal the whole context).
 template <typename SendOp, typename RecvOp>
-std::string DescribeProgress(
-    std::span<const SendOp> sends, std::span<const RecvOp> recvs,
-    const std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>>& in,
-    const std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>>& out, size_t recvs_done,
-    size_t sends_done, bool probe) {
+TransferProgress Progress(std::span<const SendOp> sends, std::span<const RecvOp> recvs,
+                          const std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>>& in,
+                          const std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>>& out,
+                          size_t recvs_done, size_t sends_done, bool probe) {
   TransferProgress progress;
   for (size_t i = 0; i < recvs.size(); ++i) {
     const bool done =
@@ -63,7 +64,26 @@ std::string DescribeProgress(
         i < sends_done || (probe && i < out.size() && Completed(*out[i], /*recv=*/false));
     progress.AddSend(sends[i].peer, sends[i].size, done ? sends[i].size : 0);
   }
-  return progress.ToString();
+  return progress;
+}
+
+// The culprit a mesh cause names (ControlMesh::Close's `cause`), if any.
+std::optional<Culprit> CulpritOf(int cause) {
+  if (cause < 0) return std::nullopt;
+  if ((cause & ControlMesh::kStalledCause) != 0) {
+    return Culprit{cause & ~ControlMesh::kStalledCause, Culprit::How::kStalled};
+  }
+  if ((cause & ControlMesh::kClosedCause) != 0) {
+    return Culprit{cause & ~ControlMesh::kClosedCause, Culprit::How::kLeft};
+  }
+  return Culprit{cause, Culprit::How::kVanished};
+}
+
+// The peers a failed exchange was still waiting on.
+std::vector<int> WaitedOn(const TransferProgress& progress) {
+  std::vector<int> peers = progress.silent;
+  peers.insert(peers.end(), progress.unsent.begin(), progress.unsent.end());
+  return peers;
 }
 
 // What a departure that fails an exchange says of why (ControlMesh::Close's cause).
@@ -159,6 +179,12 @@ class GlooCommunicator final : public Communicator {
   std::string DescribeDepartures(const std::vector<int>& peers, const absl::Status& status) const;
   // `cause`: the rank (MeshMarker's encoding) whose departure made this rank give up, or -1.
   void CloseConnections(int cause = -1) noexcept;
+  // After a failed exchange (`waited_on`: the peers it still waited on; `budget`: the time it had
+  // at its start): closes the connections with the cause (`cause`, else the mesh's, else a
+  // stalled rank that the stall search finds when the deadline passed) and attaches the culprit
+  // it names to `status`.
+  absl::Status Fail(absl::Status status, int cause, const std::vector<int>& waited_on,
+                    absl::Duration budget);
 
   const Endpoint endpoint_;
   const std::shared_ptr<LazyContext> context_;  // null for a world of one
@@ -193,6 +219,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(Communica
 absl::Status GlooCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
                                         std::span<const RecvOp> recvs, absl::Time deadline) {
   if (sends.empty() && recvs.empty()) return absl::OkStatus();
+  const absl::Duration budget = deadline - absl::Now();
   const std::vector<int> peers = Peers(sends, recvs);
   if (absl::Status connected = ConnectPairs(peers, seq, deadline); !connected.ok()) {
     CloseConnections();
@@ -242,6 +269,14 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<co
     status = FromException(std::current_exception(), step);
   }
   std::optional<ControlMesh::Departure> lost = watch_->Disarm();  // nothing aborts after
+  // Gloo closes this rank's own pair connections when one of its waits times out: a connection
+  // seen closed once the deadline has passed says nothing of the peer.
+  const bool timed_out = absl::Now() >= deadline;
+  if (!status.ok() && timed_out &&
+      (!lost.has_value() || lost->how == ControlMesh::Departure::How::kConnectionClosed)) {
+    lost.reset();
+    status = absl::DeadlineExceededError(absl::StrCat(step, ": timed out"));
+  }
   if (!status.ok() && lost.has_value() &&
       lost->how == ControlMesh::Departure::How::kConnectionClosed &&
       FinishAfterClose(in, out, recvs_done, sends_done, deadline)) {
@@ -252,10 +287,11 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<co
     status = absl::UnavailableError(
         absl::StrCat(step, ": wait aborted: ", ControlMesh::DescribeDeparture(*lost)));
   }
-  status = Annotate(status, DescribeProgress(sends, recvs, in, out, recvs_done, sends_done,
-                                             /*probe=*/!lost.has_value()));
+  const TransferProgress progress =
+      Progress(sends, recvs, in, out, recvs_done, sends_done, /*probe=*/!lost.has_value());
+  status = Annotate(status, progress.ToString());
   // Peers without a control connection: say which of them closed their pairs' connections.
-  if (!lost.has_value()) {
+  if (!lost.has_value() && !timed_out) {
     for (const ControlMesh::Departure& d : ClosedSockets(PairSockets(peers))) {
       status = Annotate(status, ControlMesh::DescribeDeparture(d));
       if (!lost.has_value()) lost = d;
@@ -267,8 +303,7 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<co
   }
   // Closed before the buffers go: Gloo must not write into them afterwards. The gave-up markers
   // name the peer that made this rank give up, for ranks that never talked to it.
-  CloseConnections(lost.has_value() ? CauseOf(*lost) : -1);
-  return status;
+  return Fail(status, lost.has_value() ? CauseOf(*lost) : -1, WaitedOn(progress), budget);
 }
 
 absl::Status GlooCommunicator::ExchangeControl(uint64_t /*tag*/, uint64_t seq,
@@ -279,8 +314,26 @@ absl::Status GlooCommunicator::ExchangeControl(uint64_t /*tag*/, uint64_t seq,
   std::vector<ControlMesh::Recv> in;
   for (const SendOp& s : sends) out.push_back({s.peer, s.data, s.size});
   for (const RecvOp& r : recvs) in.push_back({r.peer, r.data, r.size});
+  const absl::Duration budget = deadline - absl::Now();
   absl::Status status = mesh_->Exchange(out, in, deadline, seq);
-  if (!status.ok()) CloseConnections();
+  return status.ok() ? status : Fail(status, -1, mesh_->waited_on(), budget);
+}
+
+absl::Status GlooCommunicator::Fail(absl::Status status, int cause,
+                                    const std::vector<int>& waited_on, absl::Duration budget) {
+  if (mesh_ == nullptr) return status;  // a world of one exchanges nothing
+  if (cause < 0) cause = mesh_->cause();
+  if (cause < 0 && absl::IsDeadlineExceeded(status)) {
+    // Out of time, and no peer was seen to leave: one may have stalled.
+    const int stalled = FindStalledRank(*endpoint_.store, endpoint_.key_prefix, rank(), waited_on,
+                                        StallGrace(budget));
+    if (stalled >= 0) {
+      cause = stalled | ControlMesh::kStalledCause;
+      status = Annotate(status, DescribeCulprit(*CulpritOf(cause)));
+    }
+  }
+  CloseConnections(cause);
+  if (std::optional<Culprit> culprit = CulpritOf(mesh_->cause())) SetCulprit(status, *culprit);
   return status;
 }
 

@@ -14,8 +14,8 @@
 
 namespace shardkit {
 
-// Returns `status` with `context` prefixed to its message ("context: message"), keeping the code.
-// OK stays OK.
+// Returns `status` with `context` prefixed to its message ("context: message"), keeping the code
+// and the payloads (a failed collective's culprit, core/comm/culprit.h). OK stays OK.
 [[nodiscard]] absl::Status Annotate(const absl::Status& status, std::string_view context);
 
 }  // namespace shardkit

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
+#include "core/comm/culprit.h"
 #include "core/engine/internal/box_runs.h"
 #include "core/engine/internal/shard_copy.h"
 #include "core/engine/internal/sync_layout.h"
@@ -473,7 +474,8 @@ absl::Status Sync(SyncPlan& plan, const Module* source, Module* destination, Com
   if (status.ok() && options.after_move_for_test) options.after_move_for_test();
   if (status.ok() && options.verify) status = Verify(plan, source, destination, comm, call);
   if (report_out != nullptr) *report_out = std::move(report);
-  return status;
+  // A rank that died or stalled: the same first line on every rank, naming it.
+  return LeadWithCulprit(status, "Sync");
 }
 
 }  // namespace shardkit

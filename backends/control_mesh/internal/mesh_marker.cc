@@ -19,7 +19,9 @@ struct Wire {
 static_assert(sizeof(Wire) == kMeshMarkerSize);
 
 void EncodeCause(int cause, uint8_t (&bytes)[3]) {
-  const bool valid = cause >= 0 && (cause & ~MeshMarker::kClosedFlag) <= MeshMarker::kMaxCause;
+  const bool valid =
+      cause >= 0 &&
+      (cause & ~(MeshMarker::kClosedFlag | MeshMarker::kStalledFlag)) <= MeshMarker::kMaxCause;
   const uint32_t value = valid ? cause + 1 : 0;
   for (int i = 0; i < 3; ++i) bytes[i] = static_cast<uint8_t>(value >> (8 * i));
 }
@@ -62,6 +64,11 @@ std::string DescribeMarker(int peer, const MeshMarker& marker) {
 }
 
 std::string DescribeCause(int cause) {
+  if ((cause & MeshMarker::kStalledFlag) != 0) {
+    return absl::StrCat(" after rank ", cause & ~MeshMarker::kStalledFlag,
+                        " stopped making progress (stalled? the ranks waiting on it reached their "
+                        "deadline)");
+  }
   const bool closed = (cause & MeshMarker::kClosedFlag) != 0;
   return absl::StrCat(
       " after rank ", cause & ~MeshMarker::kClosedFlag,

@@ -23,8 +23,11 @@ struct MeshMarker {
   // A cause with this bit set names a rank whose connection of another transport (a Gloo pair)
   // closed before its part arrived: it went away or gave up, which that connection cannot tell.
   static constexpr int kClosedFlag = 1 << 23;
+  // A cause with this bit set names a rank that stopped making progress: ranks waiting on it
+  // reached their deadline, and it had neither left nor given up (Gloo's stall search).
+  static constexpr int kStalledFlag = 1 << 22;
   // Causes naming ranks above this do not fit the 3 bytes: they travel as none known.
-  static constexpr int kMaxCause = kClosedFlag - 2;
+  static constexpr int kMaxCause = kStalledFlag - 2;
 
   char kind = kGoodbye;
   uint64_t call = 0;  // the last call the sender started
@@ -48,8 +51,8 @@ std::optional<MeshMarker> ParseMarker(const void* bytes, size_t size);
 std::string DescribeMarker(int peer, const MeshMarker& marker);
 
 // " after rank 3 went away without closing its communicator (killed or crashed?)" (or, with
-// kClosedFlag, " after rank 3 went away or gave up: ..."): why a rank gave up, when `cause`
-// (>= 0) is known.
+// kClosedFlag, " after rank 3 went away or gave up: ...", with kStalledFlag, " after rank 3
+// stopped making progress ..."): why a rank gave up, when `cause` (>= 0) is known.
 std::string DescribeCause(int cause);
 
 }  // namespace shardkit::internal

@@ -1,0 +1,159 @@
+// pack_floor: what packing a strided piece costs on this machine beside the wire, without
+// shardkit or Gloo in the way — the floor under weight sync's S1 target (docs/performance.md).
+// Two sender/receiver pairs of processes (four, as S1's 2 sources -> 2 destinations) move `mib`
+// MiB per sender over loopback TCP, three ways, one after the other, `repeats` times each:
+//   contiguous  one buffer written as it is (S1's raw baseline);
+//   packed      every other `run`-byte run of a 2x larger source packed into one buffer, then
+//               written (what a sync round does with a strided piece: a column block of rows);
+//   chunked     the same runs packed into a `chunk`-KiB buffer and written, chunk by chunk (the
+//               packed bytes still in the cache when the kernel copies them).
+// Prints one JSON line per way: the slowest pair's median seconds and the senders' peak RSS.
+//
+//   bazel run -c opt //integration/bench:pack_floor -- 512 2048 512 7   # mib run chunk-kib repeats
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "core/os/proc_status.h"
+
+namespace {
+
+struct Options {
+  size_t bytes, run, chunk;
+  int repeats;
+};
+
+void WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = write(fd, p, n);
+    if (w <= 0) _exit(3);
+    p += w, n -= static_cast<size_t>(w);
+  }
+}
+
+void ReadAll(int fd, char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t r = read(fd, p, n);
+    if (r <= 0) _exit(3);
+    p += r, n -= static_cast<size_t>(r);
+  }
+}
+
+char* Touched(size_t bytes, int value) {
+  char* p =
+      static_cast<char*>(aligned_alloc(1 << 21, (bytes + (1 << 21) - 1) & ~size_t{(1 << 21) - 1}));
+  std::memset(p, value, bytes);
+  return p;
+}
+
+// One send of `o.bytes` the way `mode` says (0 contiguous, 1 packed, 2 chunked).
+void SendOnce(int fd, int mode, const Options& o, const char* src, char* stage) {
+  if (mode == 0) return WriteAll(fd, src, o.bytes);
+  const size_t block = mode == 1 ? o.bytes : o.chunk;
+  for (size_t done = 0; done < o.bytes; done += block) {
+    const size_t n = std::min(block, o.bytes - done);
+    for (size_t at = 0; at < n; at += o.run) {
+      std::memcpy(stage + at, src + 2 * (done + at), std::min(o.run, n - at));
+    }
+    WriteAll(fd, stage, n);
+  }
+}
+
+// The sender of one pair: `repeats` timed sends per way, the median of each written to `out`.
+void Sender(int fd, const Options& o, int out) {
+  const char* src = Touched(2 * o.bytes, 2);
+  char* stage = Touched(o.bytes, 0);
+  double medians[3];
+  for (int mode = 0; mode < 3; ++mode) {
+    std::vector<double> times;
+    for (int i = 0; i <= o.repeats; ++i) {  // the first one warms up
+      char go = 'g', done = 0;
+      const absl::Time start = absl::Now();
+      WriteAll(fd, &go, 1);
+      SendOnce(fd, mode, o, src, stage);
+      ReadAll(fd, &done, 1);
+      if (i > 0) times.push_back(absl::ToDoubleSeconds(absl::Now() - start));
+    }
+    std::sort(times.begin(), times.end());
+    medians[mode] = times[times.size() / 2];
+  }
+  const double peak = static_cast<double>(shardkit::os::ProcStatusBytes("VmHWM").value_or(0));
+  const double report[4] = {medians[0], medians[1], medians[2], peak / (1 << 20)};
+  (void)!write(out, report, sizeof(report));
+}
+
+void Receiver(int fd, const Options& o) {
+  char* dst = Touched(o.bytes, 1);
+  for (int i = 0; i < 3 * (o.repeats + 1); ++i) {
+    char go;
+    ReadAll(fd, &go, 1);
+    ReadAll(fd, dst, o.bytes);
+    WriteAll(fd, "k", 1);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o{(argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 512) << 20,
+                  argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 2048,
+                  (argc > 3 ? std::strtoul(argv[3], nullptr, 10) : 512) << 10,
+                  argc > 4 ? std::atoi(argv[4]) : 7};
+  int results[2];
+  if (pipe(results) != 0) return 1;
+  std::vector<pid_t> children;
+  for (int pair = 0; pair < 2; ++pair) {
+    // Loopback TCP, as Gloo's: a connection made through a listener on an ephemeral port.
+    const int listener = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof(address);
+    if (bind(listener, reinterpret_cast<sockaddr*>(&address), size) != 0 ||
+        listen(listener, 1) != 0 ||
+        getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
+      return 1;
+    }
+    if (pid_t child = fork(); child == 0) {
+      Receiver(accept(listener, nullptr, nullptr), o);
+      _exit(0);
+    } else {
+      children.push_back(child);
+    }
+    if (pid_t child = fork(); child == 0) {
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) _exit(2);
+      Sender(fd, o, results[1]);
+      _exit(0);
+    } else {
+      children.push_back(child);
+    }
+    close(listener);
+  }
+  double worst[4] = {0, 0, 0, 0};
+  for (int pair = 0; pair < 2; ++pair) {
+    double report[4];
+    if (read(results[0], report, sizeof(report)) != sizeof(report)) return 1;
+    for (int i = 0; i < 4; ++i) worst[i] = std::max(worst[i], report[i]);
+  }
+  for (pid_t child : children) waitpid(child, nullptr, 0);
+  const char* names[3] = {"contiguous", "packed", "chunked"};
+  for (int mode = 0; mode < 3; ++mode) {
+    std::printf(
+        "{\"way\":\"%s\",\"mib\":%zu,\"run\":%zu,\"chunk_kib\":%zu,\"median_s\":%.4f,"
+        "\"ratio\":%.3f,\"peak_rss_mib\":%.1f}\n",
+        names[mode], o.bytes >> 20, o.run, o.chunk >> 10, worst[mode], worst[mode] / worst[0],
+        worst[3]);
+  }
+  return 0;
+}

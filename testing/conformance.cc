@@ -250,6 +250,55 @@ void AllToAllCase(int rank, Communicator& comm, std::string_view arg) {
   EXPECT_EQ(c.bytes_received, received);
 }
 
+// Three segments per pair (the pattern cut at 1/3 and at the end: the last one empty), each
+// reported by `arrived` once, each peer's in order, its bytes already in when it is.
+void AllToAllSegmentsCase(int rank, Communicator& comm, std::string_view arg) {
+  const CaseArg a = Decode(arg);
+  const int n = comm.world_size();
+  auto cuts = [&](int from, int to) {
+    const size_t size = Count(a.bytes, from, to);
+    return std::vector<size_t>{size / 3, size - size / 3, 0};
+  };
+  std::vector<Bytes> out, in;
+  std::vector<std::vector<ConstBuffer>> sends(n);
+  std::vector<std::vector<MutableBuffer>> recvs(n);
+  for (int r = 0; r < n; ++r) {
+    out.emplace_back(Pattern(rank, r, Count(a.bytes, rank, r)), a.device);
+    in.emplace_back(Count(a.bytes, r, rank), 0xEE, a.device);
+  }
+  for (int r = 0; r < n; ++r) {
+    size_t at = 0;
+    for (size_t size : cuts(rank, r)) {
+      const MutableBuffer whole = out[r].buffer();
+      sends[r].emplace_back(static_cast<const uint8_t*>(whole.data) + at, size, whole.device);
+      at += size;
+    }
+    at = 0;
+    for (size_t size : cuts(r, rank)) {
+      const MutableBuffer whole = in[r].buffer();
+      recvs[r].emplace_back(static_cast<uint8_t*>(whole.data) + at, size, whole.device);
+      at += size;
+    }
+  }
+  std::vector<size_t> next(n, 0);
+  auto arrived = [&](int peer, size_t index) -> absl::Status {
+    EXPECT_EQ(index, next[peer]++) << "from " << peer;
+    size_t end = 0;
+    for (size_t i = 0; i <= index; ++i) end += cuts(peer, rank)[i];
+    const std::vector<uint8_t> expected = Pattern(peer, rank, in[peer].size());
+    const std::vector<uint8_t>& got = in[peer].Read();
+    EXPECT_TRUE(std::equal(got.begin(), got.begin() + end, expected.begin()))
+        << "segment " << index << " from " << peer << " reported before it arrived";
+    return absl::OkStatus();
+  };
+  const Communicator::SegmentArrived report(arrived);
+  SHARDKIT_ASSERT_OK(comm.AllToAllSegments(sends, recvs, /*check=*/7, {}, &report));
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(next[r], 3u) << "segments from " << r << " reported";
+    EXPECT_EQ(in[r].Read(), Pattern(r, rank, in[r].size())) << "from " << r;
+  }
+}
+
 void BarrierCase(int rank, Communicator& comm, std::string_view arg) {
   comm.ResetCounters();
   SHARDKIT_ASSERT_OK(comm.Barrier());
@@ -358,6 +407,7 @@ TEST_P(CommunicatorConformanceTest, ScatterSegments) { RunCase(&ScatterSegmentsC
 TEST_P(CommunicatorConformanceTest, Gather) { RunCase(&GatherCase); }
 TEST_P(CommunicatorConformanceTest, AllGather) { RunCase(&AllGatherCase); }
 TEST_P(CommunicatorConformanceTest, AllToAll) { RunCase(&AllToAllCase); }
+TEST_P(CommunicatorConformanceTest, AllToAllSegments) { RunCase(&AllToAllSegmentsCase); }
 TEST_P(CommunicatorConformanceTest, Barrier) { RunCase(&BarrierCase); }
 TEST_P(CommunicatorConformanceTest, Split) { RunCase(&SplitCase); }
 

@@ -154,7 +154,14 @@ class GlooCommunicator final : public Communicator {
 
  protected:
   absl::Status Exchange(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
-                        std::span<const RecvOp> recvs, absl::Time deadline) override;
+                        std::span<const RecvOp> recvs, absl::Time deadline) override {
+    return Transfer(tag, seq, sends, recvs, deadline, nullptr);
+  }
+  absl::Status ExchangeReporting(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
+                                 std::span<const RecvOp> recvs, absl::Time deadline,
+                                 absl::FunctionRef<absl::Status(size_t)> arrived) override {
+    return Transfer(tag, seq, sends, recvs, deadline, &arrived);
+  }
   absl::Status ExchangeControl(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
                                std::span<const RecvOp> recvs, absl::Time deadline) override;
   absl::StatusOr<std::unique_ptr<Communicator>> CreateSubgroup(const std::vector<int>& members,
@@ -163,6 +170,10 @@ class GlooCommunicator final : public Communicator {
   bool SupportsDevice(const Device& device) const override { return device.is_cpu(); }
 
  private:
+  // Exchange; with `arrived`, called as each receive completes (ExchangeReporting).
+  absl::Status Transfer(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
+                        std::span<const RecvOp> recvs, absl::Time deadline,
+                        const absl::FunctionRef<absl::Status(size_t)>* arrived);
   // Makes the pairs still missing for an exchange with `peers` (see lazy_context.h), watched like
   // the exchange's waits.
   absl::Status ConnectPairs(const std::vector<int>& peers, uint64_t seq, absl::Time deadline);
@@ -216,8 +227,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(Communica
                                                             std::move(context), std::move(mesh)));
 }
 
-absl::Status GlooCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
-                                        std::span<const RecvOp> recvs, absl::Time deadline) {
+absl::Status GlooCommunicator::Transfer(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
+                                        std::span<const RecvOp> recvs, absl::Time deadline,
+                                        const absl::FunctionRef<absl::Status(size_t)>* arrived) {
   if (sends.empty() && recvs.empty()) return absl::OkStatus();
   const absl::Duration budget = deadline - absl::Now();
   const std::vector<int> peers = Peers(sends, recvs);
@@ -256,6 +268,13 @@ absl::Status GlooCommunicator::Exchange(uint64_t tag, uint64_t seq, std::span<co
       if (!in[recvs_done]->waitRecv(Remaining(deadline))) {
         status = absl::AbortedError(step);
         break;
+      }
+      if (arrived != nullptr) {
+        status = (*arrived)(recvs_done);
+        if (!status.ok()) {
+          ++recvs_done;  // its bytes are in
+          break;
+        }
       }
     }
     for (; status.ok() && sends_done < out.size(); ++sends_done) {

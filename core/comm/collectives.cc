@@ -295,7 +295,8 @@ absl::Status Communicator::AllToAll(std::span<const ConstBuffer> sends,
 
 absl::Status Communicator::AllToAllSegments(std::span<const std::vector<ConstBuffer>> sends,
                                             std::span<const std::vector<MutableBuffer>> recvs,
-                                            uint64_t check, const CallOptions& options) {
+                                            uint64_t check, const CallOptions& options,
+                                            const SegmentArrived* arrived) {
   Call call = Begin(CollectiveOp::kAllToAll, options);
   internal::Declaration& d = call.decl;
   d.pairwise = true;
@@ -329,16 +330,40 @@ absl::Status Communicator::AllToAllSegments(std::span<const std::vector<ConstBuf
     SHARDKIT_RETURN_IF_ERROR(CopySegmentsToSelf(sends[self], recvs[self]));
     std::vector<SendOp> out;
     std::vector<RecvOp> in;
+    std::vector<std::pair<int, size_t>> origin;  // in[i] is recvs[peer][index]
     for (int peer = 0; peer < world_size(); ++peer) {
       if (peer == self) continue;
       for (const ConstBuffer& s : sends[peer]) {
         if (s.size > 0) out.push_back({peer, s.data, s.size, s.device});
       }
-      for (const MutableBuffer& r : recvs[peer]) {
-        if (r.size > 0) in.push_back({peer, r.data, r.size, r.device});
+      for (size_t index = 0; index < recvs[peer].size(); ++index) {
+        const MutableBuffer& r = recvs[peer][index];
+        if (r.size == 0) continue;
+        in.push_back({peer, r.data, r.size, r.device});
+        origin.emplace_back(peer, index);
       }
     }
-    return Move(call, Phase::kPayload, out, in);
+    if (arrived == nullptr) return Move(call, Phase::kPayload, out, in);
+    // Empty segments from `peer` from `index` on, until the next one with bytes: reported as
+    // soon as what comes before them has arrived.
+    auto empty_from = [&](int peer, size_t index) -> absl::Status {
+      for (; index < recvs[peer].size() && recvs[peer][index].size == 0; ++index) {
+        SHARDKIT_RETURN_IF_ERROR((*arrived)(peer, index));
+      }
+      return absl::OkStatus();
+    };
+    for (size_t index = 0; index < recvs[self].size(); ++index) {  // copied in already
+      SHARDKIT_RETURN_IF_ERROR((*arrived)(self, index));
+    }
+    for (int peer = 0; peer < world_size(); ++peer) {
+      if (peer != self) SHARDKIT_RETURN_IF_ERROR(empty_from(peer, 0));
+    }
+    auto report = [&](size_t i) -> absl::Status {
+      SHARDKIT_RETURN_IF_ERROR((*arrived)(origin[i].first, origin[i].second));
+      return empty_from(origin[i].first, origin[i].second + 1);
+    };
+    const absl::FunctionRef<absl::Status(size_t)> reported(report);  // `report` must be named
+    return Move(call, Phase::kPayload, out, in, &reported);
   });
 }
 

@@ -101,11 +101,14 @@ absl::Status Communicator::Run(Call& call, absl::FunctionRef<absl::Status()> tra
 }
 
 absl::Status Communicator::Move(Call& call, Phase phase, std::span<const SendOp> sends,
-                                std::span<const RecvOp> recvs) {
+                                std::span<const RecvOp> recvs,
+                                const absl::FunctionRef<absl::Status(size_t)>* arrived) {
   const uint64_t tag = internal::Tag(call.decl.seq, phase);
-  absl::Status status = phase == Phase::kPayload
-                            ? Exchange(tag, call.decl.seq, sends, recvs, call.deadline)
-                            : ExchangeControl(tag, call.decl.seq, sends, recvs, call.deadline);
+  absl::Status status =
+      arrived != nullptr
+          ? ExchangeReporting(tag, call.decl.seq, sends, recvs, call.deadline, *arrived)
+      : phase == Phase::kPayload ? Exchange(tag, call.decl.seq, sends, recvs, call.deadline)
+                                 : ExchangeControl(tag, call.decl.seq, sends, recvs, call.deadline);
   if (!status.ok()) {
     call.transport_failed = true;
     return Annotate(
@@ -120,6 +123,15 @@ absl::Status Communicator::Move(Call& call, Phase phase, std::span<const SendOp>
   for (const SendOp& s : sends) sent += s.size;
   for (const RecvOp& r : recvs) received += r.size;
   Count(call, phase == Phase::kPayload, sent, received);
+  return absl::OkStatus();
+}
+
+absl::Status Communicator::ExchangeReporting(uint64_t tag, uint64_t seq,
+                                             std::span<const SendOp> sends,
+                                             std::span<const RecvOp> recvs, absl::Time deadline,
+                                             absl::FunctionRef<absl::Status(size_t)> arrived) {
+  SHARDKIT_RETURN_IF_ERROR(Exchange(tag, seq, sends, recvs, deadline));
+  for (size_t i = 0; i < recvs.size(); ++i) SHARDKIT_RETURN_IF_ERROR(arrived(i));
   return absl::OkStatus();
 }
 

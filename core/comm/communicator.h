@@ -206,9 +206,17 @@ class Communicator {
   // the same on every rank: a digest of what the callers agreed on earlier (weight sync passes its
   // plan's fingerprint), compared in the header the call exchanges anyway, at no extra round.
   // Errors: as Scatter; kInvalidArgument (every rank) naming two ranks whose `check` differs.
+  //
+  // With `arrived`, arrived(peer, index) runs on the caller's thread once recvs[peer][index] holds
+  // its bytes, while later segments may still be on the wire (weight sync unpacks a strided piece
+  // as soon as it is in), each peer's segments in order; a backend that cannot tell (the default)
+  // calls it for every segment once all have arrived. An error it returns fails the call, and the
+  // communicator is poisoned (the transfer was under way).
+  using SegmentArrived = absl::FunctionRef<absl::Status(int peer, size_t index)>;
   [[nodiscard]] absl::Status AllToAllSegments(std::span<const std::vector<ConstBuffer>> sends,
                                               std::span<const std::vector<MutableBuffer>> recvs,
-                                              uint64_t check, const CallOptions& options = {});
+                                              uint64_t check, const CallOptions& options = {},
+                                              const SegmentArrived* arrived = nullptr);
 
   // Returns once every rank has entered the barrier. Errors: as Broadcast.
   [[nodiscard]] absl::Status Barrier(const CallOptions& options = {});
@@ -273,6 +281,14 @@ class Communicator {
                                               std::span<const RecvOp> recvs,
                                               absl::Time deadline) = 0;
 
+  // Backend hook: Exchange, calling arrived(i) on the caller's thread as soon as receive i (its
+  // index in `recvs`) has completed, before the call returns, in the order of `recvs` (an error
+  // from it fails the exchange). The default calls it for every receive after Exchange; a backend
+  // that waits for its receives one by one (Gloo) overrides it.
+  [[nodiscard]] virtual absl::Status ExchangeReporting(
+      uint64_t tag, uint64_t seq, std::span<const SendOp> sends, std::span<const RecvOp> recvs,
+      absl::Time deadline, absl::FunctionRef<absl::Status(size_t)> arrived);
+
   // Backend hook for the agreement's control messages: one small host-memory message per peer
   // and phase (headers, verdicts) of call `seq`, same contract as Exchange. The default is
   // Exchange; a backend with a cheaper path for small messages (Gloo: ControlMesh) overrides it.
@@ -312,7 +328,8 @@ class Communicator {
   // Moves one phase of a call through Exchange (payload) or ExchangeControl (agreement) and
   // counts its bytes.
   absl::Status Move(Call& call, internal::Phase phase, std::span<const SendOp> sends,
-                    std::span<const RecvOp> recvs);
+                    std::span<const RecvOp> recvs,
+                    const absl::FunctionRef<absl::Status(size_t)>* arrived = nullptr);
   // Adds to the counters of the call's op: payload or control bytes.
   void Count(const Call& call, bool payload, int64_t sent, int64_t received);
   std::string Context(const Call& call) const;

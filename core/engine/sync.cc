@@ -5,6 +5,7 @@
 #include <cstring>
 #include <span>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
@@ -202,7 +203,8 @@ class Pipeline {
   absl::Status Allocate();
   void Pack(int round, int slot);
   absl::Status Post(const SyncPiece& p, SyncReport& report);
-  absl::Status Unpack(SyncReport& report);
+  // Unpacks the staged receives of segment `index` from `peer`, which has just arrived.
+  absl::Status Unpack(int peer, size_t index, SyncReport& report);
   absl::Status Exchange(int round, const CallOptions& call, SyncReport& report);
 
   SyncPlan& plan_;
@@ -212,7 +214,16 @@ class Pipeline {
   SideTensors local_sources_;  // the caller's thread's: local pieces (overlapping groups)
   Packed packed_[2];
   std::vector<std::vector<MutableBuffer>> recvs_;
-  std::vector<std::pair<const SyncPiece*, int64_t>> unpack_;  // staged receives, staging offset
+  // A staged receive: the piece, where it is in staging, the segment it comes in (its index in
+  // recvs_[peer]).
+  struct Staged {
+    int peer;
+    size_t segment;
+    const SyncPiece* piece;
+    int64_t offset;
+  };
+  std::vector<Staged> unpack_;       // by peer, then segment, once posted
+  std::vector<size_t> next_unpack_;  // per peer: its next entry in unpack_
   Runs recv_runs_;
   int64_t recv_at_ = 0;
 };
@@ -286,29 +297,33 @@ absl::Status Pipeline::Post(const SyncPiece& p, SyncReport& report) {
   }
   const std::shared_ptr<Storage>& staging = SyncPlanAccess::recv_staging(plan_);
   int64_t& offset = p.coalesced ? recv_runs_.starts[p.from] : recv_at_;
+  // A coalesced piece comes in its peer's run, that peer's first segment.
+  unpack_.push_back({p.from, p.coalesced ? 0 : recvs_[p.from].size(), &p, offset});
   if (!p.coalesced) {
     recvs_[p.from].emplace_back(staging->data() + offset, static_cast<size_t>(p.bytes),
                                 staging->device());
   }
-  unpack_.emplace_back(&p, offset);
   offset += p.bytes;
   return absl::OkStatus();
 }
 
-absl::Status Pipeline::Unpack(SyncReport& report) {
+absl::Status Pipeline::Unpack(int peer, size_t index, SyncReport& report) {
   const absl::Time start = absl::Now();
   const std::shared_ptr<Storage>& staging = SyncPlanAccess::recv_staging(plan_);
-  for (const auto& [p, offset] : unpack_) {
+  for (size_t& at = next_unpack_[peer];
+       at < unpack_.size() && unpack_[at].peer == peer && unpack_[at].segment == index; ++at) {
+    const Staged& u = unpack_[at];
     SHARDKIT_ASSIGN_OR_RETURN(SideTensors::Resolved to,
-                              destinations_.Get(p->parameter, p->destination_shard));
+                              destinations_.Get(u.piece->parameter, u.piece->destination_shard));
     SHARDKIT_RETURN_IF_ERROR(
-        CopyPiece(to, p->box, staging->data() + offset, staging->device(), false));
+        CopyPiece(to, u.piece->box, staging->data() + u.offset, staging->device(), false));
   }
   report.unpack_seconds += absl::ToDoubleSeconds(absl::Now() - start);
   return absl::OkStatus();
 }
 
-// Round `round`'s receives and local copies, then its exchange (its sends packed already). A
+// Round `round`'s receives and local copies, then its exchange (its sends packed already), strided
+// receives unpacked as they arrive. A
 // local failure (staging memory, a module other than the planned one) must not leave peers
 // waiting: this rank still takes part, with nothing to move, and the sizes' agreement fails
 // everywhere.
@@ -337,8 +352,16 @@ absl::Status Pipeline::Exchange(int round, const CallOptions& call, SyncReport& 
     for (auto& v : packed.sends) v.clear();
     for (auto& v : recvs_) v.clear();
   }
+  // Strided receives are unpacked as they arrive, while later ones are still on the wire.
+  std::stable_sort(unpack_.begin(), unpack_.end(), [](const Staged& a, const Staged& b) {
+    return std::tie(a.peer, a.segment) < std::tie(b.peer, b.segment);
+  });
+  next_unpack_.assign(comm_.world_size(), unpack_.size());
+  for (size_t i = unpack_.size(); i-- > 0;) next_unpack_[unpack_[i].peer] = i;
+  auto arrived = [&](int peer, size_t index) { return Unpack(peer, index, report); };
+  const Communicator::SegmentArrived unpack(arrived);  // `arrived` must be named
   const absl::Status moved =
-      comm_.AllToAllSegments(packed.sends, recvs_, plan_.fingerprint_value(), call);
+      comm_.AllToAllSegments(packed.sends, recvs_, plan_.fingerprint_value(), call, &unpack);
   SHARDKIT_RETURN_IF_ERROR(local);
   return moved;
 }
@@ -362,7 +385,6 @@ absl::Status Pipeline::Run(const CallOptions& call, SyncReport& report,
     } else if (r + 1 < plan_.rounds()) {
       Pack(r + 1, (r + 1) % 2);
     }
-    if (status.ok()) status = Unpack(report);
     SHARDKIT_RETURN_IF_ERROR(
         Annotate(status, absl::StrCat("Sync round ", r + 1, " of ", plan_.rounds())));
     for (const SyncPiece& p : InRound(plan_.receives(), r)) ++done[p.parameter];

@@ -35,7 +35,8 @@
 //
 // Sync moves bytes only: per round one AllToAllSegments whose header carries the plan's
 // fingerprint (the check is free: the header is exchanged anyway), while a helper thread packs
-// the next round's strided sends into the other send bucket. The destination tensors are
+// the next round's strided sends into the other send bucket; strided receives are unpacked as
+// their segments arrive. The destination tensors are
 // updated in place; source tensors are only read.
 #ifndef SHARDKIT_CORE_ENGINE_SYNC_PLAN_H_
 #define SHARDKIT_CORE_ENGINE_SYNC_PLAN_H_

@@ -1,22 +1,19 @@
 // Sync: one plan, many calls. Per round: local pieces copied tensor to tensor, strided sends packed
 // into staging, one AllToAllSegments (the plan's fingerprint in its header), strided receives
-// unpacked; contiguous pieces move straight from and into tensor memory.
+// unpacked as they arrive; contiguous pieces move straight from and into tensor memory.
 #include <algorithm>
-#include <cstring>
 #include <span>
 #include <thread>
 #include <tuple>
 #include <utility>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/comm/culprit.h"
-#include "core/engine/internal/box_runs.h"
-#include "core/engine/internal/shard_copy.h"
 #include "core/engine/internal/sync_layout.h"
+#include "core/engine/internal/sync_tensors.h"
 #include "core/engine/sync_plan.h"
 #include "nlohmann/json.hpp"
 #include "specs/fingerprint.h"
@@ -24,122 +21,11 @@
 namespace shardkit {
 namespace {
 
+using internal::CopyPiece;
+using internal::PieceStart;
+using internal::SideTensors;
 using internal::SyncPlanAccess;
-
-// One side's local tensors, resolved once per call: (parameter, shard) -> the tensor and its
-// offsets, pointing into the module (which outlives the call). A parameter's position in the
-// module is remembered in the plan across calls and checked by name, so a call costs no hashing
-// when the module is the same. Used by one thread only (the packer for the source, the caller's
-// thread for the destination).
-class SideTensors {
- public:
-  struct Resolved {
-    const Tensor* tensor;
-    const Shape* offsets;  // nullptr: the origin (a replicated parameter)
-  };
-
-  SideTensors(const SyncPlan& plan, const Module* module, std::vector<size_t>& positions,
-              const char* side)
-      : plan_(plan),
-        module_(module),
-        positions_(positions),
-        side_(side),
-        cache_(plan.names().size()) {
-    positions_.resize(plan.names().size(), SIZE_MAX);
-  }
-
-  absl::StatusOr<Resolved> Get(size_t parameter, size_t shard) {
-    for (const auto& [index, r] : cache_[parameter]) {
-      if (index == shard) return r;
-    }
-    SHARDKIT_ASSIGN_OR_RETURN(Resolved r, Find(parameter, shard));
-    cache_[parameter].emplace_back(shard, r);
-    return r;
-  }
-
- private:
-  absl::StatusOr<Resolved> Find(size_t parameter, size_t shard) {
-    const std::string& name = plan_.names()[parameter];
-    if (module_ == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat("no ", side_, " module on this rank"));
-    }
-    size_t& at = positions_[parameter];
-    if (at >= module_->size() || module_->names()[at] != name) {
-      std::optional<size_t> found = module_->PositionOf(name);
-      if (!found) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(side_, " parameter ", QuoteName(name), " is not in the module"));
-      }
-      at = *found;
-    }
-    Resolved r{module_->TensorAt(at), nullptr};
-    if (const ShardedTensor* st = module_->ShardedAt(at)) {
-      r.tensor = nullptr;
-      for (const LocalShard& local : st->local_shards()) {
-        if (local.index == shard) r = {&local.tensor, &st->shards()[shard].offsets};
-      }
-    }
-    if (r.tensor == nullptr || !r.tensor->IsContiguous()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(side_, " parameter ", QuoteName(name), ": this rank's shard ", shard,
-                       " is missing or not contiguous (not the module the plan was made with)"));
-    }
-    return r;
-  }
-
-  const SyncPlan& plan_;
-  const Module* module_;
-  std::vector<size_t>& positions_;
-  const char* side_;
-  std::vector<absl::InlinedVector<std::pair<size_t, Resolved>, 1>> cache_;
-};
-
-// `box` relative to the tensor's origin (`origin` nullptr: 0).
-absl::InlinedVector<int64_t, 8> Relative(const specs::Box& box, const Shape* origin) {
-  absl::InlinedVector<int64_t, 8> rel(box.offsets.begin(), box.offsets.end());
-  if (origin != nullptr) {
-    for (size_t d = 0; d < rel.size(); ++d) rel[d] -= (*origin)[d];
-  }
-  return rel;
-}
-
-// The view of `box` in `t`.
-absl::StatusOr<Tensor> View(const SideTensors::Resolved& t, const specs::Box& box) {
-  const absl::InlinedVector<int64_t, 8> offsets = Relative(box, t.offsets);
-  return NarrowToShard(*t.tensor, {Shape(offsets.begin(), offsets.end()), box.sizes});
-}
-
-// Where a contiguous piece starts in its tensor.
-std::byte* PieceStart(const SideTensors::Resolved& t, const specs::Box& box) {
-  const int64_t element = static_cast<int64_t>(ElementSize(t.tensor->dtype()));
-  return t.tensor->data() +
-         internal::BoxStartOffset(t.tensor->shape(), Relative(box, t.offsets), element);
-}
-
-// Copies the piece's box of `t` to the contiguous `bytes` (to_bytes) or back. On the CPU run by
-// run; on a device through Tensor views and the device's allocator.
-absl::Status CopyPiece(const SideTensors::Resolved& t, const specs::Box& box, std::byte* bytes,
-                       const Device& bytes_device, bool to_bytes) {
-  const int64_t element = static_cast<int64_t>(ElementSize(t.tensor->dtype()));
-  if (t.tensor->device().is_cpu() && bytes_device.is_cpu()) {
-    std::byte* base = t.tensor->data();
-    int64_t at = 0;
-    internal::ForEachBoxRun(t.tensor->shape(), Relative(box, t.offsets), box.sizes, element,
-                            [&](int64_t offset, int64_t n) {
-                              if (to_bytes) {
-                                std::memcpy(bytes + at, base + offset, n);
-                              } else {
-                                std::memcpy(base + offset, bytes + at, n);
-                              }
-                              at += n;
-                            });
-    return absl::OkStatus();
-  }
-  SHARDKIT_ASSIGN_OR_RETURN(Tensor view, View(t, box));
-  SHARDKIT_ASSIGN_OR_RETURN(
-      Tensor flat, internal::TensorOverBytes(bytes, box.sizes, t.tensor->dtype(), bytes_device));
-  return to_bytes ? flat.CopyFrom(view) : view.CopyFrom(flat);
-}
+using internal::View;
 
 // The pieces of `pieces` in round `round` (pieces are ordered by round).
 std::span<const SyncPiece> InRound(const std::vector<SyncPiece>& pieces, int round) {
@@ -408,8 +294,6 @@ absl::StatusOr<std::string> Digest(const Tensor& view) {
   return specs::FormatFingerprint(d).substr(7, 16);
 }
 
-// verify: every rank's digests of what it sent and received, all-gathered; every rank names the
-// same first mismatch.
 // This rank's digests: of what it sent (by piece id) and of what it received.
 absl::StatusOr<nlohmann::json> Digests(SyncPlan& plan, const Module* source,
                                        const Module* destination) {

@@ -1,0 +1,101 @@
+#include "core/engine/internal/sync_tensors.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/quote.h"
+#include "core/base/status_macros.h"
+#include "core/engine/internal/box_runs.h"
+#include "core/engine/internal/shard_copy.h"
+
+namespace shardkit::internal {
+namespace {
+
+// `box` relative to the tensor's origin (`origin` nullptr: 0).
+absl::InlinedVector<int64_t, 8> Relative(const specs::Box& box, const Shape* origin) {
+  absl::InlinedVector<int64_t, 8> rel(box.offsets.begin(), box.offsets.end());
+  if (origin != nullptr) {
+    for (size_t d = 0; d < rel.size(); ++d) rel[d] -= (*origin)[d];
+  }
+  return rel;
+}
+
+}  // namespace
+
+absl::StatusOr<SideTensors::Resolved> SideTensors::Get(size_t parameter, size_t shard) {
+  for (const auto& [index, r] : cache_[parameter]) {
+    if (index == shard) return r;
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(Resolved r, Find(parameter, shard));
+  cache_[parameter].emplace_back(shard, r);
+  return r;
+}
+
+absl::StatusOr<SideTensors::Resolved> SideTensors::Find(size_t parameter, size_t shard) {
+  const std::string& name = plan_.names()[parameter];
+  if (module_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("no ", side_, " module on this rank"));
+  }
+  size_t& at = positions_[parameter];
+  if (at >= module_->size() || module_->names()[at] != name) {
+    std::optional<size_t> found = module_->PositionOf(name);
+    if (!found) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(side_, " parameter ", QuoteName(name), " is not in the module"));
+    }
+    at = *found;
+  }
+  Resolved r{module_->TensorAt(at), nullptr};
+  if (const ShardedTensor* st = module_->ShardedAt(at)) {
+    r.tensor = nullptr;
+    for (const LocalShard& local : st->local_shards()) {
+      if (local.index == shard) r = {&local.tensor, &st->shards()[shard].offsets};
+    }
+  }
+  if (r.tensor == nullptr || !r.tensor->IsContiguous()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(side_, " parameter ", QuoteName(name), ": this rank's shard ", shard,
+                     " is missing or not contiguous (not the module the plan was made with)"));
+  }
+  return r;
+}
+
+// The view of `box` in `t`.
+absl::StatusOr<Tensor> View(const SideTensors::Resolved& t, const specs::Box& box) {
+  const absl::InlinedVector<int64_t, 8> offsets = Relative(box, t.offsets);
+  return NarrowToShard(*t.tensor, {Shape(offsets.begin(), offsets.end()), box.sizes});
+}
+
+// Where a contiguous piece starts in its tensor.
+std::byte* PieceStart(const SideTensors::Resolved& t, const specs::Box& box) {
+  const int64_t element = static_cast<int64_t>(ElementSize(t.tensor->dtype()));
+  return t.tensor->data() +
+         internal::BoxStartOffset(t.tensor->shape(), Relative(box, t.offsets), element);
+}
+
+// Copies the piece's box of `t` to the contiguous `bytes` (to_bytes) or back. On the CPU run by
+// run; on a device through Tensor views and the device's allocator.
+absl::Status CopyPiece(const SideTensors::Resolved& t, const specs::Box& box, std::byte* bytes,
+                       const Device& bytes_device, bool to_bytes) {
+  const int64_t element = static_cast<int64_t>(ElementSize(t.tensor->dtype()));
+  if (t.tensor->device().is_cpu() && bytes_device.is_cpu()) {
+    std::byte* base = t.tensor->data();
+    int64_t at = 0;
+    internal::ForEachBoxRun(t.tensor->shape(), Relative(box, t.offsets), box.sizes, element,
+                            [&](int64_t offset, int64_t n) {
+                              if (to_bytes) {
+                                std::memcpy(bytes + at, base + offset, n);
+                              } else {
+                                std::memcpy(base + offset, bytes + at, n);
+                              }
+                              at += n;
+                            });
+    return absl::OkStatus();
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(Tensor view, View(t, box));
+  SHARDKIT_ASSIGN_OR_RETURN(
+      Tensor flat, internal::TensorOverBytes(bytes, box.sizes, t.tensor->dtype(), bytes_device));
+  return to_bytes ? flat.CopyFrom(view) : view.CopyFrom(flat);
+}
+
+}  // namespace shardkit::internal

@@ -193,8 +193,7 @@ absl::Status ControlMesh::Exchange(std::span<const Send> sends, std::span<const 
   transfers.MarkHalfWritten(half_written_);
   const std::string departures = DescribeDepartures();
   const TransferProgress progress = transfers.Progress();
-  waited_on_ = progress.silent;
-  waited_on_.insert(waited_on_.end(), progress.unsent.begin(), progress.unsent.end());
+  waited_on_ = progress.waited_on();
   return absl::Status(
       status.code(), absl::StrCat("peer ", current, ": ", status.message(), "; ",
                                   progress.ToString(), departures.empty() ? "" : "; ", departures));
@@ -330,6 +329,11 @@ std::string ControlMesh::DescribeDepartures() const {
         absl::StrCat(FormatRanks(ranks), HowWithCause(how.first, how.second, ranks.size() == 1)));
   }
   return absl::StrJoin(parts, "; ");
+}
+
+std::optional<Culprit> ControlMesh::CulpritOf(int cause) {
+  if (cause < 0) return std::nullopt;
+  return internal::CulpritOfCause(cause);
 }
 
 std::string ControlMesh::DescribeDeparture(const Departure& d) {

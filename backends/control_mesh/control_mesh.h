@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -44,6 +45,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/comm/culprit.h"
 #include "core/store/store.h"
 
 namespace shardkit {
@@ -95,6 +97,8 @@ class ControlMesh {
   static constexpr int kStalledCause = 1 << 22;
   // The first cause this mesh noted (as the markers of Close carry it), or -1.
   int cause() const { return cause_.load(); }
+  // The rank a cause (Close's `cause`, a marker's) names and how; nullopt for -1.
+  static std::optional<Culprit> CulpritOf(int cause);
   // The peers the last failed Exchange was still waiting on: messages from them had not fully
   // arrived, or messages to them had not been fully written.
   const std::vector<int>& waited_on() const { return waited_on_; }

@@ -67,25 +67,6 @@ TransferProgress Progress(std::span<const SendOp> sends, std::span<const RecvOp>
   return progress;
 }
 
-// The culprit a mesh cause names (ControlMesh::Close's `cause`), if any.
-std::optional<Culprit> CulpritOf(int cause) {
-  if (cause < 0) return std::nullopt;
-  if ((cause & ControlMesh::kStalledCause) != 0) {
-    return Culprit{cause & ~ControlMesh::kStalledCause, Culprit::How::kStalled};
-  }
-  if ((cause & ControlMesh::kClosedCause) != 0) {
-    return Culprit{cause & ~ControlMesh::kClosedCause, Culprit::How::kLeft};
-  }
-  return Culprit{cause, Culprit::How::kVanished};
-}
-
-// The peers a failed exchange was still waiting on.
-std::vector<int> WaitedOn(const TransferProgress& progress) {
-  std::vector<int> peers = progress.silent;
-  peers.insert(peers.end(), progress.unsent.begin(), progress.unsent.end());
-  return peers;
-}
-
 // What a departure that fails an exchange says of why (ControlMesh::Close's cause).
 int CauseOf(const ControlMesh::Departure& d) {
   using How = ControlMesh::Departure::How;
@@ -322,7 +303,7 @@ absl::Status GlooCommunicator::Transfer(uint64_t tag, uint64_t seq, std::span<co
   }
   // Closed before the buffers go: Gloo must not write into them afterwards. The gave-up markers
   // name the peer that made this rank give up, for ranks that never talked to it.
-  return Fail(status, lost.has_value() ? CauseOf(*lost) : -1, WaitedOn(progress), budget);
+  return Fail(status, lost.has_value() ? CauseOf(*lost) : -1, progress.waited_on(), budget);
 }
 
 absl::Status GlooCommunicator::ExchangeControl(uint64_t /*tag*/, uint64_t seq,
@@ -348,11 +329,13 @@ absl::Status GlooCommunicator::Fail(absl::Status status, int cause,
                                         StallGrace(budget));
     if (stalled >= 0) {
       cause = stalled | ControlMesh::kStalledCause;
-      status = Annotate(status, DescribeCulprit(*CulpritOf(cause)));
+      status = Annotate(status, DescribeCulprit(*ControlMesh::CulpritOf(cause)));
     }
   }
   CloseConnections(cause);
-  if (std::optional<Culprit> culprit = CulpritOf(mesh_->cause())) SetCulprit(status, *culprit);
+  if (std::optional<Culprit> culprit = ControlMesh::CulpritOf(mesh_->cause())) {
+    SetCulprit(status, *culprit);
+  }
   return status;
 }
 

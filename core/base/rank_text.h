@@ -41,6 +41,13 @@ struct TransferProgress {
     if (done < size) unsent.push_back(peer);
   }
 
+  // The peers still waited on: silent, then unsent.
+  std::vector<int> waited_on() const {
+    std::vector<int> peers = silent;
+    peers.insert(peers.end(), unsent.begin(), unsent.end());
+    return peers;
+  }
+
   // "not heard from rank 2, sends to rank 3 not confirmed (received 128 of 384 bytes, sent 128
   // of 384 bytes)", or "every transfer was confirmed (…)".
   std::string ToString() const;

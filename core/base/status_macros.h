@@ -18,6 +18,9 @@ namespace shardkit {
 // and the payloads (a failed collective's culprit, core/comm/culprit.h). OK stays OK.
 [[nodiscard]] absl::Status Annotate(const absl::Status& status, std::string_view context);
 
+// `status` with `message` instead of its own, keeping the code and the payloads. OK stays OK.
+[[nodiscard]] absl::Status WithMessage(const absl::Status& status, std::string_view message);
+
 }  // namespace shardkit
 
 #define SHARDKIT_STATUS_CONCAT_INNER_(a, b) a##b

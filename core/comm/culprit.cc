@@ -3,6 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/base/status_macros.h"
 
 namespace shardkit {
 namespace {
@@ -48,11 +49,8 @@ std::string DescribeCulprit(const Culprit& culprit) {
 absl::Status LeadWithCulprit(const absl::Status& status, std::string_view what) {
   const std::optional<Culprit> culprit = GetCulprit(status);
   if (!culprit.has_value()) return status;
-  absl::Status led(status.code(), absl::StrCat(std::string(what), " failed: ",
-                                               DescribeCulprit(*culprit), "\n", status.message()));
-  status.ForEachPayload(
-      [&led](absl::string_view url, const absl::Cord& payload) { led.SetPayload(url, payload); });
-  return led;
+  return WithMessage(status, absl::StrCat(std::string(what), " failed: ", DescribeCulprit(*culprit),
+                                          "\n", status.message()));
 }
 
 }  // namespace shardkit

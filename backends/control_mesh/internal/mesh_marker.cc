@@ -63,18 +63,25 @@ std::string DescribeMarker(int peer, const MeshMarker& marker) {
                       marker.cause >= 0 ? DescribeCause(marker.cause) : " (see its own error)");
 }
 
-std::string DescribeCause(int cause) {
+Culprit CulpritOfCause(int cause) {
   if ((cause & MeshMarker::kStalledFlag) != 0) {
-    return absl::StrCat(" after rank ", cause & ~MeshMarker::kStalledFlag,
-                        " stopped making progress (stalled? the ranks waiting on it reached their "
-                        "deadline)");
+    return {cause & ~MeshMarker::kStalledFlag, Culprit::How::kStalled};
   }
-  const bool closed = (cause & MeshMarker::kClosedFlag) != 0;
-  return absl::StrCat(
-      " after rank ", cause & ~MeshMarker::kClosedFlag,
-      ControlMesh::DescribeHow(closed ? ControlMesh::Departure::How::kConnectionClosed
-                                      : ControlMesh::Departure::How::kVanished,
-                               true));
+  if ((cause & MeshMarker::kClosedFlag) != 0) {
+    return {cause & ~MeshMarker::kClosedFlag, Culprit::How::kLeft};
+  }
+  return {cause, Culprit::How::kVanished};
+}
+
+std::string DescribeCause(int cause) {
+  const Culprit culprit = CulpritOfCause(cause);
+  if (culprit.how == Culprit::How::kStalled)
+    return absl::StrCat(" after ", DescribeCulprit(culprit));
+  return absl::StrCat(" after rank ", culprit.rank,
+                      ControlMesh::DescribeHow(culprit.how == Culprit::How::kLeft
+                                                   ? ControlMesh::Departure::How::kConnectionClosed
+                                                   : ControlMesh::Departure::How::kVanished,
+                                               true));
 }
 
 }  // namespace shardkit::internal

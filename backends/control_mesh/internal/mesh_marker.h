@@ -15,6 +15,8 @@
 #include <optional>
 #include <string>
 
+#include "core/comm/culprit.h"
+
 namespace shardkit::internal {
 
 struct MeshMarker {
@@ -49,6 +51,9 @@ std::optional<MeshMarker> ParseMarker(const void* bytes, size_t size);
 // 3 went away without closing its communicator (killed or crashed?)", for an Exchange that met
 // the marker instead of a message.
 std::string DescribeMarker(int peer, const MeshMarker& marker);
+
+// The rank a cause (>= 0) names, and how: its flags decoded.
+Culprit CulpritOfCause(int cause);
 
 // " after rank 3 went away without closing its communicator (killed or crashed?)" (or, with
 // kClosedFlag, " after rank 3 went away or gave up: ...", with kStalledFlag, " after rank 3

@@ -1,5 +1,6 @@
-// pack_floor: what packing a strided piece costs on this machine beside the wire, without
-// shardkit or Gloo in the way — the floor under weight sync's S1 target (docs/performance.md).
+// pack_floor: what packing a strided piece costs on this machine beside the wire, without Gloo or
+// shardkit's communicator in the way (buffers come from its allocator, as the sync bench's do) —
+// the floor under weight sync's S1 target (docs/performance.md).
 // Two sender/receiver pairs of processes (four, as S1's 2 sources -> 2 destinations) move `mib`
 // MiB per sender over loopback TCP, three ways, one after the other, `repeats` times each:
 //   contiguous  one buffer written as it is (S1's raw baseline);
@@ -20,13 +21,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "core/os/proc_status.h"
+#include "integration/bench/bench_util.h"
 
 namespace {
+
+using shardkit::bench::Median;
+using shardkit::bench::StatusFieldMiB;
 
 struct Options {
   size_t bytes, run, chunk;
@@ -49,11 +55,15 @@ void ReadAll(int fd, char* p, size_t n) {
   }
 }
 
-char* Touched(size_t bytes, int value) {
-  char* p =
-      static_cast<char*>(aligned_alloc(1 << 21, (bytes + (1 << 21) - 1) & ~size_t{(1 << 21) - 1}));
-  std::memset(p, value, bytes);
-  return p;
+// `bytes` of host memory, touched (its first touch is what is slow on these machines).
+std::shared_ptr<shardkit::Storage> Touched(size_t bytes) {
+  auto storage = shardkit::bench::TouchedStorage(shardkit::Device::Cpu(), bytes);
+  if (!storage.ok()) _exit(4);
+  return *std::move(storage);
+}
+
+char* Bytes(const std::shared_ptr<shardkit::Storage>& storage) {
+  return reinterpret_cast<char*>(storage->data());
 }
 
 // One send of `o.bytes` the way `mode` says (0 contiguous, 1 packed, 2 chunked).
@@ -71,8 +81,7 @@ void SendOnce(int fd, int mode, const Options& o, const char* src, char* stage) 
 
 // The sender of one pair: `repeats` timed sends per way, the median of each written to `out`.
 void Sender(int fd, const Options& o, int out) {
-  const char* src = Touched(2 * o.bytes, 2);
-  char* stage = Touched(o.bytes, 0);
+  const std::shared_ptr<shardkit::Storage> src = Touched(2 * o.bytes), stage = Touched(o.bytes);
   double medians[3];
   for (int mode = 0; mode < 3; ++mode) {
     std::vector<double> times;
@@ -80,24 +89,22 @@ void Sender(int fd, const Options& o, int out) {
       char go = 'g', done = 0;
       const absl::Time start = absl::Now();
       WriteAll(fd, &go, 1);
-      SendOnce(fd, mode, o, src, stage);
+      SendOnce(fd, mode, o, Bytes(src), Bytes(stage));
       ReadAll(fd, &done, 1);
       if (i > 0) times.push_back(absl::ToDoubleSeconds(absl::Now() - start));
     }
-    std::sort(times.begin(), times.end());
-    medians[mode] = times[times.size() / 2];
+    medians[mode] = Median(std::move(times));
   }
-  const double peak = static_cast<double>(shardkit::os::ProcStatusBytes("VmHWM").value_or(0));
-  const double report[4] = {medians[0], medians[1], medians[2], peak / (1 << 20)};
+  const double report[4] = {medians[0], medians[1], medians[2], StatusFieldMiB("VmHWM")};
   (void)!write(out, report, sizeof(report));
 }
 
 void Receiver(int fd, const Options& o) {
-  char* dst = Touched(o.bytes, 1);
+  const std::shared_ptr<shardkit::Storage> dst = Touched(o.bytes);
   for (int i = 0; i < 3 * (o.repeats + 1); ++i) {
     char go;
     ReadAll(fd, &go, 1);
-    ReadAll(fd, dst, o.bytes);
+    ReadAll(fd, Bytes(dst), o.bytes);
     WriteAll(fd, "k", 1);
   }
 }

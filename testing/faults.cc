@@ -32,18 +32,20 @@ int64_t BytesWritten() {
   return -1;
 }
 
-WriteTrigger::WriteTrigger(int64_t bytes, std::function<void()> action) {
-  const int64_t start = BytesWritten();
-  watcher_ = std::thread([this, start, bytes, action = std::move(action)] {
-    while (!stop_.load()) {
-      if (start >= 0 && BytesWritten() - start >= bytes) {
-        fired_ = true;
-        action();
-        return;
-      }
-      usleep(100);
-    }
-  });
+WriteTrigger::WriteTrigger(int64_t bytes, std::function<void()> action,
+                           std::function<int64_t()> written) {
+  const int64_t start = written();
+  watcher_ =
+      std::thread([this, start, bytes, action = std::move(action), written = std::move(written)] {
+        while (!stop_.load()) {
+          if (start >= 0 && written() - start >= bytes) {
+            fired_ = true;
+            action();
+            return;
+          }
+          usleep(100);
+        }
+      });
 }
 
 WriteTrigger::~WriteTrigger() {

@@ -30,10 +30,13 @@ int64_t BytesWritten();
 
 // Runs `action` on a watcher thread once this process has written `bytes` more than when the
 // trigger was made (checked every 100 µs). Destruction stops the watcher; an action that has
-// started is waited for. Not copyable.
+// started is waited for. Not copyable. `written` counts the bytes: BytesWritten by default; a
+// transport that moves bytes without write(2) (UCX's shared memory: the peer reads them) counts
+// with the communicator's payload counters instead (SentBytes).
 class WriteTrigger {
  public:
-  WriteTrigger(int64_t bytes, std::function<void()> action);
+  WriteTrigger(int64_t bytes, std::function<void()> action,
+               std::function<int64_t()> written = &BytesWritten);
   WriteTrigger(const WriteTrigger&) = delete;
   WriteTrigger& operator=(const WriteTrigger&) = delete;
   ~WriteTrigger();

@@ -1,5 +1,6 @@
 #include "testing/multiprocess.h"
 
+#include <cstdlib>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -77,6 +78,11 @@ ConnectOptions RankConnectOptions(int rank, int world_size, std::string_view bac
   connect.backend = std::string(backend);
   connect.timeout = options.timeout;
   return connect;
+}
+
+std::string TestBackend() {
+  const char* backend = std::getenv("SHARDKIT_TEST_BACKEND");
+  return backend != nullptr && *backend != '\0' ? backend : "gloo";
 }
 
 absl::Status RunRanks(int world_size, std::string_view backend,

@@ -51,6 +51,10 @@ struct RankOptions {
 ConnectOptions RankConnectOptions(int rank, int world_size, std::string_view backend,
                                   const RankOptions& options);
 
+// The backend a test that runs on several backends uses: $SHARDKIT_TEST_BACKEND (a second
+// target of the same test sets it, e.g. //core/engine:sync_ucx_test), else "gloo".
+std::string TestBackend();
+
 // Forks one process per rank (except options.absent) running fn(rank, store_url), where
 // store_url names a fresh FileStore directory under $TEST_TMPDIR shared by the ranks.
 // Errors: kInternal listing the failed ranks (see the file comment).

@@ -181,14 +181,39 @@ TEST_F(BackendLoaderTest, AvailableBackendsSaysWhatLoads) {
   SHARDKIT_EXPECT_OK(testing::ForkRanks(1, [](int, const std::string&) {
     std::vector<std::string> lines;
     for (const AvailableBackend& b : AvailableBackends()) {
-      lines.push_back(absl::StrCat(b.name, " ", b.path, " ", b.loadable.ok() ? "ok" : "refused"));
+      lines.push_back(absl::StrCat(b.name, " ", b.path, " ", b.loadable.ok() ? "ok" : "refused",
+                                   b.description.empty() ? "" : " (" + b.description + ")"));
     }
     const std::string dir = RunfilesDir();
-    EXPECT_THAT(lines,
-                ::testing::ElementsAre("gloo  ok", "abi2 " + Plugin(dir, "abi2") + " refused",
-                                       "needsdep " + Plugin(dir, "needsdep") + " ok",
-                                       "testgloo " + Plugin(dir, "testgloo") + " ok",
-                                       "bad " + Plugin(RunfilesDir("bad"), "bad") + " refused"));
+    EXPECT_THAT(lines, ::testing::ElementsAre(
+                           "gloo  ok", "abi2 " + Plugin(dir, "abi2") + " refused",
+                           "needsdep " + Plugin(dir, "needsdep") + " ok",
+                           "oldabi " + Plugin(dir, "oldabi") + " ok",
+                           "testgloo " + Plugin(dir, "testgloo") + " ok (transports: tcp)",
+                           "bad " + Plugin(RunfilesDir("bad"), "bad") + " refused"));
+  }));
+}
+
+TEST_F(BackendLoaderTest, PluginOfTheVersionOneStructLoadsAndConnects) {
+  SetPluginPath(RunfilesDir());
+  SHARDKIT_EXPECT_OK(testing::RunRanks(2, "oldabi", [](int rank, Communicator& comm) {
+    std::vector<int> v(4, rank);
+    SHARDKIT_ASSERT_OK(comm.Broadcast(MutableBuffer(v), 0));
+    EXPECT_EQ(v[3], 0);
+  }));
+}
+
+TEST_F(BackendLoaderTest, PluginThatCannotBeUsedHereSaysWhy) {
+  SetPluginPath(RunfilesDir());
+  SHARDKIT_EXPECT_OK(testing::ForkRanks(1, [](int, const std::string&) {
+    setenv("SHARDKIT_TESTGLOO_UNUSABLE", "1", 1);
+    for (const AvailableBackend& b : AvailableBackends()) {
+      if (b.name != "testgloo") continue;
+      SHARDKIT_EXPECT_OK(b.loadable);
+      EXPECT_THAT(b.usable, StatusIs(absl::StatusCode::kFailedPrecondition,
+                                     StrEq("SHARDKIT_TESTGLOO_UNUSABLE is set")));
+      EXPECT_EQ(b.description, "");
+    }
   }));
 }
 

@@ -76,10 +76,10 @@ absl::Status CheckPlugin(const ShardkitBackendPlugin* p, const std::string& name
         "plugin ABI version ", p->abi_version, ", this shardkit has plugin ABI version ",
         SHARDKIT_BACKEND_PLUGIN_ABI_VERSION, " (rebuild the plugin with this shardkit)"));
   }
-  if (p->struct_size < sizeof(ShardkitBackendPlugin)) {
-    return absl::FailedPreconditionError(absl::StrCat("plugin struct of ", p->struct_size,
-                                                      " bytes, ABI version ", p->abi_version,
-                                                      " has ", sizeof(ShardkitBackendPlugin)));
+  if (p->struct_size < SHARDKIT_BACKEND_PLUGIN_V1_SIZE) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("plugin struct of ", p->struct_size, " bytes, ABI version ", p->abi_version,
+                     " has at least ", SHARDKIT_BACKEND_PLUGIN_V1_SIZE));
   }
   const std::string build_id = p->build_id != nullptr ? p->build_id : "";
   if (build_id != expected_build_id) {
@@ -123,7 +123,22 @@ absl::StatusOr<LoadedBackend> OpenPlugin(const std::string& path, const std::str
   const ShardkitBackendPlugin* plugin = get();
   SHARDKIT_RETURN_IF_ERROR(CheckPlugin(plugin, name, expected_build_id));
   SHARDKIT_RETURN_IF_ERROR(RegisterPluginAllocators(*plugin));
-  return LoadedBackend{name, path, plugin->build_id, plugin->create_communicator};
+  LoadedBackend backend{name, path, plugin->build_id, plugin->create_communicator};
+  // An appended field: read only when the plugin's struct has it.
+  if (plugin->struct_size >= offsetof(ShardkitBackendPlugin, describe) + sizeof(plugin->describe)) {
+    backend.describe = plugin->describe;
+  }
+  return backend;
+}
+
+// What the plugin says of itself (its describe field), or OK and "" when it says nothing.
+absl::StatusOr<std::string> Describe(const LoadedBackend& backend) {
+  if (backend.describe == nullptr) return std::string();
+  char text[1024] = {};
+  const int verdict = backend.describe(text, sizeof(text));
+  text[sizeof(text) - 1] = '\0';
+  if (verdict != 0) return absl::FailedPreconditionError(text);
+  return std::string(text);
 }
 
 absl::StatusOr<LoadedBackend> LoadCached(const std::string& path, const std::string& name,
@@ -233,7 +248,12 @@ std::vector<AvailableBackend> AvailableBackends() {
     for (const std::string& name : PluginNamesIn(dir)) {
       if (!seen.insert(name).second) continue;
       const std::string path = absl::StrCat(dir, "/", PluginFileName(name));
-      found.push_back({name, path, LoadCached(path, name, BuildId()).status()});
+      absl::StatusOr<LoadedBackend> loaded = LoadCached(path, name, BuildId());
+      AvailableBackend& backend = found.emplace_back(AvailableBackend{name, path, loaded.status()});
+      if (!loaded.ok()) continue;
+      absl::StatusOr<std::string> description = Describe(*loaded);
+      backend.usable = description.status();
+      if (description.ok()) backend.description = *std::move(description);
     }
   }
   return found;

@@ -28,6 +28,8 @@ struct LoadedBackend {
   std::string path;      // the plugin file; empty for a built-in backend
   std::string build_id;  // the plugin's build id; this program's for a built-in backend
   BackendFactory factory = nullptr;
+  // The plugin's describe function (backend_plugin.h), when it has one.
+  int (*describe)(char* text, size_t capacity) = nullptr;
 };
 
 // "libshardkit_backend_<name>.so".
@@ -56,11 +58,15 @@ std::vector<std::string> PluginSearchPath();
 
 // What `shardkit --version` lists: the built-in backends, then every plugin file on the search
 // path (the first per name, in path order; names already built in are skipped), each with OK or
-// the reason it cannot be loaded (LoadBackendPlugin's, without the "backend …: plugin …:" prefix).
+// the reason it cannot be loaded (LoadBackendPlugin's, without the "backend …: plugin …:" prefix);
+// for a loaded plugin with a describe function, what it finds on this host, or why it cannot be
+// used here.
 struct AvailableBackend {
   std::string name;
   std::string path;  // empty: built in
   absl::Status loadable;
+  absl::Status usable;      // kFailedPrecondition with the plugin's reason
+  std::string description;  // "transports: self, tcp, posix"; empty when it says nothing
 };
 std::vector<AvailableBackend> AvailableBackends();
 

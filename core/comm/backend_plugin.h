@@ -9,14 +9,15 @@
 // in this order and stops at the first mismatch:
 //   1. struct_size covers the fixed prefix (struct_size, abi_version);
 //   2. abi_version == SHARDKIT_BACKEND_PLUGIN_ABI_VERSION;
-//   3. struct_size >= sizeof(ShardkitBackendPlugin) of that version;
+//   3. struct_size covers the fields of that version (kBackendPluginV1Size): fields appended later
+//      (describe) are read only when struct_size covers them, so plugins built before them load;
 //   4. build_id == the host's BuildId() (build_id.h): the C++ types below (Communicator,
 //      Allocator, absl::StatusOr) are only shared safely between objects built from the same
 //      sources, which the build id — a hash of this header and the source revision — stands for;
 //   5. name == the <name> of the file.
-// Only then are the factory and the allocators used. Changing this struct (or the meaning of a
-// field) bumps SHARDKIT_BACKEND_PLUGIN_ABI_VERSION; the prefix (struct_size, abi_version) never
-// changes, so every host can report any plugin's version.
+// Only then are the factory and the allocators used. Changing the meaning of a field, or any field
+// but appending one at the end, bumps SHARDKIT_BACKEND_PLUGIN_ABI_VERSION; the prefix
+// (struct_size, abi_version) never changes, so every host can report any plugin's version.
 //
 // Turning a backend factory into a plugin (one .cc file in the plugin's cc_binary):
 //
@@ -25,6 +26,8 @@
 //   // A plugin that serves device memory also hands over its allocators:
 //   SHARDKIT_BACKEND_PLUGIN("nccl", &CreateNcclCommunicator,
 //                           ShardkitPluginAllocator{DeviceType::kCuda, &CudaAllocatorInstance});
+//   // A plugin that can say what it finds on this host (`shardkit --version` prints it):
+//   SHARDKIT_BACKEND_PLUGIN_DESCRIBED("ucx", &CreateUcxCommunicator, &DescribeUcx);
 //
 // and in BUILD: shardkit_backend_plugin(name = "plugin", backend = "mpi", deps = [...])
 // (tools/build_defs.bzl): a cc_binary `libshardkit_backend_mpi.so` that exports only this symbol.
@@ -65,7 +68,18 @@ struct ShardkitBackendPlugin {
   // Allocators for the devices the backend serves (none for host-memory backends).
   const ShardkitPluginAllocator* allocators;
   size_t num_allocators;
+  // Appended to version 1 (present when struct_size covers it; may be null): what the backend
+  // finds on this host, for `shardkit --version` ("transports: self, tcp, posix"). Writes one
+  // NUL-terminated line of at most `capacity` bytes into `text`; returns 0 when the backend can be
+  // used here, nonzero when it cannot (the line then says why).
+  int (*describe)(char* text, size_t capacity);
 };
+
+// The size of the version-1 fields, without those appended since: the smallest struct the host
+// accepts.
+#define SHARDKIT_BACKEND_PLUGIN_V1_SIZE offsetof(ShardkitBackendPlugin, describe)
+
+typedef int (*ShardkitDescribeBackendFn)(char* text, size_t capacity);
 
 // The plugin's entry point: a pointer to a static struct, valid until the process ends.
 typedef const ShardkitBackendPlugin* (*ShardkitGetBackendPluginFn)();
@@ -84,7 +98,8 @@ class BackendPluginDefinition {
   // `build_id`: BuildId(); tests pass another to stand for a plugin of other sources.
   BackendPluginDefinition(const char* name, BackendFactory factory,
                           std::vector<ShardkitPluginAllocator> allocators,
-                          const char* build_id = BuildId())
+                          const char* build_id = BuildId(),
+                          ShardkitDescribeBackendFn describe = nullptr)
       : allocators_(std::move(allocators)) {
     plugin_.struct_size = sizeof(ShardkitBackendPlugin);
     plugin_.abi_version = SHARDKIT_BACKEND_PLUGIN_ABI_VERSION;
@@ -93,6 +108,7 @@ class BackendPluginDefinition {
     plugin_.create_communicator = factory;
     plugin_.allocators = allocators_.data();
     plugin_.num_allocators = allocators_.size();
+    plugin_.describe = describe;
   }
   ShardkitBackendPlugin* get() { return &plugin_; }
 
@@ -106,12 +122,20 @@ class BackendPluginDefinition {
 // Defines ShardkitGetBackendPlugin for the backend `name` (a string literal) created by `factory`
 // (a BackendFactory); the optional further arguments are ShardkitPluginAllocator values. Use it
 // once, at global scope, in a file of the plugin's cc_binary.
-#define SHARDKIT_BACKEND_PLUGIN(name, factory, ...)                              \
+#define SHARDKIT_BACKEND_PLUGIN(name, factory, ...) \
+  SHARDKIT_INTERNAL_BACKEND_PLUGIN(name, factory, nullptr, __VA_ARGS__)
+
+// SHARDKIT_BACKEND_PLUGIN with a `describe` function (the struct's field of that name).
+#define SHARDKIT_BACKEND_PLUGIN_DESCRIBED(name, factory, describe, ...) \
+  SHARDKIT_INTERNAL_BACKEND_PLUGIN(name, factory, describe, __VA_ARGS__)
+
+#define SHARDKIT_INTERNAL_BACKEND_PLUGIN(name, factory, describe, ...)           \
   extern "C" __attribute__((visibility("default"))) const ShardkitBackendPlugin* \
   ShardkitGetBackendPlugin() {                                                   \
     static ::shardkit::internal::BackendPluginDefinition* definition =           \
         new ::shardkit::internal::BackendPluginDefinition(                       \
-            name, factory, std::vector<ShardkitPluginAllocator>{__VA_ARGS__});   \
+            name, factory, std::vector<ShardkitPluginAllocator>{__VA_ARGS__},    \
+            ::shardkit::BuildId(), describe);                                    \
     return definition->get();                                                    \
   }                                                                              \
   static_assert(sizeof(name) > 1, "SHARDKIT_BACKEND_PLUGIN needs a backend name")

@@ -124,7 +124,7 @@ void StridedDestination(int rank, Communicator& comm, std::string_view) {
 }
 
 TEST(SyncErrors, TheAgreementFailsAlikeOnEveryRank) {
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(RankGroup * group, RankGroup::Shared(4, "gloo"));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(RankGroup * group, RankGroup::Shared(4, testing::TestBackend()));
   SHARDKIT_EXPECT_OK(group->Run(&GroupsDiffer));
   SHARDKIT_EXPECT_OK(group->Run(&MissingModule));
   SHARDKIT_EXPECT_OK(group->Run(&ShapesDiffer));
@@ -176,7 +176,7 @@ void VerifyCannotDigest(int rank, Communicator& comm, std::string_view) {
 }
 
 TEST(SyncErrors, FingerprintAndVerify) {
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(RankGroup * group, RankGroup::Shared(4, "gloo"));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(RankGroup * group, RankGroup::Shared(4, testing::TestBackend()));
   SHARDKIT_EXPECT_OK(group->Run(&CheckValuesDiffer));
   SHARDKIT_EXPECT_OK(group->Run(&VerifyMismatch));
   SHARDKIT_EXPECT_OK(group->Run(&VerifyCannotDigest));
@@ -186,14 +186,15 @@ constexpr absl::Duration kDeadline = absl::Seconds(2);
 
 // "small" [64, 64] comes first (round 1, rows to rows: no staging); "w" [1024, 4096] (16 MiB,
 // rows to columns: staged) follows in 1 MiB rounds. Rank 1 (`fault`) acts once it has written 3 MiB
-// of "w". Every other rank's error starts with `first_line`, naming rank 1, wherever it was waiting
-// (on rank 1 itself, or on a rank that waited on it) when its deadline passed or its peer left.
+// of "w" (1 MiB on UCX). Every other rank's error starts with `first_line`, naming rank 1, wherever
+// it was waiting (on rank 1 itself, or on a rank that waited on it) when its deadline passed or its
+// peer left.
 void FaultCase(const std::function<void()>& fault, const std::string& first_line) {
   testing::RankOptions options;
   options.deadline = absl::Seconds(30);
   options.may_die = {1};
   SHARDKIT_EXPECT_OK(testing::RunRanks(
-      4, "gloo",
+      4, testing::TestBackend(),
       [&fault, &first_line](int rank, Communicator& comm) {
         Sides s;
         if (rank < 2) {
@@ -207,7 +208,17 @@ void FaultCase(const std::function<void()>& fault, const std::string& first_line
             SyncPlan plan, PlanSync(s.src(), s.dst(), kGroups, comm, {.memory_bytes = 1 << 20}));
         SHARDKIT_ASSERT_OK(Sync(plan, s.src(), s.dst(), comm));  // a healthy first call
         std::unique_ptr<testing::WriteTrigger> trigger;
-        if (rank == 1) trigger = std::make_unique<testing::WriteTrigger>(3 << 20, fault);
+        if (rank == 1) {
+          // Gloo's sends are write(2)s, counted as they happen. UCX's peers read shared memory:
+          // its payload counters, which grow once a round is done, so a lower mark.
+          std::function<int64_t()> sent = &testing::BytesWritten;
+          int64_t mark = 3 << 20;
+          if (comm.backend() != "gloo") {
+            sent = [&comm] { return comm.total_counters().bytes_sent; };
+            mark = 1 << 20;
+          }
+          trigger = std::make_unique<testing::WriteTrigger>(mark, fault, sent);
+        }
         SyncReport report;
         const absl::Time start = absl::Now();
         const absl::Status status =

@@ -196,7 +196,7 @@ void SyncCase(int rank, Communicator& comm, std::string_view arg) {
 }
 
 TEST(Sync, EveryGroupShapeAndLayoutIsBitExactAgainAndAgain) {
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(RankGroup * group, RankGroup::Shared(8, "gloo"));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(RankGroup * group, RankGroup::Shared(8, testing::TestBackend()));
   for (int s = 1; s <= 4; ++s) {
     for (int d = 1; d <= 4; ++d) {
       std::vector<std::string> kinds = {"disjoint", "overlapping"};

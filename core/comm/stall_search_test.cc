@@ -1,6 +1,6 @@
 // The stall search over a store shared by threads standing in for ranks (the processes' form is
 // core/engine/sync_fault_test.cc's SourceStalledPastTheDeadline, over real Gloo).
-#include "backends/gloo/stall_search.h"
+#include "core/comm/stall_search.h"
 
 #include <thread>
 
@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace shardkit::gloo_backend {
+namespace shardkit {
 namespace {
 
 constexpr absl::Duration kGrace = absl::Milliseconds(100);
@@ -48,4 +48,4 @@ TEST(StallSearch, TheGraceIsATenthOfTheBudgetWithinBounds) {
 }
 
 }  // namespace
-}  // namespace shardkit::gloo_backend
+}  // namespace shardkit

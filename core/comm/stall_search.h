@@ -5,8 +5,8 @@
 // writes whom it was waiting on to the store ("<prefix>/waiting/<rank>"), then follows such
 // records from its own peers for up to a grace: the rank the records lead to that wrote none is
 // the one that stalled. Every rank reaches the same one, whatever its place in the chain.
-#ifndef SHARDKIT_BACKENDS_GLOO_STALL_SEARCH_H_
-#define SHARDKIT_BACKENDS_GLOO_STALL_SEARCH_H_
+#ifndef SHARDKIT_CORE_COMM_STALL_SEARCH_H_
+#define SHARDKIT_CORE_COMM_STALL_SEARCH_H_
 
 #include <string>
 #include <vector>
@@ -14,7 +14,7 @@
 #include "absl/time/time.h"
 #include "core/store/store.h"
 
-namespace shardkit::gloo_backend {
+namespace shardkit {
 
 // How long a rank follows the records, for an exchange that had `budget` until its deadline: a
 // tenth of it, between 50 and 500 ms (longer than the ranks' deadlines differ by: they come from
@@ -27,6 +27,6 @@ absl::Duration StallGrace(absl::Duration budget);
 int FindStalledRank(Store& store, const std::string& key_prefix, int rank,
                     const std::vector<int>& waited_on, absl::Duration grace);
 
-}  // namespace shardkit::gloo_backend
+}  // namespace shardkit
 
-#endif  // SHARDKIT_BACKENDS_GLOO_STALL_SEARCH_H_
+#endif  // SHARDKIT_CORE_COMM_STALL_SEARCH_H_

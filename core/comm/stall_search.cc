@@ -1,4 +1,4 @@
-#include "backends/gloo/stall_search.h"
+#include "core/comm/stall_search.h"
 
 #include <algorithm>
 #include <map>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 
-namespace shardkit::gloo_backend {
+namespace shardkit {
 namespace {
 
 std::string Key(const std::string& key_prefix, int rank) {
@@ -74,4 +74,4 @@ int FindStalledRank(Store& store, const std::string& key_prefix, int rank,
   return sinks.empty() ? -1 : *sinks.begin();
 }
 
-}  // namespace shardkit::gloo_backend
+}  // namespace shardkit

@@ -1,0 +1,168 @@
+#include "backends/ucx/internal/worker.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "backends/ucx/internal/peer_process.h"
+#include "core/base/deadline.h"
+#include "core/base/status_macros.h"
+
+namespace shardkit::ucx_backend {
+namespace {
+
+// The longest a wait sleeps between progress calls: the keepalive (peer failure on shared
+// memory) and the caller's tick run at least this often.
+constexpr absl::Duration kTick = absl::Milliseconds(100);
+// How long Shutdown progresses the forced closes.
+constexpr absl::Duration kCloseGrace = absl::Seconds(1);
+
+absl::Status UcxError(const UcpLibrary& ucp, const std::string& what, ucs_status_t status) {
+  return absl::InternalError(absl::StrCat(what, ": ", ucp.Text(status)));
+}
+
+}  // namespace
+
+std::string AddressKey(const std::string& prefix, int rank) {
+  return absl::StrCat(prefix, "/ucx/", rank);
+}
+
+absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(UcxContext context,
+                                                       std::shared_ptr<Store> store,
+                                                       std::string prefix, int rank) {
+  const UcpLibrary& ucp = *context.ucp;
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  params.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // the communicator's calls are serialized
+  ucp_worker_h handle = nullptr;
+  ucs_status_t status = ucp.worker_create(context.context, &params, &handle);
+  if (status != UCS_OK) return UcxError(ucp, "creating a UCP worker", status);
+  int efd = -1;
+  status = ucp.worker_get_efd(handle, &efd);
+  std::unique_ptr<Worker> worker(new Worker(context, handle, efd, std::move(store), prefix));
+  if (status != UCS_OK) return UcxError(ucp, "the UCP worker's event descriptor", status);
+  ucp_address_t* address = nullptr;
+  size_t size = 0;
+  status = ucp.worker_get_address(handle, &address, &size);
+  if (status != UCS_OK) return UcxError(ucp, "the UCP worker's address", status);
+  const std::string bytes(reinterpret_cast<const char*>(address), size);
+  ucp.worker_release_address(handle, address);
+  SHARDKIT_RETURN_IF_ERROR(
+      worker->store_->Set(AddressKey(worker->prefix_, rank) + "/process", ThisProcess()));
+  SHARDKIT_RETURN_IF_ERROR(worker->store_->Set(AddressKey(worker->prefix_, rank), bytes));
+  return worker;
+}
+
+Worker::~Worker() { Shutdown(); }
+
+void Worker::OnEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
+  auto* slot = static_cast<Slot*>(arg);
+  if (!slot->worker->failed_.has_value()) slot->worker->failed_ = PeerFailure{slot->peer, status};
+}
+
+absl::StatusOr<ucp_ep_h> Worker::Endpoint(int peer, absl::Time deadline) {
+  if (worker_ == nullptr) return absl::FailedPreconditionError("the UCP worker was shut down");
+  auto it = endpoints_.find(peer);
+  if (it != endpoints_.end()) return it->second->ep;
+  absl::StatusOr<std::string> address = store_->Get(
+      AddressKey(prefix_, peer), std::max(absl::ZeroDuration(), deadline - absl::Now()));
+  if (!address.ok()) {
+    return Annotate(address.status(), absl::StrCat("the UCX address of peer ", peer));
+  }
+  auto slot = std::make_unique<Slot>(Slot{this, peer});
+  // Set before the address: there once the address is.
+  slot->process =
+      store_->Get(AddressKey(prefix_, peer) + "/process", absl::Seconds(1)).value_or("");
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  params.address = reinterpret_cast<const ucp_address_t*>(address->data());
+  slot->peer_errors = !OnThisHost(slot->process) || !SharedMemoryAllowed(std::getenv("UCX_TLS"));
+  params.err_mode = slot->peer_errors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+  params.err_handler.cb = &Worker::OnEndpointError;
+  params.err_handler.arg = slot.get();
+  const ucs_status_t status = ucp().ep_create(worker_, &params, &slot->ep);
+  if (status != UCS_OK) {
+    return absl::UnavailableError(
+        absl::StrCat("connecting to peer ", peer, " over UCX: ", ucp().Text(status)));
+  }
+  const ucp_ep_h ep = slot->ep;
+  endpoints_.emplace(peer, std::move(slot));
+  return ep;
+}
+
+std::optional<int> Worker::GonePeer(const std::vector<int>& peers) const {
+  for (int peer : peers) {
+    auto it = endpoints_.find(peer);
+    if (it != endpoints_.end() && ProcessGone(it->second->process)) return peer;
+  }
+  return std::nullopt;
+}
+
+absl::Status Worker::Wait(absl::FunctionRef<bool()> done, absl::Time deadline,
+                          absl::FunctionRef<absl::Status()> tick) {
+  absl::Time next_tick = absl::Now() + kTick;
+  for (;;) {
+    while (ucp().worker_progress(worker_) != 0) {
+    }
+    if (done()) return absl::OkStatus();
+    const absl::Time now = absl::Now();
+    if (now >= deadline) return absl::DeadlineExceededError("timed out");
+    if (now >= next_tick) {
+      SHARDKIT_RETURN_IF_ERROR(tick());
+      next_tick = now + kTick;
+    }
+    const ucs_status_t armed = ucp().worker_arm(worker_);
+    if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile: progress them
+    if (armed != UCS_OK) return UcxError(ucp(), "ucp_worker_arm", armed);
+    pollfd fd{efd_, POLLIN, 0};
+    (void)::poll(&fd, 1, PollTimeoutMs(std::min(deadline, next_tick)));
+  }
+}
+
+void Worker::Shutdown() {
+  if (worker_ == nullptr) return;
+  std::vector<void*> closing;
+  for (auto& [peer, slot] : endpoints_) {
+    // Forced where the endpoint handles peer failure (UCX allows it only there), else flushed.
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    params.flags = slot->peer_errors ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    void* request = ucp().ep_close_nbx(slot->ep, &params);
+    if (request != nullptr && !UCS_PTR_IS_ERR(request)) closing.push_back(request);
+  }
+  const absl::Time until = absl::Now() + kCloseGrace;
+  auto closed = [&] {
+    for (void*& request : closing) {
+      if (request != nullptr && ucp().request_check_status(request) != UCS_INPROGRESS) {
+        ucp().request_free(request);
+        request = nullptr;
+      }
+    }
+    return std::all_of(closing.begin(), closing.end(), [](void* r) { return r == nullptr; });
+  };
+  while (!closed() && absl::Now() < until) ucp().worker_progress(worker_);
+  // Destroying the worker releases what is still pending: nothing of it runs afterwards.
+  ucp().worker_destroy(worker_);
+  worker_ = nullptr;
+}
+
+std::string Worker::EndpointInfo(int peer) const {
+  auto it = endpoints_.find(peer);
+  if (it == endpoints_.end() || worker_ == nullptr) return "";
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* out = ::open_memstream(&text, &size);
+  if (out == nullptr) return "";
+  ucp().ep_print_info(it->second->ep, out);
+  std::fclose(out);
+  std::string info = text != nullptr ? std::string(text, size) : std::string();
+  std::free(text);
+  return info;
+}
+
+}  // namespace shardkit::ucx_backend

@@ -1,0 +1,115 @@
+// The UCX backend's own rules on real forked ranks: the transports it uses between processes of
+// one host (shared memory, with UCX's error handling on), UCX_TLS, waits that do not spin, a rank
+// that never joins.
+#include <time.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "backends/ucx/ucx_communicator.h"
+#include "core/comm/connect.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/multiprocess.h"
+#include "testing/status_matchers.h"
+
+namespace shardkit::ucx_backend {
+namespace {
+
+using ::shardkit::testing::ForkRanks;
+using ::shardkit::testing::RankOptions;
+using ::shardkit::testing::RunRanks;
+using ::shardkit::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A small and a large (rendezvous) broadcast from rank 0, then what the endpoint uses.
+std::string BroadcastAndDescribe(int rank, Communicator& comm) {
+  for (size_t bytes : {size_t{64}, size_t{8} << 20}) {
+    std::vector<uint8_t> data(bytes, rank == 0 ? 7 : 0);
+    SHARDKIT_EXPECT_OK(comm.Broadcast(MutableBuffer(data), 0));
+    EXPECT_EQ(data.back(), 7);
+  }
+  absl::StatusOr<std::string> info = UcxEndpointInfo(comm, 1 - rank);
+  SHARDKIT_EXPECT_OK(info.status());
+  return info.value_or("");
+}
+
+TEST(UcxBackend, OneHostUsesSharedMemoryAndSingleCopyCma) {
+  SHARDKIT_EXPECT_OK(RunRanks(2, "ucx", [](int rank, Communicator& comm) {
+    const std::string info = BroadcastAndDescribe(rank, comm);
+    // Small messages through a shared-memory segment, large ones read by CMA; no TCP.
+    EXPECT_THAT(info, AllOf(AnyOf(HasSubstr("posix/memory"), HasSubstr("sysv/memory")),
+                            HasSubstr("cma/memory")))
+        << info;
+    EXPECT_THAT(info, Not(HasSubstr("tcp/"))) << info;
+  }));
+}
+
+TEST(UcxBackend, TcpOnlyWhenUcxTlsSaysSo) {
+  SHARDKIT_EXPECT_OK(ForkRanks(2, [](int rank, const std::string& store_url) {
+    setenv("UCX_TLS", "tcp,self", 1);
+    ConnectOptions options = testing::RankConnectOptions(rank, 2, "ucx", {});
+    options.store_url = store_url;
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Communicator> comm, Connect(options));
+    const std::string info = BroadcastAndDescribe(rank, *comm);
+    EXPECT_THAT(info, HasSubstr("tcp/")) << info;
+    EXPECT_THAT(info, Not(AnyOf(HasSubstr("posix/"), HasSubstr("sysv/"), HasSubstr("cma/"))))
+        << info;
+  }));
+}
+
+TEST(UcxBackend, MissingTransportIsRefusedNamingWhatWasFound) {
+  SHARDKIT_EXPECT_OK(ForkRanks(2, [](int rank, const std::string& store_url) {
+    setenv("UCX_TLS", "rc,tcp", 1);
+    ConnectOptions options = testing::RankConnectOptions(rank, 2, "ucx", {});
+    options.store_url = store_url;
+    EXPECT_THAT(Connect(options),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("UCX_TLS asks for rc, which this host lacks (found: self, "
+                                   "tcp")));
+  }));
+}
+
+// CPU time this thread has used.
+absl::Duration ThreadCpu() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return absl::DurationFromTimespec(ts);
+}
+
+TEST(UcxBackend, WaitingRankSleeps) {
+  SHARDKIT_EXPECT_OK(RunRanks(2, "ucx", [](int rank, Communicator& comm) {
+    std::vector<uint8_t> data(1 << 20, rank == 0 ? 1 : 0);
+    SHARDKIT_ASSERT_OK(comm.Barrier());
+    if (rank == 0) absl::SleepFor(absl::Seconds(1));  // rank 1 waits a second for its bytes
+    const absl::Duration cpu = ThreadCpu();
+    SHARDKIT_ASSERT_OK(comm.Broadcast(MutableBuffer(data), 0));
+    if (rank == 1) {
+      EXPECT_LT(ThreadCpu() - cpu, absl::Milliseconds(200)) << "a one-second wait spun";
+    }
+  }));
+}
+
+TEST(UcxBackend, RankThatNeverJoinsIsNamed) {
+  RankOptions options;
+  options.absent = {2};
+  SHARDKIT_EXPECT_OK(ForkRanks(
+      3,
+      [](int rank, const std::string& store_url) {
+        RankOptions timing;
+        timing.timeout = absl::Milliseconds(800);
+        ConnectOptions connect = testing::RankConnectOptions(rank, 3, "ucx", timing);
+        connect.store_url = store_url;
+        EXPECT_THAT(Connect(connect), StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                               HasSubstr("rank 2 never joined")));
+      },
+      options));
+}
+
+}  // namespace
+}  // namespace shardkit::ucx_backend

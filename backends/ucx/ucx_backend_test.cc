@@ -69,7 +69,7 @@ TEST(UcxBackend, MissingTransportIsRefusedNamingWhatWasFound) {
     ConnectOptions options = testing::RankConnectOptions(rank, 2, "ucx", {});
     options.store_url = store_url;
     EXPECT_THAT(Connect(options),
-                StatusIs(absl::StatusCode::kInvalidArgument,
+                StatusIs(absl::StatusCode::kFailedPrecondition,
                          HasSubstr("UCX_TLS asks for rc, which this host lacks (found: self, "
                                    "tcp")));
   }));

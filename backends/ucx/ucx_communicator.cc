@@ -197,8 +197,7 @@ absl::Status UcxCommunicator::Post(uint64_t tag, std::span<const SendOp> sends,
     const RecvOp& r = recvs[i];
     in[i].peer = r.peer;
     in[i].size = r.size;
-    // An endpoint for receives too: its failure is how a dead sender is seen.
-    SHARDKIT_RETURN_IF_ERROR(worker_->Endpoint(r.peer, deadline).status());
+    SHARDKIT_RETURN_IF_ERROR(worker_->Watch(r.peer, deadline));
     Posted(in[i], ucp.tag_recv_nbx(worker_->handle(), r.data, r.size, Tag(tag, r.peer), kFullMask,
                                    &params));
   }

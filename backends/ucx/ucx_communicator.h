@@ -36,8 +36,8 @@
 
 namespace shardkit::ucx_backend {
 
-// The "ucx" factory. Errors: kFailedPrecondition when UCX cannot be loaded; kInvalidArgument for
-// a UCX_TLS naming a transport this host lacks, or a world of over 2^20 ranks;
+// The "ucx" factory. Errors: kFailedPrecondition when UCX cannot be loaded or UCX_TLS names a
+// transport this host lacks; kInvalidArgument for a world of over 2^20 ranks;
 // kDeadlineExceeded naming the ranks that never joined; kInternal with UCX's words.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> CreateUcxCommunicator(
     const ConnectOptions& options);

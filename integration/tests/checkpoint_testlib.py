@@ -245,6 +245,19 @@ def same_rank_files(out, reference, world, label):
             check(a.read() == b.read(), f"{label}: {name} differs from {reference}'s")
 
 
+def same_directories(out, reference, world, label):
+    """Checks that shard directory `out` holds the files of `reference`: the same names,
+    byte-identical rank files, an equivalent index.json. Returns whether they matched."""
+    before = len(failures)
+    check(sorted(os.listdir(out)) == sorted(os.listdir(reference)),
+          f"{label}: files {sorted(os.listdir(out))} vs {sorted(os.listdir(reference))}")
+    same_rank_files(out, reference, world, label)
+    with open(os.path.join(reference, "index.json")) as a, \
+            open(os.path.join(out, "index.json")) as b:
+        check(json.load(a) == json.load(b), f"{label}: index.json differs")
+    return len(failures) == before
+
+
 def ranks_named(text):
     """The ranks FormatRanks named: "rank 3" -> [3], "ranks 0-2, 5" -> [0, 1, 2, 5]; else None."""
     m = re.fullmatch(r"ranks? ((?:\d+(?:-\d+)?)(?:, \d+(?:-\d+)?)*)", text)

@@ -5,7 +5,8 @@ exist only inside them). First a real redis-server runs in host A (skipped if no
 each host runs `shardkit launch --nproc 2 --world 4 --rank-offset 0|2 --store
 redis://192.0.2.1:PORT -- shardkit shard ...`; then the same with `--store tcp://192.0.2.1:29500`,
 served by host A's launcher (host A binds Gloo with SHARDKIT_HOSTNAME, host B with
-SHARDKIT_IFNAME); `shardkit gather` must give back the checkpoint each time.
+SHARDKIT_IFNAME); then over tcp:// again with `--backend ucx` (UCX_TLS=tcp,self: each host has a
+PID namespace of its own); `shardkit gather` must give back the checkpoint each time.
 
 Nothing is left behind, even if this test is killed: each host is `unshare --net --pid --fork
 --kill-child` (its pid namespace dies with it, and every process entered into it with it), the
@@ -31,6 +32,7 @@ LINK = {"a": "shk-a", "b": "shk-b"}
 REDIS_PORT = 6379
 TCP_PORT = 29500  # the tcp:// store host A's launcher serves (nothing else is in the namespace)
 PR_SET_PDEATHSIG = 1
+RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", "."), "shardkit")
 
 # Under --config=asan: LeakSanitizer reads /proc/<pid>/task, which inside a fresh pid namespace
 # (with the host's /proc mounted) names another process, so it aborts with "Can't open
@@ -54,12 +56,14 @@ def cannot_run(reason):
 
 
 class Host:
-    """An anonymous network + pid namespace, held by `unshare ... sleep`."""
+    """An anonymous network + pid + mount namespace, held by `unshare ... sleep`."""
 
     def __init__(self, name):
         self.name = name
         self.holder = subprocess.Popen(
-            [tool("unshare"), "--net", "--pid", "--fork", "--kill-child", "sleep", "3600"],
+            # --mount: connect() mounts /sys anew there (see there).
+            [tool("unshare"), "--net", "--pid", "--mount", "--fork", "--kill-child", "sleep",
+             "3600"],
             preexec_fn=die_with_parent, stderr=subprocess.PIPE)
         self.pid = self.holder.pid  # in the new network namespace (its child is in the pid one)
         self.init = None
@@ -80,8 +84,8 @@ class Host:
     def argv(self, args, pid_namespace=True):
         """`args` run inside this host: its network namespace, and its pid namespace (so that
         they die with it) unless they must see this machine's pids."""
-        return ([tool("nsenter"), "-t", str(self.init), "-n"] + (["-p"] if pid_namespace else []) +
-                ["--"] + args)
+        return ([tool("nsenter"), "-t", str(self.init), "-n", "-m"] +
+                (["-p"] if pid_namespace else []) + ["--"] + args)
 
     def run(self, args):
         """A short configuration command (network namespace only: `ip ... netns PID`)."""
@@ -113,6 +117,15 @@ def connect(a, b):
         host.run([ip, "link", "set", "lo", "up"])
         host.run([ip, "addr", "add", ADDRESS[host.name] + "/24", "dev", LINK[host.name]])
         host.run([ip, "link", "set", LINK[host.name], "up"])
+        # UCX finds network devices in /sys/class/net, which lists the devices of the namespace
+        # that mounted /sys: this machine's, unless mounted anew in the host's own.
+        host.run(["mount", "-t", "sysfs", "sysfs", "/sys"])
+    # UCX takes only devices that are up and running: wait for both ends' carrier.
+    deadline = time.time() + 10
+    for host in (a, b):
+        state = f"/sys/class/net/{LINK[host.name]}/operstate"
+        while host.run(["cat", state]).strip() != "up" and time.time() < deadline:
+            time.sleep(0.05)
 
 
 def start_redis(a):
@@ -128,9 +141,9 @@ def start_redis(a):
     raise RuntimeError("redis-server did not come up in host a")
 
 
-def shard_across(a, b, store, plan, checkpoint, tensors):
+def shard_across(a, b, store, plan, checkpoint, tensors, backend="gloo"):
     """`shardkit shard` on 4 ranks, 2 per host, through `store`; `gather` checks the result."""
-    scheme = store.split(":")[0]
+    scheme = store.split(":")[0] + ("" if backend == "gloo" else "-" + backend)
     out = os.path.join(TMP, f"shards-{scheme}")
     bind = {"a": ("SHARDKIT_HOSTNAME", ADDRESS["a"]), "b": ("SHARDKIT_IFNAME", LINK["b"])}
     launchers = {}
@@ -141,10 +154,15 @@ def shard_across(a, b, store, plan, checkpoint, tensors):
         env.pop("SHARDKIT_IFNAME", None)
         key, value = bind[host.name]
         env[key] = value
+        if backend == "ucx":
+            # Each host has a PID namespace of its own: UCX's shared memory and CMA find peers
+            # by PID, which means another process there, so only TCP (docs/communication.md).
+            env["UCX_TLS"] = "tcp,self"
+            env["SHARDKIT_PLUGIN_PATH"] = os.path.join(RUNFILES, "backends/ucx")
         launchers[host.name] = host.spawn(
             [BIN, "launch", "--nproc", "2", "--world", "4", "--rank-offset", str(offset),
              "--store", store, "--timeout", "60", "--", BIN, "shard", "--plan", plan,
-             "--checkpoint", checkpoint, "--out", out], env=env)
+             "--checkpoint", checkpoint, "--out", out, "--backend", backend], env=env)
     for name, launcher in launchers.items():
         stdout, stderr = launcher.communicate(timeout=120)
         check(launcher.returncode == 0,
@@ -195,6 +213,9 @@ def main():
             skip("redis", "redis-server is not installed")
         # No Redis: host A's launcher serves the store itself (it holds rank 0).
         shard_across(a, b, f"tcp://{ADDRESS['a']}:{TCP_PORT}", plan, checkpoint, tensors)
+        # The same over UCX (TCP between the hosts, and within each: separate PID namespaces).
+        shard_across(a, b, f"tcp://{ADDRESS['a']}:{TCP_PORT + 1}", plan, checkpoint, tensors,
+                     backend="ucx")
     finally:
         for host in hosts:
             host.close()

@@ -70,8 +70,6 @@ absl::StatusOr<ucp_context_h> CreateContext(
 // The failure rules' options (see ucx_context.h), unless the environment sets them.
 std::vector<std::pair<const char*, const char*>> BackendOptions() {
   std::vector<std::pair<const char*, const char*>> options;
-  if (std::getenv("UCX_MM_ERROR_HANDLING") == nullptr)
-    options.push_back({"MM_ERROR_HANDLING", "y"});
   if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr)
     options.push_back({"KEEPALIVE_INTERVAL", "1s"});
   return options;
@@ -142,7 +140,7 @@ absl::Status CheckRequestedTransports(const std::vector<std::string>& found, con
     if (!any) missing.push_back(name);
   }
   if (missing.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
+  return absl::FailedPreconditionError(absl::StrCat(
       "UCX_TLS asks for ", absl::StrJoin(missing, ", "), ", which this host lacks (found: ",
       found.empty() ? std::string("none") : absl::StrJoin(found, ", "), ")"));
 }

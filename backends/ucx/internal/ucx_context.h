@@ -1,10 +1,9 @@
 // The process's UCP context, and what UCX finds on this host.
 //
 // One context serves every UCX communicator of the process (each has a worker of its own): tag
-// matching and wakeup, with the options the backend's failure rules need, each applied through
-// ucp_config_modify unless the environment sets it: MM_ERROR_HANDLING=y (UCX 1.13 leaves its
-// shared-memory transports out of endpoints that report peer failure unless told they may; peer
-// failure is then seen by the keepalive) and KEEPALIVE_INTERVAL=1s (20 s by default).
+// matching and wakeup, with KEEPALIVE_INTERVAL=1s (20 s by default) applied through
+// ucp_config_modify unless the environment sets it: how soon an endpoint with peer error
+// handling (to another host, worker.h) sees a peer that went silent.
 #ifndef SHARDKIT_BACKENDS_UCX_INTERNAL_UCX_CONTEXT_H_
 #define SHARDKIT_BACKENDS_UCX_INTERNAL_UCX_CONTEXT_H_
 
@@ -23,7 +22,7 @@ struct UcxContext {
 };
 
 // The shared context, created on first use after the check of UCX_TLS (CheckRequestedTransports).
-// Errors: LoadUcp's; kInvalidArgument for a UCX_TLS naming a transport this host lacks;
+// Errors: LoadUcp's; kFailedPrecondition for a UCX_TLS naming a transport this host lacks;
 // kInternal with UCX's words when ucp_init fails.
 [[nodiscard]] absl::StatusOr<UcxContext> SharedContext();
 
@@ -36,7 +35,7 @@ std::vector<std::string> TransportsInInfo(const std::string& info);
 
 // OK when every transport `ucx_tls` (UCX_TLS's value; null or "" when unset) asks for is in
 // `found`, by name or by one of UCX's aliases (sm, shm, mm, ib, rc, ud, dc, …); a list that
-// excludes ("^tcp") and "all" ask for nothing. Errors: kInvalidArgument
+// excludes ("^tcp") and "all" ask for nothing. Errors: kFailedPrecondition (the CLI's exit 1)
 // `UCX_TLS asks for rc, which this host lacks (found: self, tcp, sysv, posix, cma)`.
 [[nodiscard]] absl::Status CheckRequestedTransports(const std::vector<std::string>& found,
                                                     const char* ucx_tls);

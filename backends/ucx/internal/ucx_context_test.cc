@@ -47,11 +47,11 @@ TEST(UcxContext, RequestedTransportsByNameOrAlias) {
 TEST(UcxContext, MissingTransportNamesWhatWasFound) {
   const std::vector<std::string> found = TransportsInInfo(kInfo);
   EXPECT_THAT(CheckRequestedTransports(found, "rc,sm"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
                        "UCX_TLS asks for rc, which this host lacks (found: self, tcp, sysv, "
                        "posix, cma)"));
   EXPECT_THAT(CheckRequestedTransports(found, "ib, dc_x"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
                        ::testing::HasSubstr("UCX_TLS asks for ib, dc_x, which this host lacks")));
 }
 

@@ -64,35 +64,49 @@ void Worker::OnEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
   if (!slot->worker->failed_.has_value()) slot->worker->failed_ = PeerFailure{slot->peer, status};
 }
 
-absl::StatusOr<ucp_ep_h> Worker::Endpoint(int peer, absl::Time deadline) {
+absl::StatusOr<Worker::Slot*> Worker::Peer(int peer, absl::Time deadline) {
   if (worker_ == nullptr) return absl::FailedPreconditionError("the UCP worker was shut down");
   auto it = endpoints_.find(peer);
-  if (it != endpoints_.end()) return it->second->ep;
+  if (it != endpoints_.end()) return it->second.get();
   absl::StatusOr<std::string> address = store_->Get(
       AddressKey(prefix_, peer), std::max(absl::ZeroDuration(), deadline - absl::Now()));
   if (!address.ok()) {
     return Annotate(address.status(), absl::StrCat("the UCX address of peer ", peer));
   }
   auto slot = std::make_unique<Slot>(Slot{this, peer});
+  slot->address = *std::move(address);
   // Set before the address: there once the address is.
   slot->process =
       store_->Get(AddressKey(prefix_, peer) + "/process", absl::Seconds(1)).value_or("");
+  slot->peer_errors = !OnThisHost(slot->process) || !SharedMemoryAllowed(std::getenv("UCX_TLS"));
+  return endpoints_.emplace(peer, std::move(slot)).first->second.get();
+}
+
+absl::StatusOr<ucp_ep_h> Worker::Endpoint(int peer, absl::Time deadline) {
+  SHARDKIT_ASSIGN_OR_RETURN(Slot * slot, Peer(peer, deadline));
+  if (slot->ep != nullptr) return slot->ep;
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
-  params.address = reinterpret_cast<const ucp_address_t*>(address->data());
-  slot->peer_errors = !OnThisHost(slot->process) || !SharedMemoryAllowed(std::getenv("UCX_TLS"));
+  params.address = reinterpret_cast<const ucp_address_t*>(slot->address.data());
   params.err_mode = slot->peer_errors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
   params.err_handler.cb = &Worker::OnEndpointError;
-  params.err_handler.arg = slot.get();
+  params.err_handler.arg = slot;
   const ucs_status_t status = ucp().ep_create(worker_, &params, &slot->ep);
   if (status != UCS_OK) {
+    slot->ep = nullptr;
     return absl::UnavailableError(
         absl::StrCat("connecting to peer ", peer, " over UCX: ", ucp().Text(status)));
   }
-  const ucp_ep_h ep = slot->ep;
-  endpoints_.emplace(peer, std::move(slot));
-  return ep;
+  return slot->ep;
+}
+
+absl::Status Worker::Watch(int peer, absl::Time deadline) {
+  SHARDKIT_ASSIGN_OR_RETURN(Slot * slot, Peer(peer, deadline));
+  // A peer of another host is watched by UCX's error handling on an endpoint to it. The peer may
+  // already have sent everything and closed its worker: then there is nothing left to watch.
+  if (slot->peer_errors && slot->ep == nullptr) (void)Endpoint(peer, deadline);
+  return absl::OkStatus();
 }
 
 std::optional<int> Worker::GonePeer(const std::vector<int>& peers) const {
@@ -128,6 +142,7 @@ void Worker::Shutdown() {
   if (worker_ == nullptr) return;
   std::vector<void*> closing;
   for (auto& [peer, slot] : endpoints_) {
+    if (slot->ep == nullptr) continue;
     // Forced where the endpoint handles peer failure (UCX allows it only there), else flushed.
     ucp_request_param_t params{};
     params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -153,7 +168,7 @@ void Worker::Shutdown() {
 
 std::string Worker::EndpointInfo(int peer) const {
   auto it = endpoints_.find(peer);
-  if (it == endpoints_.end() || worker_ == nullptr) return "";
+  if (it == endpoints_.end() || it->second->ep == nullptr || worker_ == nullptr) return "";
   char* text = nullptr;
   size_t size = 0;
   FILE* out = ::open_memstream(&text, &size);

@@ -54,10 +54,15 @@ class Worker {
   // `deadline`). Errors: the store's (kDeadlineExceeded naming the key), kUnavailable with UCX's.
   absl::StatusOr<ucp_ep_h> Endpoint(int peer, absl::Time deadline);
 
+  // Makes sure a peer this rank receives from is watched for failure (GonePeer on this host, an
+  // endpoint's error handling for other hosts), without needing an endpoint to it.
+  // Errors: as Endpoint's address lookup.
+  absl::Status Watch(int peer, absl::Time deadline);
+
   // The first peer whose endpoint reported an error.
   std::optional<PeerFailure> failed_peer() const { return failed_; }
 
-  // The lowest of `peers` (with endpoints) whose process is seen to have ended: on this host, by
+  // The first of `peers` (sent to or watched) whose process is seen to have ended: on this host, by
   // /proc (peer_process.h). Endpoints to other hosts are left to UCX's keepalive.
   std::optional<int> GonePeer(const std::vector<int>& peers) const;
 
@@ -78,7 +83,8 @@ class Worker {
   struct Slot {
     Worker* worker;
     int peer;
-    ucp_ep_h ep = nullptr;
+    std::string address;       // the peer worker's
+    ucp_ep_h ep = nullptr;     // made on the first send
     std::string process;       // the peer's ThisProcess()
     bool peer_errors = false;  // made with UCP_ERR_HANDLING_MODE_PEER
   };
@@ -89,6 +95,8 @@ class Worker {
         efd_(efd),
         store_(std::move(store)),
         prefix_(std::move(prefix)) {}
+  // The peer's slot, its address and process read from the store on first use.
+  absl::StatusOr<Slot*> Peer(int peer, absl::Time deadline);
   static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
 
   const UcxContext context_;

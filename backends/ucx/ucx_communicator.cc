@@ -193,18 +193,16 @@ absl::Status UcxCommunicator::Post(uint64_t tag, std::span<const SendOp> sends,
                                    std::vector<Message>& out, absl::Time deadline) {
   const UcpLibrary& ucp = worker_->ucp();
   ucp_request_param_t params{};
+  for (size_t i = 0; i < recvs.size(); ++i) in[i] = Message{recvs[i].peer, recvs[i].size};
+  for (size_t i = 0; i < sends.size(); ++i) out[i] = Message{sends[i].peer, sends[i].size};
   for (size_t i = 0; i < recvs.size(); ++i) {
     const RecvOp& r = recvs[i];
-    in[i].peer = r.peer;
-    in[i].size = r.size;
     SHARDKIT_RETURN_IF_ERROR(worker_->Watch(r.peer, deadline));
     Posted(in[i], ucp.tag_recv_nbx(worker_->handle(), r.data, r.size, Tag(tag, r.peer), kFullMask,
                                    &params));
   }
   for (size_t i = 0; i < sends.size(); ++i) {
     const SendOp& s = sends[i];
-    out[i].peer = s.peer;
-    out[i].size = s.size;
     SHARDKIT_ASSIGN_OR_RETURN(ucp_ep_h ep, worker_->Endpoint(s.peer, deadline));
     Posted(out[i], ucp.tag_send_nbx(ep, s.data, s.size, Tag(tag, rank()), &params));
   }
@@ -308,7 +306,7 @@ absl::Status UcxCommunicator::Fail(absl::Status status, std::vector<Message>& in
     if (!m.done && m.request != nullptr)
       worker_->ucp().request_cancel(worker_->handle(), m.request);
   }
-  worker_->Shutdown();
+  worker_->Shutdown(/*force=*/true);
   return status;
 }
 

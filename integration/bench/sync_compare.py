@@ -49,11 +49,13 @@ def torch_rank(rank, mib, repeats, port, out):
     dist.destroy_process_group()
 
 
-def run_torch(mib, repeats, port):
+def run_torch(mib, repeats, port, target=torch_rank):
+    """`target(rank, mib, repeats, port, out)` on WORLD spawned ranks; each puts a dict with
+    median_s and peak_rss_mib on `out`. The max over ranks of each."""
     import torch.multiprocessing as mp
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=torch_rank, args=(r, mib, repeats, port, out))
+    procs = [ctx.Process(target=target, args=(r, mib, repeats, port, out))
              for r in range(WORLD)]
     for p in procs:
         p.start()

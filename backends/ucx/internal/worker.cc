@@ -18,7 +18,7 @@ namespace {
 // The longest a wait sleeps between progress calls: the keepalive (peer failure on shared
 // memory) and the caller's tick run at least this often.
 constexpr absl::Duration kTick = absl::Milliseconds(100);
-// How long Shutdown progresses the forced closes.
+// How long Shutdown progresses the endpoints' closes.
 constexpr absl::Duration kCloseGrace = absl::Seconds(1);
 
 absl::Status UcxError(const UcpLibrary& ucp, const std::string& what, ucs_status_t status) {
@@ -57,7 +57,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(UcxContext context,
   return worker;
 }
 
-Worker::~Worker() { Shutdown(); }
+Worker::~Worker() { Shutdown(/*force=*/false); }
 
 void Worker::OnEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
   auto* slot = static_cast<Slot*>(arg);
@@ -138,15 +138,16 @@ absl::Status Worker::Wait(absl::FunctionRef<bool()> done, absl::Time deadline,
   }
 }
 
-void Worker::Shutdown() {
+void Worker::Shutdown(bool force) {
   if (worker_ == nullptr) return;
   std::vector<void*> closing;
   for (auto& [peer, slot] : endpoints_) {
     if (slot->ep == nullptr) continue;
-    // Forced where the endpoint handles peer failure (UCX allows it only there), else flushed.
+    // Flushed when the communicator goes (eager sends may still sit in UCX's queues); after a
+    // failure forced where the endpoint handles peer failure (UCX allows it only there).
     ucp_request_param_t params{};
     params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    params.flags = slot->peer_errors ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    params.flags = force && slot->peer_errors ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     void* request = ucp().ep_close_nbx(slot->ep, &params);
     if (request != nullptr && !UCS_PTR_IS_ERR(request)) closing.push_back(request);
   }

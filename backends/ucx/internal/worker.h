@@ -72,9 +72,11 @@ class Worker {
   absl::Status Wait(absl::FunctionRef<bool()> done, absl::Time deadline,
                     absl::FunctionRef<absl::Status()> tick);
 
-  // Force-closes every endpoint and destroys the worker: no transfer of it touches memory after
-  // this returns. Requests not yet freed must not be touched either. Idempotent.
-  void Shutdown();
+  // Closes every endpoint (`force`: after a failure, dropping what is queued; else flushing what
+  // is, as the destructor does), waiting up to 1 s, and destroys the worker: no transfer of it
+  // touches memory after this returns. Requests not yet freed must not be touched either.
+  // Idempotent.
+  void Shutdown(bool force);
 
   // ucp_ep_print_info of the endpoint to `peer` (its lanes and transports), "" if there is none.
   std::string EndpointInfo(int peer) const;

@@ -65,12 +65,18 @@ def run_torch(mib, repeats, port, target=torch_rank):
     return max(r["median_s"] for r in rows), max(r["peak_rss_mib"] for r in rows)
 
 
-def run_shardkit(binary, mib, repeats):
-    cmd = [binary, "bench", "--nproc", str(WORLD), "--mib", str(mib), "--strategy", "sync",
-           "--sources", str(WORLD), "--same-ranks", "--repeats", str(repeats)]
+def run_bench(binary, mib, repeats, *flags):
+    """`shardkit bench` on WORLD ranks: the max over ranks of median_s and of peak_rss_mib."""
+    cmd = [binary, "bench", "--nproc", str(WORLD), "--mib", str(mib), "--repeats", str(repeats),
+           *flags]
     text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     rows = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     return max(r["median_s"] for r in rows), max(r["peak_rss_mib"] for r in rows)
+
+
+def run_shardkit(binary, mib, repeats):
+    return run_bench(binary, mib, repeats, "--strategy", "sync", "--sources", str(WORLD),
+                     "--same-ranks")
 
 
 def main():

@@ -10,15 +10,13 @@ alternating. Time = max over ranks of the median call.
 SHARDKIT_PLUGIN_PATH must name the folder of libshardkit_backend_ucx.so (tools/shardkit sets it).
 Prints one line per run and the medians' ratios."""
 import argparse
-import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import time
 
-from sync_compare import WORLD, run_torch
+from sync_compare import WORLD, run_bench, run_torch
 
 
 def distribute_rank(rank, mib, repeats, port, out):
@@ -46,14 +44,6 @@ def distribute_rank(rank, mib, repeats, port, out):
     dist.destroy_process_group()
 
 
-def run_shardkit(binary, backend, mib, repeats):
-    cmd = [binary, "bench", "--backend", backend, "--nproc", str(WORLD), "--mib", str(mib),
-           "--repeats", str(repeats)]
-    text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    rows = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
-    return max(r["median_s"] for r in rows), max(r["peak_rss_mib"] for r in rows)
-
-
 def memcpy_seconds(mib, repeats):
     """One memcpy of the bytes that change hands: (WORLD-1)/WORLD of MIB."""
     import numpy as np
@@ -76,8 +66,8 @@ def main():
     args = parser.parse_args()
     results = {"ucx": [], "gloo": [], "torch": [], "memcpy": []}
     for run in range(args.runs):
-        u, u_rss = run_shardkit(args.shardkit, "ucx", args.mib, args.repeats)
-        g, g_rss = run_shardkit(args.shardkit, "gloo", args.mib, args.repeats)
+        u, u_rss = run_bench(args.shardkit, args.mib, args.repeats, "--backend", "ucx")
+        g, g_rss = run_bench(args.shardkit, args.mib, args.repeats, "--backend", "gloo")
         t, t_rss = run_torch(args.mib, args.repeats, 29600 + run, target=distribute_rank)
         m = memcpy_seconds(args.mib, args.repeats)
         for key, value in (("ucx", u), ("gloo", g), ("torch", t), ("memcpy", m)):

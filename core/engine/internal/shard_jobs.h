@@ -76,6 +76,11 @@ struct PreparedTransfer {
   // from `full` after the transfer), and where a broadcast lands (replicated: the result; a
   // sharded parameter under kBroadcast on a receiver: a view over `scratch`).
   std::vector<std::vector<LocalShard>> local;
+  // kScatter, the source: the copies into its own shards of host-memory parameters (a shard in
+  // `local`, allocated, and the region of the source it holds), made while the scatter runs: the
+  // peers then move their bytes (by CMA on UCX, the source's CPU idle) as the source copies its
+  // own.
+  std::vector<std::pair<Tensor, Tensor>> own_copies;
   std::vector<Tensor> full;
   // kBroadcast, not the source: one buffer per device, as large as its largest sharded
   // parameter, that receives each of them whole in turn.

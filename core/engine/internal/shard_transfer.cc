@@ -2,6 +2,8 @@
 // moving them (PrepareTransfer and TransferJobs in shard_jobs.h).
 #include <algorithm>
 #include <optional>
+#include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/quote.h"
@@ -27,10 +29,11 @@ absl::Status InStep(const absl::Status& status, const ShardJob& job, const std::
   return Annotate(status, absl::StrCat("parameter ", QuoteName(job.name), ": ", step));
 }
 
-// This rank's shards allocated on its landing device; with `from`, filled from its regions.
-absl::StatusOr<std::vector<LocalShard>> AllocateOwnShards(const ShardJob& job,
-                                                          const std::vector<size_t>& mine,
-                                                          const Tensor* from) {
+// This rank's shards allocated on its landing device; with `from`, filled from its regions, or,
+// with `later` and both in host memory, left for TransferJobs to fill (added to `later`).
+absl::StatusOr<std::vector<LocalShard>> AllocateOwnShards(
+    const ShardJob& job, const std::vector<size_t>& mine, const Tensor* from,
+    std::vector<std::pair<Tensor, Tensor>>* later = nullptr) {
   std::vector<LocalShard> local;
   for (size_t index : mine) {
     const std::string step = absl::StrCat("copying own shard ", index);
@@ -39,11 +42,34 @@ absl::StatusOr<std::vector<LocalShard>> AllocateOwnShards(const ShardJob& job,
     if (!copy.ok()) return InStep(copy.status(), job, step);
     if (from != nullptr) {
       SHARDKIT_ASSIGN_OR_RETURN(Tensor region, NarrowToShard(*from, job.shards[index]));
-      SHARDKIT_RETURN_IF_ERROR(InStep(copy->CopyFrom(region), job, step));
+      if (later != nullptr && region.device().is_cpu() && copy->device().is_cpu()) {
+        later->emplace_back(*copy, std::move(region));  // the same storage as `local`'s
+      } else {
+        SHARDKIT_RETURN_IF_ERROR(InStep(copy->CopyFrom(region), job, step));
+      }
     }
     local.push_back({index, *std::move(copy)});
   }
   return local;
+}
+
+// ScatterSegments from the source, its own shards copied meanwhile on a second thread.
+absl::Status ScatterFromSource(Communicator& comm, const ShardOptions& options,
+                               PreparedTransfer& prepared) {
+  absl::Status copied;
+  std::thread copier;
+  if (!prepared.own_copies.empty()) {
+    copier = std::thread([&prepared, &copied] {
+      for (auto& [shard, region] : prepared.own_copies) {
+        if (copied.ok())
+          copied = Annotate(shard.CopyFrom(region), "copying the source's own shard");
+      }
+    });
+  }
+  absl::Status scattered = comm.ScatterSegments(prepared.sends, {}, options.src_rank, options.call);
+  if (copier.joinable()) copier.join();
+  prepared.own_copies.clear();
+  return scattered.ok() ? copied : scattered;
 }
 
 // Views of this rank's shards over the block they are received into, back to back.
@@ -218,8 +244,10 @@ absl::Status PrepareTransfer(const std::vector<ShardJob>& jobs, const Communicat
         SHARDKIT_ASSIGN_OR_RETURN(prepared.full[i], ScratchView(job, prepared));
       }
     }
-    SHARDKIT_ASSIGN_OR_RETURN(prepared.local[i],
-                              AllocateOwnShards(job, mine, is_source ? job.source : nullptr));
+    SHARDKIT_ASSIGN_OR_RETURN(
+        prepared.local[i],
+        AllocateOwnShards(job, mine, is_source ? job.source : nullptr,
+                          scatter && is_source ? &prepared.own_copies : nullptr));
   }
   return absl::OkStatus();
 }
@@ -243,7 +271,7 @@ absl::StatusOr<std::vector<ShardResult>> TransferJobs(const std::vector<ShardJob
     if (batch > 0) {
       absl::Status scattered =
           comm.rank() == options.src_rank
-              ? comm.ScatterSegments(prepared.sends, {}, options.src_rank, options.call)
+              ? ScatterFromSource(comm, options, prepared)
               : comm.ScatterSegments({}, recvs, options.src_rank, options.call);
       if (!scattered.ok()) {
         return Annotate(scattered,

@@ -239,12 +239,17 @@ absl::Status ControlMesh::PollUntilDone(Transfers& transfers, absl::Time deadlin
 void ControlMesh::Heard(int peer, const MeshMarker& marker) noexcept {
   heard_cause_[peer].store(marker.cause);
   heard_[peer].store(marker.kind);
-  if (marker.kind == MeshMarker::kGaveUp) NoteCause(marker.cause);
+  if (marker.kind == MeshMarker::kGaveUp) NoteMarkerCause(peer, marker.cause);
 }
 
 void ControlMesh::NoteCause(int cause) const noexcept {
   int none = -1;
   if (cause >= 0) cause_.compare_exchange_strong(none, cause);
+}
+
+void ControlMesh::NoteMarkerCause(int peer, int cause) const noexcept {
+  int vanished = peer;  // cause_'s encoding of "peer vanished"
+  if (cause >= 0 && !cause_.compare_exchange_strong(vanished, cause)) NoteCause(cause);
 }
 
 absl::Status ControlMesh::CheckNoneGaveUp(std::span<const int> peers, uint64_t call,
@@ -258,7 +263,7 @@ absl::Status ControlMesh::CheckNoneGaveUp(std::span<const int> peers, uint64_t c
     }
     const std::optional<MeshMarker> marker = internal::ParseMarker(next, sizeof(next));
     if (marker.has_value() && marker->kind == MeshMarker::kGaveUp && marker->call == call) {
-      NoteCause(marker->cause);
+      NoteMarkerCause(d.peer, marker->cause);
       current = d.peer;
       return absl::UnavailableError(internal::DescribeMarker(d.peer, *marker));
     }

@@ -198,6 +198,11 @@ class ControlMesh {
   void SendMarkers(char kind) noexcept;
   // Keeps `cause` (if >= 0) as cause_ unless one is kept already.
   void NoteCause(int cause) const noexcept;
+  // A gave-up marker from `peer` naming `cause`: kept as NoteCause does, and also in place of a
+  // cause noted because `peer` itself seemed to vanish (its connection was seen to end, by the
+  // watch's thread, between this thread consuming the marker and recording it): a peer that
+  // sent a marker did not vanish.
+  void NoteMarkerCause(int peer, int cause) const noexcept;
   int world_size() const { return static_cast<int>(fds_.size()); }
 
   // Thread-safety: Departures (and DescribeDepartures, connections) may run on another thread

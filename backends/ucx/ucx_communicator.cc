@@ -31,6 +31,7 @@ ucp_tag_t Tag(uint64_t tag, int sender) {
 struct Message {
   int peer = -1;
   size_t size = 0;
+  bool recv = false;
   void* request = nullptr;  // UCP's, until it completes
   bool done = false;
   ucs_status_t status = UCS_OK;
@@ -46,6 +47,13 @@ void Posted(Message& m, void* request) {
   } else {
     m.request = request;
   }
+}
+
+// kUnavailable with `message`, blaming `culprit`.
+absl::Status Blaming(const std::string& message, const Culprit& culprit) {
+  absl::Status status = absl::UnavailableError(message);
+  SetCulprit(status, culprit);
+  return status;
 }
 
 class UcxCommunicator final : public Communicator {
@@ -87,10 +95,11 @@ class UcxCommunicator final : public Communicator {
   // Posts every receive, then every send. Errors: a peer's endpoint or address.
   absl::Status Post(uint64_t tag, std::span<const SendOp> sends, std::span<const RecvOp> recvs,
                     std::vector<Message>& in, std::vector<Message>& out, absl::Time deadline);
-  // Marks the messages that have completed; the first one that failed, if any.
-  const Message* Poll(std::vector<Message>& in, std::vector<Message>& out);
+  // Marks the messages that have completed and counts those still `pending`; the first one that
+  // failed, if any.
+  const Message* Poll(std::vector<Message>& in, std::vector<Message>& out, size_t& pending);
   // The error of a failed message, naming its peer.
-  absl::Status MessageError(const Message& m, bool recv) const;
+  absl::Status MessageError(const Message& m) const;
   // Every ~100 ms of a wait: fails once a rank of this communicator has given up.
   absl::Status CheckGaveUp() const;
   std::string GaveUpKey() const { return absl::StrCat(prefix_, "/ucx/gave_up"); }
@@ -142,38 +151,35 @@ absl::Status UcxCommunicator::Transfer(uint64_t tag, std::span<const SendOp> sen
   // The peers whose messages are not all in yet.
   auto waited_on = [&] {
     std::vector<int> waiting;
-    for (const Message& m : in) {
-      if (!m.done) waiting.push_back(m.peer);
-    }
-    for (const Message& m : out) {
-      if (!m.done) waiting.push_back(m.peer);
+    for (const std::vector<Message>* messages : {&in, &out}) {
+      for (const Message& m : *messages) {
+        if (!m.done) waiting.push_back(m.peer);
+      }
     }
     return waiting;
   };
   auto done = [&] {
-    failed = Poll(in, out);
+    size_t pending = 0;
+    failed = Poll(in, out, pending);
     if (failed != nullptr || !status.ok()) return true;
     while (arrived != nullptr && reported < in.size() && in[reported].done) {
       status = (*arrived)(reported++);
       if (!status.ok()) return true;
     }
-    const std::vector<int> waiting = waited_on();
-    if (waiting.empty()) return true;  // a peer that left after its part does not matter
+    if (pending == 0) return true;  // a peer that left after its part does not matter
     const std::optional<Worker::PeerFailure> lost = worker_->failed_peer();
-    if (lost.has_value() && std::count(waiting.begin(), waiting.end(), lost->peer) > 0) {
-      status = absl::UnavailableError(absl::StrCat(
-          "peer ", lost->peer, ": its UCX endpoint failed: ", worker_->ucp().Text(lost->status)));
-      SetCulprit(status, Culprit{lost->peer, Culprit::How::kVanished});
-      return true;
-    }
-    return false;
+    if (!lost.has_value()) return false;
+    const std::vector<int> waiting = waited_on();
+    if (std::count(waiting.begin(), waiting.end(), lost->peer) == 0) return false;
+    status = Blaming(absl::StrCat("peer ", lost->peer,
+                                  ": its UCX endpoint failed: ", worker_->ucp().Text(lost->status)),
+                     Culprit{lost->peer, Culprit::How::kVanished});
+    return true;
   };
   auto tick = [&] {
     if (std::optional<int> gone = worker_->GonePeer(waited_on())) {
-      absl::Status ended = absl::UnavailableError(
-          absl::StrCat("peer ", *gone, ": its process has ended (killed or crashed?)"));
-      SetCulprit(ended, Culprit{*gone, Culprit::How::kVanished});
-      return ended;
+      return Blaming(absl::StrCat("peer ", *gone, ": its process has ended (killed or crashed?)"),
+                     Culprit{*gone, Culprit::How::kVanished});
     }
     return CheckGaveUp();
   };
@@ -181,9 +187,7 @@ absl::Status UcxCommunicator::Transfer(uint64_t tag, std::span<const SendOp> sen
     absl::Status waited = worker_->Wait(done, deadline, tick);
     if (status.ok()) status = waited;
   }
-  if (status.ok() && failed != nullptr) {
-    status = MessageError(*failed, failed >= in.data() && failed < in.data() + in.size());
-  }
+  if (status.ok() && failed != nullptr) status = MessageError(*failed);
   if (status.ok()) return status;
   return Fail(status, in, out, budget);
 }
@@ -193,8 +197,8 @@ absl::Status UcxCommunicator::Post(uint64_t tag, std::span<const SendOp> sends,
                                    std::vector<Message>& out, absl::Time deadline) {
   const UcpLibrary& ucp = worker_->ucp();
   ucp_request_param_t params{};
-  for (size_t i = 0; i < recvs.size(); ++i) in[i] = Message{recvs[i].peer, recvs[i].size};
-  for (size_t i = 0; i < sends.size(); ++i) out[i] = Message{sends[i].peer, sends[i].size};
+  for (size_t i = 0; i < recvs.size(); ++i) in[i] = Message{recvs[i].peer, recvs[i].size, true};
+  for (size_t i = 0; i < sends.size(); ++i) out[i] = Message{sends[i].peer, sends[i].size, false};
   for (size_t i = 0; i < recvs.size(); ++i) {
     const RecvOp& r = recvs[i];
     SHARDKIT_RETURN_IF_ERROR(worker_->Watch(r.peer, deadline));
@@ -209,44 +213,49 @@ absl::Status UcxCommunicator::Post(uint64_t tag, std::span<const SendOp> sends,
   return absl::OkStatus();
 }
 
-const Message* UcxCommunicator::Poll(std::vector<Message>& in, std::vector<Message>& out) {
+const Message* UcxCommunicator::Poll(std::vector<Message>& in, std::vector<Message>& out,
+                                     size_t& pending) {
   const UcpLibrary& ucp = worker_->ucp();
   const Message* failed = nullptr;
-  auto poll = [&](Message& m, bool recv) {
+  pending = 0;
+  auto poll = [&](Message& m) {
     if (!m.done) {
       ucp_tag_recv_info_t info{};
-      m.status =
-          recv ? ucp.tag_recv_request_test(m.request, &info) : ucp.request_check_status(m.request);
-      if (m.status == UCS_INPROGRESS) return;
-      if (recv && m.status == UCS_OK && info.length != m.size) m.status = UCS_ERR_MESSAGE_TRUNCATED;
+      m.status = m.recv ? ucp.tag_recv_request_test(m.request, &info)
+                        : ucp.request_check_status(m.request);
+      if (m.status == UCS_INPROGRESS) {
+        ++pending;
+        return;
+      }
+      if (m.recv && m.status == UCS_OK && info.length != m.size) {
+        m.status = UCS_ERR_MESSAGE_TRUNCATED;
+      }
       ucp.request_free(m.request);
       m.request = nullptr;
       m.done = true;
     }
     if (m.status != UCS_OK && failed == nullptr) failed = &m;
   };
-  for (Message& m : in) poll(m, true);
-  for (Message& m : out) poll(m, false);
+  for (Message& m : in) poll(m);
+  for (Message& m : out) poll(m);
   return failed;
 }
 
-absl::Status UcxCommunicator::MessageError(const Message& m, bool recv) const {
-  absl::Status status = absl::UnavailableError(absl::StrCat(
-      recv ? "receiving " : "sending ", m.size, recv ? " bytes from peer " : " bytes to peer ",
-      m.peer, ": ", worker_->ucp().Text(m.status)));
+absl::Status UcxCommunicator::MessageError(const Message& m) const {
   // A transfer fails when its peer is gone (killed: CMA cannot read it) or closed its endpoint.
   const bool gone = worker_->GonePeer({m.peer}).has_value();
-  SetCulprit(status, Culprit{m.peer, gone ? Culprit::How::kVanished : Culprit::How::kLeft});
-  return status;
+  return Blaming(absl::StrCat(m.recv ? "receiving " : "sending ", m.size,
+                              m.recv ? " bytes from peer " : " bytes to peer ", m.peer, ": ",
+                              worker_->ucp().Text(m.status)),
+                 Culprit{m.peer, gone ? Culprit::How::kVanished : Culprit::How::kLeft});
 }
 
 absl::Status UcxCommunicator::CheckGaveUp() const {
   const std::optional<std::pair<int, Culprit>> gave_up = ReadGaveUp();
   if (!gave_up.has_value()) return absl::OkStatus();
-  absl::Status status = absl::UnavailableError(
-      absl::StrCat("rank ", gave_up->first, " gave up: ", DescribeCulprit(gave_up->second)));
-  SetCulprit(status, gave_up->second);
-  return status;
+  return Blaming(
+      absl::StrCat("rank ", gave_up->first, " gave up: ", DescribeCulprit(gave_up->second)),
+      gave_up->second);
 }
 
 std::optional<std::pair<int, Culprit>> UcxCommunicator::ReadGaveUp(absl::Duration wait) const {

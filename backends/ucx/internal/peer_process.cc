@@ -3,7 +3,7 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <sstream>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -40,6 +40,29 @@ bool ReadStat(int pid, char& state, std::string& start) {
   return true;
 }
 
+// An identity's fields: host, PID, start time.
+struct Identity {
+  std::string host;
+  int pid = 0;
+  std::string start;
+};
+
+std::optional<Identity> Parse(const std::string& identity) {
+  std::vector<std::string> fields = absl::StrSplit(identity, ' ');
+  Identity parsed;
+  if (fields.size() != 3 || !absl::SimpleAtoi(fields[1], &parsed.pid) || parsed.pid <= 0) {
+    return std::nullopt;
+  }
+  parsed.host = std::move(fields[0]);
+  parsed.start = std::move(fields[2]);
+  return parsed;
+}
+
+const std::string& ThisHost() {
+  static const std::string* host = new std::string(Host());
+  return *host;
+}
+
 }  // namespace
 
 std::string ThisProcess() {
@@ -50,19 +73,17 @@ std::string ThisProcess() {
 }
 
 bool OnThisHost(const std::string& identity) {
-  static const std::string* host = new std::string(Host());
-  std::vector<std::string> fields = absl::StrSplit(identity, ' ');
-  return fields.size() == 3 && fields[0] == *host;
+  const std::optional<Identity> parsed = Parse(identity);
+  return parsed.has_value() && parsed->host == ThisHost();
 }
 
 bool ProcessGone(const std::string& identity) {
-  std::vector<std::string> fields = absl::StrSplit(identity, ' ');
-  int pid = 0;
-  if (!OnThisHost(identity) || !absl::SimpleAtoi(fields[1], &pid) || pid <= 0) return false;
+  const std::optional<Identity> parsed = Parse(identity);
+  if (!parsed.has_value() || parsed->host != ThisHost()) return false;
   char state = '?';
   std::string start;
-  if (!ReadStat(pid, state, start)) return true;
-  return state == 'Z' || state == 'X' || start != fields[2];
+  if (!ReadStat(parsed->pid, state, start)) return true;
+  return state == 'Z' || state == 'X' || start != parsed->start;
 }
 
 }  // namespace shardkit::ucx_backend

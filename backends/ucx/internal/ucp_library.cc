@@ -62,6 +62,18 @@ absl::StatusOr<const UcpLibrary*> Open() {
 
 }  // namespace
 
+std::string PrintedText(absl::FunctionRef<void(FILE*)> print) {
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* out = ::open_memstream(&text, &size);
+  if (out == nullptr) return "";
+  print(out);
+  std::fclose(out);
+  std::string printed = text != nullptr ? std::string(text, size) : std::string();
+  std::free(text);
+  return printed;
+}
+
 void SetUcxDefaults() {
   // overwrite = 0: what the user set wins.
   ::setenv("UCX_HANDLE_ERRORS", "none", 0);

@@ -12,8 +12,10 @@
 
 #include <ucp/api/ucp.h>
 
+#include <cstdio>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 
 namespace shardkit::ucx_backend {
@@ -46,6 +48,9 @@ struct UcpLibrary {
   // "UCX says: Connection reset by remote peer".
   std::string Text(ucs_status_t status) const { return status_string(status); }
 };
+
+// What `print` (one of UCX's *_print_info calls) writes to a FILE, as a string.
+std::string PrintedText(absl::FunctionRef<void(FILE*)> print);
 
 // The process-wide options UCX reads when it is loaded, each set only when the environment does
 // not set it already: UCX_HANDLE_ERRORS=none (no signal handlers of UCX's in the host program),

@@ -1,8 +1,8 @@
 #include "backends/ucx/internal/ucx_context.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -35,6 +35,18 @@ const std::map<std::string, std::vector<std::string>>& Aliases() {
       {"rocm", {"rocm_copy", "rocm_ipc", "rocm_gdr"}},
   };
   return *aliases;
+}
+
+// The transports UCX_TLS's value names, without ":aux" suffixes; none for an unset value or an
+// exclusion list ("^tcp"), which ask for nothing.
+std::vector<std::string> RequestedNames(const char* ucx_tls) {
+  std::vector<std::string> names;
+  if (ucx_tls == nullptr || *ucx_tls == '^') return names;
+  for (absl::string_view entry : absl::StrSplit(ucx_tls, ',', absl::SkipWhitespace())) {
+    // "tcp:aux" names tcp for wireup only.
+    names.emplace_back(absl::StripAsciiWhitespace(entry.substr(0, entry.find(':'))));
+  }
+  return names;
 }
 
 bool Has(const std::vector<std::string>& found, const std::string& name) {
@@ -112,25 +124,15 @@ std::vector<std::string> TransportsInInfo(const std::string& info) {
 absl::StatusOr<std::vector<std::string>> HostTransports() {
   SHARDKIT_ASSIGN_OR_RETURN(const UcpLibrary* ucp, LoadUcp());
   SHARDKIT_ASSIGN_OR_RETURN(ucp_context_h context, CreateContext(*ucp, {{"TLS", "all"}}));
-  char* text = nullptr;
-  size_t size = 0;
-  FILE* out = ::open_memstream(&text, &size);
-  if (out != nullptr) {
-    ucp->context_print_info(context, out);
-    std::fclose(out);
-  }
+  auto print = [&](FILE* out) { ucp->context_print_info(context, out); };
+  const std::string info = PrintedText(print);
   ucp->cleanup(context);
-  std::string info = text != nullptr ? std::string(text, size) : std::string();
-  std::free(text);
   return TransportsInInfo(info);
 }
 
 absl::Status CheckRequestedTransports(const std::vector<std::string>& found, const char* ucx_tls) {
-  if (ucx_tls == nullptr || *ucx_tls == '\0' || *ucx_tls == '^') return absl::OkStatus();
   std::vector<std::string> missing;
-  for (absl::string_view entry : absl::StrSplit(ucx_tls, ',', absl::SkipWhitespace())) {
-    // "tcp:aux" names tcp for wireup only.
-    const std::string name(absl::StripAsciiWhitespace(entry.substr(0, entry.find(':'))));
+  for (const std::string& name : RequestedNames(ucx_tls)) {
     if (name == "all" || Has(found, name)) continue;
     const auto alias = Aliases().find(name);
     bool any = false;
@@ -146,14 +148,12 @@ absl::Status CheckRequestedTransports(const std::vector<std::string>& found, con
 }
 
 bool SharedMemoryAllowed(const char* ucx_tls) {
-  if (ucx_tls == nullptr || *ucx_tls == '\0' || *ucx_tls == '^') return true;
+  const std::vector<std::string> names = RequestedNames(ucx_tls);
+  if (names.empty()) return true;  // unset, empty, or an exclusion list: UCX's own choice
   static const auto* local =
       new std::set<std::string>{"all", "sm", "shm", "mm", "posix", "sysv", "xpmem", "cma", "knem"};
-  for (absl::string_view entry : absl::StrSplit(ucx_tls, ',', absl::SkipWhitespace())) {
-    const std::string name(absl::StripAsciiWhitespace(entry.substr(0, entry.find(':'))));
-    if (local->count(name) > 0) return true;
-  }
-  return false;
+  return std::any_of(names.begin(), names.end(),
+                     [](const std::string& name) { return local->count(name) > 0; });
 }
 
 int DescribeUcx(char* text, size_t capacity) {

@@ -170,15 +170,8 @@ void Worker::Shutdown(bool force) {
 std::string Worker::EndpointInfo(int peer) const {
   auto it = endpoints_.find(peer);
   if (it == endpoints_.end() || it->second->ep == nullptr || worker_ == nullptr) return "";
-  char* text = nullptr;
-  size_t size = 0;
-  FILE* out = ::open_memstream(&text, &size);
-  if (out == nullptr) return "";
-  ucp().ep_print_info(it->second->ep, out);
-  std::fclose(out);
-  std::string info = text != nullptr ? std::string(text, size) : std::string();
-  std::free(text);
-  return info;
+  auto print = [&](FILE* out) { ucp().ep_print_info(it->second->ep, out); };
+  return PrintedText(print);
 }
 
 }  // namespace shardkit::ucx_backend

@@ -6,14 +6,17 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/comm/build_id.h"
 #include "core/comm/connect.h"
+#include "core/tensor/allocator.h"
 #include "gmock/gmock.h"
 #include "testing/multiprocess.h"
 #include "testing/status_matchers.h"
@@ -214,6 +217,29 @@ TEST_F(BackendLoaderTest, PluginThatCannotBeUsedHereSaysWhy) {
                                      StrEq("SHARDKIT_TESTGLOO_UNUSABLE is set")));
       EXPECT_EQ(b.description, "");
     }
+  }));
+}
+
+// The plugin's own copy of core sees the host's allocator blocks: the loader bound it to them.
+TEST_F(BackendLoaderTest, PluginFindsTheHostsAllocatorBlocks) {
+  SetPluginPath(RunfilesDir());
+  SHARDKIT_EXPECT_OK(testing::ForkRanks(1, [](int, const std::string&) {
+    absl::StatusOr<std::shared_ptr<Storage>> block = Storage::Allocate(Device::Cpu(), 4 << 20);
+    SHARDKIT_ASSERT_OK(block);
+    std::vector<char> other(4 << 20);
+    auto described = [](const void* at) {
+      setenv("SHARDKIT_TESTGLOO_PROBE", absl::StrCat(absl::Hex(at)).c_str(), 1);
+      for (const AvailableBackend& b : AvailableBackends()) {
+        if (b.name == "testgloo") return b.description;
+      }
+      return std::string("testgloo not found");
+    };
+    const void* inside = (*block)->data() + 12345;
+    char expected[64];
+    std::snprintf(expected, sizeof(expected), "host block %p of %d bytes",
+                  static_cast<void*>((*block)->data()), 4 << 20);
+    EXPECT_EQ(described(inside), expected);
+    EXPECT_EQ(described(other.data()), "no host block");
   }));
 }
 

@@ -22,6 +22,7 @@
 #include "core/comm/backend_plugin.h"
 #include "core/comm/build_id.h"
 #include "core/tensor/allocator.h"
+#include "core/tensor/host_memory.h"
 
 namespace shardkit {
 namespace {
@@ -125,8 +126,13 @@ absl::StatusOr<LoadedBackend> OpenPlugin(const std::string& path, const std::str
   SHARDKIT_RETURN_IF_ERROR(RegisterPluginAllocators(*plugin));
   LoadedBackend backend{name, path, plugin->build_id, plugin->create_communicator};
   // An appended field: read only when the plugin's struct has it.
-  if (plugin->struct_size >= offsetof(ShardkitBackendPlugin, describe) + sizeof(plugin->describe)) {
+  auto has = [plugin](size_t offset, size_t size) { return plugin->struct_size >= offset + size; };
+  if (has(offsetof(ShardkitBackendPlugin, describe), sizeof(plugin->describe))) {
     backend.describe = plugin->describe;
+  }
+  if (has(offsetof(ShardkitBackendPlugin, bind_host_memory), sizeof(plugin->bind_host_memory)) &&
+      plugin->bind_host_memory != nullptr) {
+    plugin->bind_host_memory(OwnHostMemory());
   }
   return backend;
 }

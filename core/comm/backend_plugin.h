@@ -10,7 +10,8 @@
 //   1. struct_size covers the fixed prefix (struct_size, abi_version);
 //   2. abi_version == SHARDKIT_BACKEND_PLUGIN_ABI_VERSION;
 //   3. struct_size covers the fields of that version (kBackendPluginV1Size): fields appended later
-//      (describe) are read only when struct_size covers them, so plugins built before them load;
+//      (describe, bind_host_memory) are read only when struct_size covers them, so plugins built
+//      before them load;
 //   4. build_id == the host's BuildId() (build_id.h): the C++ types below (Communicator,
 //      Allocator, absl::StatusOr) are only shared safely between objects built from the same
 //      sources, which the build id — a hash of this header and the source revision — stands for;
@@ -43,6 +44,7 @@
 #include "core/comm/build_id.h"
 #include "core/tensor/allocator.h"
 #include "core/tensor/device.h"
+#include "core/tensor/host_memory.h"
 
 // Version 1: the fields below.
 #define SHARDKIT_BACKEND_PLUGIN_ABI_VERSION 1
@@ -73,6 +75,11 @@ struct ShardkitBackendPlugin {
   // NUL-terminated line of at most `capacity` bytes into `text`; returns 0 when the backend can be
   // used here, nonzero when it cannot (the line then says why).
   int (*describe)(char* text, size_t capacity);
+  // Appended to version 1 (present when struct_size covers it; may be null): called by the host
+  // once, after the checks, with the host allocator's functions (core/tensor/host_memory.h), which
+  // the plugin's own copy of core then uses to find the blocks of the host's tensors (a transport
+  // that registers memory once per block). The table lives as long as the process.
+  void (*bind_host_memory)(const ShardkitHostMemory* host);
 };
 
 // The size of the version-1 fields, without those appended since: the smallest struct the host
@@ -109,6 +116,7 @@ class BackendPluginDefinition {
     plugin_.allocators = allocators_.data();
     plugin_.num_allocators = allocators_.size();
     plugin_.describe = describe;
+    plugin_.bind_host_memory = &BindHostMemory;
   }
   ShardkitBackendPlugin* get() { return &plugin_; }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -30,9 +31,59 @@ size_t MappedSize(size_t nbytes) {
   return (nbytes + granule - 1) / granule * granule;
 }
 
+// Every block mapped by MapBlock and not yet unmapped (handed out or cached), by start address,
+// and the observers told before one is unmapped.
+class MappedBlocks {
+ public:
+  void Add(void* base, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    blocks_[reinterpret_cast<uintptr_t>(base)] = bytes;
+  }
+
+  std::optional<CpuBlock> Find(const void* ptr, size_t nbytes) {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = blocks_.upper_bound(at);
+    if (it == blocks_.begin()) return std::nullopt;
+    --it;
+    if (at + nbytes > it->first + it->second) return std::nullopt;
+    return CpuBlock{reinterpret_cast<void*>(it->first), it->second};
+  }
+
+  // Tells the observers, forgets the block, unmaps it.
+  void Unmap(void* base, size_t bytes) {
+    for (const std::atomic<CpuBlockUnmapObserver>& slot : observers_) {
+      if (CpuBlockUnmapObserver observer = slot.load()) observer(base, bytes);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      blocks_.erase(reinterpret_cast<uintptr_t>(base));
+    }
+    ::munmap(base, bytes);
+  }
+
+  bool AddObserver(CpuBlockUnmapObserver observer) {
+    for (std::atomic<CpuBlockUnmapObserver>& slot : observers_) {
+      CpuBlockUnmapObserver empty = nullptr;
+      if (slot.compare_exchange_strong(empty, observer)) return true;
+    }
+    return false;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<uintptr_t, size_t> blocks_;
+  std::array<std::atomic<CpuBlockUnmapObserver>, 8> observers_{};
+};
+
+MappedBlocks& Mapped() {
+  static MappedBlocks* mapped = new MappedBlocks();  // never destroyed: tensors may outlive main
+  return *mapped;
+}
+
 // `bytes` of fresh anonymous memory, or nullptr. From 2 MiB on: at a 2 MiB boundary, advised for
 // huge pages. Mapped directly (not aligned_alloc) so that freeing can keep or unmap it.
-void* MapBlock(size_t bytes) {
+void* MapFresh(size_t bytes) {
   if (bytes < kHugePage) {
     void* ptr = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return ptr == MAP_FAILED ? nullptr : ptr;
@@ -47,6 +98,12 @@ void* MapBlock(size_t bytes) {
   if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
   void* ptr = reinterpret_cast<void*>(aligned);
   ::madvise(ptr, bytes, MADV_HUGEPAGE);  // advisory; failure is fine
+  return ptr;
+}
+
+void* MapBlock(size_t bytes) {
+  void* ptr = MapFresh(bytes);
+  if (ptr != nullptr) Mapped().Add(ptr, bytes);
   return ptr;
 }
 
@@ -89,7 +146,7 @@ class BlockCache {
         EvictBeyond(Limit(), evicted);
       }
     }
-    for (const Block& block : evicted) ::munmap(block.ptr, block.bytes);
+    for (const Block& block : evicted) Mapped().Unmap(block.ptr, block.bytes);
   }
 
   void SetLimit(size_t bytes) {
@@ -99,7 +156,7 @@ class BlockCache {
       limit_ = bytes;
       EvictBeyond(bytes, evicted);
     }
-    for (const Block& block : evicted) ::munmap(block.ptr, block.bytes);
+    for (const Block& block : evicted) Mapped().Unmap(block.ptr, block.bytes);
   }
 
   void Release() {
@@ -109,7 +166,7 @@ class BlockCache {
       EvictBeyond(0, evicted);
       hits_ = misses_ = 0;
     }
-    for (const Block& block : evicted) ::munmap(block.ptr, block.bytes);
+    for (const Block& block : evicted) Mapped().Unmap(block.ptr, block.bytes);
   }
 
   CpuCacheStats Stats() {
@@ -203,6 +260,14 @@ CpuCacheStats GetCpuCacheStats() { return Cache().Stats(); }
 void SetCpuCacheLimit(size_t bytes) { Cache().SetLimit(bytes); }
 
 void ReleaseCpuCache() { Cache().Release(); }
+
+std::optional<CpuBlock> FindCpuBlock(const void* ptr, size_t nbytes) {
+  return Mapped().Find(ptr, nbytes);
+}
+
+bool AddCpuBlockUnmapObserver(CpuBlockUnmapObserver observer) {
+  return Mapped().AddObserver(observer);
+}
 
 void RegisterAllocator(DeviceType type, Allocator* allocator) {
   Registry()[static_cast<size_t>(type)].store(allocator);

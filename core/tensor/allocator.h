@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -68,6 +69,24 @@ void SetCpuCacheLimit(size_t bytes);
 
 // Unmaps every cached block (the limit is unchanged) and resets the hit/miss counts.
 void ReleaseCpuCache();
+
+// A block the CPU allocator mapped (>= 1 MiB): where it starts and how many bytes are mapped.
+struct CpuBlock {
+  void* base = nullptr;
+  size_t bytes = 0;
+};
+
+// The mapped block holding all of [ptr, ptr + nbytes), whether handed out or cached; none for
+// memory the allocator did not map (small blocks, external memory). A transport that registers
+// memory (backends/ucx) registers such a block once and keeps it until the block is unmapped.
+std::optional<CpuBlock> FindCpuBlock(const void* ptr, size_t nbytes);
+
+// Calls `observer(base, bytes)` just before the allocator unmaps a block (evicted from the cache,
+// or freed while the cache cannot hold it) — never while the block is handed out or cached. At
+// most 8 observers per process; returns false when that many are registered already. Observers
+// run on the freeing thread and must not allocate or free CPU blocks.
+using CpuBlockUnmapObserver = void (*)(void* base, size_t bytes);
+bool AddCpuBlockUnmapObserver(CpuBlockUnmapObserver observer);
 
 // The allocator that copies between `dst` and `src`: the non-CPU side's (the CPU's if both are).
 // Errors: as GetAllocator.

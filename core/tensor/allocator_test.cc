@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -12,14 +14,36 @@ namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
 
+// What the unmap observer saw since the current test began. The observer is added once per
+// process, by the fixture's first SetUp (the slots are never freed).
+std::mutex unmapped_mu;
+std::vector<CpuBlock>& Unmapped() {
+  static std::vector<CpuBlock> unmapped;
+  return unmapped;
+}
+
+void RecordUnmap(void* base, size_t bytes) {
+  // Still mapped while the observer runs: a registration can be dropped before the address is
+  // reused.
+  EXPECT_TRUE(FindCpuBlock(base, bytes).has_value());
+  static_cast<volatile std::byte*>(base)[bytes - 1] = std::byte{7};
+  std::lock_guard<std::mutex> lock(unmapped_mu);
+  Unmapped().push_back({base, bytes});
+}
+
 // Every test starts from an empty cache with a known limit.
 class CpuCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    static const bool observing = AddCpuBlockUnmapObserver(&RecordUnmap);
+    observing_ = observing;
     SetCpuCacheLimit(64 * kMiB);
     ReleaseCpuCache();
+    Unmapped().clear();
   }
   void TearDown() override { ReleaseCpuCache(); }
+
+  bool observing_ = false;  // whether RecordUnmap is among the observers
 };
 
 std::shared_ptr<Storage> Allocate(size_t nbytes) {
@@ -118,6 +142,59 @@ TEST_F(CpuCacheTest, ConcurrentAllocateAndFree) {
   const CpuCacheStats stats = GetCpuCacheStats();
   EXPECT_EQ(stats.hits + stats.misses, 200);
   EXPECT_LE(stats.cached_bytes, 64 * kMiB);
+}
+
+TEST_F(CpuCacheTest, FindsTheMappedBlockHoldingARangeWhileHandedOutOrCached) {
+  std::shared_ptr<Storage> block = Allocate(3 * kMiB + 1);  // mapped as 4 MiB
+  std::byte* base = block->data();
+  const std::optional<CpuBlock> whole = FindCpuBlock(base, block->nbytes());
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_EQ(whole->base, base);
+  EXPECT_EQ(whole->bytes, 4 * kMiB);
+  const std::optional<CpuBlock> inner = FindCpuBlock(base + kMiB, 2 * kMiB);
+  ASSERT_TRUE(inner.has_value());
+  EXPECT_EQ(inner->base, base);
+  EXPECT_FALSE(FindCpuBlock(base + kMiB, 4 * kMiB).has_value());  // runs past its end
+  EXPECT_FALSE(FindCpuBlock(base - 1, 2).has_value());            // starts before it
+  block.reset();  // cached: still mapped, still found
+  EXPECT_TRUE(FindCpuBlock(base, 4 * kMiB).has_value());
+  ReleaseCpuCache();
+  EXPECT_FALSE(FindCpuBlock(base, 1).has_value());
+}
+
+TEST_F(CpuCacheTest, SmallBlocksAndOtherMemoryHaveNoBlock) {
+  std::shared_ptr<Storage> small = Allocate(64 * 1024);
+  EXPECT_FALSE(FindCpuBlock(small->data(), small->nbytes()).has_value());
+  std::vector<std::byte> vector(4 * kMiB);
+  EXPECT_FALSE(FindCpuBlock(vector.data(), vector.size()).has_value());
+}
+
+TEST_F(CpuCacheTest, ObserverHearsOfEveryUnmapBeforeItAndOfNothingElse) {
+  ASSERT_TRUE(observing_);
+  void* first = Allocate(4 * kMiB)->data();             // cached
+  std::shared_ptr<Storage> again = Allocate(4 * kMiB);  // the same block, handed out again
+  EXPECT_EQ(again->data(), first);
+  EXPECT_TRUE(Unmapped().empty());
+  again.reset();
+  SetCpuCacheLimit(2 * kMiB);  // evicts it
+  ASSERT_EQ(Unmapped().size(), 1u);
+  EXPECT_EQ(Unmapped()[0].base, first);
+  EXPECT_EQ(Unmapped()[0].bytes, 4 * kMiB);
+  void* big = Allocate(6 * kMiB)->data();  // larger than the limit: unmapped when freed
+  ASSERT_EQ(Unmapped().size(), 2u);
+  EXPECT_EQ(Unmapped()[1].base, big);
+  Allocate(2 * kMiB);
+  ReleaseCpuCache();
+  EXPECT_EQ(Unmapped().size(), 3u);
+}
+
+TEST_F(CpuCacheTest, AtMostEightObservers) {
+  // Slots already taken by other tests of this process stay taken; fill the rest.
+  auto ignore = [](void*, size_t) {};
+  int added = 0;
+  while (AddCpuBlockUnmapObserver(ignore) && added < 9) ++added;
+  EXPECT_LE(added, 8);
+  EXPECT_FALSE(AddCpuBlockUnmapObserver(ignore));
 }
 
 }  // namespace

@@ -1,15 +1,21 @@
 // The UCX backend's own rules on real forked ranks: the transports it uses between processes of
-// one host (shared memory, with UCX's error handling on), UCX_TLS, waits that do not spin, a rank
-// that never joins.
+// one host (shared memory, with UCX's error handling on), UCX_TLS, waits that do not spin, the
+// allocator's blocks registered once, a rank that never joins.
 #include <time.h>
 
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "backends/ucx/internal/registrations.h"
+#include "backends/ucx/internal/ucx_context.h"
 #include "backends/ucx/ucx_communicator.h"
 #include "core/comm/connect.h"
+#include "core/tensor/allocator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/multiprocess.h"
@@ -92,6 +98,49 @@ TEST(UcxBackend, WaitingRankSleeps) {
     if (rank == 1) {
       EXPECT_LT(ThreadCpu() - cpu, absl::Milliseconds(200)) << "a one-second wait spun";
     }
+  }));
+}
+
+// Broadcasts `bytes` at `data` from rank 0; the receivers check the last byte.
+void BroadcastFrom0(int rank, Communicator& comm, std::byte* data, size_t bytes, int value) {
+  if (rank == 0) std::memset(data, value, bytes);
+  SHARDKIT_ASSERT_OK(comm.Broadcast(MutableBuffer(data, bytes, Device::Cpu()), 0));
+  EXPECT_EQ(data[bytes - 1], std::byte(value));
+}
+
+// Messages from and into the allocator's blocks carry the block's registration: made once, reused
+// by later messages (into the same block handed out again from the cache, or into part of it),
+// dropped when the allocator unmaps the block. Other memory goes without one.
+TEST(UcxBackend, AllocatorBlocksAreRegisteredOnceAndReused) {
+  SHARDKIT_EXPECT_OK(RunRanks(2, "ucx", [](int rank, Communicator& comm) {
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(UcxContext context, SharedContext());
+    Registrations& registrations = Registrations::Shared(context);
+    ReleaseCpuCache();
+    const Registrations::Stats before = registrations.stats();
+    constexpr size_t kBytes = size_t{8} << 20;
+    std::byte* first = nullptr;
+    for (int round = 1; round <= 3; ++round) {  // a new Storage each round, the same block
+      SHARDKIT_ASSERT_OK_AND_ASSIGN(std::shared_ptr<Storage> storage,
+                                    Storage::Allocate(Device::Cpu(), kBytes));
+      if (first == nullptr) first = storage->data();
+      EXPECT_EQ(storage->data(), first);
+      BroadcastFrom0(rank, comm, storage->data(), kBytes, round);
+      BroadcastFrom0(rank, comm, storage->data() + (1 << 20), 4 << 20, 10 + round);
+    }
+    const Registrations::Stats used = registrations.stats();
+    EXPECT_EQ(used.registered - before.registered, 1);
+    EXPECT_GE(used.reused - before.reused, 5);
+    EXPECT_EQ(used.live, before.live + 1);
+
+    std::vector<std::byte> other(kBytes);  // not the allocator's: no registration
+    BroadcastFrom0(rank, comm, other.data(), kBytes, 9);
+    EXPECT_EQ(registrations.stats().registered, used.registered);
+    EXPECT_EQ(registrations.stats().reused, used.reused);
+
+    ReleaseCpuCache();  // unmaps the block
+    const Registrations::Stats after = registrations.stats();
+    EXPECT_EQ(after.released - used.released, 1);
+    EXPECT_EQ(after.live, before.live);
   }));
 }
 

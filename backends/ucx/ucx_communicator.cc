@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "backends/ucx/internal/registrations.h"
 #include "backends/ucx/internal/ucx_context.h"
 #include "backends/ucx/internal/worker.h"
 #include "core/base/rank_text.h"
@@ -196,19 +197,31 @@ absl::Status UcxCommunicator::Post(uint64_t tag, std::span<const SendOp> sends,
                                    std::span<const RecvOp> recvs, std::vector<Message>& in,
                                    std::vector<Message>& out, absl::Time deadline) {
   const UcpLibrary& ucp = worker_->ucp();
-  ucp_request_param_t params{};
+  Registrations& registrations = Registrations::Shared(worker_->context());
+  // A message from or into a registered allocator block carries the block's handle.
+  auto params = [&](const void* data, size_t size, const Device& device) {
+    ucp_request_param_t p{};
+    if (!device.is_cpu()) return p;
+    if (ucp_mem_h memh = registrations.Find(data, size)) {
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
+      p.memh = memh;
+    }
+    return p;
+  };
   for (size_t i = 0; i < recvs.size(); ++i) in[i] = Message{recvs[i].peer, recvs[i].size, true};
   for (size_t i = 0; i < sends.size(); ++i) out[i] = Message{sends[i].peer, sends[i].size, false};
   for (size_t i = 0; i < recvs.size(); ++i) {
     const RecvOp& r = recvs[i];
     SHARDKIT_RETURN_IF_ERROR(worker_->Watch(r.peer, deadline));
-    Posted(in[i], ucp.tag_recv_nbx(worker_->handle(), r.data, r.size, Tag(tag, r.peer), kFullMask,
-                                   &params));
+    const ucp_request_param_t p = params(r.data, r.size, r.device);
+    Posted(in[i],
+           ucp.tag_recv_nbx(worker_->handle(), r.data, r.size, Tag(tag, r.peer), kFullMask, &p));
   }
   for (size_t i = 0; i < sends.size(); ++i) {
     const SendOp& s = sends[i];
     SHARDKIT_ASSIGN_OR_RETURN(ucp_ep_h ep, worker_->Endpoint(s.peer, deadline));
-    Posted(out[i], ucp.tag_send_nbx(ep, s.data, s.size, Tag(tag, rank()), &params));
+    const ucp_request_param_t p = params(s.data, s.size, s.device);
+    Posted(out[i], ucp.tag_send_nbx(ep, s.data, s.size, Tag(tag, rank()), &p));
   }
   return absl::OkStatus();
 }

@@ -51,6 +51,8 @@ absl::StatusOr<const UcpLibrary*> Open() {
   Resolve(handle, "ucp_request_check_status", ucp->request_check_status, error);
   Resolve(handle, "ucp_request_cancel", ucp->request_cancel, error);
   Resolve(handle, "ucp_request_free", ucp->request_free, error);
+  Resolve(handle, "ucp_mem_map", ucp->mem_map, error);
+  Resolve(handle, "ucp_mem_unmap", ucp->mem_unmap, error);
   Resolve(handle, "ucs_status_string", ucp->status_string, error);
   if (!error.empty()) {
     delete ucp;

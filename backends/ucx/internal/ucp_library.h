@@ -43,6 +43,8 @@ struct UcpLibrary {
   decltype(&ucp_request_check_status) request_check_status;
   decltype(&ucp_request_cancel) request_cancel;
   decltype(&ucp_request_free) request_free;
+  decltype(&ucp_mem_map) mem_map;
+  decltype(&ucp_mem_unmap) mem_unmap;
   decltype(&ucs_status_string) status_string;
 
   // "UCX says: Connection reset by remote peer".

@@ -48,6 +48,7 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
 
   const UcpLibrary& ucp() const { return *context_.ucp; }
+  const UcxContext& context() const { return context_; }
   ucp_worker_h handle() const { return worker_; }
 
   // The endpoint to `peer`, made on first use from the address it published (waited for until

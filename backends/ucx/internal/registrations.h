@@ -1,0 +1,64 @@
+// Memory registered with UCP once per block of the host's CPU allocator, and reused.
+//
+// Every large message a UCX communicator sends or receives from a block the host allocator mapped
+// (core/tensor/allocator.h: shards, staging, the allocator's cache) goes with a handle from
+// ucp_mem_map of the whole block, made on the block's first message and kept until the allocator
+// unmaps it (its unmap observer): a block handed out again from the allocator's cache keeps its
+// registration. On one host (shared memory, CMA) registering costs nothing and changes nothing;
+// with RDMA it is what spares each message a registration (pinning) of its own. Other memory
+// (small blocks, tensors of other frameworks) goes without a handle: UCX registers it per message.
+//
+//   Registrations& registrations = Registrations::Shared(context);
+//   if (ucp_mem_h memh = registrations.Find(data, size)) { ...UCP_OP_ATTR_FIELD_MEMH... }
+#ifndef SHARDKIT_BACKENDS_UCX_INTERNAL_REGISTRATIONS_H_
+#define SHARDKIT_BACKENDS_UCX_INTERNAL_REGISTRATIONS_H_
+
+#include <ucp/api/ucp.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "backends/ucx/internal/ucx_context.h"
+
+namespace shardkit::ucx_backend {
+
+class Registrations {
+ public:
+  // Messages below this size go without a handle (eager protocols copy them anyway).
+  static constexpr size_t kRegisterFrom = size_t{64} << 10;
+
+  // The process's, for the shared context (one per process); the first call adds its observer to
+  // the host allocator. Thread-safe.
+  static Registrations& Shared(const UcxContext& context);
+
+  // The handle of the allocator block that holds [data, data + size), registered on first use;
+  // null below kRegisterFrom, for memory the allocator did not map, when the allocator takes no
+  // more observers, or when UCP cannot register the block (then UCX registers per message).
+  ucp_mem_h Find(const void* data, size_t size);
+
+  struct Stats {
+    int64_t registered = 0;  // blocks registered (ucp_mem_map)
+    int64_t reused = 0;      // messages that found their block registered already
+    int64_t released = 0;    // registrations dropped because the allocator unmapped the block
+    size_t live = 0;         // registrations held now
+  };
+  Stats stats() const;
+
+ private:
+  explicit Registrations(const UcxContext& context);
+  // The allocator's unmap observer: drops the block's registration, if any.
+  static void OnUnmap(void* base, size_t bytes);
+  void Release(void* base);
+
+  const UcxContext context_;
+  bool observed_ = false;  // whether the allocator will say when a block is unmapped
+  mutable std::mutex mu_;
+  std::map<const void*, ucp_mem_h> blocks_;  // null: UCP could not register it
+  Stats stats_;
+};
+
+}  // namespace shardkit::ucx_backend
+
+#endif  // SHARDKIT_BACKENDS_UCX_INTERNAL_REGISTRATIONS_H_

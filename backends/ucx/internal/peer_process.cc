@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
 #include <optional>
 #include <vector>
@@ -27,15 +28,22 @@ std::string Host() {
   return absl::StrCat(boot.empty() ? "unknown" : boot, "/", n > 0 ? std::string(ns, n) : "pid:?");
 }
 
-// State and start time of `pid` from /proc/<pid>/stat; false when there is no such process.
-bool ReadStat(int pid, char& state, std::string& start) {
+// The kernel's PF_EXITING, in the flags of /proc/<pid>/stat: set when a process begins to exit
+// (before its memory goes, which is when a CMA read of it starts failing), long before it is a
+// zombie.
+constexpr uint64_t kExiting = 0x4;
+
+// State, kernel flags and start time of `pid` from /proc/<pid>/stat; false when there is no such
+// process.
+bool ReadStat(int pid, char& state, uint64_t& flags, std::string& start) {
   const std::string stat = ReadFirstLine(absl::StrCat("/proc/", pid, "/stat"));
   const size_t paren = stat.rfind(')');  // the command name may hold spaces
   if (paren == std::string::npos) return false;
   std::vector<std::string> fields = absl::StrSplit(stat.substr(paren + 1), ' ', absl::SkipEmpty());
-  // After the name: state (field 3), …, start time (field 22).
+  // After the name: state (field 3), …, flags (field 9), …, start time (field 22).
   if (fields.size() < 20 || fields[0].empty()) return false;
   state = fields[0][0];
+  if (!absl::SimpleAtoi(fields[6], &flags)) flags = 0;
   start = fields[19];
   return true;
 }
@@ -67,8 +75,9 @@ const std::string& ThisHost() {
 
 std::string ThisProcess() {
   char state = '?';
+  uint64_t flags = 0;
   std::string start = "0";
-  ReadStat(static_cast<int>(::getpid()), state, start);
+  ReadStat(static_cast<int>(::getpid()), state, flags, start);
   return absl::StrCat(Host(), " ", ::getpid(), " ", start);
 }
 
@@ -81,9 +90,10 @@ bool ProcessGone(const std::string& identity) {
   const std::optional<Identity> parsed = Parse(identity);
   if (!parsed.has_value() || parsed->host != ThisHost()) return false;
   char state = '?';
+  uint64_t flags = 0;
   std::string start;
-  if (!ReadStat(parsed->pid, state, start)) return true;
-  return state == 'Z' || state == 'X' || start != parsed->start;
+  if (!ReadStat(parsed->pid, state, flags, start)) return true;
+  return state == 'Z' || state == 'X' || (flags & kExiting) != 0 || start != parsed->start;
 }
 
 }  // namespace shardkit::ucx_backend

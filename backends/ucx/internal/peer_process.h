@@ -21,8 +21,9 @@ std::string ThisProcess();
 bool OnThisHost(const std::string& identity);
 
 // Whether `identity` (another process's ThisProcess) names a process of this host and PID
-// namespace that has ended: no such PID, a zombie, or a PID reused by a younger process. False
-// for a process of another host, or an identity that cannot be read.
+// namespace that has ended or is ending: no such PID, a zombie, one exiting (killed: the kernel's
+// PF_EXITING), or a PID reused by a younger process. False for a process of another host, or an
+// identity that cannot be read.
 bool ProcessGone(const std::string& identity);
 
 }  // namespace shardkit::ucx_backend

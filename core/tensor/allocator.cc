@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/env.h"
+#include "core/tensor/host_copy.h"
 
 namespace shardkit {
 namespace {
@@ -236,7 +237,7 @@ class CpuAllocator final : public Allocator {
 
   absl::Status Copy(void* dst, const Device&, const void* src, const Device&,
                     size_t nbytes) override {
-    if (nbytes > 0) std::memmove(dst, src, nbytes);
+    if (nbytes > 0) CopyHostBytes(dst, src, nbytes);
     return absl::OkStatus();
   }
 

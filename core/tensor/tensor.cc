@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
+#include "core/tensor/host_copy.h"
 
 namespace shardkit {
 namespace {
@@ -238,6 +239,23 @@ absl::StatusOr<Tensor> Tensor::Contiguous() const {
   return Clone();
 }
 
+namespace {
+
+// Whether the bytes `a` and `b` span (first to last element, strides >= 0) overlap.
+bool Overlaps(const Tensor& a, const Tensor& b) {
+  auto span = [](const Tensor& t) {
+    int64_t last = 0;
+    for (size_t d = 0; d < t.shape().size(); ++d) last += (t.shape()[d] - 1) * t.strides()[d];
+    const auto begin = reinterpret_cast<uintptr_t>(t.data());
+    return std::pair(begin, begin + static_cast<uintptr_t>((last + 1) * ElementSize(t.dtype())));
+  };
+  const auto [a_begin, a_end] = span(a);
+  const auto [b_begin, b_end] = span(b);
+  return a_begin < b_end && b_begin < a_end;
+}
+
+}  // namespace
+
 absl::Status Tensor::CopyFrom(const Tensor& src) {
   if (src.shape_ != shape_ || src.dtype_ != dtype_) {
     return absl::InvalidArgumentError(absl::StrCat("CopyFrom: source ", src.DebugString(),
@@ -252,11 +270,20 @@ absl::Status Tensor::CopyFrom(const Tensor& src) {
   const std::byte* src_base = src.data();
   const int64_t element_size = static_cast<int64_t>(ElementSize(dtype_));
   if (device_.is_cpu() && src.device_.is_cpu()) {
-    return ForEachRun(shape_, strides_, src.strides_, element_size,
-                      [&](int64_t dst_off, int64_t src_off, int64_t n) {
-                        std::memmove(dst_base + dst_off, src_base + src_off, n);
-                        return absl::OkStatus();
-                      });
+    // Large copies between bytes that do not overlap write around the cache (host_copy.h).
+    const bool stream = nbytes() >= static_cast<int64_t>(kStreamFrom) && !Overlaps(*this, src);
+    SHARDKIT_RETURN_IF_ERROR(ForEachRun(shape_, strides_, src.strides_, element_size,
+                                        [&](int64_t dst_off, int64_t src_off, int64_t n) {
+                                          if (stream) {
+                                            StreamHostBytes(dst_base + dst_off, src_base + src_off,
+                                                            n);
+                                          } else {
+                                            std::memmove(dst_base + dst_off, src_base + src_off, n);
+                                          }
+                                          return absl::OkStatus();
+                                        }));
+    if (stream) StreamFence();
+    return absl::OkStatus();
   }
   SHARDKIT_ASSIGN_OR_RETURN(Allocator * allocator, GetCopyAllocator(device_, src.device_));
   return ForEachRun(shape_, strides_, src.strides_, element_size,

@@ -188,5 +188,29 @@ TEST(AllocatorTest, CudaWithoutPluginIsAClearError) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("cuda:0")));
 }
 
+// Copies of 1 MiB and more write around the cache (host_copy.h): strided either side, and into
+// an overlapping view of the same storage (which must keep memmove's meaning).
+TEST(TensorTest, LargeCopiesStridedAndOverlapping) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor full, Tensor::Arange({1024, 1024}, DType::kInt32));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor columns, full.Narrow(1, 256, 512));  // 2 MiB, strided
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor packed, columns.Contiguous());
+  const std::vector<int32_t> got = Values<int32_t>(packed);
+  ASSERT_EQ(got.size(), 1024u * 512u);
+  for (int64_t r = 0; r < 1024; r += 37) {
+    for (int64_t c = 0; c < 512; c += 29) EXPECT_EQ(got[r * 512 + c], r * 1024 + 256 + c);
+  }
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor back, Tensor::Zeros({1024, 1024}, DType::kInt32));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor back_columns, back.Narrow(1, 256, 512));
+  SHARDKIT_ASSERT_OK(back_columns.CopyFrom(packed));
+  EXPECT_EQ(Values<int32_t>(back_columns), got);
+
+  // Rows 0..1022 onto rows 1..1023 of the same storage: 4 MiB that overlap, copied backwards.
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor upper, full.Narrow(0, 0, 1023));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor lower, full.Narrow(0, 1, 1023));
+  SHARDKIT_ASSERT_OK(lower.CopyFrom(upper));
+  const std::vector<int32_t> moved = Values<int32_t>(full);
+  for (int64_t i = 0; i < 1023 * 1024; i += 4099) EXPECT_EQ(moved[i + 1024], i);
+}
+
 }  // namespace
 }  // namespace shardkit

@@ -7,6 +7,7 @@
 #include "core/base/status_macros.h"
 #include "core/engine/internal/box_runs.h"
 #include "core/engine/internal/shard_copy.h"
+#include "core/tensor/host_copy.h"
 
 namespace shardkit::internal {
 namespace {
@@ -19,6 +20,9 @@ absl::InlinedVector<int64_t, 8> Relative(const specs::Box& box, const Shape* ori
   }
   return rel;
 }
+
+// A run of a small piece (memcpy is a library call, not addressable as `copy` below).
+void CopyRun(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
 
 }  // namespace
 
@@ -80,16 +84,22 @@ absl::Status CopyPiece(const SideTensors::Resolved& t, const specs::Box& box, st
   const int64_t element = static_cast<int64_t>(ElementSize(t.tensor->dtype()));
   if (t.tensor->device().is_cpu() && bytes_device.is_cpu()) {
     std::byte* base = t.tensor->data();
+    int64_t total = element;
+    for (int64_t size : box.sizes) total *= size;
+    // A large piece writes around the cache (core/tensor/host_copy.h).
+    auto copy = total >= static_cast<int64_t>(kStreamFrom) ? &StreamHostBytes : &CopyRun;
     int64_t at = 0;
     internal::ForEachBoxRun(t.tensor->shape(), Relative(box, t.offsets), box.sizes, element,
                             [&](int64_t offset, int64_t n) {
+                              const size_t bytes_n = static_cast<size_t>(n);
                               if (to_bytes) {
-                                std::memcpy(bytes + at, base + offset, n);
+                                copy(bytes + at, base + offset, bytes_n);
                               } else {
-                                std::memcpy(base + offset, bytes + at, n);
+                                copy(base + offset, bytes + at, bytes_n);
                               }
                               at += n;
                             });
+    StreamFence();
     return absl::OkStatus();
   }
   SHARDKIT_ASSIGN_OR_RETURN(Tensor view, View(t, box));

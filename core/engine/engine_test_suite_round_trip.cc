@@ -150,6 +150,19 @@ TEST_P(EngineTest, DTypesAreMovedBitExactly) {
   RunCase(&ShardGatherReshardCase, big);
 }
 
+// Own shards of 1 MiB and more are copied on a second thread while the scatter runs (smaller
+// ones first, on the calling thread): rows and columns, the source in the middle.
+TEST_P(EngineTest, LargeOwnShardsWhileScattering) {
+  const int world = GetParam().world_size;
+  const Json placements = {{"ranks", "all"}, {"device", GetParam().cuda ? "cuda" : "cpu"}};
+  for (int64_t dim : {0, 1}) {
+    Json c = {{"shape", {2048, 1024}}, {"dtype", "float32"}, {"spec", Chunk(dim, placements)},
+              {"strategy", "scatter"}, {"src", world / 2},   {"start", 3}};
+    RunCase(&ShardGatherReshardCase, c);
+    if (HasFatalFailure()) return;
+  }
+}
+
 TEST_P(EngineTest, EnumerableSpecWithSeveralShardsPerRank) {
   const int world = GetParam().world_size;
   Json shards = Json::array();

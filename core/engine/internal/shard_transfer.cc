@@ -10,6 +10,7 @@
 #include "core/base/status_macros.h"
 #include "core/engine/internal/shard_copy.h"
 #include "core/engine/internal/shard_jobs.h"
+#include "core/tensor/host_copy.h"
 
 namespace shardkit::internal {
 namespace {
@@ -53,18 +54,23 @@ absl::StatusOr<std::vector<LocalShard>> AllocateOwnShards(
   return local;
 }
 
-// ScatterSegments from the source, its own shards copied meanwhile on a second thread.
+// ScatterSegments from the source, its own shards copied meanwhile on a second thread — or first,
+// on this one, when they are too small to be worth a thread (under kStreamFrom in all).
 absl::Status ScatterFromSource(Communicator& comm, const ShardOptions& options,
                                PreparedTransfer& prepared) {
   absl::Status copied;
+  auto copy_own = [&prepared, &copied] {
+    for (auto& [shard, region] : prepared.own_copies) {
+      if (copied.ok()) copied = Annotate(shard.CopyFrom(region), "copying the source's own shard");
+    }
+  };
+  int64_t own_bytes = 0;
+  for (const auto& copy : prepared.own_copies) own_bytes += copy.first.nbytes();
   std::thread copier;
-  if (!prepared.own_copies.empty()) {
-    copier = std::thread([&prepared, &copied] {
-      for (auto& [shard, region] : prepared.own_copies) {
-        if (copied.ok())
-          copied = Annotate(shard.CopyFrom(region), "copying the source's own shard");
-      }
-    });
+  if (own_bytes >= static_cast<int64_t>(kStreamFrom)) {
+    copier = std::thread(copy_own);
+  } else {
+    copy_own();
   }
   absl::Status scattered = comm.ScatterSegments(prepared.sends, {}, options.src_rank, options.call);
   if (copier.joinable()) copier.join();

@@ -30,7 +30,9 @@ class Registrations {
   static constexpr size_t kRegisterFrom = size_t{64} << 10;
 
   // The process's, for the shared context (one per process); the first call adds its observer to
-  // the host allocator. Thread-safe.
+  // the host allocator. Thread-safe; Find and the observer may run on any threads. With RDMA, a
+  // block stays pinned while it is registered (also while the allocator's cache holds it), and a
+  // failed exchange leaves its blocks registered: the allocator may hand them to new tensors.
   static Registrations& Shared(const UcxContext& context);
 
   // The handle of the allocator block that holds [data, data + size), registered on first use;

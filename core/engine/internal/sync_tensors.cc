@@ -87,7 +87,8 @@ absl::Status CopyPiece(const SideTensors::Resolved& t, const specs::Box& box, st
     int64_t total = element;
     for (int64_t size : box.sizes) total *= size;
     // A large piece writes around the cache (core/tensor/host_copy.h).
-    auto copy = total >= static_cast<int64_t>(kStreamFrom) ? &StreamHostBytes : &CopyRun;
+    const bool stream = total >= static_cast<int64_t>(kStreamFrom);
+    auto copy = stream ? &StreamHostBytes : &CopyRun;
     int64_t at = 0;
     internal::ForEachBoxRun(t.tensor->shape(), Relative(box, t.offsets), box.sizes, element,
                             [&](int64_t offset, int64_t n) {
@@ -99,7 +100,7 @@ absl::Status CopyPiece(const SideTensors::Resolved& t, const specs::Box& box, st
                               }
                               at += n;
                             });
-    StreamFence();
+    if (stream) StreamFence();
     return absl::OkStatus();
   }
   SHARDKIT_ASSIGN_OR_RETURN(Tensor view, View(t, box));

@@ -13,12 +13,6 @@ namespace {
 constexpr size_t kVector = 16;         // one SSE2 store
 constexpr size_t kLine = 4 * kVector;  // a cache line per loop
 
-bool Overlap(const void* dst, const void* src, size_t n) {
-  const auto d = reinterpret_cast<uintptr_t>(dst);
-  const auto s = reinterpret_cast<uintptr_t>(src);
-  return d < s + n && s < d + n;
-}
-
 }  // namespace
 
 #if defined(__SSE2__)
@@ -59,14 +53,29 @@ void StreamHostBytes(void* dst, const void* src, size_t n) {
 void StreamFence() {}
 #endif
 
-void CopyHostBytes(void* dst, const void* src, size_t n) {
+bool HostBytesOverlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const auto a_at = reinterpret_cast<uintptr_t>(a);
+  const auto b_at = reinterpret_cast<uintptr_t>(b);
+  return a_at < b_at + b_bytes && b_at < a_at + a_bytes;
+}
+
+void HostRunCopier::Copy(void* dst, const void* src, size_t n) const {
   if (n == 0) return;
-  if (n < kStreamFrom || Overlap(dst, src, n)) {
+  if (stream_) {
+    StreamHostBytes(dst, src, n);
+  } else {
     std::memmove(dst, src, n);
-    return;
   }
-  StreamHostBytes(dst, src, n);
-  StreamFence();
+}
+
+void HostRunCopier::Finish() const {
+  if (stream_) StreamFence();
+}
+
+void CopyHostBytes(void* dst, const void* src, size_t n) {
+  const HostRunCopier copier(n, HostBytesOverlap(dst, n, src, n));
+  copier.Copy(dst, src, n);
+  copier.Finish();
 }
 
 }  // namespace shardkit

@@ -251,7 +251,8 @@ bool Overlaps(const Tensor& a, const Tensor& b) {
   };
   const auto [a_begin, a_end] = span(a);
   const auto [b_begin, b_end] = span(b);
-  return a_begin < b_end && b_begin < a_end;
+  return HostBytesOverlap(reinterpret_cast<const void*>(a_begin), a_end - a_begin,
+                          reinterpret_cast<const void*>(b_begin), b_end - b_begin);
 }
 
 }  // namespace
@@ -271,18 +272,14 @@ absl::Status Tensor::CopyFrom(const Tensor& src) {
   const int64_t element_size = static_cast<int64_t>(ElementSize(dtype_));
   if (device_.is_cpu() && src.device_.is_cpu()) {
     // Large copies between bytes that do not overlap write around the cache (host_copy.h).
-    const bool stream = nbytes() >= static_cast<int64_t>(kStreamFrom) && !Overlaps(*this, src);
+    const HostRunCopier copier(static_cast<size_t>(nbytes()), Overlaps(*this, src));
     SHARDKIT_RETURN_IF_ERROR(ForEachRun(shape_, strides_, src.strides_, element_size,
                                         [&](int64_t dst_off, int64_t src_off, int64_t n) {
-                                          if (stream) {
-                                            StreamHostBytes(dst_base + dst_off, src_base + src_off,
-                                                            n);
-                                          } else {
-                                            std::memmove(dst_base + dst_off, src_base + src_off, n);
-                                          }
+                                          copier.Copy(dst_base + dst_off, src_base + src_off,
+                                                      static_cast<size_t>(n));
                                           return absl::OkStatus();
                                         }));
-    if (stream) StreamFence();
+    copier.Finish();
     return absl::OkStatus();
   }
   SHARDKIT_ASSIGN_OR_RETURN(Allocator * allocator, GetCopyAllocator(device_, src.device_));

@@ -1,6 +1,5 @@
 #include "core/engine/internal/sync_tensors.h"
 
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/quote.h"
@@ -20,9 +19,6 @@ absl::InlinedVector<int64_t, 8> Relative(const specs::Box& box, const Shape* ori
   }
   return rel;
 }
-
-// A run of a small piece (memcpy is a library call, not addressable as `copy` below).
-void CopyRun(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
 
 }  // namespace
 
@@ -87,20 +83,19 @@ absl::Status CopyPiece(const SideTensors::Resolved& t, const specs::Box& box, st
     int64_t total = element;
     for (int64_t size : box.sizes) total *= size;
     // A large piece writes around the cache (core/tensor/host_copy.h).
-    const bool stream = total >= static_cast<int64_t>(kStreamFrom);
-    auto copy = stream ? &StreamHostBytes : &CopyRun;
+    const HostRunCopier copier(static_cast<size_t>(total), /*overlapping=*/false);
     int64_t at = 0;
     internal::ForEachBoxRun(t.tensor->shape(), Relative(box, t.offsets), box.sizes, element,
                             [&](int64_t offset, int64_t n) {
                               const size_t bytes_n = static_cast<size_t>(n);
                               if (to_bytes) {
-                                copy(bytes + at, base + offset, bytes_n);
+                                copier.Copy(bytes + at, base + offset, bytes_n);
                               } else {
-                                copy(base + offset, bytes + at, bytes_n);
+                                copier.Copy(base + offset, bytes + at, bytes_n);
                               }
                               at += n;
                             });
-    if (stream) StreamFence();
+    copier.Finish();
     return absl::OkStatus();
   }
   SHARDKIT_ASSIGN_OR_RETURN(Tensor view, View(t, box));

@@ -1,6 +1,5 @@
 #include "core/engine/internal/sync_tensors.h"
 
-
 #include "absl/strings/str_cat.h"
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"

@@ -1,6 +1,7 @@
 // The UCX backend's own rules on real forked ranks: the transports it uses between processes of
 // one host (shared memory, with UCX's error handling on), UCX_TLS, waits that do not spin, the
-// allocator's blocks registered once, a rank that never joins.
+// allocator's blocks registered once and withdrawn after a failed exchange, a rank that never
+// joins.
 #include <time.h>
 
 #include <cstddef>
@@ -142,6 +143,48 @@ TEST(UcxBackend, AllocatorBlocksAreRegisteredOnceAndReused) {
     EXPECT_EQ(after.released - used.released, 1);
     EXPECT_EQ(after.live, before.live);
   }));
+}
+
+// A failed exchange withdraws the registrations its messages carried (with RDMA a peer that has
+// not noticed the failure may still hold the key): unregistered once no message uses them, the
+// block registered anew on its next message.
+TEST(UcxBackend, FailedExchangeWithdrawsItsRegistrations) {
+  RankOptions options;
+  options.timeout = absl::Milliseconds(600);
+  SHARDKIT_EXPECT_OK(RunRanks(
+      2, "ucx",
+      [](int rank, Communicator& comm) {
+        if (rank == 1) {  // never receives: rank 0's send of 8 MiB runs into its deadline
+          absl::SleepFor(absl::Seconds(3));
+          return;
+        }
+        SHARDKIT_ASSERT_OK_AND_ASSIGN(UcxContext context, SharedContext());
+        Registrations& registrations = Registrations::Shared(context);
+        ReleaseCpuCache();
+        const Registrations::Stats before = registrations.stats();
+        constexpr size_t kBytes = size_t{8} << 20;
+        SHARDKIT_ASSERT_OK_AND_ASSIGN(std::shared_ptr<Storage> storage,
+                                      Storage::Allocate(Device::Cpu(), kBytes));
+        const std::vector<ConstBuffer> sends = {
+            ConstBuffer(), ConstBuffer(storage->data(), kBytes, Device::Cpu())};
+        const std::vector<MutableBuffer> recvs(2);
+        EXPECT_THAT(internal::RawExchange(comm, sends, recvs, {}),
+                    StatusIs(absl::StatusCode::kDeadlineExceeded, ::testing::_));
+        const Registrations::Stats failed = registrations.stats();
+        EXPECT_EQ(failed.registered - before.registered, 1);
+        EXPECT_EQ(failed.withdrawn - before.withdrawn, 1);
+        EXPECT_EQ(failed.live, before.live);
+
+        // The block (still mapped: the storage holds it) is registered anew on its next message.
+        const ucp_mem_h again = registrations.Find(storage->data(), kBytes);
+        EXPECT_NE(again, nullptr);
+        EXPECT_EQ(registrations.stats().registered - failed.registered, 1);
+        EXPECT_EQ(registrations.Find(storage->data() + kBytes / 2, kBytes / 2), again);
+        registrations.Done({again, again}, /*failed=*/false);
+        EXPECT_EQ(registrations.stats().live, before.live + 1);
+        EXPECT_EQ(registrations.stats().withdrawn, failed.withdrawn);
+      },
+      options));
 }
 
 TEST(UcxBackend, RankThatNeverJoinsIsNamed) {

@@ -93,9 +93,11 @@ class UcxCommunicator final : public Communicator {
   absl::Status Transfer(uint64_t tag, std::span<const SendOp> sends, std::span<const RecvOp> recvs,
                         absl::Time deadline,
                         const absl::FunctionRef<absl::Status(size_t)>* arrived);
-  // Posts every receive, then every send. Errors: a peer's endpoint or address.
+  // Posts every receive, then every send; `handles`: the registrations their messages carry.
+  // Errors: a peer's endpoint or address.
   absl::Status Post(uint64_t tag, std::span<const SendOp> sends, std::span<const RecvOp> recvs,
-                    std::vector<Message>& in, std::vector<Message>& out, absl::Time deadline);
+                    std::vector<Message>& in, std::vector<Message>& out,
+                    std::vector<ucp_mem_h>& handles, absl::Time deadline);
   // Marks the messages that have completed and counts those still `pending`; the first one that
   // failed, if any.
   const Message* Poll(std::vector<Message>& in, std::vector<Message>& out, size_t& pending);
@@ -146,7 +148,8 @@ absl::Status UcxCommunicator::Transfer(uint64_t tag, std::span<const SendOp> sen
   }
   const absl::Duration budget = deadline - absl::Now();
   std::vector<Message> in(recvs.size()), out(sends.size());
-  absl::Status status = Post(tag, sends, recvs, in, out, deadline);
+  std::vector<ucp_mem_h> handles;
+  absl::Status status = Post(tag, sends, recvs, in, out, handles, deadline);
   size_t reported = 0;
   const Message* failed = nullptr;
   // The peers whose messages are not all in yet.
@@ -189,13 +192,16 @@ absl::Status UcxCommunicator::Transfer(uint64_t tag, std::span<const SendOp> sen
     if (status.ok()) status = waited;
   }
   if (status.ok() && failed != nullptr) status = MessageError(*failed);
-  if (status.ok()) return status;
-  return Fail(status, in, out, budget);
+  if (!status.ok()) status = Fail(status, in, out, budget);
+  // Nothing of this exchange is in flight now (a failed one has shut the worker).
+  Registrations::Shared(worker_->context()).Done(handles, !status.ok());
+  return status;
 }
 
 absl::Status UcxCommunicator::Post(uint64_t tag, std::span<const SendOp> sends,
                                    std::span<const RecvOp> recvs, std::vector<Message>& in,
-                                   std::vector<Message>& out, absl::Time deadline) {
+                                   std::vector<Message>& out, std::vector<ucp_mem_h>& handles,
+                                   absl::Time deadline) {
   const UcpLibrary& ucp = worker_->ucp();
   Registrations& registrations = Registrations::Shared(worker_->context());
   // A message from or into a registered allocator block carries the block's handle.
@@ -205,6 +211,7 @@ absl::Status UcxCommunicator::Post(uint64_t tag, std::span<const SendOp> sends,
     if (ucp_mem_h memh = registrations.Find(data, size)) {
       p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
       p.memh = memh;
+      handles.push_back(memh);
     }
     return p;
   };

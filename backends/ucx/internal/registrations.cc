@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <optional>
+#include <vector>
 
 #include "core/tensor/host_memory.h"
 
@@ -32,7 +33,10 @@ ucp_mem_h Registrations::Find(const void* data, size_t size) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = blocks_.find(block->base); it != blocks_.end()) {
-      if (it->second != nullptr) ++stats_.reused;
+      if (it->second != nullptr) {
+        ++stats_.reused;
+        ++held_[it->second].uses;
+      }
       return it->second;
     }
   }
@@ -48,35 +52,71 @@ ucp_mem_h Registrations::Find(const void* data, size_t size) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto [it, added] = blocks_.try_emplace(block->base, memh);  // null: UCP could not
-    if (added && memh != nullptr) ++stats_.registered;
+    if (added && memh != nullptr) {
+      ++stats_.registered;
+      held_[memh].base = block->base;
+    }
     if (!added && it->second != nullptr) ++stats_.reused;
     kept = it->second;
+    if (kept != nullptr) ++held_[kept].uses;
   }
   if (memh != nullptr && memh != kept) context_.ucp->mem_unmap(context_.context, memh);
   return kept;
+}
+
+bool Registrations::Withdraw(ucp_mem_h memh) {
+  auto it = held_.find(memh);
+  if (it == held_.end()) return false;
+  Held& held = it->second;
+  if (auto block = blocks_.find(held.base); block != blocks_.end() && block->second == memh) {
+    blocks_.erase(block);
+  }
+  held.withdrawn = true;
+  if (held.uses > 0) return false;
+  held_.erase(it);
+  return true;
+}
+
+void Registrations::Done(const std::vector<ucp_mem_h>& handles, bool failed) {
+  std::vector<ucp_mem_h> unmap;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (ucp_mem_h memh : handles) {
+      auto it = held_.find(memh);
+      if (it == held_.end()) continue;
+      --it->second.uses;
+      if (failed && !it->second.withdrawn) ++stats_.withdrawn;
+      if ((failed || it->second.withdrawn) && Withdraw(memh)) unmap.push_back(memh);
+    }
+  }
+  for (ucp_mem_h memh : unmap) context_.ucp->mem_unmap(context_.context, memh);
 }
 
 void Registrations::OnUnmap(void* base, size_t /*bytes*/) {
   if (Registrations* registrations = shared.load()) registrations->Release(base);
 }
 
+// A block unmapped while a message uses it (a caller's bug) keeps its registration until Done.
 void Registrations::Release(void* base) {
   ucp_mem_h memh = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = blocks_.find(base);
-    if (it == blocks_.end()) return;
+    if (it == blocks_.end() || it->second == nullptr) {
+      if (it != blocks_.end()) blocks_.erase(it);
+      return;
+    }
+    ++stats_.released;
     memh = it->second;
-    blocks_.erase(it);
-    if (memh != nullptr) ++stats_.released;
+    if (!Withdraw(memh)) return;  // erases `it`
   }
-  if (memh != nullptr) context_.ucp->mem_unmap(context_.context, memh);
+  context_.ucp->mem_unmap(context_.context, memh);
 }
 
 Registrations::Stats Registrations::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   Stats stats = stats_;
-  stats.live = static_cast<size_t>(stats_.registered - stats_.released);
+  stats.live = held_.size();
   return stats;
 }
 

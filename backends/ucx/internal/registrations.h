@@ -10,6 +10,8 @@
 //
 //   Registrations& registrations = Registrations::Shared(context);
 //   if (ucp_mem_h memh = registrations.Find(data, size)) { ...UCP_OP_ATTR_FIELD_MEMH... }
+//   ...                                      // the exchange, then
+//   registrations.Done(handles, !status.ok());
 #ifndef SHARDKIT_BACKENDS_UCX_INTERNAL_REGISTRATIONS_H_
 #define SHARDKIT_BACKENDS_UCX_INTERNAL_REGISTRATIONS_H_
 
@@ -19,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "backends/ucx/internal/ucx_context.h"
 
@@ -30,21 +33,29 @@ class Registrations {
   static constexpr size_t kRegisterFrom = size_t{64} << 10;
 
   // The process's, for the shared context (one per process); the first call adds its observer to
-  // the host allocator. Thread-safe; Find and the observer may run on any threads. With RDMA, a
-  // block stays pinned while it is registered (also while the allocator's cache holds it), and a
-  // failed exchange leaves its blocks registered: the allocator may hand them to new tensors.
+  // the host allocator. Thread-safe; Find, Done and the observer may run on any threads. With
+  // RDMA, a block stays pinned while it is registered (also while the allocator's cache holds it).
   static Registrations& Shared(const UcxContext& context);
 
-  // The handle of the allocator block that holds [data, data + size), registered on first use;
-  // null below kRegisterFrom, for memory the allocator did not map, when the allocator takes no
-  // more observers, or when UCP cannot register the block (then UCX registers per message).
+  // The handle of the allocator block that holds [data, data + size), registered on first use,
+  // for one message: Done gives it back; null below kRegisterFrom, for memory the allocator did
+  // not map, when the allocator takes no more observers, or when UCP cannot register the block
+  // (then UCX registers per message).
   ucp_mem_h Find(const void* data, size_t size);
+
+  // The handles an exchange's messages were given, once none of those messages is in flight.
+  // After a `failed` exchange every one of them is withdrawn: unregistered as soon as no other
+  // exchange is using it (the block is registered anew on its next message). A peer that has not
+  // noticed the failure may still hold the block's key; with RDMA its late reads and writes then
+  // fail instead of reaching memory the allocator hands to a new tensor.
+  void Done(const std::vector<ucp_mem_h>& handles, bool failed);
 
   struct Stats {
     int64_t registered = 0;  // blocks registered (ucp_mem_map)
     int64_t reused = 0;      // messages that found their block registered already
     int64_t released = 0;    // registrations dropped because the allocator unmapped the block
-    size_t live = 0;         // registrations held now
+    int64_t withdrawn = 0;   // registrations dropped because an exchange using them failed
+    size_t live = 0;         // registrations held now (withdrawn ones still in use included)
   };
   Stats stats() const;
 
@@ -53,11 +64,22 @@ class Registrations {
   // The allocator's unmap observer: drops the block's registration, if any.
   static void OnUnmap(void* base, size_t bytes);
   void Release(void* base);
+  // Takes `memh` out of blocks_ (its block's next message registers anew); true when no message
+  // uses it any more, so that the caller unmaps it. Under mu_.
+  bool Withdraw(ucp_mem_h memh);
+
+  // A registration: its block, the messages using it now, whether it is withdrawn.
+  struct Held {
+    const void* base = nullptr;
+    int64_t uses = 0;
+    bool withdrawn = false;
+  };
 
   const UcxContext context_;
   bool observed_ = false;  // whether the allocator will say when a block is unmapped
   mutable std::mutex mu_;
   std::map<const void*, ucp_mem_h> blocks_;  // null: UCP could not register it
+  std::map<ucp_mem_h, Held> held_;           // every registration not yet unmapped
   Stats stats_;
 };
 

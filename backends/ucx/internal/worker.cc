@@ -162,7 +162,12 @@ void Worker::Shutdown(bool force) {
     return std::all_of(closing.begin(), closing.end(), [](void* r) { return r == nullptr; });
   };
   while (!closed() && absl::Now() < until) ucp().worker_progress(worker_);
-  // Destroying the worker releases what is still pending: nothing of it runs afterwards.
+  // A close still pending (a peer that stalled) goes back to UCX first: UCX aborts the process
+  // when it destroys a worker holding a request its caller has not released. Destroying the
+  // worker then ends what is still pending: nothing of it runs afterwards.
+  for (void* request : closing) {
+    if (request != nullptr) ucp().request_free(request);
+  }
   ucp().worker_destroy(worker_);
   worker_ = nullptr;
 }

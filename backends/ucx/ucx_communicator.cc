@@ -192,9 +192,12 @@ absl::Status UcxCommunicator::Transfer(uint64_t tag, std::span<const SendOp> sen
     if (status.ok()) status = waited;
   }
   if (status.ok() && failed != nullptr) status = MessageError(*failed);
-  if (!status.ok()) status = Fail(status, in, out, budget);
-  // Nothing of this exchange is in flight now (a failed one has shut the worker).
-  Registrations::Shared(worker_->context()).Done(handles, !status.ok());
+  Registrations& registrations = Registrations::Shared(worker_->context());
+  if (!status.ok()) {
+    registrations.Withdraw(handles);  // at once: Fail may take seconds
+    status = Fail(status, in, out, budget);
+  }
+  registrations.Done(handles);  // nothing of this exchange is in flight now (Fail shut the worker)
   return status;
 }
 
@@ -329,11 +332,18 @@ absl::Status UcxCommunicator::Fail(absl::Status status, std::vector<Message>& in
     status = Annotate(status, DescribeCulprit(*culprit));
     SetCulprit(status, *culprit);
   }
-  // Receives are cancelled; sends end with their endpoints. Destroying the worker releases the
-  // requests: UCX writes into no buffer of this exchange afterwards.
-  for (Message& m : in) {
-    if (!m.done && m.request != nullptr)
-      worker_->ucp().request_cancel(worker_->handle(), m.request);
+  // Receives are cancelled; sends end with their endpoints. Every request still pending is handed
+  // back to UCX first (UCX aborts the process when it destroys a worker holding a request its
+  // caller has not released: a send to a peer that stalled). Destroying the worker ends them: UCX
+  // writes into no buffer of this exchange afterwards.
+  const UcpLibrary& ucp = worker_->ucp();
+  for (std::vector<Message>* messages : {&in, &out}) {
+    for (Message& m : *messages) {
+      if (m.done || m.request == nullptr) continue;
+      if (m.recv) ucp.request_cancel(worker_->handle(), m.request);
+      ucp.request_free(m.request);
+      m.request = nullptr;
+    }
   }
   worker_->Shutdown(/*force=*/true);
   return status;

@@ -64,20 +64,34 @@ ucp_mem_h Registrations::Find(const void* data, size_t size) {
   return kept;
 }
 
-bool Registrations::Withdraw(ucp_mem_h memh) {
+bool Registrations::TakeOut(ucp_mem_h memh) {
   auto it = held_.find(memh);
   if (it == held_.end()) return false;
   Held& held = it->second;
   if (auto block = blocks_.find(held.base); block != blocks_.end() && block->second == memh) {
     blocks_.erase(block);
   }
-  held.withdrawn = true;
+  held.taken_out = true;
   if (held.uses > 0) return false;
   held_.erase(it);
   return true;
 }
 
-void Registrations::Done(const std::vector<ucp_mem_h>& handles, bool failed) {
+void Registrations::Withdraw(const std::vector<ucp_mem_h>& handles) {
+  std::vector<ucp_mem_h> unmap;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (ucp_mem_h memh : handles) {
+      auto it = held_.find(memh);
+      if (it == held_.end() || it->second.taken_out) continue;
+      ++stats_.withdrawn;
+      if (TakeOut(memh)) unmap.push_back(memh);  // only if Done came first
+    }
+  }
+  for (ucp_mem_h memh : unmap) context_.ucp->mem_unmap(context_.context, memh);
+}
+
+void Registrations::Done(const std::vector<ucp_mem_h>& handles) {
   std::vector<ucp_mem_h> unmap;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -85,8 +99,7 @@ void Registrations::Done(const std::vector<ucp_mem_h>& handles, bool failed) {
       auto it = held_.find(memh);
       if (it == held_.end()) continue;
       --it->second.uses;
-      if (failed && !it->second.withdrawn) ++stats_.withdrawn;
-      if ((failed || it->second.withdrawn) && Withdraw(memh)) unmap.push_back(memh);
+      if (it->second.taken_out && TakeOut(memh)) unmap.push_back(memh);
     }
   }
   for (ucp_mem_h memh : unmap) context_.ucp->mem_unmap(context_.context, memh);
@@ -108,7 +121,7 @@ void Registrations::Release(void* base) {
     }
     ++stats_.released;
     memh = it->second;
-    if (!Withdraw(memh)) return;  // erases `it`
+    if (!TakeOut(memh)) return;  // erases `it`
   }
   context_.ucp->mem_unmap(context_.context, memh);
 }

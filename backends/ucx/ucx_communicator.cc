@@ -333,9 +333,9 @@ absl::Status UcxCommunicator::Fail(absl::Status status, std::vector<Message>& in
     SetCulprit(status, *culprit);
   }
   // Receives are cancelled; sends end with their endpoints. Every request still pending is handed
-  // back to UCX first (UCX aborts the process when it destroys a worker holding a request its
-  // caller has not released: a send to a peer that stalled). Destroying the worker ends them: UCX
-  // writes into no buffer of this exchange afterwards.
+  // back to UCX first, as its API asks (UCX checks, when it destroys a worker, that its caller
+  // released what it held: the close of Worker::Shutdown tripped that). Destroying the worker ends
+  // them: UCX writes into no buffer of this exchange afterwards.
   const UcpLibrary& ucp = worker_->ucp();
   for (std::vector<Message>* messages : {&in, &out}) {
     for (Message& m : *messages) {

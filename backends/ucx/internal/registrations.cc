@@ -115,12 +115,13 @@ void Registrations::Release(void* base) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = blocks_.find(base);
-    if (it == blocks_.end() || it->second == nullptr) {
-      if (it != blocks_.end()) blocks_.erase(it);
+    if (it == blocks_.end()) return;
+    memh = it->second;
+    if (memh == nullptr) {  // UCP could not register it: nothing to unmap
+      blocks_.erase(it);
       return;
     }
     ++stats_.released;
-    memh = it->second;
     if (!TakeOut(memh)) return;  // erases `it`
   }
   context_.ucp->mem_unmap(context_.context, memh);

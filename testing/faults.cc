@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -84,6 +86,35 @@ void StallFor(absl::Duration duration) {
   raise(SIGSTOP);
   while (waitpid(helper, nullptr, 0) < 0 && errno == EINTR) {
   }
+}
+
+static_assert(std::atomic<int64_t>::is_always_lock_free, "shared between processes");
+
+SharedTime::SharedTime() {
+  void* page = mmap(nullptr, sizeof(std::atomic<int64_t>), PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) {
+    std::perror("SharedTime: mmap");
+    std::abort();
+  }
+  nanos_ = new (page) std::atomic<int64_t>(0);
+}
+
+SharedTime::~SharedTime() { munmap(nanos_, sizeof(*nanos_)); }
+
+void SharedTime::Stamp() {
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  const int64_t nanos = int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+  int64_t seen = nanos_->load();
+  while (seen < nanos && !nanos_->compare_exchange_weak(seen, nanos)) {
+  }
+}
+
+std::optional<absl::Time> SharedTime::Get() const {
+  const int64_t nanos = nanos_->load();
+  if (nanos == 0) return std::nullopt;
+  return absl::FromUnixNanos(nanos);
 }
 
 namespace {

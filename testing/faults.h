@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -57,6 +58,32 @@ int ShutdownTcpConnections();
 // Stops this whole process (SIGSTOP) and has a helper process continue it (SIGCONT) after
 // `duration`; returns once continued, the helper reaped. Safe to call from any thread.
 void StallFor(absl::Duration duration);
+
+// A moment shared by this process and the processes it forks afterwards (one MAP_SHARED page), so
+// that a victim can stamp when it acts on itself and its peers measure how long they took to
+// notice, whatever the operation did before (a kill late in a transfer comes after seconds of
+// work on a loaded machine). The latest stamp wins, so ranks can also stamp when each starts and
+// read when the last one did. Create it before forking the ranks.
+//
+//   SharedTime died;                                  // before RunRanks
+//   died.Stamp(); raise(SIGKILL);                     // the victim
+//   EXPECT_LT(absl::Now() - *died.Get(), limit);      // a survivor, once its call failed
+class SharedTime {
+ public:
+  SharedTime();
+  SharedTime(const SharedTime&) = delete;
+  SharedTime& operator=(const SharedTime&) = delete;
+  ~SharedTime();
+
+  // Records absl::Now() unless a later time was stamped, for every process that shares the page.
+  // Async-signal-safe.
+  void Stamp();
+  // The latest time stamped, or nullopt before any Stamp.
+  std::optional<absl::Time> Get() const;
+
+ private:
+  std::atomic<int64_t>* nanos_;  // since the Unix epoch; 0: not stamped
+};
 
 // While alive, the CPU allocator of this process fails one allocation: the first of one byte or
 // more after `skip` such allocations since construction returns kResourceExhausted ("out of CPU

@@ -19,6 +19,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/os/proc_status.h"
 #include "core/tensor/allocator.h"
 
@@ -115,6 +116,12 @@ std::optional<absl::Time> SharedTime::Get() const {
   const int64_t nanos = nanos_->load();
   if (nanos == 0) return std::nullopt;
   return absl::FromUnixNanos(nanos);
+}
+
+std::optional<absl::Time> SharedTime::Await(absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!Get().has_value() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  return Get();
 }
 
 namespace {

@@ -80,6 +80,9 @@ class SharedTime {
   void Stamp();
   // The latest time stamped, or nullopt before any Stamp.
   std::optional<absl::Time> Get() const;
+  // Waits (polling every millisecond) until a time is stamped or `timeout` passes; what Get
+  // returns then. To order ranks without guessing at sleeps.
+  std::optional<absl::Time> Await(absl::Duration timeout = absl::Seconds(10)) const;
 
  private:
   std::atomic<int64_t>* nanos_;  // since the Unix epoch; 0: not stamped

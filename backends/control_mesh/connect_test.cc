@@ -17,6 +17,7 @@
 #include "backends/control_mesh/control_mesh_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/faults.h"
 #include "testing/multiprocess.h"
 #include "testing/status_matchers.h"
 
@@ -28,6 +29,7 @@ using ::shardkit::control_mesh_testing::ExchangeWords;
 using ::shardkit::control_mesh_testing::Word;
 using ::shardkit::testing::ForkRanks;
 using ::shardkit::testing::RankOptions;
+using ::shardkit::testing::SharedTime;
 using ::shardkit::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::Each;
@@ -57,6 +59,7 @@ TEST(ControlMeshConnect, ConnectionsAreMadeOnlyForExchanges) {
 // Rank 3 dials rank 0 for their exchange while rank 0 still waits for rank 1 (late): rank 0 keeps
 // rank 3's connection and later exchanges over it without accepting again.
 TEST(ControlMeshConnect, EarlyConnectionFromAHigherRankIsKept) {
+  SharedTime rank3_dials;
   SHARDKIT_EXPECT_OK(ForkRanks(4, [&](int rank, const std::string& url) {
     std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 4);
     ASSERT_NE(mesh, nullptr);
@@ -68,10 +71,13 @@ TEST(ControlMeshConnect, EarlyConnectionFromAHigherRankIsKept) {
         EXPECT_EQ(mesh->connections(), 2);
         break;
       case 1:
-        usleep(300000);  // rank 3 dials rank 0 first
+        // Rank 3 dials rank 0 first (it has called; its dial takes far less than 300 ms).
+        ASSERT_TRUE(rank3_dials.Await().has_value());
+        usleep(300000);
         SHARDKIT_ASSERT_OK(ExchangeWords(*mesh, 1, {0}, 1));
         break;
       case 3:
+        rank3_dials.Stamp();
         SHARDKIT_ASSERT_OK(ExchangeWords(*mesh, 3, {0}, 2));
         EXPECT_EQ(mesh->connections(), 1);
         break;
@@ -134,48 +140,58 @@ TEST(ControlMeshConnect, KilledPeerIsSeenButNeverConnectedOnesAreNot) {
 
 // Close tells the connected peer that this rank gave up, and refuses later dials at once.
 TEST(ControlMeshConnect, CloseMarksConnectedPeersAndRefusesLaterOnes) {
+  // The ranks' order, shown to each other rather than guessed with sleeps.
+  SharedTime call7_done, closed, refused;
   SHARDKIT_EXPECT_OK(ForkRanks(3, [&](int rank, const std::string& url) {
     std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 3);
     ASSERT_NE(mesh, nullptr);
     if (rank == 0) {
       SHARDKIT_ASSERT_OK(ExchangeWords(*mesh, 0, {1}, 7));
-      usleep(200000);  // rank 1 has finished call 7: the marker cannot fail it
+      // Rank 1 has finished call 7: the marker cannot fail it.
+      ASSERT_TRUE(call7_done.Await().has_value());
       mesh->Close();
+      closed.Stamp();
       EXPECT_EQ(mesh->connections(), 0);
-      usleep(1000000);  // still alive: rank 2 is refused by the closed mesh, not an exited process
+      // Still alive: rank 2 is refused by the closed mesh, not an exited process.
+      EXPECT_TRUE(refused.Await().has_value());
       return;
     }
     if (rank == 1) {
       SHARDKIT_ASSERT_OK(ExchangeWords(*mesh, 1, {0}, 7));
+      call7_done.Stamp();
       EXPECT_THAT(mesh->Departures(std::vector<int>{0, 2}, absl::Seconds(10)),
                   ElementsAre(AllOf(Field(&ControlMesh::Departure::how, How::kGaveUp),
                                     Field(&ControlMesh::Departure::call, 7u))));
       return;
     }
-    usleep(600000);
+    ASSERT_TRUE(closed.Await().has_value());
     const absl::Time start = absl::Now();
     EXPECT_THAT(ExchangeWords(*mesh, 2, {0}, 8, absl::Seconds(10)),
                 StatusIs(absl::StatusCode::kUnavailable,
                          AllOf(HasSubstr("connecting to rank 0"), HasSubstr("refused"))));
     EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+    refused.Stamp();
   }));
 }
 
-// Rank 1 has dialled rank 0, which closes its mesh without ever accepting: the connection waiting
-// in the listen backlog still hears the goodbye.
 TEST(ControlMeshConnect, ConnectionInTheBacklogHearsTheGoodbye) {
+  SharedTime dialing, failed;
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
     std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
     if (rank == 0) {
+      // Rank 1's connection waits in the backlog (its dial takes far less than 300 ms).
+      ASSERT_TRUE(dialing.Await().has_value());
       usleep(300000);
       mesh.reset();
-      usleep(500000);
+      EXPECT_TRUE(failed.Await().has_value());  // alive until rank 1 has heard the goodbye
       return;
     }
+    dialing.Stamp();
     EXPECT_THAT(ExchangeWords(*mesh, 1, {0}, 1),
                 StatusIs(absl::StatusCode::kUnavailable,
                          HasSubstr("peer 0: rank 0 closed its communicator")));
+    failed.Stamp();
   }));
 }
 

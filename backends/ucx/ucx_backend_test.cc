@@ -149,52 +149,49 @@ TEST(UcxBackend, AllocatorBlocksAreRegisteredOnceAndReused) {
 // not noticed the failure may still hold the key): unregistered once no message uses them, the
 // block registered anew on its next message.
 TEST(UcxBackend, FailedExchangeWithdrawsItsRegistrations) {
-  RankOptions options;
-  options.timeout = absl::Milliseconds(600);
-  SHARDKIT_EXPECT_OK(RunRanks(
-      2, "ucx",
-      [](int rank, Communicator& comm) {
-        if (rank == 1) {  // never receives: rank 0's send of 8 MiB runs into its deadline
-          absl::SleepFor(absl::Seconds(3));
-          return;
-        }
-        SHARDKIT_ASSERT_OK_AND_ASSIGN(UcxContext context, SharedContext());
-        Registrations& registrations = Registrations::Shared(context);
-        ReleaseCpuCache();
-        const Registrations::Stats before = registrations.stats();
-        constexpr size_t kBytes = size_t{8} << 20;
-        SHARDKIT_ASSERT_OK_AND_ASSIGN(std::shared_ptr<Storage> storage,
-                                      Storage::Allocate(Device::Cpu(), kBytes));
-        const std::vector<ConstBuffer> sends = {
-            ConstBuffer(), ConstBuffer(storage->data(), kBytes, Device::Cpu())};
-        const std::vector<MutableBuffer> recvs(2);
-        EXPECT_THAT(internal::RawExchange(comm, sends, recvs, {}),
-                    StatusIs(absl::StatusCode::kDeadlineExceeded, ::testing::_));
-        const Registrations::Stats failed = registrations.stats();
-        EXPECT_EQ(failed.registered - before.registered, 1);
-        EXPECT_EQ(failed.withdrawn - before.withdrawn, 1);
-        EXPECT_EQ(failed.live, before.live);
+  SHARDKIT_EXPECT_OK(RunRanks(2, "ucx", [](int rank, Communicator& comm) {
+    if (rank == 1) {  // never receives: rank 0's send of 8 MiB runs into its deadline
+      absl::SleepFor(absl::Seconds(3));
+      return;
+    }
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(UcxContext context, SharedContext());
+    Registrations& registrations = Registrations::Shared(context);
+    ReleaseCpuCache();
+    const Registrations::Stats before = registrations.stats();
+    constexpr size_t kBytes = size_t{8} << 20;
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(std::shared_ptr<Storage> storage,
+                                  Storage::Allocate(Device::Cpu(), kBytes));
+    const std::vector<ConstBuffer> sends = {ConstBuffer(),
+                                            ConstBuffer(storage->data(), kBytes, Device::Cpu())};
+    const std::vector<MutableBuffer> recvs(2);
+    CallOptions soon;  // the rendezvous keeps the default timeout: it may be slow under load
+    soon.timeout = absl::Milliseconds(600);
+    EXPECT_THAT(internal::RawExchange(comm, sends, recvs, soon),
+                StatusIs(absl::StatusCode::kDeadlineExceeded, ::testing::_));
+    const Registrations::Stats failed = registrations.stats();
+    EXPECT_EQ(failed.registered - before.registered, 1);
+    EXPECT_EQ(failed.withdrawn - before.withdrawn, 1);
+    EXPECT_EQ(failed.live, before.live);
 
-        // The block (still mapped: the storage holds it) is registered anew on its next message.
-        const ucp_mem_h held = registrations.Find(storage->data(), kBytes);
-        EXPECT_NE(held, nullptr);
-        EXPECT_EQ(registrations.stats().registered - failed.registered, 1);
-        EXPECT_EQ(registrations.Find(storage->data() + kBytes / 2, kBytes / 2), held);
-        // Withdrawn while two messages use it: out of the lookup at once, unregistered when both
-        // are done.
-        registrations.Withdraw({held});
-        const ucp_mem_h fresh = registrations.Find(storage->data(), kBytes);
-        EXPECT_NE(fresh, held);
-        EXPECT_EQ(registrations.stats().live, before.live + 2);
-        registrations.Done({held});
-        EXPECT_EQ(registrations.stats().live, before.live + 2);
-        registrations.Done({held});
-        EXPECT_EQ(registrations.stats().live, before.live + 1);
-        registrations.Done({fresh});
-        EXPECT_EQ(registrations.stats().live, before.live + 1);
-        EXPECT_EQ(registrations.stats().withdrawn - failed.withdrawn, 1);
-      },
-      options));
+    // The block (still mapped: the storage holds it) is registered anew on its next message.
+    const ucp_mem_h held = registrations.Find(storage->data(), kBytes);
+    EXPECT_NE(held, nullptr);
+    EXPECT_EQ(registrations.stats().registered - failed.registered, 1);
+    EXPECT_EQ(registrations.Find(storage->data() + kBytes / 2, kBytes / 2), held);
+    // Withdrawn while two messages use it: out of the lookup at once, unregistered when both
+    // are done.
+    registrations.Withdraw({held});
+    const ucp_mem_h fresh = registrations.Find(storage->data(), kBytes);
+    EXPECT_NE(fresh, held);
+    EXPECT_EQ(registrations.stats().live, before.live + 2);
+    registrations.Done({held});
+    EXPECT_EQ(registrations.stats().live, before.live + 2);
+    registrations.Done({held});
+    EXPECT_EQ(registrations.stats().live, before.live + 1);
+    registrations.Done({fresh});
+    EXPECT_EQ(registrations.stats().live, before.live + 1);
+    EXPECT_EQ(registrations.stats().withdrawn - failed.withdrawn, 1);
+  }));
 }
 
 TEST(UcxBackend, RankThatNeverJoinsIsNamed) {

@@ -9,8 +9,10 @@
 
 namespace shardkit {
 
-int PollTimeoutMs(absl::Time deadline) {
-  const absl::Duration left = deadline - absl::Now();
+int PollTimeoutMs(absl::Time deadline) { return PollTimeoutMs(deadline, absl::Now()); }
+
+int PollTimeoutMs(absl::Time deadline, absl::Time now) {
+  const absl::Duration left = deadline - now;
   if (left <= absl::ZeroDuration()) return 0;
   const int64_t ms = absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)));
   return static_cast<int>(std::min<int64_t>(ms, std::numeric_limits<int>::max()));

@@ -27,6 +27,8 @@ class PollBackoff {
 // Milliseconds from now until `deadline`, rounded up (a wait never ends before the deadline),
 // at least 0 (a deadline that has passed) and at most INT_MAX (absl::InfiniteFuture()).
 int PollTimeoutMs(absl::Time deadline);
+// The same, from `now` instead of absl::Now().
+int PollTimeoutMs(absl::Time deadline, absl::Time now);
 
 }  // namespace shardkit
 

@@ -14,10 +14,12 @@ TEST(PollTimeoutMs, PassedDeadlineIsZero) {
 }
 
 TEST(PollTimeoutMs, RoundsUpSoAWaitNeverEndsEarly) {
-  const int ms = PollTimeoutMs(absl::Now() + absl::Microseconds(1500));
-  EXPECT_GE(ms, 1);
-  EXPECT_LE(ms, 2);
-  EXPECT_EQ(PollTimeoutMs(absl::Now() + absl::Microseconds(1)), 1);
+  // From a fixed now (absl::Now() twice could be a preemption apart).
+  const absl::Time now = absl::Now();
+  EXPECT_EQ(PollTimeoutMs(now + absl::Microseconds(1), now), 1);
+  EXPECT_EQ(PollTimeoutMs(now + absl::Microseconds(1500), now), 2);
+  EXPECT_EQ(PollTimeoutMs(now + absl::Milliseconds(3), now), 3);
+  EXPECT_EQ(PollTimeoutMs(now, now), 0);
 }
 
 TEST(PollTimeoutMs, FarDeadlinesSaturate) {

@@ -174,6 +174,8 @@ TEST(ControlMeshConnect, CloseMarksConnectedPeersAndRefusesLaterOnes) {
   }));
 }
 
+// Rank 1 has dialled rank 0, which closes its mesh without ever accepting: the connection waiting
+// in the listen backlog still hears the goodbye.
 TEST(ControlMeshConnect, ConnectionInTheBacklogHearsTheGoodbye) {
   SharedTime dialing, failed;
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {

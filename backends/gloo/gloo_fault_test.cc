@@ -12,6 +12,7 @@
 #include "core/comm/connect.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/faults.h"
 #include "testing/multiprocess.h"
 #include "testing/status_matchers.h"
 
@@ -22,6 +23,7 @@ using ::shardkit::testing::ForkRanks;
 using ::shardkit::testing::RankOptions;
 using ::shardkit::testing::RunRanks;
 using ::shardkit::testing::RunRanksInThreads;
+using ::shardkit::testing::SharedTime;
 using ::shardkit::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::AnyOf;
@@ -169,29 +171,32 @@ TEST(GlooFaults, TimeoutIsDeadlineExceededAndPoisons) {
 // Rank 1 comes to the first barrier 1.5 s late, so a second barrier that took the 2.5 s afresh
 // would end at 4 s, not at the shared 2.5 s.
 TEST(GlooFaults, CallsShareAnAbsoluteDeadline) {
-  SHARDKIT_EXPECT_OK(RunRanks(2, "gloo", [](int rank, Communicator& comm) {
+  SharedTime checked;
+  SHARDKIT_EXPECT_OK(RunRanks(2, "gloo", [&checked](int rank, Communicator& comm) {
     const absl::Time start = absl::Now();
     CallOptions shared;
     shared.deadline = start + absl::Milliseconds(2500);
     if (rank == 1) usleep(1500000);
     SHARDKIT_ASSERT_OK(comm.Barrier(shared));
     if (rank == 1) {
-      usleep(3000000);  // rank 0's second barrier runs out of the shared 2.5 s meanwhile
+      checked.Await();  // rank 0's second barrier runs out of the shared 2.5 s meanwhile
       EXPECT_FALSE(comm.Barrier().ok());
       return;
     }
     EXPECT_THAT(comm.Barrier(shared),
                 StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("not heard from rank 1")));
     EXPECT_LT(absl::Now() - start, absl::Milliseconds(3500)) << "the deadline was not shared";
+    checked.Stamp();
   }));
 }
 
 // RawExchange (the benchmarks' floor) resolves its deadline like every call: an absolute
 // CallOptions::deadline wins over the communicator's default timeout.
 TEST(GlooFaults, RawExchangeHonoursTheCallDeadline) {
-  SHARDKIT_EXPECT_OK(RunRanks(2, "gloo", [](int rank, Communicator& comm) {
+  SharedTime checked;
+  SHARDKIT_EXPECT_OK(RunRanks(2, "gloo", [&checked](int rank, Communicator& comm) {
     if (rank == 1) {
-      usleep(3000000);  // sends nothing; rank 0's deadline passes meanwhile
+      checked.Await();  // sends nothing; rank 0's deadline passes meanwhile
       return;
     }
     std::vector<uint8_t> data(1 << 20);
@@ -205,6 +210,7 @@ TEST(GlooFaults, RawExchangeHonoursTheCallDeadline) {
                          HasSubstr("RawExchange (backend=gloo, rank=0/2)")));
     EXPECT_LT(absl::Now() - start, absl::Milliseconds(2300))
         << "the call's deadline was ignored (the default timeout is 10 s)";
+    checked.Stamp();
   }));
 }
 

@@ -17,6 +17,7 @@
 #include "core/os/proc_status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/faults.h"
 #include "testing/multiprocess.h"
 #include "testing/status_matchers.h"
 
@@ -25,6 +26,7 @@ namespace {
 
 using ::shardkit::testing::RankOptions;
 using ::shardkit::testing::RunRanks;
+using ::shardkit::testing::SharedTime;
 using ::shardkit::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::Each;
@@ -122,9 +124,10 @@ INSTANTIATE_TEST_SUITE_P(Worlds, GlooLazyPairs, ::testing::Values(8, 32),
                          });
 
 TEST(GlooLazyPairFaults, PeerThatNeverExchangesIsNamed) {
-  SHARDKIT_EXPECT_OK(RunRanks(2, "gloo", [](int rank, Communicator& comm) {
+  SharedTime checked;
+  SHARDKIT_EXPECT_OK(RunRanks(2, "gloo", [&checked](int rank, Communicator& comm) {
     if (rank == 1) {
-      usleep(3000000);  // never sends; rank 0's deadline passes meanwhile
+      checked.Await();  // never sends; rank 0's deadline passes meanwhile
       return;
     }
     std::vector<uint8_t> data(1024);
@@ -138,6 +141,7 @@ TEST(GlooLazyPairFaults, PeerThatNeverExchangesIsNamed) {
                          AllOf(HasSubstr("connecting Gloo pair to rank 1"),
                                HasSubstr("before rank 1 published its address"))));
     EXPECT_LT(absl::Now() - start, absl::Milliseconds(2300));
+    checked.Stamp();
   }));
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <map>
 #include <optional>
 #include <utility>
@@ -71,6 +72,40 @@ class PeerQueues {
   std::vector<int> next_;  // [message]: the peer's message after it, or -1
 };
 
+// Where a gathered message has got: the run it is in and the bytes of that run already moved.
+struct RunCursor {
+  size_t run = 0;
+  size_t offset = 0;
+};
+
+// The runs from `at` on (the first one shortened by at.offset) into `window`: at most IOV_MAX
+// runs and about 4 MiB (more than a socket takes at once), so that copying them stays cheap.
+std::span<const iovec> Window(std::span<const iovec> runs, const RunCursor& at,
+                              std::vector<iovec>& window) {
+  window.clear();
+  size_t bytes = 0;
+  for (size_t i = at.run; i < runs.size() && window.size() < IOV_MAX && bytes < (4u << 20); ++i) {
+    iovec run = runs[i];
+    if (i == at.run) {
+      run.iov_base = static_cast<char*>(run.iov_base) + at.offset;
+      run.iov_len -= at.offset;
+    }
+    bytes += run.iov_len;
+    window.push_back(run);
+  }
+  return window;
+}
+
+// Moves `at` on by `n` bytes.
+void Advance(std::span<const iovec> runs, RunCursor& at, size_t n) {
+  while (n > 0 && at.run < runs.size()) {
+    const size_t step = std::min(n, runs[at.run].iov_len - at.offset);
+    at.offset += step;
+    n -= step;
+    if (at.offset == runs[at.run].iov_len) ++at.run, at.offset = 0;
+  }
+}
+
 }  // namespace
 
 // The transfers of one Exchange: how far each send and receive has got.
@@ -81,6 +116,8 @@ class ControlMesh::Transfers {
         recvs_(recvs),
         sent_(sends.size()),
         received_(recvs.size()),
+        send_at_(sends.size()),
+        recv_at_(recvs.size()),
         send_queues_(world_size, sends),
         recv_queues_(world_size, recvs) {
     for (const Send& s : sends) peers_.push_back(s.peer);
@@ -100,10 +137,13 @@ class ControlMesh::Transfers {
   absl::Status PumpSends(int peer, int fd) {
     for (int i = PendingSend(peer); i >= 0; i = PendingSend(peer)) {
       const Send& s = sends_[i];
-      absl::StatusOr<size_t> n = os::SendSome(fd, static_cast<const char*>(s.data) + sent_[i],
-                                              s.size - sent_[i], RankName(peer));
+      absl::StatusOr<size_t> n =
+          s.runs.empty() ? os::SendSome(fd, static_cast<const char*>(s.data) + sent_[i],
+                                        s.size - sent_[i], RankName(peer))
+                         : os::SendSome(fd, Window(s.runs, send_at_[i], window_), RankName(peer));
       if (!n.ok() || *n == 0) return n.status();
       sent_[i] += *n;
+      Advance(s.runs, send_at_[i], *n);
       if (sent_[i] == s.size) send_queues_.Pop(peer, i);
     }
     return absl::OkStatus();
@@ -115,9 +155,14 @@ class ControlMesh::Transfers {
   absl::Status PumpRecvs(int peer, int fd, std::optional<MeshMarker>& heard) {
     for (int i = PendingRecv(peer); i >= 0; i = PendingRecv(peer)) {
       const Recv& r = recvs_[i];
-      absl::StatusOr<size_t> n = os::RecvSome(fd, static_cast<char*>(r.data) + received_[i],
-                                              r.size - received_[i], RankName(peer));
-      if (n.ok()) received_[i] += *n;
+      absl::StatusOr<size_t> n =
+          r.runs.empty() ? os::RecvSome(fd, static_cast<char*>(r.data) + received_[i],
+                                        r.size - received_[i], RankName(peer))
+                         : os::RecvSome(fd, Window(r.runs, recv_at_[i], window_), RankName(peer));
+      if (n.ok()) {
+        received_[i] += *n;
+        Advance(r.runs, recv_at_[i], *n);
+      }
       // Where a message starts: its first kMeshMarkerSize bytes, once all read (or all there is).
       const bool ended = !n.ok() || received_[i] == r.size;
       if (ended && received_[i] >= kMeshMarkerSize) {
@@ -157,6 +202,8 @@ class ControlMesh::Transfers {
   std::span<const Send> sends_;
   std::span<const Recv> recvs_;
   std::vector<size_t> sent_, received_;
+  std::vector<RunCursor> send_at_, recv_at_;  // gathered messages only
+  std::vector<iovec> window_;                 // scratch for Window
   PeerQueues send_queues_, recv_queues_;
   std::vector<int> peers_;
 };
@@ -171,17 +218,24 @@ absl::Status ControlMesh::Exchange(std::span<const Send> sends, std::span<const 
                                    absl::Time deadline, uint64_t call) {
   std::vector<int> peers;
   absl::Status usable;
-  auto check = [&](int peer, size_t size) {
+  auto check = [&](int peer, size_t size, std::span<const iovec> runs) {
     peers.push_back(peer);
     if (!usable.ok()) return;
     if (closed_) usable = absl::FailedPreconditionError("the control mesh is closed");
-    if (size < kMinMessage) {
+    size_t total = 0;
+    for (const iovec& run : runs) total += run.iov_len;
+    if (!runs.empty() && total != size) {
       usable = absl::InvalidArgumentError(absl::StrCat(
-          "control mesh: a ", size, "-byte message (the minimum is ", kMinMessage, ")"));
+          "control mesh: a ", size, "-byte message gathered from runs of ", total, " bytes"));
+    } else if (size < kMinMessage || (!runs.empty() && runs[0].iov_len < kMinMessage)) {
+      usable = absl::InvalidArgumentError(absl::StrCat(
+          "control mesh: a ", size, "-byte message",
+          runs.empty() ? "" : absl::StrCat(" whose first run has ", runs[0].iov_len, " bytes"),
+          " (the minimum is ", kMinMessage, ")"));
     }
   };
-  for (const Send& s : sends) check(s.peer, s.size);
-  for (const Recv& r : recvs) check(r.peer, r.size);
+  for (const Send& s : sends) check(s.peer, s.size, s.runs);
+  for (const Recv& r : recvs) check(r.peer, r.size, r.runs);
   SHARDKIT_RETURN_IF_ERROR(usable);
   SHARDKIT_RETURN_IF_ERROR(EnsureConnected(peers, deadline));
   call_.store(call);

@@ -32,6 +32,7 @@
 #define SHARDKIT_BACKENDS_CONTROL_MESH_CONTROL_MESH_H_
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <cstddef>
@@ -55,15 +56,21 @@ struct MeshMarker;
 
 class ControlMesh {
  public:
+  // A message is `size` bytes at `data`, or gathered from / scattered into `runs` in order (then
+  // `size` is their total and `data` the first run's, which must hold kMinMessage bytes: a
+  // parting marker is looked for there). Runs let the Gloo backend write a strided piece of weight
+  // sync without packing it (sendmsg gathers it in the kernel's own copy).
   struct Send {
     int peer;
     const void* data;
     size_t size;
+    std::span<const iovec> runs = {};
   };
   struct Recv {
     int peer;
     void* data;
     size_t size;
+    std::span<const iovec> runs = {};
   };
 
   // One of `world_size` ranks sharing `store` (which must outlive the mesh): listens on `address`

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -83,6 +84,47 @@ TEST(ControlMesh, AllToAllInOrderWithLargeMessages) {
   }));
 }
 
+// Messages gathered from runs and scattered into runs, larger than a socket buffer and of more
+// runs than one sendmsg takes: every byte lands where it belongs, both ways at once.
+TEST(ControlMesh, GathersAndScattersRuns) {
+  constexpr size_t kBytes = 6 << 20, kSendRun = 1000, kRecvRun = 777;
+  SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
+    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
+    ASSERT_NE(mesh, nullptr);
+    const int peer = 1 - rank;
+    std::vector<uint8_t> spread(2 * kBytes), in(kBytes + kBytes / kRecvRun + 1, 0xEE);
+    std::vector<iovec> send_runs, recv_runs;
+    for (size_t at = 0; at < kBytes; at += kSendRun) {
+      const size_t size = std::min(kSendRun, kBytes - at);
+      for (size_t i = 0; i < size; ++i) spread[2 * at + i] = Pattern(rank, peer, 0, at + i);
+      send_runs.push_back({spread.data() + 2 * at, size});
+    }
+    // Received with a byte left out after every run: the scatter is seen, not only the stream.
+    for (size_t at = 0; at < kBytes; at += kRecvRun) {
+      recv_runs.push_back({in.data() + at + at / kRecvRun, std::min(kRecvRun, kBytes - at)});
+    }
+    const ControlMesh::Send send{peer, spread.data(), kBytes, send_runs};
+    const ControlMesh::Recv recv{peer, in.data(), kBytes, recv_runs};
+    SHARDKIT_ASSERT_OK(mesh->Exchange({&send, 1}, {&recv, 1}, absl::Now() + absl::Seconds(10)));
+    for (size_t i = 0; i < kBytes; ++i) {
+      ASSERT_EQ(in[i + i / kRecvRun], Pattern(peer, rank, 0, i)) << "byte " << i;
+      if (i % kRecvRun == kRecvRun - 1) {
+        ASSERT_EQ(in[i + i / kRecvRun + 1], 0xEE) << "after byte " << i;
+      }
+    }
+    // Runs that do not add up to the message's size are refused, and so is a first run under
+    // kMinMessage bytes (a parting marker is looked for there).
+    const ControlMesh::Send uneven{peer, spread.data(), kBytes + 1, send_runs};
+    EXPECT_THAT(mesh->Exchange({&uneven, 1}, {}, absl::Now() + absl::Seconds(10)),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr(absl::StrCat("gathered from runs of ", kBytes, " bytes"))));
+    const std::vector<iovec> short_first = {{spread.data(), 8}, {spread.data() + 8, 8}};
+    const ControlMesh::Send bad{peer, spread.data(), 16, short_first};
+    EXPECT_THAT(
+        mesh->Exchange({&bad, 1}, {}, absl::Now() + absl::Seconds(10)),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("whose first run has 8 bytes")));
+  }));
+}
 TEST(ControlMesh, PeerThatLeavesFailsOthersAtOnce) {
   SHARDKIT_EXPECT_OK(ForkRanks(3, [&](int rank, const std::string& url) {
     std::unique_ptr<ControlMesh> mesh = ConnectFullMesh(url, rank, 3);

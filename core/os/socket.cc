@@ -7,7 +7,9 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -252,15 +254,17 @@ absl::StatusOr<Fd> AcceptOne(int listen_fd, absl::Time deadline) {
   }
 }
 
-absl::StatusOr<size_t> SendSome(int fd, const void* data, size_t size, const std::string& peer) {
-  const ssize_t n = MoveOnce(fd, const_cast<void*>(data), size, /*send=*/true);
+namespace {
+
+// What one send moved (`n`, errno set where it is -1), as SendSome says.
+absl::StatusOr<size_t> Sent(ssize_t n, const std::string& peer) {
   if (n >= 0) return static_cast<size_t>(n);
   if (WouldBlock()) return 0;
   return ConnectionError(peer);
 }
 
-absl::StatusOr<size_t> RecvSome(int fd, void* data, size_t size, const std::string& peer) {
-  const ssize_t n = MoveOnce(fd, data, size, /*send=*/false);
+// What one receive moved, as RecvSome says.
+absl::StatusOr<size_t> Received(ssize_t n, const std::string& peer) {
   if (n > 0) return static_cast<size_t>(n);
   if (n == 0) {
     return absl::UnavailableError(absl::StrCat(
@@ -268,6 +272,36 @@ absl::StatusOr<size_t> RecvSome(int fd, void* data, size_t size, const std::stri
   }
   if (WouldBlock()) return 0;
   return ConnectionError(peer);
+}
+
+// sendmsg / recvmsg over up to IOV_MAX of `runs`, retried on EINTR.
+ssize_t MoveOnceV(int fd, std::span<const iovec> runs, bool send) {
+  msghdr message{};
+  message.msg_iov = const_cast<iovec*>(runs.data());
+  message.msg_iovlen = std::min<size_t>(runs.size(), IOV_MAX);
+  while (true) {
+    const ssize_t n = send ? ::sendmsg(fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT)
+                           : ::recvmsg(fd, &message, MSG_DONTWAIT);
+    if (n >= 0 || errno != EINTR) return n;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<size_t> SendSome(int fd, const void* data, size_t size, const std::string& peer) {
+  return Sent(MoveOnce(fd, const_cast<void*>(data), size, /*send=*/true), peer);
+}
+
+absl::StatusOr<size_t> RecvSome(int fd, void* data, size_t size, const std::string& peer) {
+  return Received(MoveOnce(fd, data, size, /*send=*/false), peer);
+}
+
+absl::StatusOr<size_t> SendSome(int fd, std::span<const iovec> runs, const std::string& peer) {
+  return Sent(MoveOnceV(fd, runs, /*send=*/true), peer);
+}
+
+absl::StatusOr<size_t> RecvSome(int fd, std::span<const iovec> runs, const std::string& peer) {
+  return Received(MoveOnceV(fd, runs, /*send=*/false), peer);
 }
 
 absl::Status SendAll(int fd, const void* data, size_t size, absl::Time deadline) {

@@ -13,8 +13,10 @@
 #define SHARDKIT_CORE_OS_SOCKET_H_
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -70,6 +72,11 @@ struct Listener {
 [[nodiscard]] absl::StatusOr<size_t> SendSome(int fd, const void* data, size_t size,
                                               const std::string& peer);
 [[nodiscard]] absl::StatusOr<size_t> RecvSome(int fd, void* data, size_t size,
+                                              const std::string& peer);
+// The same, gathering from / scattering into `runs` in order (at most IOV_MAX of them per call).
+[[nodiscard]] absl::StatusOr<size_t> SendSome(int fd, std::span<const iovec> runs,
+                                              const std::string& peer);
+[[nodiscard]] absl::StatusOr<size_t> RecvSome(int fd, std::span<const iovec> runs,
                                               const std::string& peer);
 
 // Sends / receives exactly `size` bytes on a non-blocking socket by `deadline`.

@@ -299,6 +299,57 @@ void AllToAllSegmentsCase(int rank, Communicator& comm, std::string_view arg) {
   }
 }
 
+// Gathered sends (5-byte runs of a twice larger buffer, the bytes between them filler), then the
+// same segments as a continuation round: where the backend GathersSends() both arrive intact and
+// both are counted; elsewhere every rank is refused (the buffer named) and stays usable.
+void GatheredSegmentsCase(int rank, Communicator& comm, std::string_view arg) {
+  const CaseArg a = Decode(arg);
+  const int n = comm.world_size();
+  comm.ResetCounters();
+  std::vector<std::vector<uint8_t>> spread(n), in(n);
+  std::vector<std::vector<HostRun>> runs(n);
+  std::vector<std::vector<ConstBuffer>> sends(n);
+  std::vector<std::vector<MutableBuffer>> recvs(n);
+  int64_t sent = 0, received = 0;
+  bool any_gathered = false;
+  for (int r = 0; r < n; ++r) {
+    const std::vector<uint8_t> pattern = Pattern(rank, r, Count(a.bytes, rank, r));
+    spread[r].assign(2 * pattern.size(), 0xAB);
+    for (size_t at = 0; at < pattern.size(); at += 5) {
+      const size_t size = std::min<size_t>(5, pattern.size() - at);
+      std::copy_n(pattern.begin() + at, size, spread[r].begin() + 2 * at);
+      runs[r].push_back({spread[r].data() + 2 * at, size});
+    }
+    if (r == rank) spread[r] = pattern;  // to itself: contiguous (gathering is for peers)
+    ConstBuffer& out = sends[r].emplace_back(spread[r].data(), pattern.size());
+    if (r != rank) out.runs = runs[r];
+    in[r].assign(Count(a.bytes, r, rank), 0xEE);
+    recvs[r].emplace_back(in[r].data(), in[r].size());
+    sent += r == rank ? 0 : pattern.size();
+    received += r == rank ? 0 : in[r].size();
+    for (int to = 0; to < n; ++to) any_gathered |= r != to && Count(a.bytes, r, to) > 0;
+  }
+  const absl::Status status = comm.AllToAllSegments(sends, recvs, /*check=*/7);
+  if (!comm.GathersSends() && any_gathered) {
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is gathered")));
+    SHARDKIT_EXPECT_OK(comm.Barrier());
+    return;
+  }
+  SHARDKIT_ASSERT_OK(status);
+  for (int round = 0; round < 2; ++round) {
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(in[r], Pattern(r, rank, in[r].size())) << "round " << round << " from " << r;
+      std::fill(in[r].begin(), in[r].end(), 0xEE);
+    }
+    if (round == 0) {
+      SHARDKIT_ASSERT_OK(::shardkit::internal::ContinueSegments(comm, sends, recvs, {}));
+    }
+  }
+  const OpCounters c = comm.counters(CollectiveOp::kAllToAll);
+  EXPECT_EQ(c.bytes_sent, 2 * sent);
+  EXPECT_EQ(c.bytes_received, 2 * received);
+}
+
 void BarrierCase(int rank, Communicator& comm, std::string_view arg) {
   comm.ResetCounters();
   SHARDKIT_ASSERT_OK(comm.Barrier());
@@ -408,6 +459,7 @@ TEST_P(CommunicatorConformanceTest, Gather) { RunCase(&GatherCase); }
 TEST_P(CommunicatorConformanceTest, AllGather) { RunCase(&AllGatherCase); }
 TEST_P(CommunicatorConformanceTest, AllToAll) { RunCase(&AllToAllCase); }
 TEST_P(CommunicatorConformanceTest, AllToAllSegments) { RunCase(&AllToAllSegmentsCase); }
+TEST_P(CommunicatorConformanceTest, GatheredSegments) { RunCase(&GatheredSegmentsCase); }
 TEST_P(CommunicatorConformanceTest, Barrier) { RunCase(&BarrierCase); }
 TEST_P(CommunicatorConformanceTest, Split) { RunCase(&SplitCase); }
 

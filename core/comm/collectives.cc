@@ -80,6 +80,7 @@ uint64_t TotalSize(std::span<const uint64_t> sizes) {
 }  // namespace
 
 LocalProblem Communicator::CheckBuffer(const ConstBuffer& buffer, int index) const {
+  if (!buffer.runs.empty()) return {.error = LocalError::kGather, .index = index, .value = -1};
   if (buffer.size > 0 && buffer.data == nullptr) {
     return {.error = LocalError::kNullBuffer,
             .index = index,
@@ -89,6 +90,28 @@ LocalProblem Communicator::CheckBuffer(const ConstBuffer& buffer, int index) con
     return {.error = LocalError::kDevice,
             .index = index,
             .value = internal::EncodeDevice(buffer.device)};
+  }
+  return {};
+}
+
+LocalProblem Communicator::CheckSegment(const ConstBuffer& segment, int peer) const {
+  if (segment.runs.empty()) return CheckBuffer(segment, peer);
+  if (!GathersSends() || peer == rank() || !segment.device.is_cpu()) {
+    return {.error = LocalError::kGather, .index = peer, .value = -1};
+  }
+  uint64_t total = 0;
+  for (const HostRun& run : segment.runs) {
+    if (run.size > 0 && run.data == nullptr) {
+      return {
+          .error = LocalError::kNullBuffer, .index = peer, .value = static_cast<int64_t>(run.size)};
+    }
+    total += run.size;
+  }
+  if (total != segment.size) {
+    return {.error = LocalError::kGather,
+            .index = peer,
+            .value = static_cast<int64_t>(total),
+            .limit = static_cast<int64_t>(segment.size)};
   }
   return {};
 }
@@ -311,7 +334,7 @@ absl::Status Communicator::AllToAllSegments(std::span<const std::vector<ConstBuf
     for (const ConstBuffer& segment : recv_views[r]) Note(d.problem, CheckBuffer(segment, r));
   }
   for (size_t r = 0; r < sends.size(); ++r) {
-    for (const ConstBuffer& segment : sends[r]) Note(d.problem, CheckBuffer(segment, r));
+    for (const ConstBuffer& segment : sends[r]) Note(d.problem, CheckSegment(segment, r));
   }
   if (d.problem.error == LocalError::kNone) {
     Note(d.problem, CheckSelfSize(TotalSize(SegmentSizes(sends[self])),
@@ -327,44 +350,57 @@ absl::Status Communicator::AllToAllSegments(std::span<const std::vector<ConstBuf
     }
   }
   return Run(call, [&]() -> absl::Status {
-    SHARDKIT_RETURN_IF_ERROR(CopySegmentsToSelf(sends[self], recvs[self]));
-    std::vector<SendOp> out;
-    std::vector<RecvOp> in;
-    std::vector<std::pair<int, size_t>> origin;  // in[i] is recvs[peer][index]
-    for (int peer = 0; peer < world_size(); ++peer) {
-      if (peer == self) continue;
-      for (const ConstBuffer& s : sends[peer]) {
-        if (s.size > 0) out.push_back({peer, s.data, s.size, s.device});
-      }
-      for (size_t index = 0; index < recvs[peer].size(); ++index) {
-        const MutableBuffer& r = recvs[peer][index];
-        if (r.size == 0) continue;
-        in.push_back({peer, r.data, r.size, r.device});
-        origin.emplace_back(peer, index);
-      }
-    }
-    if (arrived == nullptr) return Move(call, Phase::kPayload, out, in);
-    // Empty segments from `peer` from `index` on, until the next one with bytes: reported as
-    // soon as what comes before them has arrived.
-    auto empty_from = [&](int peer, size_t index) -> absl::Status {
-      for (; index < recvs[peer].size() && recvs[peer][index].size == 0; ++index) {
-        SHARDKIT_RETURN_IF_ERROR((*arrived)(peer, index));
-      }
-      return absl::OkStatus();
-    };
-    for (size_t index = 0; index < recvs[self].size(); ++index) {  // copied in already
-      SHARDKIT_RETURN_IF_ERROR((*arrived)(self, index));
-    }
-    for (int peer = 0; peer < world_size(); ++peer) {
-      if (peer != self) SHARDKIT_RETURN_IF_ERROR(empty_from(peer, 0));
-    }
-    auto report = [&](size_t i) -> absl::Status {
-      SHARDKIT_RETURN_IF_ERROR((*arrived)(origin[i].first, origin[i].second));
-      return empty_from(origin[i].first, origin[i].second + 1);
-    };
-    const absl::FunctionRef<absl::Status(size_t)> reported(report);  // `report` must be named
-    return Move(call, Phase::kPayload, out, in, &reported);
+    return TransferSegments(sends, recvs, arrived, [&](auto out, auto in, const auto& reported) {
+      return Move(call, Phase::kPayload, out, in, &reported);
+    });
   });
+}
+
+absl::Status Communicator::TransferSegments(std::span<const std::vector<ConstBuffer>> sends,
+                                            std::span<const std::vector<MutableBuffer>> recvs,
+                                            const SegmentArrived* arrived, SegmentMover move) {
+  const int self = rank();
+  SHARDKIT_RETURN_IF_ERROR(CopySegmentsToSelf(sends[self], recvs[self]));
+  std::vector<SendOp> out;
+  std::vector<RecvOp> in;
+  std::vector<std::pair<int, size_t>> origin;  // in[i] is recvs[peer][index]
+  for (int peer = 0; peer < world_size(); ++peer) {
+    if (peer == self) continue;
+    for (const ConstBuffer& s : sends[peer]) {
+      if (s.size > 0) out.push_back({peer, s.data, s.size, s.device, s.runs});
+    }
+    for (size_t index = 0; index < recvs[peer].size(); ++index) {
+      const MutableBuffer& r = recvs[peer][index];
+      if (r.size == 0) continue;
+      in.push_back({peer, r.data, r.size, r.device});
+      origin.emplace_back(peer, index);
+    }
+  }
+  // Every rank's payload goes through ExchangeReporting (the backend's path for segments), with
+  // or without `arrived`.
+  auto nothing = [](int, size_t) { return absl::OkStatus(); };
+  const SegmentArrived none(nothing);  // `nothing` must be named
+  if (arrived == nullptr) arrived = &none;
+  // Empty segments from `peer` from `index` on, until the next one with bytes: reported as soon
+  // as what comes before them has arrived.
+  auto empty_from = [&](int peer, size_t index) -> absl::Status {
+    for (; index < recvs[peer].size() && recvs[peer][index].size == 0; ++index) {
+      SHARDKIT_RETURN_IF_ERROR((*arrived)(peer, index));
+    }
+    return absl::OkStatus();
+  };
+  for (size_t index = 0; index < recvs[self].size(); ++index) {  // copied in already
+    SHARDKIT_RETURN_IF_ERROR((*arrived)(self, index));
+  }
+  for (int peer = 0; peer < world_size(); ++peer) {
+    if (peer != self) SHARDKIT_RETURN_IF_ERROR(empty_from(peer, 0));
+  }
+  auto report = [&](size_t i) -> absl::Status {
+    SHARDKIT_RETURN_IF_ERROR((*arrived)(origin[i].first, origin[i].second));
+    return empty_from(origin[i].first, origin[i].second + 1);
+  };
+  const absl::FunctionRef<absl::Status(size_t)> reported(report);  // `report` must be named
+  return move(out, in, reported);
 }
 
 absl::Status Communicator::Barrier(const CallOptions& options) {

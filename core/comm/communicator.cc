@@ -301,5 +301,38 @@ absl::Status RawExchange(Communicator& comm, std::span<const ConstBuffer> sends,
   return status;
 }
 
+absl::Status ContinueSegments(Communicator& comm, std::span<const std::vector<ConstBuffer>> sends,
+                              std::span<const std::vector<MutableBuffer>> recvs,
+                              const CallOptions& options,
+                              const absl::FunctionRef<absl::Status(int, size_t)>* arrived) {
+  std::lock_guard<std::mutex> lock(comm.call_mu_);
+  const absl::Time deadline = comm.Deadline(options);  // as Begin: after the lock
+  SHARDKIT_RETURN_IF_ERROR(comm.poisoned());
+  int64_t sent = 0, received = 0;
+  auto move = [&](std::span<const Communicator::SendOp> out,
+                  std::span<const Communicator::RecvOp> in,
+                  const absl::FunctionRef<absl::Status(size_t)>& reported) {
+    for (const Communicator::SendOp& s : out) sent += s.size;
+    for (const Communicator::RecvOp& r : in) received += r.size;
+    // `seq` is the AllToAllSegments call's: a peer that gave up during this round gave up on it.
+    return comm.ExchangeReporting(internal::Tag(++comm.raw_seq_, Phase::kRaw), comm.seq_, out, in,
+                                  deadline, reported);
+  };
+  absl::Status status = comm.TransferSegments(sends, recvs, arrived, move);
+  std::lock_guard<std::mutex> state_lock(comm.state_mu_);
+  if (!status.ok()) {
+    status =
+        Annotate(status, absl::StrCat(CollectiveOpName(CollectiveOp::kAllToAll),
+                                      " (backend=", comm.backend(), ", rank=", comm.rank(), "/",
+                                      comm.world_size(), ", seq=", comm.seq_, ", a later round)"));
+    if (comm.poisoned_.ok()) comm.poisoned_ = status;
+    return status;
+  }
+  OpCounters& c = comm.counters_[static_cast<int>(CollectiveOp::kAllToAll)];
+  c.bytes_sent += sent;
+  c.bytes_received += received;
+  return status;
+}
+
 }  // namespace internal
 }  // namespace shardkit

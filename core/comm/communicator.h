@@ -70,9 +70,28 @@ enum class Phase : int;
 [[nodiscard]] absl::Status RawExchange(Communicator& comm, std::span<const ConstBuffer> sends,
                                        std::span<const MutableBuffer> recvs,
                                        const CallOptions& options);
+
+// Another round of the AllToAllSegments call this rank made last, without an agreement of its
+// own: weight sync's rounds after the first, whose segment sizes every rank derives from the
+// plan that call's header checked, and which cannot fail locally between rounds (host memory,
+// tensors resolved before the first round). Moves through the same backend path as
+// AllToAllSegments, counts its bytes under it, and reports arrivals the same way. The caller
+// guarantees that both sides of every pair cut the same segments and that gathered sends are
+// allowed (AllToAllSegments' checks are not repeated). Errors: as AllToAllSegments' transfer
+// (the communicator is poisoned); kFailedPrecondition if it was poisoned already.
+[[nodiscard]] absl::Status ContinueSegments(
+    Communicator& comm, std::span<const std::vector<ConstBuffer>> sends,
+    std::span<const std::vector<MutableBuffer>> recvs, const CallOptions& options,
+    const absl::FunctionRef<absl::Status(int peer, size_t index)>* arrived = nullptr);
 }  // namespace internal
 
 // A read-only byte range in caller memory and the device holding it. Not owning.
+// One run of a gathered send (ConstBuffer::runs): `size` bytes of host memory at `data`.
+struct HostRun {
+  const void* data = nullptr;
+  size_t size = 0;
+};
+
 struct ConstBuffer {
   ConstBuffer() = default;
   ConstBuffer(const void* data, size_t size, Device device = Device::Cpu())
@@ -84,6 +103,10 @@ struct ConstBuffer {
   const void* data = nullptr;
   size_t size = 0;
   Device device;
+  // A gathered buffer (AllToAllSegments sends to other ranks, on a backend that GathersSends()):
+  // its bytes are those of `runs` back to back, `size` their total, `data` the first run's. The
+  // runs must outlive the call. Weight sync sends a strided piece this way instead of packing it.
+  std::span<const HostRun> runs;
 };
 
 // A writable byte range in caller memory and the device holding it. Not owning.
@@ -244,6 +267,10 @@ class Communicator {
   // they are meant for small control data, not tensors.
   virtual bool SupportsDevice(const Device& device) const = 0;
 
+  // Whether AllToAllSegments takes gathered sends (ConstBuffer::runs): the backend writes the runs
+  // itself (Gloo: sendmsg on its own connections) so that a strided piece need not be packed.
+  virtual bool GathersSends() const { return false; }
+
   // Where this rank's tensors live when nothing names a device: the CPU when this backend moves
   // host memory, else the rank's current CUDA device (`cuda`: NCCL binds each rank to one).
   Device DefaultDevice() const {
@@ -262,6 +289,7 @@ class Communicator {
     const void* data;
     size_t size;
     Device device = Device::Cpu();
+    std::span<const HostRun> runs = {};  // gathered (ConstBuffer::runs): only where GathersSends()
   };
   struct RecvOp {
     int peer;
@@ -281,10 +309,12 @@ class Communicator {
                                               std::span<const RecvOp> recvs,
                                               absl::Time deadline) = 0;
 
-  // Backend hook: Exchange, calling arrived(i) on the caller's thread as soon as receive i (its
-  // index in `recvs`) has completed, before the call returns, in the order of `recvs` (an error
-  // from it fails the exchange). The default calls it for every receive after Exchange; a backend
-  // that waits for its receives one by one (Gloo) overrides it.
+  // Backend hook for AllToAllSegments' payload (every rank of such a call comes here, and only
+  // such calls do): Exchange, calling arrived(i) on the caller's thread once receive i (its index
+  // in `recvs`) has completed, before the call returns, in the order of `recvs` (an error from it
+  // fails the exchange). Sends may be gathered (SendOp::runs) where GathersSends(). The default
+  // calls Exchange, then `arrived` for every receive; a backend with a path of its own for
+  // segments (Gloo: ControlMesh, which gathers; UCX: one by one) overrides it.
   [[nodiscard]] virtual absl::Status ExchangeReporting(
       uint64_t tag, uint64_t seq, std::span<const SendOp> sends, std::span<const RecvOp> recvs,
       absl::Time deadline, absl::FunctionRef<absl::Status(size_t)> arrived);
@@ -307,6 +337,10 @@ class Communicator {
       const std::vector<int>& members, int new_rank, uint64_t split_id, absl::Time deadline) = 0;
 
  private:
+  friend absl::Status internal::ContinueSegments(
+      Communicator&, std::span<const std::vector<ConstBuffer>>,
+      std::span<const std::vector<MutableBuffer>>, const CallOptions&,
+      const absl::FunctionRef<absl::Status(int, size_t)>*);
   friend absl::Status internal::RawExchange(Communicator&, std::span<const ConstBuffer>,
                                             std::span<const MutableBuffer>, const CallOptions&);
   struct Call;
@@ -332,10 +366,20 @@ class Communicator {
                     const absl::FunctionRef<absl::Status(size_t)>* arrived = nullptr);
   // Adds to the counters of the call's op: payload or control bytes.
   void Count(const Call& call, bool payload, int64_t sent, int64_t received);
+  // AllToAllSegments' transfer (and ContinueSegments'): copies to itself, then the other pairs'
+  // segments through `move` (ExchangeReporting, reporting as AllToAllSegments says).
+  using SegmentMover =
+      absl::FunctionRef<absl::Status(std::span<const SendOp>, std::span<const RecvOp>,
+                                     const absl::FunctionRef<absl::Status(size_t)>&)>;
+  absl::Status TransferSegments(std::span<const std::vector<ConstBuffer>> sends,
+                                std::span<const std::vector<MutableBuffer>> recvs,
+                                const SegmentArrived* arrived, SegmentMover move);
   std::string Context(const Call& call) const;
   // The first argument error of one buffer / of a per-rank buffer list (index = position).
   internal::LocalProblem CheckBuffer(const ConstBuffer& buffer, int index) const;
   internal::LocalProblem CheckBuffers(std::span<const ConstBuffer> buffers) const;
+  // CheckBuffer for an AllToAllSegments send to `peer`, which may be gathered.
+  internal::LocalProblem CheckSegment(const ConstBuffer& segment, int peer) const;
 
   const CommunicatorOptions options_;
   std::mutex call_mu_;    // one call at a time

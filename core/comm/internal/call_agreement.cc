@@ -52,6 +52,14 @@ std::string DescribeProblem(const ControlHeader& h) {
       return absl::StrCat("Split member list has rank ", value, ", outside the group");
     case LocalError::kSplitRankRepeated:
       return absl::StrCat("Split member list has rank ", value, " twice");
+    case LocalError::kGather:
+      if (value < 0) {
+        return absl::StrCat(BufferName(h.error_index),
+                            " is gathered (runs), which only AllToAllSegments sends to other "
+                            "ranks take, on a backend that gathers");
+      }
+      return absl::StrCat(BufferName(h.error_index), " is gathered from runs of ", value,
+                          " bytes in all but says it has ", limit);
   }
   return absl::StrCat("unknown argument error ", h.error);
 }

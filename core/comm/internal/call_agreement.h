@@ -45,6 +45,8 @@ enum class LocalError : uint8_t {
   kSplitEmpty,           // Split's member list is empty
   kSplitRankOutOfRange,  // value = the member outside the group
   kSplitRankRepeated,    // value = the member listed twice
+  kGather,               // index = the buffer; value = its runs' total, limit = its size; or
+                         // value = -1: gathered where the op or backend cannot take it
 };
 
 struct LocalProblem {

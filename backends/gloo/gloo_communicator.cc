@@ -16,6 +16,7 @@
 #include "backends/control_mesh/control_mesh.h"
 #include "backends/gloo/gloo_status.h"
 #include "backends/gloo/lazy_context.h"
+#include "backends/gloo/mesh_payload.h"
 #include "backends/gloo/peer_watch.h"
 #include "core/base/deadline.h"
 #include "core/base/env.h"
@@ -121,11 +122,13 @@ struct Endpoint {
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(CommunicatorOptions options, Endpoint endpoint,
-                   std::shared_ptr<LazyContext> context, std::unique_ptr<ControlMesh> mesh)
+                   std::shared_ptr<LazyContext> context, std::unique_ptr<ControlMesh> mesh,
+                   std::unique_ptr<ControlMesh> payload_mesh)
       : Communicator(std::move(options)),
         endpoint_(std::move(endpoint)),
         context_(std::move(context)),
         mesh_(std::move(mesh)),
+        payload_mesh_(std::move(payload_mesh)),
         watch_(mesh_ != nullptr ? std::make_unique<PeerWatch>(*mesh_) : nullptr) {}
 
   // Rendezvous of `rank` of `size` through endpoint.store under endpoint.key_prefix.
@@ -138,17 +141,17 @@ class GlooCommunicator final : public Communicator {
                         std::span<const RecvOp> recvs, absl::Time deadline) override {
     return Transfer(tag, seq, sends, recvs, deadline, nullptr);
   }
+  // AllToAllSegments: over the control mesh, gathering (mesh_payload.h).
   absl::Status ExchangeReporting(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
                                  std::span<const RecvOp> recvs, absl::Time deadline,
-                                 absl::FunctionRef<absl::Status(size_t)> arrived) override {
-    return Transfer(tag, seq, sends, recvs, deadline, &arrived);
-  }
+                                 absl::FunctionRef<absl::Status(size_t)> arrived) override;
   absl::Status ExchangeControl(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
                                std::span<const RecvOp> recvs, absl::Time deadline) override;
   absl::StatusOr<std::unique_ptr<Communicator>> CreateSubgroup(const std::vector<int>& members,
                                                                int new_rank, uint64_t split_id,
                                                                absl::Time deadline) override;
   bool SupportsDevice(const Device& device) const override { return device.is_cpu(); }
+  bool GathersSends() const override { return true; }
 
  private:
   // Exchange; with `arrived`, called as each receive completes (ExchangeReporting).
@@ -181,6 +184,9 @@ class GlooCommunicator final : public Communicator {
   const Endpoint endpoint_;
   const std::shared_ptr<LazyContext> context_;  // null for a world of one
   const std::unique_ptr<ControlMesh> mesh_;     // null for a world of one
+  // AllToAllSegments' payload (mesh_payload.h): connections of their own, so that the control
+  // mesh's stay at message boundaries, where a rank that gives up can leave its marker and cause.
+  const std::unique_ptr<ControlMesh> payload_mesh_;  // null for a world of one
   const std::unique_ptr<PeerWatch> watch_;  // of mesh_ (destroyed first); null for a world of one
 };
 
@@ -188,7 +194,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(Communica
                                                                        Endpoint endpoint,
                                                                        absl::Time deadline) {
   std::shared_ptr<LazyContext> context;
-  std::unique_ptr<ControlMesh> mesh;
+  std::unique_ptr<ControlMesh> mesh, payload_mesh;
   if (options.world_size > 1) {
     SHARDKIT_RETURN_IF_ERROR(AwaitMembers(*endpoint.store, endpoint.key_prefix, options.rank,
                                           options.world_size, deadline));
@@ -203,9 +209,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(Communica
     SHARDKIT_ASSIGN_OR_RETURN(
         mesh, ControlMesh::Connect(*endpoint.store, endpoint.key_prefix, options.rank,
                                    options.world_size, endpoint.address, deadline));
+    SHARDKIT_ASSIGN_OR_RETURN(
+        payload_mesh,
+        ControlMesh::Connect(*endpoint.store, absl::StrCat(endpoint.key_prefix, "/payload"),
+                             options.rank, options.world_size, endpoint.address, deadline));
   }
   return std::unique_ptr<Communicator>(new GlooCommunicator(std::move(options), std::move(endpoint),
-                                                            std::move(context), std::move(mesh)));
+                                                            std::move(context), std::move(mesh),
+                                                            std::move(payload_mesh)));
 }
 
 absl::Status GlooCommunicator::Transfer(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
@@ -319,6 +330,24 @@ absl::Status GlooCommunicator::ExchangeControl(uint64_t /*tag*/, uint64_t seq,
   return status.ok() ? status : Fail(status, -1, mesh_->waited_on(), budget);
 }
 
+absl::Status GlooCommunicator::ExchangeReporting(uint64_t /*tag*/, uint64_t seq,
+                                                 std::span<const SendOp> sends,
+                                                 std::span<const RecvOp> recvs, absl::Time deadline,
+                                                 absl::FunctionRef<absl::Status(size_t)> arrived) {
+  if (!sends.empty() || !recvs.empty()) {
+    const absl::Duration budget = deadline - absl::Now();
+    MeshPayload payload = MeshPayload::Of(world_size(), seq, sends, recvs);
+    if (absl::Status status = payload.Move(*payload_mesh_, deadline); !status.ok()) {
+      const int cause = MeshPayload::CauseOfFailure(*mesh_, *payload_mesh_, status, rank(),
+                                                    world_size(), kDepartureGrace);
+      return Fail(Annotate(status, "AllToAllSegments payload"), cause, payload_mesh_->waited_on(),
+                  budget);
+    }
+  }
+  for (size_t i = 0; i < recvs.size(); ++i) SHARDKIT_RETURN_IF_ERROR(arrived(i));
+  return absl::OkStatus();
+}
+
 absl::Status GlooCommunicator::Fail(absl::Status status, int cause,
                                     const std::vector<int>& waited_on, absl::Duration budget) {
   if (mesh_ == nullptr) return status;  // a world of one exchanges nothing
@@ -405,6 +434,7 @@ std::string GlooCommunicator::DescribeDepartures(const std::vector<int>& peers,
 void GlooCommunicator::CloseConnections(int cause) noexcept {
   if (watch_ != nullptr) watch_->Stop();  // it must not look at the mesh while it closes
   if (mesh_ != nullptr) mesh_->Close(cause);
+  if (payload_mesh_ != nullptr) payload_mesh_->Close(cause);
   try {
     context_->closeConnections();
   } catch (...) {

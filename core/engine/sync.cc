@@ -1,6 +1,7 @@
 // Sync: one plan, many calls. Per round: local pieces copied tensor to tensor, strided sends packed
-// into staging, one AllToAllSegments (the plan's fingerprint in its header), strided receives
-// unpacked as they arrive; contiguous pieces move straight from and into tensor memory.
+// into staging (or handed over as runs where the backend GathersSends()), one AllToAllSegments
+// (the plan's fingerprint in its header), strided receives unpacked as they arrive; contiguous
+// pieces move straight from and into tensor memory.
 #include <algorithm>
 #include <span>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "core/base/status_macros.h"
 #include "core/comm/culprit.h"
 #include "core/engine/internal/sync_layout.h"
+#include "core/engine/internal/sync_merge.h"
 #include "core/engine/internal/sync_tensors.h"
 #include "core/engine/sync_plan.h"
 #include "nlohmann/json.hpp"
@@ -22,6 +24,7 @@ namespace shardkit {
 namespace {
 
 using internal::CopyPiece;
+using internal::PieceRuns;
 using internal::PieceStart;
 using internal::SideTensors;
 using internal::SyncPlanAccess;
@@ -74,7 +77,8 @@ class Pipeline {
         sources_(plan, source, SyncPlanAccess::positions(plan, 0), "source"),
         destinations_(plan, destination, SyncPlanAccess::positions(plan, 1), "destination"),
         local_sources_(plan, source, SyncPlanAccess::positions(plan, 2), "source"),
-        recvs_(comm.world_size()) {}
+        recvs_(comm.world_size()),
+        gather_(comm.GathersSends()) {}
 
   // Runs every round; done[i] counts the receives of parameter i that completed.
   absl::Status Run(const CallOptions& call, SyncReport& report, std::vector<int64_t>& done);
@@ -82,12 +86,33 @@ class Pipeline {
  private:
   struct Packed {
     std::vector<std::vector<ConstBuffer>> sends;  // per peer
+    std::vector<HostRun> runs;                    // of the gathered sends, reused by every call
     absl::Status status;
     double seconds = 0;
   };
+  // A strided send handed to the backend as runs: sends[peer][segment] gathers `count` of them
+  // from `first`.
+  struct Gathered {
+    int peer;
+    size_t segment, first, count;
+  };
 
   absl::Status Allocate();
+  // Resolves every tensor of the call's pieces, so that a module other than the planned one fails
+  // the first round's agreement on every rank, not a later round (which has none: Continues()).
+  absl::Status Resolve();
+  // Whether the rounds between the first and the last move without an agreement of their own
+  // (internal::ContinueSegments): in host memory nothing can fail locally once Resolve passed.
+  // The last round is agreed again, so that a rank that died or stalled in between fails every
+  // rank, also those that moved nothing with it. The same on every rank (the backend's default
+  // device).
+  bool Continues() const { return comm_.DefaultDevice().is_cpu(); }
+  // The most send staging one round needs: with gathering, only for the pieces not gathered.
+  int64_t SendStagingBytes() const;
   void Pack(int round, int slot);
+  // Whether strided piece `p` is sent as runs rather than packed (host memory: a backend that
+  // gathers moves nothing else, which PlanSync checked).
+  bool Gathers(const SyncPiece& p) const { return internal::SentGathered(p, gather_); }
   absl::Status Post(const SyncPiece& p, SyncReport& report);
   // Unpacks the staged receives of segment `index` from `peer`, which has just arrived.
   absl::Status Unpack(int peer, size_t index, SyncReport& report);
@@ -112,11 +137,12 @@ class Pipeline {
   std::vector<size_t> next_unpack_;  // per peer: its next entry in unpack_
   Runs recv_runs_;
   int64_t recv_at_ = 0;
+  const bool gather_;  // the backend takes gathered sends
 };
 
 // Staging is allocated by the first call and reused by the next ones.
 absl::Status Pipeline::Allocate() {
-  const int64_t send = SyncPlanAccess::staging_bytes(plan_, 0);
+  const int64_t send = SendStagingBytes();
   const int64_t recv = SyncPlanAccess::staging_bytes(plan_, 1);
   const Device device = comm_.DefaultDevice();
   for (int slot = 0; slot < 2; ++slot) {
@@ -124,6 +150,32 @@ absl::Status Pipeline::Allocate() {
         EnsureStaging(SyncPlanAccess::send_staging(plan_, slot), send, device));
   }
   return EnsureStaging(SyncPlanAccess::recv_staging(plan_), recv, device);
+}
+
+int64_t Pipeline::SendStagingBytes() const {
+  if (!gather_) return SyncPlanAccess::staging_bytes(plan_, 0);
+  int64_t most = 0;
+  for (int round = 0; round < plan_.rounds(); ++round) {
+    int64_t staged = 0;
+    for (const SyncPiece& p : InRound(plan_.sends(), round)) {
+      if (p.staged_send && !Gathers(p)) staged += p.bytes;
+    }
+    most = std::max(most, staged);
+  }
+  return most;
+}
+
+absl::Status Pipeline::Resolve() {
+  for (const SyncPiece& p : plan_.sends()) {
+    SHARDKIT_RETURN_IF_ERROR(sources_.Get(p.parameter, p.source_shard).status());
+  }
+  for (const SyncPiece& p : plan_.receives()) {
+    SHARDKIT_RETURN_IF_ERROR(destinations_.Get(p.parameter, p.destination_shard).status());
+    if (p.from == p.to) {
+      SHARDKIT_RETURN_IF_ERROR(local_sources_.Get(p.parameter, p.source_shard).status());
+    }
+  }
+  return absl::OkStatus();
 }
 
 void Pipeline::Pack(int round, int slot) {
@@ -134,6 +186,8 @@ void Pipeline::Pack(int round, int slot) {
   Runs runs = CoalescedRuns(pieces, comm_.world_size(), [](const SyncPiece& p) { return p.to; });
   const std::shared_ptr<Storage>& staging = SyncPlanAccess::send_staging(plan_, slot);
   out.sends.assign(comm_.world_size(), {});
+  out.runs.clear();
+  std::vector<Gathered> gathered;
   for (int r = 0; r < comm_.world_size(); ++r) {
     if (runs.sizes[r] > 0) {
       out.sends[r].emplace_back(staging->data() + runs.starts[r],
@@ -152,6 +206,13 @@ void Pipeline::Pack(int round, int slot) {
                                    from->tensor->device());
       continue;
     }
+    if (Gathers(p)) {
+      gathered.push_back({p.to, out.sends[p.to].size(), out.runs.size(), 0});
+      PieceRuns(*from, p.box, out.runs);
+      gathered.back().count = out.runs.size() - gathered.back().first;
+      out.sends[p.to].emplace_back(nullptr, static_cast<size_t>(p.bytes));
+      continue;
+    }
     int64_t& offset = p.coalesced ? runs.starts[p.to] : at;
     out.status = CopyPiece(*from, p.box, staging->data() + offset, staging->device(), true);
     if (!out.status.ok()) break;
@@ -160,6 +221,11 @@ void Pipeline::Pack(int round, int slot) {
                                    staging->device());
     }
     offset += p.bytes;
+  }
+  for (const Gathered& g : gathered) {  // out.runs no longer grows
+    ConstBuffer& segment = out.sends[g.peer][g.segment];
+    segment.runs = std::span<const HostRun>(out.runs).subspan(g.first, g.count);
+    if (g.count > 0) segment.data = out.runs[g.first].data;
   }
   out.seconds = absl::ToDoubleSeconds(absl::Now() - start);
 }
@@ -247,7 +313,9 @@ absl::Status Pipeline::Exchange(int round, const CallOptions& call, SyncReport& 
   auto arrived = [&](int peer, size_t index) { return Unpack(peer, index, report); };
   const Communicator::SegmentArrived unpack(arrived);  // `arrived` must be named
   const absl::Status moved =
-      comm_.AllToAllSegments(packed.sends, recvs_, plan_.fingerprint_value(), call, &unpack);
+      Continues() && round > 0 && round + 1 < plan_.rounds()
+          ? internal::ContinueSegments(comm_, packed.sends, recvs_, call, &unpack)
+          : comm_.AllToAllSegments(packed.sends, recvs_, plan_.fingerprint_value(), call, &unpack);
   SHARDKIT_RETURN_IF_ERROR(local);
   return moved;
 }
@@ -255,6 +323,7 @@ absl::Status Pipeline::Exchange(int round, const CallOptions& call, SyncReport& 
 absl::Status Pipeline::Run(const CallOptions& call, SyncReport& report,
                            std::vector<int64_t>& done) {
   packed_[0].status = Allocate();
+  if (packed_[0].status.ok()) packed_[0].status = Resolve();
   if (packed_[0].status.ok()) Pack(0, 0);
   for (int r = 0; r < plan_.rounds(); ++r) {
     std::thread next;

@@ -184,11 +184,13 @@ TEST(SyncErrors, FingerprintAndVerify) {
 
 constexpr absl::Duration kDeadline = absl::Seconds(2);
 
-// "small" [64, 64] comes first (round 1, rows to rows: no staging); "w" [1024, 4096] (16 MiB,
-// rows to columns: staged) follows in 1 MiB rounds. Rank 1 (`fault`) acts once it has written 3 MiB
-// of "w" (1 MiB on UCX). Every other rank's error starts with `first_line`, naming rank 1, wherever
-// it was waiting (on rank 1 itself, or on a rank that waited on it) when its deadline passed or its
-// peer left.
+// "small" [64, 64] comes first (round 1, rows to rows: coalesced); "w" [1024, 4096] (16 MiB,
+// columns to rows: received strided, so staged) follows in rounds of a third of 1 MiB, which
+// staging keeps apart (merged rounds would be one). Rank 1 (`fault`) acts once its payload
+// counters show 1 MiB sent, in a round that moves without an agreement (on host memory) where
+// ranks 0 and 1 share no piece. Every other rank's error starts with `first_line`, naming rank 1,
+// wherever it was waiting (on rank 1 itself, or on a rank that waited on it: rank 0 at the last
+// round's agreement) when its deadline passed or its peer left.
 void FaultCase(const std::function<void()>& fault, const std::string& first_line) {
   testing::RankOptions options;
   options.deadline = absl::Seconds(30);
@@ -199,24 +201,21 @@ void FaultCase(const std::function<void()>& fault, const std::string& first_line
         Sides s;
         if (rank < 2) {
           s.source = ModuleOf(
-              {{"small", Chunked({64, 64}, 0, rank, 2)}, {"w", Chunked({1024, 4096}, 0, rank, 1)}});
+              {{"small", Chunked({64, 64}, 0, rank, 2)}, {"w", Chunked({1024, 4096}, 1, rank, 1)}});
         } else {
           s.destination = ModuleOf({{"small", Chunked({64, 64}, 0, rank - 2, 0)},
-                                    {"w", Chunked({1024, 4096}, 1, rank - 2, 0)}});
+                                    {"w", Chunked({1024, 4096}, 0, rank - 2, 0)}});
         }
         SHARDKIT_ASSERT_OK_AND_ASSIGN(
             SyncPlan plan, PlanSync(s.src(), s.dst(), kGroups, comm, {.memory_bytes = 1 << 20}));
         SHARDKIT_ASSERT_OK(Sync(plan, s.src(), s.dst(), comm));  // a healthy first call
         std::unique_ptr<testing::WriteTrigger> trigger;
         if (rank == 1) {
-          // Gloo's sends are write(2)s, counted as they happen. UCX's peers read shared memory:
-          // its payload counters, which grow once a round is done, so a lower mark.
-          std::function<int64_t()> sent = &testing::BytesWritten;
-          int64_t mark = 3 << 20;
-          if (comm.backend() != "gloo") {
-            sent = [&comm] { return comm.total_counters().bytes_sent; };
-            mark = 1 << 20;
-          }
+          // Sync's payload moves without write(2) (Gloo: sendmsg on the control mesh; UCX: its
+          // peers read shared memory), so the trigger counts the communicator's payload bytes,
+          // which grow once a round is done: the fault lands in a later round, mid-transfer.
+          std::function<int64_t()> sent = [&comm] { return comm.total_counters().bytes_sent; };
+          const int64_t mark = 1 << 20;
           trigger = std::make_unique<testing::WriteTrigger>(mark, fault, sent);
         }
         SyncReport report;

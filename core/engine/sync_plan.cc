@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
 #include "core/engine/internal/sync_layout.h"
+#include "core/engine/internal/sync_merge.h"
 #include "core/engine/internal/sync_walk.h"
 #include "specs/fingerprint.h"
 
@@ -175,8 +176,12 @@ absl::StatusOr<SyncPlan> PlanSync(const Module* source, const Module* destinatio
     walker.Parameter(names.size(), *from, *to, d.dtype);
     names.push_back(d.name);
   }
-  internal::SyncPlanAccess::Finish(plan, std::move(names), walker.rounds(), walker.TakeSends(),
-                                   walker.TakeReceives(), std::move(walker.receives_per_parameter),
+  std::vector<SyncPiece> sends = walker.TakeSends(), receives = walker.TakeReceives();
+  SHARDKIT_ASSIGN_OR_RETURN(
+      const int rounds,
+      internal::MergeRoundsAcrossRanks(sends, receives, walker.rounds(), budget / 3, comm, call));
+  internal::SyncPlanAccess::Finish(plan, std::move(names), rounds, std::move(sends),
+                                   std::move(receives), std::move(walker.receives_per_parameter),
                                    absl::Now() - start);
   return plan;
 }

@@ -84,6 +84,7 @@ struct SyncPiece {
   // message each.
   bool coalesced = false;
   int round = 0;
+  int64_t send_runs = 1;         // its contiguous runs in the source shard (a gathered send's)
   size_t source_shard = 0;       // index in the source layout's shards of the parameter
   size_t destination_shard = 0;  // index in the destination layout's shards
 };

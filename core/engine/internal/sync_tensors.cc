@@ -72,6 +72,15 @@ std::byte* PieceStart(const SideTensors::Resolved& t, const specs::Box& box) {
          internal::BoxStartOffset(t.tensor->shape(), Relative(box, t.offsets), element);
 }
 
+void PieceRuns(const SideTensors::Resolved& t, const specs::Box& box, std::vector<HostRun>& runs) {
+  const int64_t element = static_cast<int64_t>(ElementSize(t.tensor->dtype()));
+  const std::byte* base = t.tensor->data();
+  internal::ForEachBoxRun(t.tensor->shape(), Relative(box, t.offsets), box.sizes, element,
+                          [&](int64_t offset, int64_t n) {
+                            runs.push_back({base + offset, static_cast<size_t>(n)});
+                          });
+}
+
 // Copies the piece's box of `t` to the contiguous `bytes` (to_bytes) or back. On the CPU run by
 // run; on a device through Tensor views and the device's allocator.
 absl::Status CopyPiece(const SideTensors::Resolved& t, const specs::Box& box, std::byte* bytes,

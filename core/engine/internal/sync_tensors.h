@@ -11,6 +11,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
+#include "core/comm/communicator.h"
 #include "core/engine/module.h"
 #include "core/engine/sync_plan.h"
 #include "core/tensor/tensor.h"
@@ -59,6 +60,10 @@ class SideTensors {
 
 // Where a piece contiguous in its tensor starts.
 std::byte* PieceStart(const SideTensors::Resolved& t, const specs::Box& box);
+
+// Appends the runs of the piece's box of `t` (host memory) to `runs`, in order: what a backend
+// that GathersSends() writes instead of a packed copy.
+void PieceRuns(const SideTensors::Resolved& t, const specs::Box& box, std::vector<HostRun>& runs);
 
 // Copies the piece's box of `t` to the contiguous `bytes` (to_bytes) or back. On the CPU run by
 // run; on a device through Tensor views and the device's allocator.

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/engine/internal/shard_copy.h"
+#include "core/engine/internal/sync_merge.h"
 
 namespace shardkit::internal {
 namespace {
@@ -63,6 +64,7 @@ SyncPiece SyncWalker::Make(size_t index, size_t source_shard, size_t destination
   if (p.from != p.to) {
     p.coalesced = p.bytes < kCoalesceBelow;
     p.staged_send = p.coalesced || Strided(source.boxes[source_shard], p.box);
+    p.send_runs = RunCount(source.boxes[source_shard], p.box);
     p.staged_recv = p.coalesced || Strided(destination.boxes[destination_shard], p.box);
   }
   return p;

@@ -2,18 +2,21 @@
 // shardkit's communicator in the way (buffers come from its allocator, as the sync bench's do) —
 // the floor under weight sync's S1 target (docs/performance.md).
 // Two sender/receiver pairs of processes (four, as S1's 2 sources -> 2 destinations) move `mib`
-// MiB per sender over loopback TCP, three ways, one after the other, `repeats` times each:
+// MiB per sender over loopback TCP, four ways, one after the other, `repeats` times each:
 //   contiguous  one buffer written as it is (S1's raw baseline);
 //   packed      every other `run`-byte run of a 2x larger source packed into one buffer, then
 //               written (what a sync round does with a strided piece: a column block of rows);
 //   chunked     the same runs packed into a `chunk`-KiB buffer and written, chunk by chunk (the
-//               packed bytes still in the cache when the kernel copies them).
+//               packed bytes still in the cache when the kernel copies them);
+//   gathered    the same runs written in place with writev, up to 1,024 at a time (what the Gloo
+//               backend's payload mesh does with a gathered send: no packing at all).
 // Prints one JSON line per way: the slowest pair's median seconds and the senders' peak RSS.
 //
 //   bazel run -c opt //integration/bench:pack_floor -- 512 2048 512 7   # mib run chunk-kib repeats
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,8 +70,36 @@ char* Bytes(const std::shared_ptr<shardkit::Storage>& storage) {
 }
 
 // One send of `o.bytes` the way `mode` says (0 contiguous, 1 packed, 2 chunked).
+void WriteGathered(int fd, const char* src, const Options& o) {
+  std::vector<iovec> iov;
+  size_t at = 0;
+  while (at < o.bytes) {
+    iov.clear();
+    size_t batch = 0;
+    for (size_t a = at; a < o.bytes && iov.size() < 1024; a += o.run) {
+      const size_t n = std::min(o.run, o.bytes - a);
+      iov.push_back({const_cast<char*>(src + 2 * a), n});
+      batch += n;
+    }
+    size_t done = 0, first = 0;
+    while (done < batch) {
+      const ssize_t w = writev(fd, iov.data() + first, static_cast<int>(iov.size() - first));
+      if (w <= 0) _exit(3);
+      done += static_cast<size_t>(w);
+      size_t left = static_cast<size_t>(w);
+      while (left > 0 && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+      if (left > 0) {
+        iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+        iov[first].iov_len -= left;
+      }
+    }
+    at += batch;
+  }
+}
+
 void SendOnce(int fd, int mode, const Options& o, const char* src, char* stage) {
   if (mode == 0) return WriteAll(fd, src, o.bytes);
+  if (mode == 3) return WriteGathered(fd, src, o);
   const size_t block = mode == 1 ? o.bytes : o.chunk;
   for (size_t done = 0; done < o.bytes; done += block) {
     const size_t n = std::min(block, o.bytes - done);
@@ -82,8 +113,8 @@ void SendOnce(int fd, int mode, const Options& o, const char* src, char* stage) 
 // The sender of one pair: `repeats` timed sends per way, the median of each written to `out`.
 void Sender(int fd, const Options& o, int out) {
   const std::shared_ptr<shardkit::Storage> src = Touched(2 * o.bytes), stage = Touched(o.bytes);
-  double medians[3];
-  for (int mode = 0; mode < 3; ++mode) {
+  double medians[4];
+  for (int mode = 0; mode < 4; ++mode) {
     std::vector<double> times;
     for (int i = 0; i <= o.repeats; ++i) {  // the first one warms up
       char go = 'g', done = 0;
@@ -95,13 +126,14 @@ void Sender(int fd, const Options& o, int out) {
     }
     medians[mode] = Median(std::move(times));
   }
-  const double report[4] = {medians[0], medians[1], medians[2], StatusFieldMiB("VmHWM")};
+  const double report[5] = {medians[0], medians[1], medians[2], medians[3],
+                            StatusFieldMiB("VmHWM")};
   (void)!write(out, report, sizeof(report));
 }
 
 void Receiver(int fd, const Options& o) {
   const std::shared_ptr<shardkit::Storage> dst = Touched(o.bytes);
-  for (int i = 0; i < 3 * (o.repeats + 1); ++i) {
+  for (int i = 0; i < 4 * (o.repeats + 1); ++i) {
     char go;
     ReadAll(fd, &go, 1);
     ReadAll(fd, Bytes(dst), o.bytes);
@@ -147,20 +179,20 @@ int main(int argc, char** argv) {
     }
     close(listener);
   }
-  double worst[4] = {0, 0, 0, 0};
+  double worst[5] = {0, 0, 0, 0, 0};
   for (int pair = 0; pair < 2; ++pair) {
-    double report[4];
+    double report[5];
     if (read(results[0], report, sizeof(report)) != sizeof(report)) return 1;
-    for (int i = 0; i < 4; ++i) worst[i] = std::max(worst[i], report[i]);
+    for (int i = 0; i < 5; ++i) worst[i] = std::max(worst[i], report[i]);
   }
   for (pid_t child : children) waitpid(child, nullptr, 0);
-  const char* names[3] = {"contiguous", "packed", "chunked"};
-  for (int mode = 0; mode < 3; ++mode) {
+  const char* names[4] = {"contiguous", "packed", "chunked", "gathered"};
+  for (int mode = 0; mode < 4; ++mode) {
     std::printf(
         "{\"way\":\"%s\",\"mib\":%zu,\"run\":%zu,\"chunk_kib\":%zu,\"median_s\":%.4f,"
         "\"ratio\":%.3f,\"peak_rss_mib\":%.1f}\n",
         names[mode], o.bytes >> 20, o.run, o.chunk >> 10, worst[mode], worst[mode] / worst[0],
-        worst[3]);
+        worst[4]);
   }
   return 0;
 }

@@ -144,7 +144,8 @@ std::string SyncBenchResult::ToJson() const {
       ",\"sync_first_call_s\":", first_call_s, ",\"sync_raw_median_s\":", raw_median_s,
       ",\"sync_pack_median_s\":", pack_median_s, ",\"sync_unpack_median_s\":", unpack_median_s,
       ",\"sync_recv_mib_per_s\":", recv_mib_per_s, ",\"sync_rounds\":", rounds,
-      ",\"sync_pieces\":", pieces, ",\"sync_tensors_mib\":", tensors_mib, "}");
+      ",\"sync_pieces\":", pieces, ",\"sync_tensors_mib\":", tensors_mib,
+      ",\"sync_raw_segments_median_s\":", raw_segments_median_s, "}");
 }
 
 absl::StatusOr<SyncBenchResult> RunSyncBench(Communicator& comm, const SyncBenchOptions& o) {
@@ -180,15 +181,17 @@ absl::StatusOr<SyncBenchResult> RunSyncBench(Communicator& comm, const SyncBench
   SHARDKIT_ASSIGN_OR_RETURN(r.first_call_s, Timed(comm, o.call, [&] {
                               return Sync(plan, src, dst, comm, {.call = o.call}, &report);
                             }));
-  std::vector<double> seconds, pack, unpack, raw_seconds;
-  for (int64_t i = 0; i < o.repeats; ++i) {
+  std::vector<double> seconds, pack, unpack, raw_seconds, segment_seconds;
+  auto timed_sync = [&]() -> absl::Status {
     SHARDKIT_ASSIGN_OR_RETURN(double s, Timed(comm, o.call, [&] {
                                 return Sync(plan, src, dst, comm, {.call = o.call}, &report);
                               }));
     seconds.push_back(s);
     pack.push_back(report.pack_seconds);
     unpack.push_back(report.unpack_seconds);
-  }
+    return absl::OkStatus();
+  };
+  SHARDKIT_RETURN_IF_ERROR(timed_sync());
   r.bytes_received = report.bytes_received;
   for (const SyncPiece& p : plan.sends()) r.bytes_sent += p.bytes;
   r.peak_rss_mib = StatusFieldMiB("VmHWM");  // before the baseline's buffers exist
@@ -199,12 +202,29 @@ absl::StatusOr<SyncBenchResult> RunSyncBench(Communicator& comm, const SyncBench
     }
   }
   SHARDKIT_ASSIGN_OR_RETURN(Raw raw, MakeRaw(plan, world, me, device));
+  // The same buffers again through the backend's path for AllToAllSegments (Gloo: the payload
+  // mesh), which Sync's payload takes, without an agreement.
+  std::vector<std::vector<ConstBuffer>> segment_sends(world);
+  std::vector<std::vector<MutableBuffer>> segment_recvs(world);
+  for (int peer = 0; peer < world; ++peer) {
+    segment_sends[peer].push_back(raw.sends[peer]);
+    segment_recvs[peer].push_back(raw.recvs[peer]);
+  }
+  // The rest of the calls alternate with the baselines', so that the machine's drift over the run
+  // weighs on all three alike.
   for (int64_t i = 0; i < o.repeats; ++i) {
     SHARDKIT_ASSIGN_OR_RETURN(double s, Timed(comm, o.call, [&] {
                                 return internal::RawExchange(comm, raw.sends, raw.recvs, o.call);
                               }));
     raw_seconds.push_back(s);
+    SHARDKIT_ASSIGN_OR_RETURN(s, Timed(comm, o.call, [&] {
+                                return internal::ContinueSegments(comm, segment_sends,
+                                                                  segment_recvs, o.call);
+                              }));
+    segment_seconds.push_back(s);
+    if (i + 1 < o.repeats) SHARDKIT_RETURN_IF_ERROR(timed_sync());
   }
+  r.raw_segments_median_s = Median(segment_seconds);
   r.median_s = Median(seconds);
   r.min_s = *std::min_element(seconds.begin(), seconds.end());
   r.pack_median_s = Median(pack);

@@ -81,7 +81,8 @@ class Pipeline {
         gather_(comm.GathersSends()) {}
 
   // Runs every round; done[i] counts the receives of parameter i that completed.
-  absl::Status Run(const CallOptions& call, SyncReport& report, std::vector<int64_t>& done);
+  absl::Status Run(const SyncCallOptions& options, const CallOptions& call, SyncReport& report,
+                   std::vector<int64_t>& done);
 
  private:
   struct Packed {
@@ -166,14 +167,20 @@ int64_t Pipeline::SendStagingBytes() const {
 }
 
 absl::Status Pipeline::Resolve() {
+  auto check = [&](SideTensors& side, const SyncPiece& p, size_t shard) -> absl::Status {
+    SHARDKIT_ASSIGN_OR_RETURN(SideTensors::Resolved t, side.Get(p.parameter, shard));
+    if (internal::BoxInside(t, p.box)) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("parameter ", QuoteName(plan_.names()[p.parameter]), ": shard ", shard,
+                     " of shape ", ShapeToString(t.tensor->shape()),
+                     " does not hold the planned piece (not the module the plan was made with)"));
+  };
   for (const SyncPiece& p : plan_.sends()) {
-    SHARDKIT_RETURN_IF_ERROR(sources_.Get(p.parameter, p.source_shard).status());
+    SHARDKIT_RETURN_IF_ERROR(check(sources_, p, p.source_shard));
   }
   for (const SyncPiece& p : plan_.receives()) {
-    SHARDKIT_RETURN_IF_ERROR(destinations_.Get(p.parameter, p.destination_shard).status());
-    if (p.from == p.to) {
-      SHARDKIT_RETURN_IF_ERROR(local_sources_.Get(p.parameter, p.source_shard).status());
-    }
+    SHARDKIT_RETURN_IF_ERROR(check(destinations_, p, p.destination_shard));
+    if (p.from == p.to) SHARDKIT_RETURN_IF_ERROR(check(local_sources_, p, p.source_shard));
   }
   return absl::OkStatus();
 }
@@ -210,7 +217,7 @@ void Pipeline::Pack(int round, int slot) {
       gathered.push_back({p.to, out.sends[p.to].size(), out.runs.size(), 0});
       PieceRuns(*from, p.box, out.runs);
       gathered.back().count = out.runs.size() - gathered.back().first;
-      out.sends[p.to].emplace_back(nullptr, static_cast<size_t>(p.bytes));
+      out.sends[p.to].emplace_back(nullptr, static_cast<size_t>(p.bytes), from->tensor->device());
       continue;
     }
     int64_t& offset = p.coalesced ? runs.starts[p.to] : at;
@@ -320,8 +327,8 @@ absl::Status Pipeline::Exchange(int round, const CallOptions& call, SyncReport& 
   return moved;
 }
 
-absl::Status Pipeline::Run(const CallOptions& call, SyncReport& report,
-                           std::vector<int64_t>& done) {
+absl::Status Pipeline::Run(const SyncCallOptions& options, const CallOptions& call,
+                           SyncReport& report, std::vector<int64_t>& done) {
   packed_[0].status = Allocate();
   if (packed_[0].status.ok()) packed_[0].status = Resolve();
   if (packed_[0].status.ok()) Pack(0, 0);
@@ -334,6 +341,7 @@ absl::Status Pipeline::Run(const CallOptions& call, SyncReport& report,
         next = std::thread([this, r] { Pack(r + 1, (r + 1) % 2); });
       }
     }
+    if (options.before_round_for_test) options.before_round_for_test(r);
     absl::Status status = Exchange(r, call, report);
     if (next.joinable()) {
       next.join();
@@ -444,7 +452,7 @@ absl::Status Sync(SyncPlan& plan, const Module* source, Module* destination, Com
   call.deadline = comm.Deadline(call);
   SyncReport report;
   std::vector<int64_t> done(plan.names().size(), 0);
-  absl::Status status = Pipeline(plan, source, destination, comm).Run(call, report, done);
+  absl::Status status = Pipeline(plan, source, destination, comm).Run(options, call, report, done);
   ReportUpdated(plan, destination, done, report);
   if (status.ok() && options.after_move_for_test) options.after_move_for_test();
   if (status.ok() && options.verify) status = Verify(plan, source, destination, comm, call);

@@ -31,13 +31,17 @@
 //    built once per distinct spec and shape; never all pairs); a replicated source is read from
 //    one holder, this rank's own copy when it has one. A piece contiguous in its tensor moves
 //    straight from and into tensor memory; a strided one goes through staging; pieces under
-//    64 KiB between two ranks travel as one segment.
+//    64 KiB between two ranks travel as one segment;
+//  - then consecutive rounds merge while no rank stages more than a bucket (one AllGather of what
+//    each rank really stages per round; internal/sync_merge.h): a sync that stages nothing is one
+//    round.
 //
-// Sync moves bytes only: per round one AllToAllSegments whose header carries the plan's
-// fingerprint (the check is free: the header is exchanged anyway), while a helper thread packs
-// the next round's strided sends into the other send bucket; strided receives are unpacked as
-// their segments arrive. The destination tensors are
-// updated in place; source tensors are only read.
+// Sync moves bytes only: per round one AllToAllSegments, the first and last rounds' headers
+// carrying the plan's fingerprint (the check is free: the header is exchanged anyway; on host
+// memory the rounds between move without an agreement, internal::ContinueSegments), while a
+// helper thread packs the next round's strided sends into the other send bucket (on a backend
+// that GathersSends() they go as runs, not packed); strided receives are unpacked as their segments
+// arrive. The destination tensors are updated in place; source tensors are only read.
 #ifndef SHARDKIT_CORE_ENGINE_SYNC_PLAN_H_
 #define SHARDKIT_CORE_ENGINE_SYNC_PLAN_H_
 
@@ -94,6 +98,8 @@ struct SyncCallOptions {
   bool verify = false;
   // Testing only: runs on this rank after the bytes moved, before verify's digests.
   std::function<void()> after_move_for_test;
+  // Testing only: runs on this rank before each round's exchange, with the round (from 0).
+  std::function<void(int round)> before_round_for_test;
   CallOptions call;  // the deadline of the whole call
 };
 

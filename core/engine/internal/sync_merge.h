@@ -20,11 +20,16 @@ namespace shardkit::internal {
 // What a gathered send costs per run beyond the tensor's own memory: its HostRun and the
 // backend's iovec.
 inline constexpr int64_t kGatheredRunBytes = 32;
+// Runs shorter than this on average are packed instead: the bookkeeping stays under half the
+// piece's bytes, and a staged round's memory within its bucket.
+inline constexpr int64_t kShortestGatheredRun = 2 * kGatheredRunBytes;
 
 // Whether piece `p` (a send) is handed to the backend as runs rather than packed: the backend
-// GathersSends() (host memory only), and the piece is strided and not coalesced with others.
+// GathersSends() (host memory only), and the piece is strided, not coalesced with others, and of
+// runs of kShortestGatheredRun bytes or more on average.
 inline bool SentGathered(const SyncPiece& p, bool backend_gathers) {
-  return backend_gathers && p.staged_send && !p.coalesced;
+  return backend_gathers && p.staged_send && !p.coalesced &&
+         p.bytes >= kShortestGatheredRun * p.send_runs;
 }
 
 // The number of contiguous runs of `box` inside `shard` (row-major; whole trailing dimensions

@@ -72,6 +72,16 @@ std::byte* PieceStart(const SideTensors::Resolved& t, const specs::Box& box) {
          internal::BoxStartOffset(t.tensor->shape(), Relative(box, t.offsets), element);
 }
 
+bool BoxInside(const SideTensors::Resolved& t, const specs::Box& box) {
+  const absl::InlinedVector<int64_t, 8> offsets = Relative(box, t.offsets);
+  const Shape& shape = t.tensor->shape();
+  if (offsets.size() != shape.size()) return false;
+  for (size_t d = 0; d < offsets.size(); ++d) {
+    if (offsets[d] < 0 || offsets[d] + box.sizes[d] > shape[d]) return false;
+  }
+  return true;
+}
+
 void PieceRuns(const SideTensors::Resolved& t, const specs::Box& box, std::vector<HostRun>& runs) {
   const int64_t element = static_cast<int64_t>(ElementSize(t.tensor->dtype()));
   const std::byte* base = t.tensor->data();

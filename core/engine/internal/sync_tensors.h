@@ -61,6 +61,10 @@ class SideTensors {
 // Where a piece contiguous in its tensor starts.
 std::byte* PieceStart(const SideTensors::Resolved& t, const specs::Box& box);
 
+// Whether the piece's box lies inside `t` (a module of other shapes than the plan's would make a
+// piece reach outside its tensor).
+bool BoxInside(const SideTensors::Resolved& t, const specs::Box& box);
+
 // Appends the runs of the piece's box of `t` (host memory) to `runs`, in order: what a backend
 // that GathersSends() writes instead of a packed copy.
 void PieceRuns(const SideTensors::Resolved& t, const specs::Box& box, std::vector<HostRun>& runs);

@@ -175,22 +175,40 @@ void VerifyCannotDigest(int rank, Communicator& comm, std::string_view) {
   EXPECT_THAT(all, Each(all.empty() ? "" : all[0]));
 }
 
+// A module of other shapes at the call on rank 3 (its shard [8, 2] where the plan has [8, 3]): it
+// is found before any byte moves, rank 3 says what, and every other rank fails the first round's
+// size agreement instead of waiting for rank 3's bytes.
+void OtherShapesAtTheCall(int rank, Communicator& comm, std::string_view) {
+  Sides s = SmallSides(rank);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(SyncPlan plan, PlanSync(s.src(), s.dst(), kGroups, comm));
+  if (rank == 3) s.destination = ModuleOf({{"w", Chunked({8, 4}, 1, 1, 0)}});
+  const absl::Status status = Sync(plan, s.src(), s.dst(), comm);
+  if (rank == 3) {
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kFailedPrecondition,
+                                 HasSubstr(R"(parameter "w": shard 1 of shape [8, 2] does not )"
+                                           R"(hold the planned piece)")));
+  } else {
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rank 3")));
+  }
+}
+
 TEST(SyncErrors, FingerprintAndVerify) {
   SHARDKIT_ASSERT_OK_AND_ASSIGN(RankGroup * group, RankGroup::Shared(4, testing::TestBackend()));
   SHARDKIT_EXPECT_OK(group->Run(&CheckValuesDiffer));
   SHARDKIT_EXPECT_OK(group->Run(&VerifyMismatch));
   SHARDKIT_EXPECT_OK(group->Run(&VerifyCannotDigest));
+  SHARDKIT_EXPECT_OK(group->Run(&OtherShapesAtTheCall));
 }
 
 constexpr absl::Duration kDeadline = absl::Seconds(2);
 
 // "small" [64, 64] comes first (round 1, rows to rows: coalesced); "w" [1024, 4096] (16 MiB,
 // columns to rows: received strided, so staged) follows in rounds of a third of 1 MiB, which
-// staging keeps apart (merged rounds would be one). Rank 1 (`fault`) acts once its payload
-// counters show 1 MiB sent, in a round that moves without an agreement (on host memory) where
-// ranks 0 and 1 share no piece. Every other rank's error starts with `first_line`, naming rank 1,
-// wherever it was waiting (on rank 1 itself, or on a rank that waited on it: rank 0 at the last
-// round's agreement) when its deadline passed or its peer left.
+// staging keeps apart (merged rounds would be one). Rank 1 (`fault`) acts before its third round,
+// which moves without an agreement (on host memory) and in which ranks 0 and 1 share no piece.
+// Every other rank's error starts with `first_line`, naming rank 1, wherever it was waiting (on
+// rank 1 itself, or on a rank that waited on it: rank 0 at the last round's agreement) when its
+// deadline passed or its peer left.
 void FaultCase(const std::function<void()>& fault, const std::string& first_line) {
   testing::RankOptions options;
   options.deadline = absl::Seconds(30);
@@ -209,19 +227,16 @@ void FaultCase(const std::function<void()>& fault, const std::string& first_line
         SHARDKIT_ASSERT_OK_AND_ASSIGN(
             SyncPlan plan, PlanSync(s.src(), s.dst(), kGroups, comm, {.memory_bytes = 1 << 20}));
         SHARDKIT_ASSERT_OK(Sync(plan, s.src(), s.dst(), comm));  // a healthy first call
-        std::unique_ptr<testing::WriteTrigger> trigger;
+        SyncCallOptions options{.call = {.timeout = kDeadline}};
         if (rank == 1) {
-          // Sync's payload moves without write(2) (Gloo: sendmsg on the control mesh; UCX: its
-          // peers read shared memory), so the trigger counts the communicator's payload bytes,
-          // which grow once a round is done: the fault lands in a later round, mid-transfer.
-          std::function<int64_t()> sent = [&comm] { return comm.total_counters().bytes_sent; };
-          const int64_t mark = 1 << 20;
-          trigger = std::make_unique<testing::WriteTrigger>(mark, fault, sent);
+          // Before the third round: rounds 1-2 moved (and "small" with them), the rest not.
+          options.before_round_for_test = [&fault](int round) {
+            if (round == 2) fault();
+          };
         }
         SyncReport report;
         const absl::Time start = absl::Now();
-        const absl::Status status =
-            Sync(plan, s.src(), s.dst(), comm, {.call = {.timeout = kDeadline}}, &report);
+        const absl::Status status = Sync(plan, s.src(), s.dst(), comm, options, &report);
         const absl::Duration elapsed = absl::Now() - start;
         std::fprintf(stderr, "rank %d: error after %.3f s: %s\n", rank,
                      absl::ToDoubleSeconds(elapsed), status.ToString().c_str());

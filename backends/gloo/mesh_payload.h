@@ -1,9 +1,10 @@
-// MeshPayload: AllToAllSegments' payload on the Gloo backend, moved over the control mesh's
-// connections instead of Gloo's pairs. Gloo sends one contiguous buffer per message, after a
-// ready-to-receive handshake; weight sync's strided pieces (a column block of a row chunk) would
-// have to be packed first, a third copy per byte on hosts whose cores are busy with the kernel's
-// two. The mesh writes each peer's segments as one message with sendmsg, gathering a strided
-// piece's runs in the kernel's own copy (docs/performance.md, "Weight sync", has the numbers).
+// MeshPayload: AllToAllSegments' payload on the Gloo backend, moved over a mesh of its own (a
+// second ControlMesh: the payload mesh) instead of Gloo's pairs. Gloo sends one contiguous buffer
+// per message, after a ready-to-receive handshake; weight sync's strided pieces (a column block of
+// a row chunk) would have to be packed first, a third copy per byte on hosts whose cores are busy
+// with the kernel's two. The mesh writes each peer's segments as one message with sendmsg,
+// gathering a strided piece's runs in the kernel's own copy (docs/performance.md, "Weight sync",
+// has the numbers).
 //
 // A message per peer: a 16-byte header (the call's sequence number and the bytes that follow,
 // checked on arrival) and then the segments in order; receives are scattered into their buffers.

@@ -49,7 +49,7 @@ struct SyncBenchResult {
   double plan_s = 0;           // PlanSync
   double first_call_s = 0;     // the warm-up call (destination pages touched, staging allocated)
   double raw_median_s = 0;     // the baseline
-  // The baseline's buffers through the backend's AllToAllSegments path (Gloo: the control mesh,
+  // The baseline's buffers through the backend's AllToAllSegments path (Gloo: the payload mesh,
   // which Sync's payload takes), without an agreement.
   double raw_segments_median_s = 0;
   double pack_median_s = 0;    // of median_s: packing strided sends and local copies

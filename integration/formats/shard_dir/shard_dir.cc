@@ -15,7 +15,6 @@
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/json/json_reader.h"
-#include "core/os/dir_lock.h"
 #include "core/os/files.h"
 #include "integration/formats/dcp/dcp_files.h"
 #include "specs/spec_json.h"
@@ -51,53 +50,6 @@ absl::StatusOr<T> At(std::string_view path, absl::StatusOr<T> value) {
 
 bool AllDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return isdigit(c); });
-}
-
-// The rank of "rank-NNNNN.safetensors" (at least 5 digits), or -1.
-int64_t RankOfFileName(std::string_view name) {
-  if (name.size() < kRankPrefix.size() + 5 + kRankSuffix.size() ||
-      name.substr(0, kRankPrefix.size()) != kRankPrefix ||
-      name.substr(name.size() - kRankSuffix.size()) != kRankSuffix) {
-    return -1;
-  }
-  std::string_view digits =
-      name.substr(kRankPrefix.size(), name.size() - kRankPrefix.size() - kRankSuffix.size());
-  int64_t rank = -1;
-  if (!AllDigits(digits) ||
-      !absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()), &rank)) {
-    return -1;
-  }
-  return rank;
-}
-
-// index.json or a rank file: what a temporary name of shard output may stand for.
-bool IsOutputFileName(std::string_view name) {
-  return name == kIndexFileName || RankOfFileName(name) >= 0;
-}
-
-// A file of an output of `format` (under its own name).
-bool IsFileOf(OutputFormat format, std::string_view name) {
-  return format == OutputFormat::kDcp ? dcp::IsDcpFileName(name) : IsOutputFileName(name);
-}
-
-bool IsOutputName(OutputFormat format, std::string_view name) {
-  if (name == os::kLockFileName) return true;
-  const std::optional<os::TemporaryName> temp = os::ParseTemporaryName(name);
-  return IsFileOf(format, temp ? temp->base : name);
-}
-
-// What an earlier output of `format` left that a run of `world_size` ranks will not replace.
-bool IsStale(OutputFormat format, std::string_view name, int world_size) {
-  if (format == OutputFormat::kShardkit) {
-    return name == kIndexFileName || RankOfFileName(name) >= world_size;
-  }
-  if (!dcp::IsDcpFileName(name)) return false;
-  const int64_t rank = dcp::DcpFileRank(name);
-  return rank < 0 || rank >= world_size || name != dcp::DistcpFileName(rank);
-}
-
-absl::Status FsError(const std::string& path, const char* what, const std::error_code& ec) {
-  return absl::InvalidArgumentError(absl::StrCat(path, ": ", what, ": ", ec.message()));
 }
 
 OrderedJson ShardToJson(const IndexShard& shard) {
@@ -280,9 +232,43 @@ absl::StatusOr<ShardIndex> ParseIndexJson(const Json& json) {
   return index;
 }
 
+// For a directory holding a DCP save's data files but no metadata, what it is and what is
+// missing; else "".
+std::string UnfinishedDcpSave(const std::string& dir) {
+  std::vector<std::string> data;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (dcp::DcpFileRank(name) >= 0) data.push_back(name);
+  }
+  if (data.empty()) return "";
+  std::sort(data.begin(), data.end());
+  return absl::StrCat(
+      dir, ": a PyTorch DCP checkpoint folder without its metadata (.metadata): it holds ",
+      data.size() == 1 ? data[0] : absl::StrCat(data[0], " and ", data.size() - 1, " more"),
+      " but no .metadata, which torch writes last — an unfinished save (or one still being "
+      "written)");
+}
+
 }  // namespace
 
 std::string RankFileName(int64_t rank) { return absl::StrFormat("rank-%05d.safetensors", rank); }
+
+int64_t RankOfFileName(std::string_view name) {
+  if (name.size() < kRankPrefix.size() + 5 + kRankSuffix.size() ||
+      name.substr(0, kRankPrefix.size()) != kRankPrefix ||
+      name.substr(name.size() - kRankSuffix.size()) != kRankSuffix) {
+    return -1;
+  }
+  std::string_view digits =
+      name.substr(kRankPrefix.size(), name.size() - kRankPrefix.size() - kRankSuffix.size());
+  int64_t rank = -1;
+  if (!AllDigits(digits) ||
+      !absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()), &rank)) {
+    return -1;
+  }
+  return rank;
+}
 
 std::vector<std::string> ShardTensorNames(std::string_view name,
                                           const std::vector<specs::ShardMetadata>& shards) {
@@ -305,25 +291,6 @@ absl::Status CheckNoShardSuffix(std::string_view name) {
                    ": names must not contain '#' (shard files name shards NAME#K)"));
 }
 
-absl::StatusOr<os::CreatedDirectories> PrepareOutputDir(const std::string& dir, bool create,
-                                                        OutputFormat format) {
-  std::error_code ec;
-  if (!create && !fs::exists(dir, ec) && !ec) return os::CreatedDirectories();
-  SHARDKIT_ASSIGN_OR_RETURN(os::CreatedDirectories created, os::CreatedDirectories::Make(dir));
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!IsOutputName(format, name)) {
-      const char* kind = format == OutputFormat::kDcp ? "PyTorch DCP" : "shardkit";
-      return absl::InvalidArgumentError(
-          absl::StrCat(dir, ": holds \"", name, "\", which is not ", kind,
-                       " output (use a new or empty directory, or one holding only an earlier ",
-                       kind, " output)"));
-    }
-  }
-  if (ec) return FsError(dir, "cannot list the output directory", ec);
-  return created;
-}
-
 absl::Status CheckOutsideInput(const std::string& in_dir, const std::string& out_dir) {
   auto normal = [](const std::string& path) {
     std::error_code ec;
@@ -336,27 +303,6 @@ absl::Status CheckOutsideInput(const std::string& in_dir, const std::string& out
   return absl::InvalidArgumentError(absl::StrCat(
       "the output directory ", out_dir, in == out ? " is " : " is inside ",
       "the shard directory it would be read from (", in_dir, "): pick a directory outside it"));
-}
-
-absl::Status RemoveEarlierOutput(const std::string& dir, int world_size, OutputFormat format) {
-  SHARDKIT_ASSIGN_OR_RETURN(const std::vector<std::string> temporaries,
-                            os::RemoveDeadTemporaries(dir, [format](std::string_view base) {
-                              return IsFileOf(format, base);
-                            }));
-  std::error_code ec;
-  std::vector<fs::path> stale;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (IsStale(format, name, world_size)) stale.push_back(it->path());
-  }
-  if (ec) return FsError(dir, "cannot list the output directory", ec);
-  // index.json sorts before rank files, .metadata and __R.metadata before __R_K.distcp: gone first
-  std::sort(stale.begin(), stale.end());
-  for (const fs::path& path : stale) {
-    if (!fs::remove(path, ec) && ec) return FsError(path.string(), "cannot remove", ec);
-  }
-  if (stale.empty() && temporaries.empty()) return absl::OkStatus();
-  return os::SyncDirectory(dir);
 }
 
 IndexParameter MakeIndexParameter(std::string name, DType dtype, Shape shape,
@@ -445,6 +391,7 @@ absl::StatusOr<ShardIndex> ReadIndex(const std::string& dir) {
   const std::string path = (fs::path(dir) / kIndexFileName).string();
   absl::StatusOr<std::string> text = os::ReadWholeFile(path);
   if (absl::IsNotFound(text.status())) {
+    if (std::string dcp = UnfinishedDcpSave(dir); !dcp.empty()) return absl::NotFoundError(dcp);
     return absl::NotFoundError(absl::StrCat(
         path, ": no such file (not a shard directory, or the run that wrote it failed)"));
   }

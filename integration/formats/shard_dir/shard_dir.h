@@ -11,7 +11,6 @@
 // file's __metadata__ is index.json's "metadata" with DCP_SHARDING_INFO, the offsets of the
 // file's tensors, set for torch's HuggingFaceStorageReader (rank_files.h: RankFileMetadata).
 //
-//   SHARDKIT_ASSIGN_OR_RETURN(auto created, PrepareOutputDir("out"));  // before writing
 //   IndexParameter entry = MakeIndexParameter("w", DType::kFloat32, {10, 8}, layout);
 //   SHARDKIT_RETURN_IF_ERROR(WriteIndex("out", index));          // the source, last
 //   SHARDKIT_ASSIGN_OR_RETURN(ShardIndex read, ReadIndex("out"));  // validated
@@ -51,33 +50,12 @@ std::vector<std::string> ShardTensorNames(std::string_view name,
 
 // What an output directory holds: a shardkit shard directory (index.json and rank files), or a
 // PyTorch DCP checkpoint (`.metadata` and `__R_0.distcp` files: integration/formats/dcp/
-// dcp_files.h) — `shard`, `reshard` and `gather` with `--format dcp`.
+// dcp_files.h) — `shard`, `reshard` and SaveShards with `--format dcp`. How either is written and
+// replaced: output_directory.h.
 enum class OutputFormat { kShardkit, kDcp };
 
-// Makes `dir` ready for a new output: creates it (with parents) if missing — unless `create` is
-// false, when a missing `dir` is fine as it is (a rank other than the one that creates it). An
-// existing `dir` must be a directory holding nothing but an earlier shardkit output (index.json,
-// rank-NNNNN.safetensors and their temporary names, a .shardkit.lock left by a killed run or an
-// older shardkit; for kDcp: .metadata, __R.metadata, __R_K.distcp, their temporary names and the
-// lock). Returns the directories it
-// created (to remove again if the run fails: os::CreatedDirectories). Errors: kInvalidArgument
-// naming the path and the OS error, or the first foreign entry.
-[[nodiscard]] absl::StatusOr<os::CreatedDirectories> PrepareOutputDir(
-    const std::string& dir, bool create = true, OutputFormat format = OutputFormat::kShardkit);
-
-// Removes what an earlier output left that this run will not overwrite: index.json, rank files of
-// ranks >= world_size (kDcp: .metadata, every __R.metadata, __R_K.distcp unless K = 0 and
-// R < world_size), and the temporary files of index.json and rank files whose process is gone
-// (os::RemoveDeadTemporaries: a running process's are left alone) — never .shardkit.lock. Then
-// syncs `dir`, so that the removals (index.json's above all) are durable before any new rank file
-// appears. Call on one rank, holding the directory's lock, after PrepareOutputDir succeeded
-// everywhere and before any rank writes: the only writers of temporary files there are then
-// ranks of runs whose source released the lock (failing runs), so a pid that is gone here is
-// removed even on a shared file system, where it may be another host's (that rank's rename then
-// fails); a pid that runs here is left alone, whichever host wrote it.
-// Errors: kInvalidArgument naming the path and OS error; kUnavailable if `dir` cannot be synced.
-[[nodiscard]] absl::Status RemoveEarlierOutput(const std::string& dir, int world_size,
-                                               OutputFormat format = OutputFormat::kShardkit);
+// The rank R of a rank file's name "rank-RRRRR.safetensors" (at least 5 digits), else -1.
+int64_t RankOfFileName(std::string_view name);
 
 // A new output directory must not be the shard directory a run reads, nor inside it (paths
 // compared once made absolute and normal, symlinks resolved where they exist).

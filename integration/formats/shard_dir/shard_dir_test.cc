@@ -1,11 +1,5 @@
 #include "integration/formats/shard_dir/shard_dir.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "specs/spec_json.h"
@@ -15,13 +9,9 @@
 namespace shardkit::checkpoint {
 namespace {
 
-namespace fs = std::filesystem;
-using ::shardkit::testing::IsOk;
 using ::shardkit::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-void Touch(const std::string& path) { std::ofstream(path) << "x"; }
 
 specs::ParameterLayout Layout(std::string_view spec_json, const Shape& shape, int world) {
   std::optional<specs::ShardingSpec> spec;
@@ -83,6 +73,14 @@ TEST(ShardDirTest, WrittenByRoundTripsItsStrings) {
                                 ::testing::HasSubstr("\"reshard\" or \"save\", got \"gather\"")));
 }
 
+TEST(ShardDirTest, RankFileNamesRoundTrip) {
+  EXPECT_EQ(RankOfFileName(RankFileName(3)), 3);
+  EXPECT_EQ(RankOfFileName("rank-123456.safetensors"), 123456);
+  EXPECT_EQ(RankOfFileName("rank-0003.safetensors"), -1);  // fewer than 5 digits
+  EXPECT_EQ(RankOfFileName("rank-0000x.safetensors"), -1);
+  EXPECT_EQ(RankOfFileName("rank-00003.safetensors.tmp.12"), -1);
+}
+
 TEST(ShardDirTest, InconsistentIndexesNameThePath) {
   const std::string text = IndexToJson(ExampleIndex());
   auto replaced = [&](std::string_view from, std::string_view to) {
@@ -108,62 +106,6 @@ TEST(ShardDirTest, InconsistentIndexesNameThePath) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("extra")));
   EXPECT_THAT(ParseIndex("{", "i.json"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("i.json: invalid JSON")));
-}
-
-// The pid of a process that has ended (and been reaped).
-pid_t GonePid() {
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  ::waitpid(child, nullptr, 0);
-  return child;
-}
-
-TEST(ShardDirTest, OutputDirectoryRules) {
-  const std::string fresh = testing::TestPath("fresh/a/b");
-  EXPECT_THAT(PrepareOutputDir(fresh, /*create=*/false), IsOk());  // missing is fine: not made
-  EXPECT_FALSE(fs::exists(testing::TestPath("fresh")));
-  absl::StatusOr<os::CreatedDirectories> created = PrepareOutputDir(fresh);
-  ASSERT_THAT(created, IsOk());
-  EXPECT_TRUE(created->created());
-  EXPECT_TRUE(fs::is_directory(fresh));
-  const std::string gone = std::to_string(GonePid()), live = std::to_string(::getpid());
-  Touch(fresh + "/index.json");
-  Touch(fresh + "/rank-00000.safetensors");
-  Touch(fresh + "/rank-00004.safetensors");
-  Touch(fresh + "/rank-00001.safetensors.tmp." + gone);
-  Touch(fresh + "/index.json.tmp." + gone);
-  Touch(fresh + "/rank-00001.safetensors.tmp." + live);  // a running process's: left alone
-  Touch(fresh + "/.shardkit.lock");  // an earlier run's lock file is shardkit output
-  EXPECT_THAT(PrepareOutputDir(fresh, /*create=*/false), IsOk());
-  created = PrepareOutputDir(fresh);
-  ASSERT_THAT(created, IsOk());
-  EXPECT_FALSE(created->created());
-  ASSERT_THAT(RemoveEarlierOutput(fresh, 2), IsOk());
-  EXPECT_FALSE(fs::exists(fresh + "/index.json"));
-  EXPECT_FALSE(fs::exists(fresh + "/rank-00004.safetensors"));
-  EXPECT_FALSE(fs::exists(fresh + "/rank-00001.safetensors.tmp." + gone));
-  EXPECT_FALSE(fs::exists(fresh + "/index.json.tmp." + gone));
-  EXPECT_TRUE(fs::exists(fresh + "/rank-00001.safetensors.tmp." + live));
-  fs::remove(fresh + "/rank-00001.safetensors.tmp." + live);
-  EXPECT_TRUE(fs::exists(fresh + "/rank-00000.safetensors"));
-  EXPECT_TRUE(fs::exists(fresh + "/.shardkit.lock"));  // left alone: the source holds it
-  Touch(fresh + "/rank-00001.safetensors");
-  ASSERT_THAT(RemoveEarlierOutput(fresh, 1), IsOk());
-  EXPECT_FALSE(fs::exists(fresh + "/rank-00001.safetensors"));
-  EXPECT_TRUE(fs::exists(fresh + "/.shardkit.lock"));
-
-  Touch(fresh + "/.shardkit.lock.old");  // only the exact name counts
-  EXPECT_THAT(PrepareOutputDir(fresh),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\".shardkit.lock.old\"")));
-  fs::remove(fresh + "/.shardkit.lock.old");
-  Touch(fresh + "/notes.txt");
-  EXPECT_THAT(PrepareOutputDir(fresh), StatusIs(absl::StatusCode::kInvalidArgument,
-                                                HasSubstr("\"notes.txt\", which is not shardkit")));
-  Touch(testing::TestPath("regular"));
-  EXPECT_THAT(PrepareOutputDir(testing::TestPath("regular/out")),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Not a directory")));
-  EXPECT_THAT(PrepareOutputDir(testing::TestPath("regular")),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a directory")));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "core/engine/shard_parameter.h"
 #include "core/tensor/dtype.h"
 #include "integration/checkpoint/save_shards.h"
+#include "integration/checkpoint/source/dcp_source.h"
 #include "integration/checkpoint/source/saved_directory.h"
 #include "integration/checkpoint/stream/stream_buffer.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
@@ -39,6 +40,7 @@ struct Load {
   std::map<std::string, size_t> source_index;  // parameter name -> source tensor
   std::vector<AgreedParameter> agreed;         // module order
   std::vector<Loaded> loaded;                  // as agreed
+  std::map<std::string, std::string> items;    // a DCP checkpoint's non-tensor items (options.items)
 
   absl::Status Agree(const absl::Status& local, std::string_view step) {
     return AgreeOnStatus(comm, local, absl::StrCat(context, ": ", std::string(step)), call);
@@ -86,6 +88,10 @@ absl::Status OpenAndMatch(Load& load) {
   SHARDKIT_ASSIGN_OR_RETURN(
       load.saved,
       OpenSavedDirectory(load.dir, SplitBudget(load.options.memory_bytes, 2).staging, &ignored));
+  if (load.options.items != nullptr && load.saved.dcp_source != nullptr) {
+    SHARDKIT_ASSIGN_OR_RETURN(load.items, load.saved.dcp_source->ReadItems(
+                                              [](const std::string&) { return true; }));
+  }
   return MatchModule(load);
 }
 
@@ -189,6 +195,7 @@ absl::Status LoadShards(const std::string& dir, Module& module, const specs::Pla
   if (!agreed.ok()) return Annotate(agreed.status(), load.context);
   load.agreed = *std::move(agreed);
   SHARDKIT_RETURN_IF_ERROR(load.Agree(LoadAll(load), "reading shards"));
+  if (options.items != nullptr) *options.items = std::move(load.items);
   for (size_t i = 0; i < load.agreed.size(); ++i) {  // committed: replace the slots
     const std::string& name = load.agreed[i].name;
     if (auto* sharded = std::get_if<ShardedTensor>(&load.loaded[i])) {

@@ -13,7 +13,6 @@
 #include "core/base/status_macros.h"
 #include "core/comm/collective_status.h"
 #include "core/engine/shard_parameter.h"
-#include "core/os/dir_lock.h"
 #include "core/os/files.h"
 #include "integration/checkpoint/stream/dcp_rank_output.h"
 #include "integration/checkpoint/stream/rank_file_output.h"
@@ -21,6 +20,7 @@
 #include "integration/checkpoint/stream/stream_shard.h"
 #include "integration/formats/dcp/dcp_files.h"
 #include "integration/formats/dcp/metadata_writer.h"
+#include "integration/formats/shard_dir/output_directory.h"
 #include "integration/formats/shard_dir/rank_files.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 #include "specs/parameter_layout.h"
@@ -38,9 +38,11 @@ struct Save {
   std::string context;  // "SaveShards(DIR)"
   Module meta;          // global shapes and dtypes
   std::vector<AgreedParameter> agreed;
-  std::optional<os::DirectoryLock> lock;        // rank 0
+  std::optional<OutputDirectory> out;           // rank 0 holds its lock
+  std::string place;                            // rank 0's OutputDirectory::place()
   std::map<std::string, std::string> metadata;  // rank 0's, on every rank
   std::vector<StreamTensor> tensors;            // the agreed layouts, module order
+  DcpExtras extras;                             // rank 0, kDcp: options.items
   std::optional<os::AtomicFile> file;           // this rank's, until committed
   StreamOutput output;
 
@@ -48,6 +50,8 @@ struct Save {
     return AgreeOnStatus(comm, local, absl::StrCat(context, ": ", std::string(step)), call);
   }
 };
+
+bool Dcp(const Save& save) { return save.options.format == OutputFormat::kDcp; }
 
 absl::Status CheckData(const Tensor& tensor, const std::string& what) {
   if (tensor.is_meta()) return absl::InvalidArgumentError(absl::StrCat(what, " has no data"));
@@ -58,8 +62,26 @@ absl::Status CheckData(const Tensor& tensor, const std::string& what) {
   return absl::OkStatus();
 }
 
+// Step 1 (local): non-tensor items only where the format holds them, under names of their own.
+absl::Status CheckItems(const Save& save) {
+  if (save.options.items.empty()) return absl::OkStatus();
+  if (!Dcp(save)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SaveShardsOptions::items: a shard directory has no place for non-tensor items (\"",
+        save.options.items.begin()->first, "\", ...): save with format kDcp"));
+  }
+  for (const auto& [key, bytes] : save.options.items) {
+    if (save.module.Contains(key)) {
+      return absl::InvalidArgumentError(absl::StrCat("SaveShardsOptions::items: ", QuoteName(key),
+                                                     " is also a parameter of the module"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Step 1 (local): every slot has its data in host memory and a name the format allows.
 absl::Status CheckSlots(Save& save) {
+  SHARDKIT_RETURN_IF_ERROR(CheckItems(save));
   SHARDKIT_ASSIGN_OR_RETURN(save.meta, GlobalMetaModule(save.module, save.options.memory_bytes));
   for (const std::string& name : save.module.names()) {
     SHARDKIT_RETURN_IF_ERROR(CheckNoShardSuffix(name));
@@ -111,17 +133,17 @@ absl::Status CheckLayoutsAndDir(Save& save) {
           parameter.spec_json, " over this communicator's ", save.comm.world_size(), " ranks"));
     }
   }
-  return PrepareOutputDir(save.dir, /*create=*/true, save.options.format).status();
+  SHARDKIT_ASSIGN_OR_RETURN(
+      save.out, OutputDirectory::Prepare(save.dir, save.options.format, save.comm.rank() == 0));
+  return absl::OkStatus();
 }
 
-// Step 2 (rank 0): the lock, held until the call returns; an earlier index.json removed durably.
-absl::Status LockAndClear(Save& save) {
+// Step 2 (rank 0): the lock, held until the call returns; where the files go: DIR, or beside a
+// complete earlier output, which stays until the commit (output_directory.h).
+absl::Status LockAndChoose(Save& save) {
   if (save.comm.rank() != 0) return absl::OkStatus();
-  SHARDKIT_ASSIGN_OR_RETURN(save.lock, os::DirectoryLock::Acquire(save.dir));
-  return RemoveEarlierOutput(save.dir, save.comm.world_size(), save.options.format);
+  return save.out->Begin();
 }
-
-bool Dcp(const Save& save) { return save.options.format == OutputFormat::kDcp; }
 
 // Every rank's format ("d" or "s", the first byte it sent): all the same, or an error naming
 // which ranks were given which (the same bytes, so the same verdict, on every rank).
@@ -136,22 +158,31 @@ absl::Status CheckSameFormat(const std::vector<std::string>& all) {
       ", shardkit on ranks ", absl::StrJoin(shardkit, ", ")));
 }
 
-// Step 2: every rank's format and rank 0's metadata reach every rank, for the rank files'
-// __metadata__ (collective; the same bytes, so the same result, on every rank).
+// Step 2: every rank's format, and rank 0's place (OutputDirectory::place) and metadata, reach
+// every rank, for the rank files' __metadata__ (collective; the same bytes, so the same result,
+// on every rank).
 absl::Status ShareMetadata(Save& save) {
   std::string mine = Dcp(save) ? "d" : "s";
-  if (save.comm.rank() == 0) mine += safetensors::SerializeHeader({}, save.options.metadata);
+  if (save.comm.rank() == 0) {
+    absl::StrAppend(&mine, save.out->place(), "\n",
+                    safetensors::SerializeHeader({}, save.options.metadata));
+  }
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
                             save.comm.AllGather(ConstBuffer(mine), save.call));
   SHARDKIT_RETURN_IF_ERROR(Annotate(CheckSameFormat(all), save.context));
-  SHARDKIT_ASSIGN_OR_RETURN(safetensors::Header header,
-                            safetensors::ParseHeader(all[0].substr(1), 0, "metadata from rank 0"));
+  const size_t newline = all[0].find('\n');
+  save.place = all[0].substr(1, newline - 1);
+  SHARDKIT_ASSIGN_OR_RETURN(
+      safetensors::Header header,
+      safetensors::ParseHeader(all[0].substr(newline + 1), 0, "metadata from rank 0"));
   save.metadata = std::move(header.metadata);
   return absl::OkStatus();
 }
 
 // Step 3 (local): this rank's file created at its final size.
 absl::Status CreateOwnFile(Save& save) {
+  if (save.comm.rank() != 0) SHARDKIT_RETURN_IF_ERROR(save.out->Follow(save.place));
+  if (save.comm.rank() == 0) save.extras.items = save.options.items;
   for (AgreedParameter& parameter : save.agreed) {
     StreamTensor& tensor = save.tensors.emplace_back();
     tensor.name = parameter.name;
@@ -161,11 +192,11 @@ absl::Status CreateOwnFile(Save& save) {
     tensor.shards = parameter.shards;
   }
   if (Dcp(save)) {
-    return CreateDcpRankFile(save.dir, save.comm.rank(), /*src_rank=*/0, save.tensors, save.file,
-                             save.output);
+    return CreateDcpRankFile(save.out->write_dir(), save.comm.rank(), /*src_rank=*/0,
+                             save.tensors, save.extras, save.file, save.output);
   }
-  return CreateRankFile(save.dir, save.comm.rank(), save.tensors, save.metadata, save.file,
-                        save.output);
+  return CreateRankFile(save.out->write_dir(), save.comm.rank(), save.tensors, save.metadata,
+                        save.file, save.output);
 }
 
 // `tensor`'s bytes, row-major, written at file offset `at`: straight from its memory when it is
@@ -220,15 +251,14 @@ absl::Status WriteAndCommit(Save& save) {
   return status;
 }
 
-// Step 4 (rank 0): index.json (--format dcp: .metadata), last.
-absl::Status WriteSavedIndex(const Save& save) {
-  if (save.comm.rank() != 0) return absl::OkStatus();
+// Rank 0's last file in the write directory: index.json, or .metadata (--format dcp).
+absl::Status WriteLastFile(const Save& save) {
+  const std::string& dir = save.out->write_dir();
   if (Dcp(save)) {
     SHARDKIT_ASSIGN_OR_RETURN(const dcp::Metadata metadata,
-                              MakeDcpMetadata(save.tensors, save.comm.world_size(), 0));
-    return os::WriteFileAtomically(
-        (std::filesystem::path(save.dir) / dcp::kMetadataFileName).string(),
-        dcp::SerializeMetadata(metadata));
+                              MakeDcpMetadata(save.tensors, save.comm.world_size(), 0, save.extras));
+    return os::WriteFileAtomically((std::filesystem::path(dir) / dcp::kMetadataFileName).string(),
+                                   dcp::SerializeMetadata(metadata));
   }
   ShardIndex index{save.comm.world_size(), 0, WrittenBy::kSave, save.metadata, {}};
   for (const AgreedParameter& parameter : save.agreed) {
@@ -240,7 +270,27 @@ absl::Status WriteSavedIndex(const Save& save) {
   }
   std::sort(index.parameters.begin(), index.parameters.end(),
             [](const IndexParameter& a, const IndexParameter& b) { return a.name < b.name; });
-  return WriteIndex(save.dir, index);
+  return WriteIndex(dir, index);
+}
+
+// Step 4 (rank 0): index.json (--format dcp: .metadata), last, then the commit
+// (OutputDirectory::Commit).
+absl::Status WriteSavedIndex(Save& save) {
+  if (save.comm.rank() != 0) return absl::OkStatus();
+  SHARDKIT_RETURN_IF_ERROR(WriteLastFile(save));
+  return save.out->Commit();
+}
+
+// The steps of save_shards.h, in order.
+absl::Status RunSteps(Save& save) {
+  SHARDKIT_RETURN_IF_ERROR(save.Agree(CheckSlots(save), "checking the module"));
+  SHARDKIT_RETURN_IF_ERROR(AgreeOnModule(save));
+  SHARDKIT_RETURN_IF_ERROR(save.Agree(CheckLayoutsAndDir(save), "preparing the directory"));
+  SHARDKIT_RETURN_IF_ERROR(save.Agree(LockAndChoose(save), "locking the directory"));
+  SHARDKIT_RETURN_IF_ERROR(ShareMetadata(save));
+  SHARDKIT_RETURN_IF_ERROR(save.Agree(CreateOwnFile(save), "creating shard files"));
+  SHARDKIT_RETURN_IF_ERROR(save.Agree(WriteAndCommit(save), "writing shard files"));
+  return save.Agree(WriteSavedIndex(save), Dcp(save) ? "writing .metadata" : "writing index.json");
 }
 
 }  // namespace
@@ -275,14 +325,12 @@ absl::Status SaveShards(const std::string& dir, const Module& module, Communicat
   save.call = options.call;
   save.call.deadline = comm.Deadline(options.call);
   save.context = absl::StrCat("SaveShards(", dir, ")");
-  SHARDKIT_RETURN_IF_ERROR(save.Agree(CheckSlots(save), "checking the module"));
-  SHARDKIT_RETURN_IF_ERROR(AgreeOnModule(save));
-  SHARDKIT_RETURN_IF_ERROR(save.Agree(CheckLayoutsAndDir(save), "preparing the directory"));
-  SHARDKIT_RETURN_IF_ERROR(save.Agree(LockAndClear(save), "clearing the directory"));
-  SHARDKIT_RETURN_IF_ERROR(ShareMetadata(save));
-  SHARDKIT_RETURN_IF_ERROR(save.Agree(CreateOwnFile(save), "creating shard files"));
-  SHARDKIT_RETURN_IF_ERROR(save.Agree(WriteAndCommit(save), "writing shard files"));
-  return save.Agree(WriteSavedIndex(save), Dcp(save) ? "writing .metadata" : "writing index.json");
+  absl::Status status = RunSteps(save);
+  if (!status.ok()) {
+    save.file.reset();
+    if (save.out) save.out->Abandon();
+  }
+  return status;
 }
 
 }  // namespace shardkit::checkpoint

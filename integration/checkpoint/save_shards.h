@@ -82,10 +82,16 @@ struct SaveShardsOptions {
   // rank 0 writes .metadata last, in place of index.json; `metadata` has no place in it and is
   // not written). Every rank must be given the same format.
   OutputFormat format = OutputFormat::kShardkit;
+  // kDcp only: non-tensor items written beside the tensors, by key — each the bytes of a
+  // torch.save archive of a Python object (an optimizer's param_groups entry, a step counter), as
+  // LoadShardsOptions::items gives them back; rank 0's are written, once. dcp.load of the state
+  // dict they came from finds them under their keys. Keys must not be parameter names.
+  std::map<std::string, std::string> items;
   CallOptions call;  // deadline of the whole call
 };
 
-// Collective. Errors (the same on every rank): kInvalidArgument for a slot without data (meta) or
+// Collective. Errors (the same on every rank): kInvalidArgument for items with the default format
+// or with a parameter's name, a slot without data (meta) or
 // not in host memory, a '#' in a name, a ShardedTensor whose shards are not its spec's layout
 // over `comm`, ranks disagreeing on names, shapes, dtypes or specs, memory_bytes <= 0, or a DIR
 // that cannot be created, holds foreign files or is locked by another writer; kUnavailable for
@@ -107,6 +113,10 @@ struct LoadShardsOptions {
   int64_t memory_bytes = kDefaultMemoryBytes;
   CallOptions call;                  // deadline of the whole call
   LoadShardsStats* stats = nullptr;  // filled in for this rank on success, when set
+  // When set, filled on success with DIR's non-tensor items (a DCP checkpoint's: an optimizer's
+  // param_groups, a step counter), by key, their bytes as saved: a torch.save archive each, which
+  // shardkit never unpickles; empty for a shard directory. Pass them to SaveShardsOptions::items.
+  std::map<std::string, std::string>* items = nullptr;
 };
 
 // Collective. DIR is a shard directory or a DCP checkpoint (its non-tensor items are not a

@@ -114,7 +114,10 @@ void SaveCase(int rank, Communicator& comm, std::string_view arg) {
     if (entry.path().filename() != ".shardkit.lock") names.push_back(entry.path().filename());
   }
   std::sort(names.begin(), names.end());
-  EXPECT_THAT(names, ElementsAre(".metadata", "__0_0.distcp", "__1_0.distcp", "__2_0.distcp"));
+  // .shardkit-output marks the checkpoint as shardkit's own (OutputDirectory): a later save may
+  // replace it, where one that torch wrote is refused.
+  EXPECT_THAT(names, ElementsAre(".metadata", ".shardkit-output", "__0_0.distcp", "__1_0.distcp",
+                                 "__2_0.distcp"));
   SHARDKIT_ASSERT_OK_AND_ASSIGN(const dcp::Metadata metadata, dcp::ReadMetadata(dir));
   ASSERT_EQ(metadata.tensors.size(), std::size(kParams));
   for (const dcp::TensorEntry& tensor : metadata.tensors) {

@@ -13,7 +13,6 @@
 #include "core/comm/collective_status.h"
 #include "core/engine/module.h"
 #include "core/engine/shard_parameter.h"
-#include "core/os/dir_lock.h"
 #include "core/os/files.h"
 #include "core/os/proc_status.h"
 #include "integration/checkpoint/header_exchange.h"
@@ -22,6 +21,7 @@
 #include "integration/checkpoint/progress.h"
 #include "integration/checkpoint/source/checkpoint_identity.h"
 #include "integration/checkpoint/source/checkpoint_source.h"
+#include "integration/checkpoint/source/dcp_source.h"
 #include "integration/checkpoint/source/saved_directory.h"
 #include "integration/checkpoint/stream/dcp_rank_output.h"
 #include "integration/checkpoint/stream/rank_file_output.h"
@@ -31,6 +31,7 @@
 #include "integration/formats/dcp/metadata.h"
 #include "integration/formats/dcp/metadata_writer.h"
 #include "integration/formats/safetensors/safetensors.h"
+#include "integration/formats/shard_dir/output_directory.h"
 #include "integration/formats/shard_dir/rank_files.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 
@@ -46,13 +47,12 @@ struct Run {
   specs::Plan plan;         // flags applied
   std::unique_ptr<TensorSource> source;  // the source rank (every rank under direct)
   bool input_dcp = false;        // reshard: the input is a DCP checkpoint, not a shard directory
+  const DcpSource* dcp_input = nullptr;  // reshard: the input, when it has DCP metadata
+  DcpExtras extras;  // --format dcp, the source: what the input carries besides tensors
   int64_t input_files = 0;       // reshard: its rank files (its world size) or DCP's data files
   std::string input_files_kind;  // reshard: what those are (SavedDirectory::files_kind)
   absl::Status open_status;      // reshard, not the source: opening it (reported in AgreeOnFiles)
-  std::optional<os::DirectoryLock> lock;  // the source: held for the whole run
-  os::CreatedDirectories out_dirs;   // the output directory and parents, if this rank made them
-  bool had_index = false;            // the source: DIR held an index.json before this run
-  os::ScopedInterruptReport report;  // the source: what an interrupt leaves in DIR
+  std::optional<OutputDirectory> out;  // where this run writes; the source holds its lock
   safetensors::Header header;        // the source's, on every rank
   std::vector<specs::ResolvedParameter> resolved;  // header order
   Module module;                                   // meta tensors, header order
@@ -93,15 +93,31 @@ absl::Status LoadPlan(Run& run) {
   return absl::OkStatus();
 }
 
+bool Dcp(const Run& run) { return run.options.write.format == OutputFormat::kDcp; }
+
 absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
   if (run.reshard()) {
+    const TensorSelection& select = run.options.write.select;
+    SHARDKIT_RETURN_IF_ERROR(ValidateSelection(select));
     SHARDKIT_ASSIGN_OR_RETURN(
         SavedDirectory saved,
-        OpenSavedDirectory(run.options.checkpoint_path, run.budget().staging, warnings));
+        OpenSavedDirectory(run.options.checkpoint_path, run.budget().staging, warnings,
+                           /*items_carried=*/true));
+    std::vector<std::string> items;
+    if (saved.dcp_source != nullptr) {
+      items = saved.dcp_source->skipped();
+      // Into a DCP output the picked items go along; elsewhere they are dropped, with a word.
+      std::string dropped = Dcp(run) ? "" : saved.dcp_source->SkippedWarning([&](const std::string& key) {
+        return select.Picks(key);
+      });
+      if (!dropped.empty()) warnings->push_back(std::move(dropped));
+    }
     run.input_dcp = saved.dcp;
+    run.dcp_input = saved.dcp_source;
     run.input_files = saved.files;
     run.input_files_kind = saved.files_kind;
-    run.source = std::move(saved.source);
+    SHARDKIT_ASSIGN_OR_RETURN(run.source,
+                              SelectTensors(std::move(saved.source), select, items, warnings));
     return absl::OkStatus();
   }
   SHARDKIT_ASSIGN_OR_RETURN(CheckpointPath where,
@@ -111,35 +127,15 @@ absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
   return absl::OkStatus();
 }
 
-bool Dcp(const Run& run) { return run.options.write.format == OutputFormat::kDcp; }
-
 // The file the source writes last: index.json, or a DCP checkpoint's .metadata.
 const char* LastFileName(const Run& run) {
   return Dcp(run) ? dcp::kMetadataFileName : kIndexFileName;
 }
 
+// Where the source writes the last file: in DIR, or in the new directory beside it
+// (output_directory.h).
 std::string IndexPath(const Run& run) {
-  return (std::filesystem::path(run.options.write.out_dir) / LastFileName(run)).string();
-}
-
-// The source: the line an interrupt prints, exact at every instant thanks to the probe
-// (index.json): before the clearing step (`cleared` false) an index.json there is the earlier
-// output's; once DIR is cleared, it can only be the new one.
-void ReportOnInterrupt(Run& run, bool cleared) {
-  const std::string& dir = run.options.write.out_dir;
-  run.report.Set({
-      .program = run.reshard() ? "shardkit reshard" : "shardkit shard",
-      .scope = run.comm.world_size() > 1 ? "here (every rank removes its own)" : "",
-      .state = run.had_index ? absl::StrCat(dir, " holds no ", LastFileName(run),
-                                            ": the earlier output was cleared")
-                             : absl::StrCat(dir, " holds no ", LastFileName(run),
-                                            " (nor did it before this run)"),
-      .state_if_removed = absl::StrCat(dir, ", which this run had created, is removed"),
-      .probe = IndexPath(run),
-      .state_if_probe_present =
-          cleared ? absl::StrCat(dir, " holds the complete new output")
-                  : absl::StrCat(dir, " still holds the earlier output, untouched"),
-  });
+  return (std::filesystem::path(run.out->write_dir()) / LastFileName(run)).string();
 }
 
 // Step 1 (local): plan, output directory; the source opens the checkpoint.
@@ -151,13 +147,12 @@ absl::Status LoadInputs(Run& run) {
   // Only the source creates a missing DIR, so that on a shared file system the rank that holds
   // the lock knows whether this run created DIR (CleanUpAfterFailure). The others check an existing
   // one, and create theirs in step 4 should it still be missing (another host's disk).
-  SHARDKIT_ASSIGN_OR_RETURN(run.out_dirs,
-                            PrepareOutputDir(run.options.write.out_dir, /*create=*/run.is_source(),
-                                             run.options.write.format));
+  SHARDKIT_ASSIGN_OR_RETURN(run.out, OutputDirectory::Prepare(run.options.write.out_dir,
+                                                              run.options.write.format,
+                                                              /*owner=*/run.is_source()));
   if (run.is_source()) {
-    std::error_code ec;
-    run.had_index = std::filesystem::exists(IndexPath(run), ec);
-    ReportOnInterrupt(run, /*cleared=*/false);
+    run.out->ReportInterrupts(run.reshard() ? "shardkit reshard" : "shardkit shard",
+                              run.comm.world_size() > 1 ? "here (every rank removes its own)" : "");
     return OpenCheckpoint(run, &run.warnings);
   }
   if (run.reshard()) {
@@ -239,35 +234,43 @@ absl::Status AgreeOnFiles(Run& run, const CallOptions& call) {
 }
 
 // Step 4 (the source, once every rank agrees who that is): takes the directory's lock, held until
-// the run ends (one writer at a time), then removes an earlier output's index.json, durably,
-// before any rank writes a file.
-absl::Status LockAndClear(Run& run) {
+// the run ends (one writer at a time), and chooses where this run writes: into DIR, cleared of an
+// interrupted run's files, or beside a complete earlier output, which stays until the commit
+// (output_directory.h).
+absl::Status LockAndChoose(Run& run) {
   if (!run.is_source()) return absl::OkStatus();
-  SHARDKIT_ASSIGN_OR_RETURN(run.lock, os::DirectoryLock::Acquire(run.options.write.out_dir));
-  run.out_dirs.AddOwnFile(run.lock->path());  // removed with DIR, if this run created DIR
-  SHARDKIT_RETURN_IF_ERROR(RemoveEarlierOutput(run.options.write.out_dir, run.comm.world_size(),
-                                               run.options.write.format));
-  ReportOnInterrupt(run, /*cleared=*/true);
-  return absl::OkStatus();
+  return run.out->Begin();
+}
+
+// Step 4: the source's choice reaches every rank (collective; errors as AllGather).
+absl::StatusOr<std::string> SharePlace(Run& run, const CallOptions& call) {
+  const std::string mine = run.is_source() ? run.out->place() : "";
+  SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                            run.comm.AllGather(ConstBuffer(mine), call));
+  return all[static_cast<size_t>(run.plan.src_rank)];
 }
 
 // Step 4 (local): this rank's file under its temporary name, header written, sized, with the
 // checkpoint's __metadata__ (the old index.json's under reshard: on every rank, with the header)
 // and DCP_SHARDING_INFO (RankFileMetadata);
 // where each of its tensors' bytes go (rank_files.h). DIR is created here if this rank does not
-// see it.
-absl::Status CreateOwnFile(Run& run) {
-  if (!run.is_source()) {
-    SHARDKIT_ASSIGN_OR_RETURN(run.out_dirs,
-                              os::CreatedDirectories::Make(run.options.write.out_dir));
-  }
+// see it (OutputDirectory::Follow).
+absl::Status CreateOwnFile(Run& run, std::string_view place) {
+  if (!run.is_source()) SHARDKIT_RETURN_IF_ERROR(run.out->Follow(place));
+  const std::string& dir = run.out->write_dir();
   if (Dcp(run)) {
-    return CreateDcpRankFile(run.options.write.out_dir, run.comm.rank(),
-                             static_cast<int>(run.plan.src_rank), run.schedule->tensors(), run.file,
-                             run.output);
+    if (run.is_source() && run.dcp_input != nullptr) {
+      const TensorSelection& select = run.options.write.select;
+      SHARDKIT_ASSIGN_OR_RETURN(run.extras.items, run.dcp_input->ReadItems([&](const std::string& key) {
+                                  return select.Picks(key);
+                                }));
+      run.extras.planner_data = run.dcp_input->metadata().planner_data;
+    }
+    return CreateDcpRankFile(dir, run.comm.rank(), static_cast<int>(run.plan.src_rank),
+                             run.schedule->tensors(), run.extras, run.file, run.output);
   }
-  return CreateRankFile(run.options.write.out_dir, run.comm.rank(), run.schedule->tensors(),
-                        run.header.metadata, run.file, run.output);
+  return CreateRankFile(dir, run.comm.rank(), run.schedule->tensors(), run.header.metadata,
+                        run.file, run.output);
 }
 
 // Step 5: the rounds (stream_shard.h), with progress on the source. The peak RSS is reset first,
@@ -372,17 +375,16 @@ ShardRunReport MakeReport(const Run& run, const ShardIndex& index, double total_
 absl::Status WriteDcpMetadata(const Run& run) {
   SHARDKIT_ASSIGN_OR_RETURN(const dcp::Metadata metadata,
                             MakeDcpMetadata(run.schedule->tensors(), run.comm.world_size(),
-                                            static_cast<int>(run.plan.src_rank)));
+                                            static_cast<int>(run.plan.src_rank), run.extras));
   return os::WriteFileAtomically(IndexPath(run), dcp::SerializeMetadata(metadata));
 }
 
-// A failed run: this rank's temporary file is removed, then DIR (and the parents this rank
-// created with it) if this rank created it and nothing is left in it — the lock file removed
-// first, while it is still held.
+// A failed run: this rank's temporary file is removed, then what the run wrote
+// (OutputDirectory::Abandon: DIR's new files, or the new directory beside it; DIR itself if this
+// run created it).
 void CleanUpAfterFailure(Run& run) {
   run.file.reset();
-  run.out_dirs.RemoveIfEmpty();
-  run.lock.reset();
+  if (run.out) run.out->Abandon();
 }
 
 // Step 8: the source writes index.json, then its warnings to `log`; the caller's report, when
@@ -392,7 +394,9 @@ absl::Status Finish(Run& run, const absl::Time start) {
   if (!run.is_source() && write.report == nullptr) return absl::OkStatus();
   const ShardIndex index = BuildIndex(run);
   if (run.is_source()) {
-    SHARDKIT_RETURN_IF_ERROR(Dcp(run) ? WriteDcpMetadata(run) : WriteIndex(write.out_dir, index));
+    SHARDKIT_RETURN_IF_ERROR(Dcp(run) ? WriteDcpMetadata(run)
+                                      : WriteIndex(run.out->write_dir(), index));
+    SHARDKIT_RETURN_IF_ERROR(run.out->Commit());
     for (const std::string& warning : run.warnings) run.log << warning << "\n";
     run.log << std::flush;
   }
@@ -416,8 +420,10 @@ absl::Status RunSteps(Run& run, const absl::Time start) {
   SHARDKIT_RETURN_IF_ERROR(AgreeOnLayouts(run, call));
   SHARDKIT_RETURN_IF_ERROR(AgreeOnFiles(run, call));
   SHARDKIT_RETURN_IF_ERROR(
-      AgreeOnStatus(comm, LockAndClear(run), "clearing the output directory", call));
-  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(comm, CreateOwnFile(run), "creating shard files", call));
+      AgreeOnStatus(comm, LockAndChoose(run), "preparing the output directory", call));
+  SHARDKIT_ASSIGN_OR_RETURN(const std::string place, SharePlace(run, call));
+  SHARDKIT_RETURN_IF_ERROR(
+      AgreeOnStatus(comm, CreateOwnFile(run, place), "creating shard files", call));
   run.plan_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   (void)os::ResetPeakRss();  // best effort: the growth below is then what streaming took
   absl::StatusOr<int64_t> hwm_before = os::ProcStatusBytes("VmHWM");

@@ -56,6 +56,7 @@
 #include "core/comm/communicator.h"
 #include "integration/checkpoint/fp8_scales.h"
 #include "integration/checkpoint/shard_run_report.h"
+#include "integration/checkpoint/source/selected_source.h"
 #include "integration/checkpoint/stream/memory_budget.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 #include "specs/plan.h"
@@ -94,6 +95,9 @@ struct ShardWriteOptions {
   // writes __R_0.distcp (stream/dcp_rank_output.h), the source .metadata last instead of
   // index.json; "earlier output" is then .metadata, __R.metadata and __R_K.distcp.
   OutputFormat format = OutputFormat::kShardkit;
+  // reshard --include/--exclude: only these of the input's tensors (and, into a DCP output, of its
+  // non-tensor items) are written (source/selected_source.h). Every rank must be given the same.
+  TensorSelection select;
   CallOptions call;  // deadline of the whole run: every collective step shares it
   ShardCheckpointStats* stats = nullptr;  // filled in for this rank on success, when set
   ShardRunReport* report = nullptr;       // the whole run, on every rank on success, when set

@@ -367,10 +367,25 @@ def io_grew(field, threshold):
     return reached
 
 
+def new_dirs_beside(out):
+    """The directories a run writes beside `out` when it replaces an earlier output there
+    (PARENT/.NAME.shardkit-new-HEX): the new output until its commit swaps it in."""
+    parent, name = os.path.split(os.path.abspath(out))
+    prefix = f".{name}.shardkit-new-"
+    return [os.path.join(parent, n) for n in os.listdir(parent) if n.startswith(prefix)]
+
+
 def writing_file(pid, out):
-    """A kill condition: the victim has created its shard file and is writing it (not renamed)."""
-    return any(name.endswith(f".tmp.{pid}") for name in os.listdir(out)) if os.path.isdir(out) \
-        else False
+    """A kill condition: the victim has created its shard file and is writing it (not renamed),
+    in `out` or in the directory beside it that replaces an earlier output."""
+    dirs = ([out] if os.path.isdir(out) else []) + new_dirs_beside(out)
+    for d in dirs:
+        try:
+            if any(name.endswith(f".tmp.{pid}") for name in os.listdir(d)):
+                return True
+        except OSError:
+            pass
+    return False
 
 
 def free_port():

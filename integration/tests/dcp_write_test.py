@@ -9,9 +9,10 @@ directories that shardkit's own reader gives back byte for byte.
 - A replicated parameter is written once (one chunk, on the source), not once per rank.
 - reshard DCP -> DCP on 2 ranks, then gather: the same tensors; gather --format dcp: one
   __0_0.distcp; inspect: chunks 1 each.
-- Earlier output: a second shard of 2 ranks into the same directory removes __2_0.distcp and the
-  old .metadata; a directory holding a shardkit index.json is refused for --format dcp (and a DCP
-  one for the default format), exit 2, untouched.
+- Earlier output: a second shard of 2 ranks into the same directory replaces the whole earlier
+  output (__2_0.distcp goes); shardkit's own output of the other format is replaced too, either
+  way, leaving nothing beside the directory. (A DCP checkpoint torch wrote is refused:
+  training_checkpoint_test.)
 - Flags: --format bogus and gather --format dcp --max-shard-size are exit 2 naming the flag.
 """
 
@@ -59,7 +60,8 @@ def main():
                  "--strategy", strategy, "--nproc", "3"], timeout=120)
         check(r.returncode == 0, f"shard --format dcp ({strategy}): {r.stderr}")
         names = sorted(os.listdir(out)) if os.path.isdir(out) else []
-        check(names == [".metadata", "__0_0.distcp", "__1_0.distcp", "__2_0.distcp"],
+        check(names == [".metadata", ".shardkit-output", "__0_0.distcp", "__1_0.distcp",
+                        "__2_0.distcp"],
               f"shard --format dcp ({strategy}): files {names}")
         check("__0_0.distcp" in r.stderr, f"shard --format dcp: summary names files: {r.stderr}")
         check(gathered(out, f"dcp-{strategy}-back") == original,
@@ -78,7 +80,8 @@ def main():
     one = os.path.join(TMP, "dcp-one")
     r = run(["gather", "--in", re2, "--out", one, "--format", "dcp"])
     check(r.returncode == 0, f"gather --format dcp: {r.stderr}")
-    check(sorted(os.listdir(one)) == [".metadata", "__0_0.distcp"] if os.path.isdir(one) else False,
+    check(sorted(os.listdir(one)) == [".metadata", ".shardkit-output", "__0_0.distcp"]
+          if os.path.isdir(one) else False,
           f"gather --format dcp: files {os.listdir(one) if os.path.isdir(one) else None}")
     check(gathered(one, "dcp-one-back") == original, "gather --format dcp: tensors differ")
     _, rows = inspect_rows(one)
@@ -89,23 +92,31 @@ def main():
     r = run(["shard", "--checkpoint", ckpt, "--plan", plan2, "--out", again, "--format", "dcp",
              "--nproc", "2"], timeout=120)
     check(r.returncode == 0, f"shard again, 2 ranks: {r.stderr}")
-    check(sorted(os.listdir(again)) == [".metadata", "__0_0.distcp", "__1_0.distcp"],
+    check(sorted(os.listdir(again)) == [".metadata", ".shardkit-output", "__0_0.distcp",
+                                        "__1_0.distcp"],
           f"shard again: files {sorted(os.listdir(again))}")
     check(gathered(again, "again-back") == original, "shard again: tensors differ")
 
-    # Formats do not mix in one directory.
+    # shardkit's own output of the other format is replaced as a whole, either way.
     shardkit_dir = os.path.join(TMP, "shardkit-dir")
     r = run(["shard", "--checkpoint", ckpt, "--plan", plan2, "--out", shardkit_dir, "--nproc", "2"],
             timeout=120)
     check(r.returncode == 0, f"shard (default format): {r.stderr}")
-    before = sorted(os.listdir(shardkit_dir))
     r = run(["shard", "--checkpoint", ckpt, "--plan", plan2, "--out", shardkit_dir, "--format",
              "dcp", "--nproc", "2"], timeout=120)
-    expect_every_rank("dcp into a shard directory", r, 2, "which is not PyTorch DCP output")
-    check(sorted(os.listdir(shardkit_dir)) == before, "dcp into a shard directory: touched")
+    check(r.returncode == 0, f"dcp over a shard directory: {r.stderr}")
+    check(sorted(os.listdir(shardkit_dir)) == [".metadata", ".shardkit-output", "__0_0.distcp",
+                                               "__1_0.distcp"],
+          f"dcp over a shard directory: files {sorted(os.listdir(shardkit_dir))}")
+    check(gathered(shardkit_dir, "over-shards-back") == original, "dcp over shards: tensors differ")
     r = run(["shard", "--checkpoint", ckpt, "--plan", plan2, "--out", again, "--nproc", "2"],
             timeout=120)
-    expect_every_rank("shardkit into a DCP directory", r, 2, "which is not shardkit output")
+    check(r.returncode == 0, f"shards over a DCP directory: {r.stderr}")
+    check(sorted(os.listdir(again)) == ["index.json", "rank-00000.safetensors",
+                                        "rank-00001.safetensors"],
+          f"shards over a DCP directory: files {sorted(os.listdir(again))}")
+    check(sorted(n for n in os.listdir(TMP) if "shardkit-new" in n) == [],
+          f"directories left beside: {os.listdir(TMP)}")
 
     r = run(["shard", "--checkpoint", ckpt, "--plan", plan2, "--out", os.path.join(TMP, "x"),
              "--format", "bogus"])

@@ -5,12 +5,15 @@
   `gather` and `gather --max-shard-size`, sent once a temporary file has appeared (64 MiB under
   `--memory-mib 1`: about 130 rounds): exit 130/143 (128 + signal; a lone process dies of the
   signal), no `*.tmp.*` file left, exactly one line on stderr — the source's, saying what the
-  output holds: an earlier output cleared, untouched (interrupted before the clearing step: rank 1
-  held back, rank 0 waiting for it), a directory this run had created removed (its new parents
-  with it), a gather's earlier OUT untouched (byte for byte) — and no process of the run left.
+  output holds: an earlier output untouched and still gathering (the new one is written beside it
+  and swapped in at the commit; the next run removes what is left beside it), also when
+  interrupted before any writing (rank 1 held back, rank 0 waiting for it), a directory this run
+  had created removed (its new parents with it), a gather's earlier OUT untouched (byte for
+  byte) — and no process of the run left.
 - Temporary files of an earlier run: removed by the next run of the same kind when their process
   is gone (the pid of a finished child); left alone, without failing the run, when it runs (the
-  pid of a `sleep`): rank files and index.json under `shard`, OUT.tmp.PID under `gather`, the
+  pid of a `sleep`): rank files and index.json under `shard` writing in place (over a complete
+  output the earlier directory goes whole at the commit, temporaries with it), OUT.tmp.PID under `gather`, the
   model files under `gather --max-shard-size` (which refuses a directory holding a running
   process's, naming it, and leaves it as it was).
 - A run that fails after creating its output directory (a plan that does not fit the checkpoint:
@@ -151,14 +154,24 @@ def shard_interrupts():
         check(not os.path.exists(tmp_path("fresh")),
               f"shard {name} fresh: {tmp_path('fresh')} is left")
 
-    out = tmp_path("earlier")
-    result = interrupt_landed(shard(out), out, signal.SIGTERM, "shard over an earlier output",
-                              lambda: (reset(out), earlier_output(out)))
-    check_interrupted("shard over an earlier output", result, 143,
-                      "[rank 0] shardkit shard: interrupted (SIGTERM): removed 1 temporary file "
-                      f"here (every rank removes its own); {out} holds no index.json: the earlier "
-                      "output was cleared", out)
-    check(not os.path.exists(os.path.join(out, "index.json")), "cleared: index.json is left")
+    # Over a complete earlier output the run writes beside it (TOP/.earlier.shardkit-new-HEX) and
+    # swaps at the commit: interrupted, OUT still holds the earlier output, whole; what is left
+    # beside it goes with the next run.
+    top = tmp_path("over")
+    out = os.path.join(top, "earlier")
+    result = interrupt_landed(shard(out), top, signal.SIGTERM, "shard over an earlier output",
+                              lambda: (reset(top), earlier_output(out)))
+    check_interrupted("shard over an earlier output", result, 143, re.compile(
+        r"\[rank 0\] shardkit shard: interrupted \(SIGTERM\): removed 1 temporary file here \(every "
+        rf"rank removes its own\); {re.escape(out)} still holds the earlier output, untouched"
+        rf"( \({re.escape(top)}/\.earlier\.shardkit-new-[0-9a-f]{{16}} beside it goes with the next "
+        r"run\))?"), top)
+    check(os.path.exists(os.path.join(out, "index.json")), "over an earlier output: index.json gone")
+    kept = subprocess.run([BIN, "gather", "--in", out, "--out", tmp_path("over.safetensors")],
+                          capture_output=True, text=True)
+    check(kept.returncode == 0, f"over an earlier output: it no longer gathers: {kept.stderr}")
+    earlier_output(out)
+    check(sorted(os.listdir(top)) == ["earlier"], f"the next run left {sorted(os.listdir(top))}")
 
     alone = tmp_path("alone")
     result = interrupt_landed(shard(alone, nproc=1), alone, signal.SIGINT, "shard, one process",
@@ -284,10 +297,17 @@ def leftovers():
         for name in (f"rank-00000.safetensors.tmp.{gone}", f"index.json.tmp.{gone}",
                      f"rank-00001.safetensors.tmp.{live}"):
             touch("leftovers", name)
+        # In place (no complete output there): a gone process's temporaries are removed, a
+        # running one's are left alone.
+        os.remove(os.path.join(out, "index.json"))
         done = subprocess.run([BIN] + shard(out), capture_output=True, text=True)
         check(done.returncode == 0, f"shard leftovers: {done.stderr}")
         check(sorted(temporaries(out)) == [os.path.join(out, f"rank-00001.safetensors.tmp.{live}")],
               f"shard leftovers: {temporaries(out)}")
+        # Over a complete output the earlier directory goes whole at the commit, temporaries too.
+        done = subprocess.run([BIN] + shard(out), capture_output=True, text=True)
+        check(done.returncode == 0, f"shard over leftovers: {done.stderr}")
+        check(temporaries(out) == [], f"shard over leftovers: {temporaries(out)}")
 
         g = tmp_path("g-left")
         reset(g)

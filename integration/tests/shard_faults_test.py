@@ -6,8 +6,9 @@ created its shard file and is writing it (after). Under an 8 MiB budget (streami
 source dies after sending 24 MiB, and rank 1 after writing 6 MiB into its file, over an earlier
 complete output; under `--strategy direct` rank 1 dies after reading 8 MiB of its shards itself.
 A kill that lands too late on a loaded machine (the victim already done) is tried
-again. Every other rank exits 1 within the run's deadline + 2 s, no
-index.json is left, and no rank process outlives the launcher."""
+again. Every other rank exits 1 within the run's deadline + 2 s, no new index.json is written —
+an earlier output stays whole (it gathers) and nothing is left beside it — and no rank process
+outlives the launcher."""
 
 import os
 import signal
@@ -17,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checkpoint_testlib import (BIN, TMP, alive, check, finish, io_grew, launch_recording_pids,
-                                read_pid, write_big_checkpoint, writing_file)
+                                new_dirs_beside, read_pid, write_big_checkpoint, writing_file)
 
 MIB = 1 << 20
 WORLD = 3
@@ -80,7 +81,16 @@ def run_case(label, victim, reached, attempt=1, extra="", earlier=False):
     for rank in range(WORLD):
         if rank != victim:
             check(f"rank {rank} exited with code 1" in stderr, f"{label}: rank {rank}: {stderr}")
-    check(not os.path.exists(os.path.join(out, "index.json")), f"{label}: index.json written")
+    if earlier:
+        # The earlier output is still there, whole: it gathers; the survivors removed the new
+        # one's directory beside it.
+        check(os.path.exists(os.path.join(out, "index.json")), f"{label}: earlier index.json gone")
+        kept = subprocess.run([BIN, "gather", "--in", out, "--out", out + ".safetensors"],
+                              capture_output=True, text=True)
+        check(kept.returncode == 0, f"{label}: the earlier output does not gather: {kept.stderr}")
+        check(new_dirs_beside(out) == [], f"{label}: left beside it: {new_dirs_beside(out)}")
+    else:
+        check(not os.path.exists(os.path.join(out, "index.json")), f"{label}: index.json written")
     for rank in range(WORLD):
         rank_pid = read_pid(os.path.join(pids, str(rank)), time.time() + 5)
         check(not alive(rank_pid), f"{label}: rank {rank} (pid {rank_pid}) outlived the launcher")
@@ -103,8 +113,8 @@ def main():
     run_case_landed("kill-during", 0, io_grew("wchar", 8 * MIB))
     run_case_landed("kill-after", 1, writing_file)
     # Streaming in rounds (8 MiB budget: about 18 rounds): the source in the middle of the rounds;
-    # rank 1 in the middle of writing its file, over an earlier complete output (whose index.json
-    # must be gone, not left beside a half-written run).
+    # rank 1 in the middle of writing its file, over an earlier complete output (which must stay
+    # whole: the new one is written beside it).
     stream = "--memory-mib 8"
     run_case_landed("stream-kill-source", 0, io_grew("wchar", 24 * MIB), extra=stream)
     run_case_landed("stream-kill-writer", 1, mid_write(6 * MIB), extra=stream, earlier=True)

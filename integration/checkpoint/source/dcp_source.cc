@@ -1,6 +1,10 @@
 #include "integration/checkpoint/source/dcp_source.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -11,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
+#include "core/os/fd.h"
 #include "core/tensor/dtype.h"
 #include "integration/checkpoint/stream/stream_buffer.h"
 #include "integration/formats/dcp/torch_zip.h"
@@ -66,9 +71,42 @@ absl::StatusOr<size_t> DcpSource::FileOf(const std::string& dir, const std::stri
   return files_.size() - 1;
 }
 
+// The zip record of `chunk` in its file (`*f`: the file's index), checked to hold the chunk's dtype
+// and shape. A record that is not there, or not what the metadata says, is blamed on the metadata:
+// the usual cause is a metadata file copied from another checkpoint.
+absl::StatusOr<dcp::TensorRecord> DcpSource::RecordOf(const std::string& dir,
+                                                      const dcp::TensorEntry& entry,
+                                                      const dcp::Chunk& chunk, size_t* f) {
+  const auto blame = [&](const absl::Status& status) {
+    return absl::Status(
+        status.code(),
+        absl::StrCat(dir, ": its metadata (", absl::StrJoin(metadata_.files, ", "),
+                     ") does not describe the files beside it (is it another checkpoint's, or "
+                     "was a file replaced since the save?): ",
+                     status.message()));
+  };
+  absl::StatusOr<size_t> file = FileOf(dir, chunk.item.file);
+  if (!file.ok()) return blame(file.status());
+  *f = *file;
+  const os::OpenedFile& opened = files_[*f];
+  absl::StatusOr<dcp::TensorRecord> record = dcp::ReadTensorRecord(
+      opened.fd(), opened.size(), chunk.item.offset, chunk.item.length, opened.path());
+  if (!record.ok()) return blame(record.status());
+  if (record->dtype != entry.dtype || record->shape != chunk.sizes) {
+    return blame(absl::InvalidArgumentError(absl::StrCat(
+        ChunkText(entry, chunk), ": the metadata says ", std::string(DTypeName(entry.dtype)), " ",
+        ShapeText(chunk.sizes), ", the item holds ", std::string(DTypeName(record->dtype)), " ",
+        ShapeText(record->shape))));
+  }
+  return record;
+}
+
 // Every tensor over one virtual data region (key order), each chunk's values found in its zip
 // record, the chunks indexed by box.
 absl::Status DcpSource::IndexTensors(const std::string& dir) {
+  // torch's tensors: what safetensors' own torch loaders expect (safe_open refuses a file without
+  // it in older versions), written into every safetensors file made from this checkpoint.
+  header_.metadata["format"] = "pt";
   uint64_t offset = 0;
   for (const dcp::TensorEntry& entry : metadata_.tensors) {
     SHARDKIT_ASSIGN_OR_RETURN(const ShapeSize size, ComputeShapeSize(entry.shape, entry.dtype));
@@ -79,17 +117,8 @@ absl::Status DcpSource::IndexTensors(const std::string& dir) {
     std::vector<specs::ShardMetadata> boxes;
     std::set<size_t> files;
     for (const dcp::Chunk& chunk : entry.chunks) {
-      SHARDKIT_ASSIGN_OR_RETURN(const size_t f, FileOf(dir, chunk.item.file));
-      const os::OpenedFile& file = files_[f];
-      SHARDKIT_ASSIGN_OR_RETURN(const dcp::TensorRecord record,
-                                dcp::ReadTensorRecord(file.fd(), file.size(), chunk.item.offset,
-                                                      chunk.item.length, file.path()));
-      if (record.dtype != entry.dtype || record.shape != chunk.sizes) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            ChunkText(entry, chunk), ": the metadata says ", std::string(DTypeName(entry.dtype)),
-            " ", ShapeText(chunk.sizes), ", the item holds ", std::string(DTypeName(record.dtype)),
-            " ", ShapeText(record.shape)));
-      }
+      size_t f = 0;
+      SHARDKIT_ASSIGN_OR_RETURN(const dcp::TensorRecord record, RecordOf(dir, entry, chunk, &f));
       ChunkBytes& at = tensor.at.emplace_back();
       at.file = f;
       at.data_offset = record.data_offset;
@@ -124,7 +153,15 @@ std::vector<std::string> DcpSource::skipped() const {
 }
 
 std::string DcpSource::SkippedWarning() const {
-  const std::vector<std::string> keys = skipped();
+  return SkippedWarning([](const std::string&) { return true; });
+}
+
+std::string DcpSource::SkippedWarning(
+    absl::FunctionRef<bool(const std::string& key)> counted) const {
+  std::vector<std::string> keys = skipped();
+  keys.erase(std::remove_if(keys.begin(), keys.end(),
+                            [&](const std::string& key) { return !counted(key); }),
+             keys.end());
   if (keys.empty()) return "";
   constexpr size_t kNamed = 8;
   std::string out =
@@ -134,6 +171,40 @@ std::string DcpSource::SkippedWarning() const {
                    absl::StrJoin(keys.begin(), keys.begin() + std::min(keys.size(), kNamed), ", "));
   if (keys.size() > kNamed) absl::StrAppend(&out, " and ", keys.size() - kNamed, " more");
   return out;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> DcpSource::ReadItems(
+    absl::FunctionRef<bool(const std::string& key)> keep) const {
+  std::map<std::string, std::string> items;
+  for (const dcp::BytesEntry& entry : metadata_.bytes) {
+    if (!keep(entry.fqn)) continue;
+    const std::string what =
+        absl::StrCat("non-tensor item ", QuoteName(entry.fqn), " (", entry.item.file, " bytes [",
+                     entry.item.offset, ", ", entry.item.offset + entry.item.length, "))");
+    if (entry.item.length > kMaxItemBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir_, ": ", what, " is larger than ", kMaxItemBytes, " bytes"));
+    }
+    const std::string path = (fs::path(dir_) / entry.item.file).string();
+    const os::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) {
+      const int err = errno;
+      const std::string text = absl::StrCat(path, ": cannot open (", what, "): ", os::ErrnoText(err));
+      return err == ENOENT ? absl::NotFoundError(text) : absl::UnavailableError(text);
+    }
+    std::string& bytes = items[entry.fqn];
+    bytes.resize(entry.item.length);
+    const int err = os::PreadFully(fd.get(), bytes.data(), bytes.size(),
+                                   entry.item.offset);
+    if (err == os::kNoBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", what, " lies beyond its end"));
+    }
+    if (err != 0) {
+      return absl::UnavailableError(absl::StrCat(path, ": cannot read ", what, ": ",
+                                                 os::ErrnoText(err)));
+    }
+  }
+  return items;
 }
 
 absl::Status DcpSource::ReadBytes(size_t t, int64_t offset, int64_t size, std::byte* dst) const {

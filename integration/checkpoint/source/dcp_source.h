@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "core/os/opened_file.h"
 #include "core/tensor/allocator.h"
@@ -32,12 +33,17 @@
 #include "integration/checkpoint/source/tensor_source.h"
 #include "integration/checkpoint/stream/tensor_bytes_reader.h"
 #include "integration/formats/dcp/metadata.h"
+#include "integration/formats/dcp/torch_zip.h"
 #include "integration/formats/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {
 
 class DcpSource : public TensorSource {
  public:
+  // The largest non-tensor item ReadItems reads (they are small: numbers, lists, a dataloader's
+  // state); a larger one is refused rather than held in memory.
+  static constexpr uint64_t kMaxItemBytes = uint64_t{1} << 30;
+
   // Reads the metadata of `dir` and every chunk's zip record, opening each `.distcp` file once.
   // The staging buffer for short pieces has `staging_bytes` (> 0) and is allocated here.
   // Errors: kNotFound (no such directory, a missing `.distcp` file); kInvalidArgument naming the
@@ -53,8 +59,18 @@ class DcpSource : public TensorSource {
   // "warning: DIR: N non-tensor items are not read ...: KEY, KEY, ..." (the first 8 keys), or ""
   // when there are none: what the commands that read tensors only print.
   std::string SkippedWarning() const;
+  // The same for the items `counted` accepts (those a selection picks): "" when there are none.
+  std::string SkippedWarning(absl::FunctionRef<bool(const std::string& key)> counted) const;
+  // The bytes of the non-tensor items whose key `keep` accepts, by key, as they are in their
+  // files (a torch.save archive of a Python object each: never unpickled here) — what a DCP
+  // output carries over (dcp_rank_output.h), and what LoadShards hands its caller.
+  // Errors: kInvalidArgument naming the key and its item if the item lies beyond its file's end
+  // or is larger than kMaxItemBytes; kNotFound for a missing file; kUnavailable for I/O errors.
+  [[nodiscard]] absl::StatusOr<std::map<std::string, std::string>> ReadItems(
+      absl::FunctionRef<bool(const std::string& key)> keep) const;
 
-  // Tensors in key order, with no __metadata__.
+  // Tensors in key order; __metadata__ {"format": "pt"} (torch's tensors, as safetensors' torch
+  // writer marks its files).
   const safetensors::Header& header() const override { return header_; }
   // The metadata files as one entry (their names joined by '+', their total size, the
   // metadata's digest), then every `.distcp` file that holds a chunk (its size only).
@@ -92,6 +108,8 @@ class DcpSource : public TensorSource {
   absl::Status OpenFiles(const std::string& dir);
   absl::Status IndexTensors(const std::string& dir);
   absl::StatusOr<size_t> FileOf(const std::string& dir, const std::string& name);
+  absl::StatusOr<dcp::TensorRecord> RecordOf(const std::string& dir, const dcp::TensorEntry& entry,
+                                            const dcp::Chunk& chunk, size_t* f);
   static uint64_t ElementAt(const ChunkBytes& chunk, int64_t k);
   // Row-major bytes [from, from + n) of a chunk that is not row-major, into dst.
   absl::Status ReadStrided(const ChunkBytes& chunk, int64_t from, int64_t n, std::byte* dst) const;

@@ -18,14 +18,15 @@ bool IsDcpSaved(const std::string& dir) {
 }
 
 absl::StatusOr<SavedDirectory> OpenSavedDirectory(const std::string& dir, int64_t staging_bytes,
-                                                  std::vector<std::string>* warnings) {
+                                                  std::vector<std::string>* warnings,
+                                                  bool items_carried) {
   SavedDirectory saved;
   int64_t index_files = 1;  // the first entries of its identity that are no data files
   if (dcp::IsDcpDirectory(dir)) {
     SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<DcpSource> dcp, DcpSource::Open(dir, staging_bytes));
-    if (std::string warning = dcp->SkippedWarning(); !warning.empty() && warnings != nullptr) {
-      warnings->push_back(std::move(warning));
-    }
+    std::string warning = items_carried ? "" : dcp->SkippedWarning();
+    if (!warning.empty() && warnings != nullptr) warnings->push_back(std::move(warning));
+    saved.dcp_source = dcp.get();
     saved.dcp = true;
     saved.files_kind = ".distcp files";
     saved.last_file = absl::StrJoin(dcp->metadata().files, ", ");

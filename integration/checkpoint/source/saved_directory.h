@@ -20,8 +20,13 @@
 
 namespace shardkit::checkpoint {
 
+class DcpSource;
+
 struct SavedDirectory {
   std::unique_ptr<TensorSource> source;
+  // `source` when it is a DCP checkpoint with DCP metadata (DcpSource): its non-tensor items and
+  // planner_data, for the outputs that carry them. Null otherwise.
+  const DcpSource* dcp_source = nullptr;
   bool dcp = false;        // saved by PyTorch DCP (either writer), not a shard directory
   int64_t files = 0;       // its data files: rank files (the world size), .distcp or safetensors
   std::string files_kind;  // "rank files", ".distcp files", "safetensors files"
@@ -33,12 +38,14 @@ struct SavedDirectory {
 bool IsDcpSaved(const std::string& dir);
 
 // Opens `dir` with a staging buffer of `staging_bytes`: as DcpSource::Open when `dir` holds DCP
-// metadata (its non-tensor items then named in one warning appended to `warnings`), as
+// metadata (its non-tensor items then named in one warning appended to `warnings`, unless
+// `items_carried`: the caller's output takes them over), as
 // HfShardedSource::Open for a sharded Hugging Face save, else as ShardDirSource::Open.
 // Errors: theirs.
 [[nodiscard]] absl::StatusOr<SavedDirectory> OpenSavedDirectory(const std::string& dir,
                                                                 int64_t staging_bytes,
-                                                                std::vector<std::string>* warnings);
+                                                                std::vector<std::string>* warnings,
+                                                                bool items_carried = false);
 
 }  // namespace shardkit::checkpoint
 

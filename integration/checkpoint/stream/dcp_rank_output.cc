@@ -61,7 +61,7 @@ absl::Status ForEachItem(const std::vector<StreamTensor>& tensors, int rank, int
 }  // namespace
 
 absl::Status CreateDcpRankFile(const std::string& dir, int rank, int src_rank,
-                               const std::vector<StreamTensor>& tensors,
+                               const std::vector<StreamTensor>& tensors, const DcpExtras& extras,
                                std::optional<os::AtomicFile>& file, StreamOutput& output) {
   const std::string path = (std::filesystem::path(dir) / dcp::DistcpFileName(rank)).string();
   output.dest.assign(tensors.size(), {});
@@ -86,6 +86,12 @@ absl::Status CreateDcpRankFile(const std::string& dir, int rank, int src_rank,
         end = item.offset + archive.size();
       }));
   SHARDKIT_RETURN_IF_ERROR(written);
+  if (rank == src_rank) {
+    for (const auto& [fqn, bytes] : extras.items) {
+      SHARDKIT_RETURN_IF_ERROR(file->WriteAt(end, bytes.data(), bytes.size()));
+      end += bytes.size();
+    }
+  }
   SHARDKIT_RETURN_IF_ERROR(file->Resize(end));
   output.file = &*file;
   output.data_start = 0;
@@ -93,16 +99,18 @@ absl::Status CreateDcpRankFile(const std::string& dir, int rank, int src_rank,
 }
 
 absl::StatusOr<dcp::Metadata> MakeDcpMetadata(const std::vector<StreamTensor>& tensors, int world,
-                                              int src_rank) {
+                                              int src_rank, const DcpExtras& extras) {
   dcp::Metadata metadata;
   std::vector<dcp::TensorEntry> entries(tensors.size());
   for (size_t t = 0; t < tensors.size(); ++t) {
     entries[t] = {tensors[t].name, tensors[t].dtype, tensors[t].shape, {}};
   }
+  uint64_t source_end = 0;  // where the source's archives end: its items follow
   for (int rank = 0; rank < world; ++rank) {
     const std::string file = dcp::DistcpFileName(rank);
     SHARDKIT_RETURN_IF_ERROR(ForEachItem(
         tensors, rank, src_rank, [&](const Item& item, const dcp::TensorArchive& archive) {
+          if (rank == src_rank) source_end = item.offset + archive.size();
           const StreamTensor& tensor = tensors[item.tensor];
           dcp::Chunk chunk{
               Shape(tensor.shape.size(), 0), tensor.shape, {file, item.offset, archive.size()}};
@@ -117,6 +125,11 @@ absl::StatusOr<dcp::Metadata> MakeDcpMetadata(const std::vector<StreamTensor>& t
   std::sort(entries.begin(), entries.end(),
             [](const dcp::TensorEntry& a, const dcp::TensorEntry& b) { return a.fqn < b.fqn; });
   metadata.tensors = std::move(entries);
+  for (const auto& [fqn, bytes] : extras.items) {
+    metadata.bytes.push_back({fqn, {dcp::DistcpFileName(src_rank), source_end, bytes.size()}});
+    source_end += bytes.size();
+  }
+  metadata.planner_data = extras.planner_data;
   metadata.version = "1.0.0";
   return metadata;
 }

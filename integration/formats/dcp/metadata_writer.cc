@@ -77,6 +77,17 @@ void WritePath(PickleWriter& w, const Metadata& metadata, const std::string& fqn
   w.EndTuple(path.size());
 }
 
+void WriteStorageInfo(PickleWriter& w, const StorageItem& item) {
+  w.BeginDataclass(kFilesystem, "_StorageInfo");
+  w.MemoStr("relative_path");
+  w.MemoStr(item.file);
+  w.MemoStr("offset");
+  w.Int(static_cast<int64_t>(item.offset));
+  w.MemoStr("length");
+  w.Int(static_cast<int64_t>(item.length));
+  w.EndDataclass();
+}
+
 void WriteStorage(PickleWriter& w, const TensorEntry& tensor, size_t index) {
   const Chunk& chunk = tensor.chunks[index];
   w.BeginDataclass(kMeta, "MetadataIndex");
@@ -87,14 +98,26 @@ void WriteStorage(PickleWriter& w, const TensorEntry& tensor, size_t index) {
   w.MemoStr("offset");
   w.Size(chunk.offsets);
   w.EndDataclass();
-  w.BeginDataclass(kFilesystem, "_StorageInfo");
-  w.MemoStr("relative_path");
-  w.MemoStr(chunk.item.file);
-  w.MemoStr("offset");
-  w.Int(static_cast<int64_t>(chunk.item.offset));
-  w.MemoStr("length");
-  w.Int(static_cast<int64_t>(chunk.item.length));
+  WriteStorageInfo(w, chunk.item);
+}
+
+// A non-tensor item: BytesStorageMetadata() (a dataclass without fields).
+void WriteBytes(PickleWriter& w, const BytesEntry& bytes) {
+  w.MemoStr(bytes.fqn);
+  w.BeginDataclass(kMeta, "BytesStorageMetadata");
   w.EndDataclass();
+}
+
+void WriteBytesStorage(PickleWriter& w, const BytesEntry& bytes) {
+  w.BeginDataclass(kMeta, "MetadataIndex");  // MetadataIndex(fqn): no offset, no index
+  w.MemoStr("fqn");
+  w.MemoStr(bytes.fqn);
+  w.MemoStr("offset");
+  w.None();
+  w.MemoStr("index");
+  w.None();
+  w.EndDataclass();
+  WriteStorageInfo(w, bytes.item);
 }
 
 }  // namespace
@@ -105,16 +128,19 @@ std::string SerializeMetadata(const Metadata& metadata) {
   w.MemoStr("state_dict_metadata");
   w.Raw("}(");
   for (const TensorEntry& tensor : metadata.tensors) WriteTensor(w, tensor);
+  for (const BytesEntry& bytes : metadata.bytes) WriteBytes(w, bytes);
   w.Raw("u");
   w.MemoStr("planner_data");
   w.Raw("}(");
   for (const TensorEntry& tensor : metadata.tensors) WritePath(w, metadata, tensor.fqn);
+  for (const BytesEntry& bytes : metadata.bytes) WritePath(w, metadata, bytes.fqn);
   w.Raw("u");
   w.MemoStr("storage_data");
   w.Raw("}(");
   for (const TensorEntry& tensor : metadata.tensors) {
     for (size_t c = 0; c < tensor.chunks.size(); ++c) WriteStorage(w, tensor, c);
   }
+  for (const BytesEntry& bytes : metadata.bytes) WriteBytesStorage(w, bytes);
   w.Raw("u");
   w.MemoStr("storage_meta");
   w.None();

@@ -17,9 +17,10 @@
 // so that dcp_to_torch_save keeps flat names), storage_data = {MetadataIndex(fqn, index = the
 // chunk's position, offset = its offsets): _StorageInfo(relative_path, offset, length)} (no
 // transform_descriptors: torch leaves that field out when it is None), storage_meta None,
-// version "1.0.0"), tensors in `metadata.tensors` order. Non-tensor entries (metadata.bytes) are
-// not written; neither are `files` and `digest` (they describe what was read). Same input, same
-// bytes.
+// version "1.0.0"), tensors in `metadata.tensors` order, then the non-tensor items
+// (metadata.bytes: BytesStorageMetadata(), their paths in planner_data, and storage_data keys
+// MetadataIndex(fqn) without offset or index, as torch writes them). `files` and `digest` are not
+// written (they describe what was read). Same input, same bytes.
 //
 // Nothing is checked here (no errors): the caller describes a checkpoint it made — chunks that
 // cover each tensor, unique offsets per tensor, items inside their files. ParseMetadata checks

@@ -32,7 +32,9 @@ Metadata Sample() {
       {.offsets = {0, 0}, .sizes = {4, 6}, .item = {"__1_0.distcp", 0, 1577}});
   m.planner_data["opt.state.w.exp_avg"] = {"opt", "state", "w", "exp_avg"};
   m.planner_data["b"] = {"blocks", int64_t{0}, "b"};
-  m.bytes.push_back({"step", {"__0_0.distcp", 9, 9}});  // not written
+  m.bytes.push_back({"opt.param_groups.0.lr", {"__1_0.distcp", 1577, 700}});
+  m.bytes.push_back({"step", {"__0_0.distcp", 3000040200, 9}});
+  m.planner_data["opt.param_groups.0.lr"] = {"opt", "param_groups", int64_t{0}, "lr"};
   return m;
 }
 
@@ -61,10 +63,19 @@ TEST(MetadataWriterTest, ParseMetadataReadsBackWhatWasWritten) {
   absl::StatusOr<Metadata> read = ParseMetadata(SerializeMetadata(sample), "written/.metadata");
   ASSERT_TRUE(read.ok()) << read.status();
   ExpectSameTensors(read->tensors, sample.tensors);
-  EXPECT_TRUE(read->bytes.empty());
+  ASSERT_EQ(read->bytes.size(), 2u);  // the non-tensor items, each where its bytes are
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(read->bytes[i].fqn, sample.bytes[i].fqn);
+    EXPECT_EQ(read->bytes[i].item.file, sample.bytes[i].item.file);
+    EXPECT_EQ(read->bytes[i].item.offset, sample.bytes[i].item.offset);
+    EXPECT_EQ(read->bytes[i].item.length, sample.bytes[i].item.length);
+  }
   EXPECT_EQ(read->version, "1.0.0");
   // The recorded paths, and (fqn,) for the others.
-  ASSERT_EQ(read->planner_data.size(), 4u);
+  ASSERT_EQ(read->planner_data.size(), 6u);
+  EXPECT_EQ(read->planner_data["opt.param_groups.0.lr"],
+            sample.planner_data.at("opt.param_groups.0.lr"));
+  EXPECT_THAT(read->planner_data["step"], ElementsAre(PathStep("step")));
   EXPECT_EQ(read->planner_data["opt.state.w.exp_avg"],
             sample.planner_data.at("opt.state.w.exp_avg"));
   EXPECT_EQ(read->planner_data["b"], sample.planner_data.at("b"));

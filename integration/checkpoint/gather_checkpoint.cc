@@ -17,7 +17,9 @@
 #include "core/os/proc_status.h"
 #include "integration/checkpoint/output_files.h"
 #include "integration/checkpoint/progress.h"
+#include "integration/checkpoint/source/dcp_source.h"
 #include "integration/checkpoint/source/saved_directory.h"
+#include "integration/checkpoint/source/selected_source.h"
 #include "integration/checkpoint/source/shard_dir_source.h"
 #include "integration/checkpoint/stream/background_stage.h"
 #include "integration/checkpoint/stream/byte_runs.h"
@@ -81,24 +83,35 @@ struct GatherInput {
   std::string files_kind;  // "rank files", ".distcp files"
 };
 
-absl::StatusOr<GatherInput> OpenInput(const std::string& in_dir, int64_t memory_bytes,
+absl::StatusOr<GatherInput> OpenInput(const std::string& in_dir, const GatherOptions& options,
                                       std::ostream& log) {
+  SHARDKIT_RETURN_IF_ERROR(ValidateSelection(options.select));
   GatherInput input;
-  const int64_t staging = SplitBudget(memory_bytes).staging;
+  const int64_t staging = SplitBudget(options.memory_bytes).staging;
+  std::vector<std::string> warnings, items;
   if (IsDcpSaved(in_dir)) {
-    std::vector<std::string> warnings;
-    SHARDKIT_ASSIGN_OR_RETURN(SavedDirectory saved, OpenSavedDirectory(in_dir, staging, &warnings));
-    for (const std::string& warning : warnings) log << warning << "\n";
+    SHARDKIT_ASSIGN_OR_RETURN(SavedDirectory saved,
+                              OpenSavedDirectory(in_dir, staging, &warnings, /*items_carried=*/true));
+    if (saved.dcp_source != nullptr) {
+      items = saved.dcp_source->skipped();
+      // Only the items the selection would have picked are worth a word.
+      const std::string dropped = saved.dcp_source->SkippedWarning(
+          [&](const std::string& key) { return options.select.Picks(key); });
+      if (!dropped.empty()) warnings.push_back(dropped);
+    }
     input.files = saved.files;
     input.files_kind = saved.files_kind;
     input.source = std::move(saved.source);
-    return input;
+  } else {
+    SHARDKIT_ASSIGN_OR_RETURN(ShardIndex index, ReadIndex(in_dir));
+    input.files = index.world_size;
+    input.files_kind = "rank files";
+    SHARDKIT_ASSIGN_OR_RETURN(input.source,
+                              ShardDirSource::OpenWithIndex(in_dir, std::move(index), staging));
   }
-  SHARDKIT_ASSIGN_OR_RETURN(ShardIndex index, ReadIndex(in_dir));
-  input.files = index.world_size;
-  input.files_kind = "rank files";
-  SHARDKIT_ASSIGN_OR_RETURN(input.source,
-                            ShardDirSource::OpenWithIndex(in_dir, std::move(index), staging));
+  SHARDKIT_ASSIGN_OR_RETURN(input.source, SelectTensors(std::move(input.source), options.select,
+                                                        items, &warnings));
+  for (const std::string& warning : warnings) log << warning << "\n";
   return input;
 }
 
@@ -244,7 +257,7 @@ absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_
                               std::ostream& log, const GatherOptions& options) {
   SHARDKIT_RETURN_IF_ERROR(formats::CheckOutputFile(
       out_path, {.keep_out_of = {{in_dir, "the shard directory it would be read from"}}}));
-  SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir, options.memory_bytes, log));
+  SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir, options, log));
   const std::vector<TensorInfo> infos = OutputInfos(*input.source);
   std::vector<TensorInfo> placed;
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<OutputFile> files,
@@ -275,7 +288,7 @@ absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out
                                int64_t max_file_bytes, std::ostream& log,
                                const GatherOptions& options) {
   SHARDKIT_RETURN_IF_ERROR(CheckOutsideInput(in_dir, out_dir));
-  SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir, options.memory_bytes, log));
+  SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir, options, log));
   SHARDKIT_ASSIGN_OR_RETURN(HfPlan plan, PlanHuggingFace(*input.source, out_dir, max_file_bytes));
   os::CreatedDirectories created;
   absl::StatusOr<os::DirectoryLock> lock = LockEmptyDirectory(out_dir, &created);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "integration/checkpoint/source/selected_source.h"
 #include "integration/checkpoint/stream/memory_budget.h"
 
 namespace shardkit::checkpoint {
@@ -40,6 +41,9 @@ struct GatherReport {
 };
 
 struct GatherOptions {
+  // --include/--exclude/--strip-prefix (and --strict for their warnings): which tensors are
+  // written, under which names (source/selected_source.h). Empty: every tensor, as saved.
+  TensorSelection select;
   bool progress = false;                       // progress lines on `log`
   int64_t memory_bytes = kDefaultMemoryBytes;  // at most this much tensor data in memory at once
   GatherReport* report = nullptr;              // filled in on success, when set

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/base/rank_text.h"
 
@@ -38,6 +39,20 @@ std::string Differing(const std::vector<std::string>& shared, size_t offset, Des
   return absl::StrJoin(parts, "; ");
 }
 
+// FNV-1a over the selection's patterns, each kind and pattern ended by a byte that no pattern
+// holds: the same in every process (absl::Hash is seeded per process).
+uint64_t SelectionDigest(const TensorSelection& select) {
+  uint64_t digest = 14695981039346656037ull;
+  const auto add = [&](std::string_view text) {
+    for (const char c : text) digest = (digest ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    digest = (digest ^ 0xffu) * 1099511628211ull;
+  };
+  for (const std::string& pattern : select.include) add(absl::StrCat("+", pattern));
+  for (const std::string& pattern : select.exclude) add(absl::StrCat("-", pattern));
+  add(absl::StrCat("/", select.strip_prefix));
+  return digest;
+}
+
 }  // namespace
 
 std::string EncodeHeader(const safetensors::Header& header) {
@@ -62,6 +77,7 @@ std::string EncodeRankOptions(const ShardWriteOptions& options) {
   AppendUint64(out, options.fp8.allow_misaligned ? 1 : 0);
   AppendUint64(out, options.strict ? 1 : 0);
   AppendUint64(out, options.format == OutputFormat::kDcp ? 1 : 0);
+  AppendUint64(out, SelectionDigest(options.select));
   return out;
 }
 
@@ -99,6 +115,12 @@ absl::Status CheckSameOptions(const std::vector<std::string>& shared) {
   if (!formats.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the ranks were given different output formats (--format): ", formats));
+  }
+  const std::string selections = Differing(
+      shared, 40, [](int64_t digest) { return absl::StrFormat("selection %016x", digest); });
+  if (!selections.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the ranks were given different --include/--exclude patterns: ", selections));
   }
   return absl::OkStatus();
 }

@@ -22,14 +22,14 @@
 
 namespace shardkit::checkpoint {
 
-// The memory budget, the FP8 block size, --allow-misaligned-scales, --strict and the output
-// format, 8 bytes each, little-endian.
-inline constexpr size_t kRankOptionsBytes = 40;
+// The memory budget, the FP8 block size, --allow-misaligned-scales, --strict, the output format
+// and a digest of --include/--exclude, 8 bytes each, little-endian.
+inline constexpr size_t kRankOptionsBytes = 48;
 std::string EncodeRankOptions(const ShardWriteOptions& options);
 
 // Every rank's encoded options (each at least kRankOptionsBytes) must be the same: the budget sets
 // the rounds every rank follows, the FP8 options and --strict the verdicts of checks every rank
-// runs alone, the format what every rank writes.
+// runs alone, the format what every rank writes, the selection which tensors every rank reads.
 // Errors: kInvalidArgument naming the option and which ranks have which value — the same on every
 // rank (computed from the same bytes).
 [[nodiscard]] absl::Status CheckSameOptions(const std::vector<std::string>& shared);

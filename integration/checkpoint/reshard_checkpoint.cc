@@ -30,6 +30,7 @@ absl::Status GatherToDcp(const std::string& in_dir, const std::string& out_dir, 
                           .progress = options.progress,
                           .memory_bytes = options.memory_bytes,
                           .format = OutputFormat::kDcp,
+                          .select = options.select,
                           .report = &report};
   SHARDKIT_RETURN_IF_ERROR(ReshardCheckpoint({.in_dir = in_dir, .write = write}, *self, log));
   if (options.report == nullptr) return absl::OkStatus();

@@ -79,6 +79,10 @@ void FlagParser::AddString(std::string name, std::string* out, std::string help)
   flags_.push_back({std::move(name), Kind::kString, out, std::move(help)});
 }
 
+void FlagParser::AddStringList(std::string name, std::vector<std::string>* out, std::string help) {
+  flags_.push_back({std::move(name), Kind::kStringList, out, std::move(help)});
+}
+
 void FlagParser::AddInt(std::string name, int64_t* out, std::string help, int64_t min,
                         int64_t max) {
   flags_.push_back({std::move(name), Kind::kInt, out, std::move(help), min, max});
@@ -107,6 +111,9 @@ absl::Status FlagParser::Assign(const Flag& flag, const std::string& value) {
   switch (flag.kind) {
     case Kind::kString:
       *static_cast<std::string*>(flag.out) = value;
+      return absl::OkStatus();
+    case Kind::kStringList:
+      static_cast<std::vector<std::string>*>(flag.out)->push_back(value);
       return absl::OkStatus();
     case Kind::kInt: {
       int64_t parsed = 0;
@@ -355,6 +362,24 @@ void AddStrictFlag(FlagParser& flags, bool* strict) {
       "strict", strict,
       "refuse (exit 2) a plan with a rule that matches no parameter or whose every "
       "match an earlier rule took, or a plan that shards nothing (default: off, a warning)");
+}
+
+void AddSelectionFlags(FlagParser& flags, checkpoint::TensorSelection* select, bool strip_prefix) {
+  flags.AddStringList("include", &select->include,
+                      "read only the tensors whose names match GLOB (repeatable: any of them), in "
+                      "the plan's pattern syntax ('*' within a dotted segment, '**' whole "
+                      "segments), e.g. 'model.**' (default: every tensor)");
+  flags.AddStringList("exclude", &select->exclude,
+                      "leave out the tensors whose names match GLOB (repeatable), e.g. "
+                      "'optimizer.**'; a DCP checkpoint's non-tensor items are picked by the same "
+                      "patterns");
+  if (!strip_prefix) return;
+  flags.AddString("strip-prefix", &select->strip_prefix,
+                  "drop PREFIX from the names that begin with it, e.g. 'model.' (default: names "
+                  "as saved)");
+  flags.AddBool("strict", &select->strict,
+                "a --include or --exclude pattern that matches nothing, or a name without "
+                "--strip-prefix's PREFIX, is an error, not a warning");
 }
 
 void AddFormatFlag(FlagParser& flags, std::string* format, std::string_view help) {

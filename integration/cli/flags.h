@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "integration/checkpoint/source/selected_source.h"
 #include "integration/checkpoint/stream/memory_budget.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 
@@ -40,6 +41,8 @@ class FlagParser {
   FlagParser(std::string command, std::string usage);
 
   void AddString(std::string name, std::string* out, std::string help);
+  // Repeatable: every occurrence appends its value, in command-line order.
+  void AddStringList(std::string name, std::vector<std::string>* out, std::string help);
   // Integers in decimal; values outside [min, max] are errors.
   void AddInt(std::string name, int64_t* out, std::string help, int64_t min = INT64_MIN,
               int64_t max = INT64_MAX);
@@ -67,7 +70,7 @@ class FlagParser {
   std::string Help() const;
 
  private:
-  enum class Kind { kString, kInt, kDouble, kBool, kByteSize };
+  enum class Kind { kString, kStringList, kInt, kDouble, kBool, kByteSize };
   struct Flag {
     std::string name;
     Kind kind;
@@ -190,6 +193,12 @@ void AddFp8Flags(FlagParser& flags, int64_t* block, bool* allow_misaligned);
 // --strict of the commands that bind a plan to a checkpoint (shard, reshard, spec check
 // --checkpoint): plan rules that take no parameter, and a plan that shards nothing, are errors.
 void AddStrictFlag(FlagParser& flags, bool* strict);
+
+// --include GLOB and --exclude GLOB (repeatable), --strict for their warnings and, with
+// `strip_prefix`, --strip-prefix PREFIX: which tensors a command reads from its input and under
+// which names (gather; reshard without --strip-prefix, its --strict being AddStrictFlag's, which
+// the caller copies into select->strict).
+void AddSelectionFlags(FlagParser& flags, checkpoint::TensorSelection* select, bool strip_prefix);
 
 // --format shardkit|dcp of the commands that write checkpoints (shard, reshard, gather): a shardkit
 // shard directory (or safetensors file) or a PyTorch DCP checkpoint directory. `what` ends the

@@ -81,6 +81,19 @@ TEST_F(FlagParserTest, Errors) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("true or false")));
 }
 
+TEST(FlagParserListTest, RepeatedFlagsAppendInOrder) {
+  FlagParser parser("shardkit test", "[--include GLOB]...");
+  std::vector<std::string> include;
+  parser.AddStringList("include", &include, "patterns");
+  std::vector<std::string> positional;
+  ASSERT_THAT(parser.Parse({"--include", "model.**", "x", "--include=*.bias", "--include", ""},
+                           &positional),
+              IsOk());
+  EXPECT_THAT(include, ElementsAre("model.**", "*.bias", ""));
+  EXPECT_THAT(positional, ElementsAre("x"));
+  EXPECT_TRUE(parser.WasSet("include"));
+}
+
 TEST_F(FlagParserTest, HelpListsFlags) {
   ASSERT_THAT(Parse({"--help"}), IsOk());
   EXPECT_TRUE(parser_.help_requested());

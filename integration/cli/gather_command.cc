@@ -25,18 +25,23 @@ constexpr char kCommand[] = "shardkit gather";
 
 int RunGather(const std::vector<std::string>& args) {
   FlagParser flags(kCommand,
-                   "--in DIR --out OUT.safetensors [--memory-mib M]\n"
+                   "--in DIR --out OUT.safetensors [SELECTION] [--memory-mib M]\n"
                    "       shardkit gather --in DIR --out OUT_DIR --max-shard-size SIZE "
+                   "[SELECTION] [--memory-mib M]\n"
+                   "       shardkit gather --in DIR --out OUT_DIR --format dcp [SELECTION] "
                    "[--memory-mib M]\n"
-                   "       shardkit gather --in DIR --out OUT_DIR --format dcp [--memory-mib M]");
+                   "       SELECTION: [--include GLOB]... [--exclude GLOB]... "
+                   "[--strip-prefix PREFIX] [--strict]");
   std::string in_dir, out_path, format;
   int64_t memory_mib = kDefaultMemoryMib, max_shard_bytes = 0;
+  checkpoint::TensorSelection select;
   flags.AddString("in", &in_dir,
                   "shard directory written by 'shardkit shard' or 'reshard', or a PyTorch DCP "
                   "checkpoint directory (.metadata, *.distcp) (required)");
   flags.AddString("out", &out_path,
-                  "the safetensors file to write (with --max-shard-size: a new or empty "
-                  "directory) (required)");
+                  "the safetensors file to write (with --max-shard-size: a directory holding no "
+                  "weights yet: new, empty, or a model folder's config.json, "
+                  "generation_config.json and tokenizer files, left alone) (required)");
   flags.AddByteSize("max-shard-size", &max_shard_bytes,
                     "write a Hugging Face checkpoint of files of at most SIZE tensor bytes "
                     "(500MB, 2GiB, 1000000; KB/MB/GB are powers of 1000) (default: one "
@@ -45,6 +50,7 @@ int RunGather(const std::vector<std::string>& args) {
                 "shardkit (a safetensors file, or Hugging Face files with --max-shard-size) or "
                 "dcp (directory OUT_DIR as a PyTorch DCP checkpoint of one rank: __0_0.distcp and "
                 ".metadata) (default: shardkit)");
+  AddSelectionFlags(flags, &select, /*strip_prefix=*/true);
   AddMemoryFlag(flags, &memory_mib);
   const ParseResult parsed = ParseCommand(flags, args, Positionals::None());
   if (parsed.done()) return parsed.exit_code();
@@ -60,8 +66,10 @@ int RunGather(const std::vector<std::string>& args) {
                                      "checkpoint of one rank is one __0_0.distcp file)"));
   }
   checkpoint::GatherReport report;
-  const checkpoint::GatherOptions options{
-      .progress = ProgressWanted(), .memory_bytes = memory_mib << 20, .report = &report};
+  const checkpoint::GatherOptions options{.select = std::move(select),
+                                          .progress = ProgressWanted(),
+                                          .memory_bytes = memory_mib << 20,
+                                          .report = &report};
   const absl::Status status =
       dcp ? checkpoint::GatherToDcp(in_dir, out_path, std::cerr, options)
       : flags.WasSet("max-shard-size")

@@ -96,9 +96,9 @@ FlagParser ShardFlagParser(ShardFlags* out) {
 
 FlagParser ReshardFlagParser(ShardFlags* out) {
   FlagParser flags(kReshardCommand,
-                   "--in DIR --plan PLAN.json --out DIR2 [--memory-mib M] [--fp8-block B] "
-                   "[--allow-misaligned-scales] [--strict] [--format shardkit|dcp] [--nproc N] "
-                   "[--backend B] [--timeout S]");
+                   "--in DIR --plan PLAN.json --out DIR2 [--include GLOB]... [--exclude GLOB]... "
+                   "[--memory-mib M] [--fp8-block B] [--allow-misaligned-scales] [--strict] "
+                   "[--format shardkit|dcp] [--nproc N] [--backend B] [--timeout S]");
   flags.AddString("in", &out->options.checkpoint_path,
                   "the shard directory, or PyTorch DCP checkpoint directory, to re-lay out (read "
                   "by every rank, at this same path) (required)");
@@ -108,6 +108,7 @@ FlagParser ReshardFlagParser(ShardFlags* out) {
   flags.AddString("out", &out->options.write.out_dir,
                   "output directory (outside --in): rank-RRRRR.safetensors per rank and "
                   "index.json, or with --format dcp a DCP checkpoint (required)");
+  AddSelectionFlags(flags, &out->options.write.select, /*strip_prefix=*/false);
   AddRunFlags(flags, out);
   flags.SetHelpNotes(kPlanHelp);
   out->reshard = true;
@@ -123,6 +124,7 @@ absl::Status CheckShardFlags(const FlagParser& parser, ShardFlags* flags) {
   }
   if (!reshard && parser.WasSet("src-rank")) flags->options.src_rank = flags->src_rank;
   flags->options.write.memory_bytes = flags->memory_mib << 20;
+  flags->options.write.select.strict = flags->options.write.strict;
   SHARDKIT_ASSIGN_OR_RETURN(flags->options.write.format, ParseFormatFlag(flags->format));
   if (!reshard && parser.WasSet("strategy")) {
     SHARDKIT_ASSIGN_OR_RETURN(flags->options.strategy,

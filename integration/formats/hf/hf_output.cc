@@ -33,7 +33,8 @@ std::optional<os::TemporaryName> OwnTemporary(std::string_view name) {
   return std::nullopt;
 }
 
-// Refuses a `dir` holding anything but the lock file (and, with `allow_dead_temporaries`,
+// Refuses a `dir` holding anything but the lock file, the files a model folder holds beside its
+// weights (IsModelFolderFile) (and, with `allow_dead_temporaries`,
 // temporary files of a Hugging Face output whose process is gone: RemoveDeadTemporaries removes
 // them under the lock), naming the first few entries — or, first, a temporary file of a running
 // process.
@@ -44,7 +45,9 @@ absl::Status CheckEmpty(const std::string& dir, bool allow_dead_temporaries) {
     const std::string name = it->path().filename().string();
     const std::optional<os::TemporaryName> temp = OwnTemporary(name);
     const bool gone = temp && os::ProcessGone(temp->pid);
-    if (name == os::kLockFileName || (gone && allow_dead_temporaries)) continue;
+    if (name == os::kLockFileName || IsModelFolderFile(name) || (gone && allow_dead_temporaries)) {
+      continue;
+    }
     if (temp && !gone) {
       return absl::InvalidArgumentError(absl::StrCat(
           dir, ": holds ", name, ", a temporary file of process ", temp->pid,
@@ -66,7 +69,9 @@ absl::Status CheckEmpty(const std::string& dir, bool allow_dead_temporaries) {
   return absl::InvalidArgumentError(
       absl::StrCat(dir, ": is not empty (holds ", absl::StrJoin(names, ", "),
                    more > 0 ? absl::StrCat(" and ", more, " more") : "",
-                   "): a Hugging Face checkpoint is written into a new or empty directory"));
+                   "): a Hugging Face checkpoint is written into a new or empty directory, or one "
+                   "holding only a model's other files (config.json, generation_config.json, "
+                   "tokenizer files), which are left alone"));
 }
 
 }  // namespace
@@ -118,6 +123,21 @@ std::string HfIndexJson(int64_t total_size, const std::map<std::string, std::str
   const nlohmann::json index = {{"metadata", {{"total_size", total_size}}},
                                 {"weight_map", weight_map}};
   return index.dump(2) + "\n";
+}
+
+bool IsModelFolderFile(std::string_view file_name) {
+  static constexpr std::string_view kNames[] = {
+      "config.json",           "generation_config.json", "tokenizer.json",
+      "tokenizer_config.json", "tokenizer.model",        "special_tokens_map.json",
+      "added_tokens.json",     "vocab.json",             "vocab.txt",
+      "merges.txt",            "chat_template.json",     "chat_template.jinja",
+      "preprocessor_config.json", "processor_config.json", "README.md"};
+  if (std::find(std::begin(kNames), std::end(kNames), file_name) != std::end(kNames)) return true;
+  // A model's own code (trust_remote_code): configuration_*.py, modeling_*.py, tokenization_*.py.
+  const absl::string_view name(file_name.data(), file_name.size());
+  return absl::EndsWith(name, ".py") &&
+         (absl::StartsWith(name, "configuration_") || absl::StartsWith(name, "modeling_") ||
+          absl::StartsWith(name, "tokenization_"));
 }
 
 bool IsHfOutputName(std::string_view name) {

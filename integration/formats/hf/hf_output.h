@@ -65,9 +65,18 @@ std::string HfIndexJson(int64_t total_size, const std::map<std::string, std::str
 // model.safetensors.index.json, model-K-of-N.safetensors.
 bool IsHfOutputName(std::string_view name);
 
+// Whether `name` is a file a model folder holds beside its weights, which a Hugging Face output
+// leaves alone: config.json, generation_config.json, the tokenizer's and processor's files
+// (tokenizer.json, tokenizer_config.json, tokenizer.model, special_tokens_map.json,
+// added_tokens.json, vocab.json, vocab.txt, merges.txt, chat_template.json/.jinja,
+// preprocessor_config.json, processor_config.json), README.md, and a model's own code
+// (configuration_*.py, modeling_*.py, tokenization_*.py).
+bool IsModelFolderFile(std::string_view name);
+
 // Makes `dir` ready for a new Hugging Face checkpoint: creates it (and its parents) if missing,
-// recording in `*created` (if given) which; it must then be empty — `.shardkit.lock` alone aside (a
-// leftover, or another run's) — both before the lock is taken (so a refused directory gets no lock
+// recording in `*created` (if given) which; it must then hold no weights — `.shardkit.lock` (a
+// leftover, or another run's) and a model folder's other files (IsModelFolderFile, left alone)
+// aside — both before the lock is taken (so a refused directory gets no lock
 // file) and after (another run may have written meanwhile). Temporary files of such an output whose
 // process is gone from this host are not refused: they are removed under the lock
 // (os::RemoveDeadTemporaries); a running process's are refused, never touched. Errors:

@@ -119,6 +119,32 @@ TEST(LockEmptyDirectoryTest, CreatesLocksAndRefusesWhatIsNotEmpty) {
                        HasSubstr("out: is not empty (holds a, b, c and 1 more)")));
 }
 
+// A model folder's other files (its config, its tokenizer) may be there: they are left alone.
+// Weights, or anything else, are not.
+TEST(LockEmptyDirectoryTest, AModelFoldersOtherFilesStay) {
+  const std::string dir = testing::TestPath("hf-model");
+  fs::create_directories(dir);
+  for (const char* name : {"config.json", "generation_config.json", "tokenizer.json",
+                           "tokenizer_config.json", "special_tokens_map.json", "modeling_x.py"}) {
+    Touch(dir + "/" + name);
+  }
+  {
+    absl::StatusOr<os::DirectoryLock> lock = LockEmptyDirectory(dir);
+    ASSERT_THAT(lock.status(), IsOk());
+  }
+  EXPECT_TRUE(fs::exists(dir + "/config.json"));
+  EXPECT_TRUE(IsModelFolderFile("vocab.txt"));
+  EXPECT_FALSE(IsModelFolderFile("model.safetensors"));
+  EXPECT_FALSE(IsModelFolderFile("modeling_x.pyc"));
+  EXPECT_FALSE(IsModelFolderFile("x.py"));
+  Touch(dir + "/model.safetensors");  // earlier weights: not replaced
+  EXPECT_THAT(LockEmptyDirectory(dir).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("(holds model.safetensors): a Hugging Face checkpoint is written "
+                                 "into a new or empty directory, or one holding only a model's "
+                                 "other files")));
+}
+
 TEST(LockEmptyDirectoryTest, RefusedDirectoryGetsNoLockFile) {
   const std::string dir = testing::TestPath("hf-full");
   fs::create_directories(dir);

@@ -1,6 +1,6 @@
 // Bad input and faults on the Gloo backend: registry errors, argument errors reported on every
-// rank, a rank that never joins, a rank SIGKILLed mid-broadcast, refusal after a failure, and
-// RawExchange's deadline and failures.
+// rank, a rank that never joins, a job reusing a run id, a rank claimed by two processes, a rank
+// SIGKILLed mid-broadcast, refusal after a failure, and RawExchange's deadline and failures.
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,6 +20,7 @@ namespace shardkit {
 namespace {
 
 using ::shardkit::testing::ForkRanks;
+using ::shardkit::testing::FreshTestDir;
 using ::shardkit::testing::RankOptions;
 using ::shardkit::testing::RunRanks;
 using ::shardkit::testing::RunRanksInThreads;
@@ -27,6 +28,7 @@ using ::shardkit::testing::SharedTime;
 using ::shardkit::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::AnyOf;
+using ::testing::Each;
 using ::testing::HasSubstr;
 
 TEST(GlooRegistry, UnknownBackendListsAvailable) {
@@ -81,6 +83,53 @@ TEST(GlooFaults, RankThatNeverJoinsIsNamed) {
                                                HasSubstr("rank 2 never joined")));
       },
       options));
+}
+
+// Two jobs, one after the other, with the same store and run id (`shardkit launch --run-id ws`
+// twice): the second used to read the first one's addresses and fail (Connection refused).
+TEST(GlooFaults, JobReusingARunIdConnects) {
+  const std::string store_url = absl::StrCat("file://", FreshTestDir("reused"));
+  for (int job = 0; job < 2; ++job) {
+    SCOPED_TRACE(absl::StrCat("job ", job));
+    SHARDKIT_EXPECT_OK(ForkRanks(3, [&](int rank, const std::string& /*fresh*/) {
+      ConnectOptions connect = RankConnectOptions(rank, 3, "gloo", RankOptions());
+      connect.store_url = store_url;
+      // Rank 2 comes later, as a second launch's would: the others must not take the first
+      // job's keys (its addresses among them) for rank 2's.
+      if (rank == 2) absl::SleepFor(absl::Milliseconds(300));
+      SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Communicator> comm, Connect(connect));
+      std::vector<int> v(4, rank);
+      SHARDKIT_ASSERT_OK(comm->Broadcast(MutableBuffer(v), 2));
+      EXPECT_THAT(v, Each(2));
+    }));
+  }
+}
+
+// Two launches that both hold ranks 0 and 1 of a world of 4 (overlapping --rank-offset): every
+// process fails at once naming the rank claimed twice, instead of waiting out its 60 s for
+// ranks 2 and 3; a job started right after, with the same run id, connects.
+TEST(GlooFaults, RankClaimedTwiceFailsEveryProcessAtOnce) {
+  const std::string store_url = absl::StrCat("file://", FreshTestDir("claimed-twice"));
+  auto connect = [&](int rank, const std::string& launch_id) {
+    ConnectOptions options = RankConnectOptions(rank, 4, "gloo", RankOptions());
+    options.timeout = absl::Seconds(60);
+    options.store_url = store_url;
+    options.launch_id = launch_id;
+    return Connect(options);
+  };
+  SHARDKIT_EXPECT_OK(ForkRanks(4, [&](int process, const std::string& /*fresh*/) {
+    const absl::Time start = absl::Now();
+    EXPECT_THAT(connect(process % 2, process < 2 ? "a" : "b"),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("was claimed by two processes at the rendezvous of 4"),
+                               HasSubstr("--rank-offset ranges of two launches overlap"))));
+    EXPECT_LT(absl::Now() - start, absl::Seconds(15));
+  }));
+  SHARDKIT_EXPECT_OK(ForkRanks(4, [&](int rank, const std::string& /*fresh*/) {
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Communicator> comm,
+                                  connect(rank, rank < 2 ? "c" : "d"));
+    SHARDKIT_EXPECT_OK(comm->Barrier());
+  }));
 }
 
 TEST(GlooFaults, ArgumentErrorsAreReportedOnEveryRank) {

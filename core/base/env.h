@@ -20,6 +20,7 @@ inline constexpr char kRunId[] = "SHARDKIT_RUN_ID";                     // this 
 inline constexpr char kTimeout[] = "SHARDKIT_TIMEOUT";                  // seconds per operation
 inline constexpr char kHostname[] = "SHARDKIT_HOSTNAME";                // address the backend binds
 inline constexpr char kIfname[] = "SHARDKIT_IFNAME";                    // or the interface it binds
+inline constexpr char kLaunchId[] = "SHARDKIT_LAUNCH_ID";  // one launcher's, for all its ranks
 
 // Where backend plugins are searched first (colon-separated directories;
 // core/comm/backend_loader.h).

@@ -8,10 +8,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/base/env.h"
 #include "core/base/status_macros.h"
 #include "core/comm/backend_loader.h"
 #include "core/comm/launcher_env.h"
+#include "core/store/rendezvous.h"
 #include "core/store/store_url.h"
 
 namespace shardkit {
@@ -79,8 +81,17 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectWithBackend(const LoadedBac
                               OpenStoreAsRank(options.store_url, options.rank, options.timeout));
     options.store = std::move(store);
   }
-  if (options.store == nullptr && options.world_size > 1 && BackendNeedsStore(options.backend)) {
-    return MissingStoreError(DetectLauncherFromEnv().value_or(LauncherEnv()), options);
+  if (options.world_size > 1 && BackendNeedsStore(options.backend)) {
+    if (options.store == nullptr) {
+      return MissingStoreError(DetectLauncherFromEnv().value_or(LauncherEnv()), options);
+    }
+    // The prefix may hold the keys of an earlier job with the same run id (a finished job's
+    // addresses would send this one's ranks to dead ports): this job meets in a fresh
+    // generation, which also fails at once, on every rank, if two processes claim one rank.
+    SHARDKIT_ASSIGN_OR_RETURN(
+        options.key_prefix,
+        JoinFreshGeneration(*options.store, options.key_prefix, options.rank, options.world_size,
+                            options.launch_id, absl::Now() + options.timeout));
   }
   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, backend.factory(options));
   // The communicator's first collective (seq 1): a job mixing two builds fails here, on every
@@ -102,6 +113,7 @@ absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv() {
   if (const char* store = GetEnv(env::kStore)) o.store_url = store;
   if (const char* hostname = GetEnv(env::kHostname)) o.hostname = hostname;
   if (const char* ifname = GetEnv(env::kIfname)) o.ifname = ifname;
+  if (const char* launch_id = GetEnv(env::kLaunchId)) o.launch_id = launch_id;
   if (const char* timeout = GetEnv(env::kTimeout)) {
     double seconds = 0;
     if (!absl::SimpleAtod(timeout, &seconds) || !(seconds > 0)) {

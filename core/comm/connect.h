@@ -32,8 +32,9 @@ namespace shardkit {
 // missing store (a world of more than one with a backend that needs one, BackendNeedsStore), or
 // both hostname and ifname; kNotFound for a backend that is neither built in nor a plugin on the
 // search path (the message lists both); kFailedPrecondition for a plugin that cannot be loaded or
-// for ranks running different builds; the backend's errors (e.g. kDeadlineExceeded naming the
-// ranks that never joined the rendezvous).
+// for ranks running different builds; from the rendezvous, on every rank of the job alike,
+// kInvalidArgument naming a rank that two processes claimed and kDeadlineExceeded naming the
+// ranks that never joined (JoinFreshGeneration, core/store/rendezvous.h); the backend's errors.
 // A tcp:// store_url is served by rank 0's process unless its port is served already (by
 // `shardkit launch`): see OpenStoreAsRank (core/store/store_url.h).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> Connect(ConnectOptions options);

@@ -27,10 +27,15 @@ struct ConnectOptions {
   // Address or interface the backend binds (Gloo: default 127.0.0.1). At most one of them.
   std::string hostname;
   std::string ifname;
-  // Keys of this communicator live under "<key_prefix>/comm<K>/", K counting this rank's Connect
-  // calls with this store (URL, or object) and prefix in this process, so ranks that connect in
-  // the same order agree on fresh keys without talking. Backends receive the final prefix here.
+  // Keys of this communicator live under "<key_prefix>/comm<K>/gen<G>/", K counting this rank's
+  // Connect calls with this store (URL, or object) and prefix in this process, so ranks that
+  // connect in the same order agree on fresh keys without talking, and G the job generation under
+  // that prefix (JoinFreshGeneration, core/store/rendezvous.h): a job reusing a run id never reads
+  // an earlier job's keys. Backends receive the final prefix here.
   std::string key_prefix;
+  // The id the launcher gave every rank it started (SHARDKIT_LAUNCH_ID; empty: none). A rank that
+  // comes late to a rendezvous its launch's other ranks already failed fails with them.
+  std::string launch_id;
 };
 
 }  // namespace shardkit

@@ -23,10 +23,11 @@ namespace {
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
-std::string RandomRunId() {
+// "<kind>-<16 hex digits>", random.
+std::string RandomId(const char* kind) {
   std::random_device device;
   uint64_t bits = (static_cast<uint64_t>(device()) << 32) | device();
-  return absl::StrFormat("run-%016x", bits);
+  return absl::StrFormat("%s-%016x", kind, bits);
 }
 
 // How long the launcher waits for its store: a tcp:// store may be served by a launcher on
@@ -64,7 +65,7 @@ absl::StatusOr<std::string> AgreedRunId(const LaunchOptions& options) {
 absl::StatusOr<std::string> ChooseRunId(const LaunchOptions& options) {
   if (!options.run_id.empty()) return options.run_id;
   if (options.world > options.nproc) return AgreedRunId(options);
-  return RandomRunId();
+  return RandomId("run");
 }
 
 std::string EnvOr(const std::vector<std::string>& env, const std::string& name,
@@ -129,7 +130,8 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& options) {
 
 std::vector<RankProcessSpec> RankSpecs(const LaunchOptions& options,
                                        const std::vector<std::string>& base,
-                                       const std::string& store_url, const std::string& run_id) {
+                                       const std::string& store_url, const std::string& run_id,
+                                       const std::string& launch_id) {
   const int world = options.world == 0 ? options.nproc : options.world;
   const std::string backend =
       options.backend.value_or(EnvOr(base, env::kBackend, env::kDefaultBackend));
@@ -152,6 +154,7 @@ std::vector<RankProcessSpec> RankSpecs(const LaunchOptions& options,
         {env::kBackend, backend},
         {env::kStore, store_url},
         {env::kRunId, run_id},
+        {env::kLaunchId, launch_id},
         {env::kTimeout, timeout},
     };
     for (const std::string& entry : base) {
@@ -177,7 +180,7 @@ absl::StatusOr<int> Launch(const LaunchOptions& options) {
   std::string run_id, store_url;
   if (options.store_url.empty()) {
     SHARDKIT_RETURN_IF_ERROR(temp_dir.Create("shardkit-launch"));
-    run_id = RandomRunId();
+    run_id = RandomId("run");
     store_url = absl::StrCat("file://", temp_dir.path());
   } else {
     SHARDKIT_ASSIGN_OR_RETURN(server, ServeTcpStore(&resolved));
@@ -192,8 +195,8 @@ absl::StatusOr<int> Launch(const LaunchOptions& options) {
   run.prefix_stdout = options.prefix_stdout;
   run.error_prefix = options.error_prefix;
   SHARDKIT_ASSIGN_OR_RETURN(
-      RunOutcome outcome,
-      RunRankProcesses(run, RankSpecs(options, CurrentEnvironment(), store_url, run_id)));
+      RunOutcome outcome, RunRankProcesses(run, RankSpecs(options, CurrentEnvironment(), store_url,
+                                                          run_id, RandomId("launch"))));
   return LaunchExitCode(outcome);
 }
 

@@ -10,10 +10,11 @@
 //
 // Environment of rank R (local rank L): SHARDKIT_RANK=R, SHARDKIT_LOCAL_RANK=L,
 // SHARDKIT_WORLD_SIZE, SHARDKIT_LOCAL_WORLD_SIZE (= nproc), SHARDKIT_BACKEND, SHARDKIT_STORE
-// (the run's own namespace), SHARDKIT_RUN_ID, SHARDKIT_TIMEOUT; SHARDKIT_HOSTNAME=127.0.0.1 for
-// a single-host job unless SHARDKIT_HOSTNAME or SHARDKIT_IFNAME is already set. Everything else
-// is inherited. Flags beat the environment: SHARDKIT_BACKEND/SHARDKIT_TIMEOUT already set are
-// kept only when the flag is absent.
+// (the run's own namespace), SHARDKIT_RUN_ID, SHARDKIT_LAUNCH_ID (this launcher's own random
+// id, which the rendezvous uses to tell its ranks from another launch's), SHARDKIT_TIMEOUT;
+// SHARDKIT_HOSTNAME=127.0.0.1 for a single-host job unless SHARDKIT_HOSTNAME or SHARDKIT_IFNAME
+// is already set. Everything else is inherited. Flags beat the environment:
+// SHARDKIT_BACKEND/SHARDKIT_TIMEOUT already set are kept only when the flag is absent.
 #ifndef SHARDKIT_INTEGRATION_LAUNCH_LAUNCH_H_
 #define SHARDKIT_INTEGRATION_LAUNCH_LAUNCH_H_
 
@@ -49,10 +50,11 @@ struct LaunchOptions {
 [[nodiscard]] absl::Status ValidateLaunchOptions(const LaunchOptions& options);
 
 // The environment of each local rank, given the inherited one (`base`, "NAME=value" entries),
-// the run's store URL and run id.
+// the run's store URL and run id, and this launcher's id.
 std::vector<RankProcessSpec> RankSpecs(const LaunchOptions& options,
                                        const std::vector<std::string>& base,
-                                       const std::string& store_url, const std::string& run_id);
+                                       const std::string& store_url, const std::string& run_id,
+                                       const std::string& launch_id);
 
 // Runs the job; returns the launcher's exit status (LaunchExitCode). Removes the temporary store
 // directory, if it made one, before returning.

@@ -140,18 +140,20 @@ TEST(RankSpecsTest, EnvironmentPerRankFlagsBeatEnvironment) {
   options.timeout_s = 2.5;
   const std::vector<std::string> base = {"PATH=/bin", "SHARDKIT_TIMEOUT=99",
                                          "SHARDKIT_BACKEND=nccl", "SHARDKIT_RANK=7"};
-  std::vector<RankProcessSpec> specs = RankSpecs(options, base, "redis://h:1/r", "run-x");
+  std::vector<RankProcessSpec> specs =
+      RankSpecs(options, base, "redis://h:1/r", "run-x", "launch-y");
   ASSERT_EQ(specs.size(), 2u);
   EXPECT_EQ(specs[1].rank, 4);
   EXPECT_THAT(specs[1].env,
               UnorderedElementsAre("PATH=/bin", "SHARDKIT_RANK=4", "SHARDKIT_LOCAL_RANK=1",
                                    "SHARDKIT_WORLD_SIZE=5", "SHARDKIT_LOCAL_WORLD_SIZE=2",
                                    "SHARDKIT_BACKEND=nccl", "SHARDKIT_STORE=redis://h:1/r",
-                                   "SHARDKIT_RUN_ID=run-x", "SHARDKIT_TIMEOUT=2.5"));
+                                   "SHARDKIT_RUN_ID=run-x", "SHARDKIT_LAUNCH_ID=launch-y",
+                                   "SHARDKIT_TIMEOUT=2.5"));
   // Single host: the Gloo address defaults to loopback unless one is already chosen.
-  EXPECT_THAT(RankSpecs(Options(1), {}, "file:///s", "r")[0].env,
+  EXPECT_THAT(RankSpecs(Options(1), {}, "file:///s", "r", "l")[0].env,
               Contains("SHARDKIT_HOSTNAME=127.0.0.1"));
-  EXPECT_THAT(RankSpecs(Options(1), {"SHARDKIT_IFNAME=eth0"}, "file:///s", "r")[0].env,
+  EXPECT_THAT(RankSpecs(Options(1), {"SHARDKIT_IFNAME=eth0"}, "file:///s", "r", "l")[0].env,
               Not(Contains("SHARDKIT_HOSTNAME=127.0.0.1")));
 }
 
@@ -189,7 +191,8 @@ Captured RunScript(int nproc, const std::string& script, absl::Duration grace,
   options.prefix_stdout = prefix_stdout;
   options.error_prefix = error_prefix;
   LaunchOptions launch = Options(nproc);
-  std::vector<RankProcessSpec> specs = RankSpecs(launch, {"PATH=/usr/bin:/bin"}, "file:///x", "r");
+  std::vector<RankProcessSpec> specs =
+      RankSpecs(launch, {"PATH=/usr/bin:/bin"}, "file:///x", "r", "l");
   const absl::Time start = absl::Now();
   auto outcome = RunRankProcesses(options, specs);
   Captured captured;

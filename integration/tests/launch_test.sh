@@ -44,15 +44,22 @@ read -r _ _ url_a id_a <"$TEST_TMPDIR/a"; read -r _ _ url_b id_b <"$TEST_TMPDIR/
 [ "$url_a" = "file://$base/$id_a" ] || fail "--store run id: $url_a vs $id_a"
 [ "$id_a" != "$id_b" ] || fail "two runs share run id $id_a"
 
-# Multi-host: two launchers of one 4-rank job agree on the run id through the store.
+# Multi-host: two launchers of one 4-rank job agree on the run id through the store; each gives
+# its own ranks a launch id of its own.
 for offset in 0 2; do
   "$bin" launch --nproc 2 --world 4 --rank-offset $offset --store "file://$base" -- \
-    sh -c 'echo "$SHARDKIT_RANK/$SHARDKIT_WORLD_SIZE $SHARDKIT_STORE"' >"$TEST_TMPDIR/host$offset" &
+    sh -c 'echo "$SHARDKIT_RANK/$SHARDKIT_WORLD_SIZE $SHARDKIT_STORE $SHARDKIT_LAUNCH_ID"' \
+    >"$TEST_TMPDIR/host$offset" &
 done
 wait
 hosts=$(cat "$TEST_TMPDIR/host0" "$TEST_TMPDIR/host2")
 [ "$(awk '{print $4}' <<<"$hosts" | sort -u | wc -l)" = 1 ] || fail "hosts disagree on store: $hosts"
 [ "$(awk '{print $3}' <<<"$hosts" | sort | tr '\n' ' ')" = "0/4 1/4 2/4 3/4 " ] || fail "ranks: $hosts"
+for offset in 0 2; do
+  [ "$(awk '{print $5}' "$TEST_TMPDIR/host$offset" | sort -u | grep -c '^launch-')" = 1 ] ||
+    fail "launch id of host $offset: $hosts"
+done
+[ "$(awk '{print $5}' <<<"$hosts" | sort -u | wc -l)" = 2 ] || fail "launches share an id: $hosts"
 
 touch "$TEST_TMPDIR/regular"
 err=$("$bin" launch --nproc 1 --store "file://$TEST_TMPDIR/regular/x" -- true 2>&1)

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "core/os/socket.h"
 #include "core/store/internal/store_util.h"
 #include "core/store/internal/tcp_socket.h"
@@ -91,7 +92,16 @@ void TcpStoreServer::Loop() {
     const size_t before = connections_.size();
     std::erase_if(connections_, [](const auto& c) { return c->fd.get() < 0; });
     if (connections_.size() < before) accept_paused_ = false;
+    clients_.store(connections_.size());
   }
+}
+
+bool TcpStoreServer::AwaitNoClients(absl::Time deadline) const {
+  while (clients_.load() > 0) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(std::min(absl::Milliseconds(5), deadline - absl::Now()));
+  }
+  return true;
 }
 
 void TcpStoreServer::Accept() {

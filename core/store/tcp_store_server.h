@@ -12,10 +12,11 @@
 // goes away mid-request closes that connection (internal/tcp_wire.h). Memory per client is one
 // frame being received plus one reply being sent: a client that stops reading its replies is not
 // read from either. A client that connects and stays silent costs one file descriptor.
-// Thread-safety: Start, port() and the destructor may be called from any thread.
+// Thread-safety: Start, port(), AwaitNoClients and the destructor may be called from any thread.
 #ifndef SHARDKIT_CORE_STORE_TCP_STORE_SERVER_H_
 #define SHARDKIT_CORE_STORE_TCP_STORE_SERVER_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/os/fd.h"
 
 namespace shardkit {
@@ -42,6 +44,10 @@ class TcpStoreServer {
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
 
   int port() const { return port_; }
+
+  // Waits until no client is connected, or until `deadline`; returns whether none is. Polls (a
+  // few ms apart): it serves a launcher that is about to stop the server anyway.
+  bool AwaitNoClients(absl::Time deadline) const;
 
  private:
   struct Connection;
@@ -63,7 +69,8 @@ class TcpStoreServer {
   // Touched by the serving thread only.
   std::unordered_map<std::string, std::string> data_;
   std::vector<std::unique_ptr<Connection>> connections_;
-  bool accept_paused_ = false;  // out of file descriptors: resumes when a connection closes
+  bool accept_paused_ = false;      // out of file descriptors: resumes when a connection closes
+  std::atomic<size_t> clients_{0};  // connections_.size(), for AwaitNoClients
   std::thread thread_;
 };
 

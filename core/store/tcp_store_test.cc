@@ -131,6 +131,22 @@ TEST(TcpStoreServerTest, ClientsThatVanishMidRequestAreForgotten) {
   EXPECT_THAT(store->Check({"vanish"}), IsOkAndHolds(false));  // no partial request applied
 }
 
+TEST(TcpStoreServerTest, AwaitNoClientsWaitsForTheLastToLeave) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(auto server, TcpStoreServer::Start("127.0.0.1", 0));
+  EXPECT_TRUE(server->AwaitNoClients(absl::Now()));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(auto store, OpenStore(Url(server->port())));
+  ASSERT_THAT(store->Set("k", "v"), IsOk());  // answered: the server holds the connection
+  EXPECT_FALSE(server->AwaitNoClients(absl::Now() + absl::Milliseconds(50)));
+  std::thread leave([&store] {
+    absl::SleepFor(absl::Milliseconds(100));
+    store.reset();
+  });
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(server->AwaitNoClients(start + absl::Seconds(10)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  leave.join();
+}
+
 TEST(TcpStoreServerTest, AClientThatNeverReadsItsRepliesBlocksNobody) {
   SHARDKIT_ASSERT_OK_AND_ASSIGN(auto store, OpenStore(Url(SharedServer().port())));
   ASSERT_THAT(store->Set("big", std::string(4 << 20, 'b')), IsOk());

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "core/base/env.h"
 #include "core/base/status_macros.h"
 #include "core/os/temp_dir.h"
@@ -197,6 +198,9 @@ absl::StatusOr<int> Launch(const LaunchOptions& options) {
   SHARDKIT_ASSIGN_OR_RETURN(
       RunOutcome outcome, RunRankProcesses(run, RankSpecs(options, CurrentEnvironment(), store_url,
                                                           run_id, RandomId("launch"))));
+  // Ranks of other launches may still be reading how their rendezvous ended (this launch's
+  // ranks failing it, say): serve them a while before the store goes.
+  if (server != nullptr) (void)server->AwaitNoClients(absl::Now() + options.grace);
   return LaunchExitCode(outcome);
 }
 

@@ -1,7 +1,8 @@
 // Launch: `shardkit launch` as a library — validates the options, prepares the run's store
 // (a fresh temporary directory, or a fresh run-id namespace in the store given; a tcp:// store is
-// served by the launcher of rank 0, from a thread, until its ranks are done), builds each
-// rank's SHARDKIT_* environment and runs the ranks (rank_processes.h).
+// served by the launcher of rank 0, from a thread, until its ranks are done and then for as long
+// as other ranks stay connected to it, at most the grace period), builds each rank's SHARDKIT_*
+// environment and runs the ranks (rank_processes.h).
 //
 //   LaunchOptions options;
 //   options.nproc = 3;

@@ -86,13 +86,16 @@ class GenerationJoin {
   std::string ClaimKey(int64_t g, int rank) const { return Key(g, absl::StrCat("claim/", rank)); }
   std::string LaunchKey(int64_t g) const { return Key(g, absl::StrCat("launch/", launch_id_)); }
 
-  // Generation g is decided: its failure if this process's launch took part in it. Ok otherwise
-  // (a generation of other jobs, or one that joined: this process is then a later job's).
+  // Generation g is decided: its failure if a rank was claimed twice in it and this process's
+  // launch took part. Ok otherwise: a generation of other jobs, one that joined (this process is
+  // then a later job's), or one that timed out (which a process of this launch may have marked
+  // while it found itself too late for it, and went on to the next).
   absl::Status FailureOfOurLaunch(int64_t g) {
     if (launch_id_.empty()) return absl::OkStatus();
     SHARDKIT_ASSIGN_OR_RETURN(bool ours, store_.Check({LaunchKey(g)}));
     if (!ours) return absl::OkStatus();
     SHARDKIT_ASSIGN_OR_RETURN(std::string outcome, store_.Get(Key(g, "outcome"), kOutcomeGrace));
+    if (!absl::StartsWith(outcome, kConflict)) return absl::OkStatus();
     return OutcomeStatus(outcome);
   }
 

@@ -39,9 +39,10 @@ namespace shardkit {
 // A job killed while its ranks were joining leaves a generation without an outcome, whose claims
 // look alive (nothing here tells a dead claimer from a slow one): the next job under `prefix`
 // fails in it, usually at once as a rank claimed twice, at worst at its deadline.
-// A process arriving after its generation failed (a slow sibling) would otherwise wait alone in
-// the next one: `launch_id`, the id its launcher gave every rank it started (empty: none), marks
-// the generations its launch took part in, and such a process returns their failure too.
+// A process arriving after its generation failed on a rank claimed twice (a slow sibling) would
+// otherwise wait alone in the next one: `launch_id`, the id its launcher gave every rank it
+// started (empty: none), marks the generations its launch took part in, and such a process
+// returns that failure too.
 // Store operations per rank: a constant, plus one or two checks per earlier generation.
 // Errors: as listed; the store's errors; kDeadlineExceeded if `deadline` passes while the
 // generations are read.

@@ -202,4 +202,13 @@ std::string DescribeIdleRule(const Plan& plan, const IdleRule& idle) {
   return out;
 }
 
+std::string DescribeShardsNothing(const std::vector<ResolvedParameter>& resolved) {
+  if (resolved.empty()) return "";
+  for (const ResolvedParameter& parameter : resolved) {
+    if (parameter.rule.has_value()) return "";
+  }
+  return absl::StrCat("the plan shards nothing: no rule matches any of the ", resolved.size(),
+                      resolved.size() == 1 ? " parameter" : " parameters");
+}
+
 }  // namespace shardkit::specs

@@ -115,6 +115,12 @@ std::vector<IdleRule> FindIdleRules(const Plan& plan,
 // rules[3] (...) (1)`). Patterns are quoted with QuoteName.
 std::string DescribeIdleRule(const Plan& plan, const IdleRule& idle);
 
+// Why a plan shards nothing — no parameter of `resolved` (at least one) took a rule, so every rank
+// would hold every parameter whole — as one phrase: "the plan shards nothing: no rule matches any
+// of the N parameters"; "" when some parameter took a rule, or there are none. The commands that
+// bind a plan refuse such a plan unless told it is meant (--allow-replicated-only).
+std::string DescribeShardsNothing(const std::vector<ResolvedParameter>& resolved);
+
 }  // namespace shardkit::specs
 
 #endif  // SHARDKIT_SPECS_PLAN_H_

@@ -58,7 +58,10 @@ absl::StatusOr<Inspection> DryRun(const DryRunOptions& options,
   SHARDKIT_ASSIGN_OR_RETURN(
       std::vector<specs::ResolvedParameter> resolved,
       BindPlan(plan, header, options.world_size,
-               {.plan_path = options.plan_path, .strict = options.strict}, warnings));
+               {.plan_path = options.plan_path,
+                .strict = options.strict,
+                .allow_replicated_only = options.allow_replicated_only},
+               warnings));
   SHARDKIT_RETURN_IF_ERROR(
       CheckLayouts(header, AsAgreed(header, resolved), options.fp8, warnings).status());
   const ShardIndex index = MakeShardIndex(

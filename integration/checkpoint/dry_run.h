@@ -30,7 +30,8 @@ struct DryRunOptions {
   std::string plan_path;
   std::string checkpoint_path;
   int64_t world_size = 1;
-  bool strict = false;  // as ShardWriteOptions::strict
+  bool strict = false;                 // as ShardWriteOptions::strict
+  bool allow_replicated_only = false;  // as ShardWriteOptions::allow_replicated_only
   Fp8ScaleOptions fp8;
 };
 
@@ -38,8 +39,8 @@ struct DryRunOptions {
 // appended to `warnings`. Errors: those `shard` would report before moving data, with the same
 // messages — kNotFound / kInvalidArgument for a missing or malformed plan or checkpoint, a name
 // with '#' or that the engine refuses, src_rank outside the world, a spec that does not fit its
-// tensor (an enumerable spec's gap or overlap), under `strict` idle rules or a plan that shards
-// nothing, an FP8 weight cut off its scale blocks, a sub-byte shard cut inside a byte.
+// tensor (an enumerable spec's gap or overlap), a plan that shards nothing (unless
+// allow_replicated_only), under `strict` idle rules, an FP8 weight cut off its scale blocks, a sub-byte shard cut inside a byte.
 [[nodiscard]] absl::StatusOr<Inspection> DryRun(const DryRunOptions& options,
                                                 std::vector<std::string>* warnings);
 

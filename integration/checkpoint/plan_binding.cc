@@ -13,13 +13,14 @@
 namespace shardkit::checkpoint {
 namespace {
 
-// Under --strict: why the plan would shard nothing, or "" when some parameter takes a rule.
-std::string ShardsNothing(const std::vector<specs::ResolvedParameter>& resolved) {
-  for (const specs::ResolvedParameter& parameter : resolved) {
-    if (parameter.rule.has_value()) return "";
-  }
-  return absl::StrCat("the plan shards nothing: no rule matches any of the checkpoint's ",
-                      resolved.size(), " parameters, so every rank would get every one whole");
+// Why the plan would shard nothing, or "" when some parameter takes a rule (or when asked to).
+std::string ShardsNothing(const std::vector<specs::ResolvedParameter>& resolved,
+                          bool allow_replicated_only) {
+  if (allow_replicated_only) return "";
+  const std::string nothing = specs::DescribeShardsNothing(resolved);
+  if (nothing.empty()) return "";
+  return absl::StrCat(nothing, " of the checkpoint, so every rank would get every one whole "
+                               "(--allow-replicated-only if that is what you want)");
 }
 
 }  // namespace
@@ -62,14 +63,19 @@ absl::StatusOr<std::vector<specs::ResolvedParameter>> BindPlan(const specs::Plan
     idle.push_back(absl::StrCat(specs::DescribeIdleRule(plan, rule),
                                 rule.matches == 0 ? " of the checkpoint" : ""));
   }
+  const std::string nothing = ShardsNothing(resolved, options.allow_replicated_only);
+  if (!nothing.empty()) {  // an error with or without --strict: every rank would get everything
+    if (options.strict) idle.push_back(nothing);
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.plan_path, ": ",
+                     options.strict ? absl::StrCat("--strict: ", absl::StrJoin(idle, "; "))
+                                    : nothing));
+  }
   if (!options.strict) {
     for (const std::string& line : idle) {
       warnings->push_back(absl::StrCat("warning: ", options.plan_path, ": ", line));
     }
     return resolved;
-  }
-  if (std::string nothing = ShardsNothing(resolved); !nothing.empty()) {
-    idle.push_back(std::move(nothing));
   }
   if (idle.empty()) return resolved;
   return absl::InvalidArgumentError(

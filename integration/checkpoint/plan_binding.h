@@ -39,9 +39,12 @@ namespace shardkit::checkpoint {
 
 struct PlanCheckOptions {
   std::string plan_path;  // names the plan in messages
-  // --strict: a rule that matches no parameter, a rule shadowed by earlier ones (every parameter
-  // it matches was taken first) and a plan that shards nothing are errors, not warnings.
+  // --strict: a rule that matches no parameter and a rule shadowed by earlier ones (every
+  // parameter it matches was taken first) are errors, not warnings.
   bool strict = false;
+  // --allow-replicated-only: a plan that shards nothing (every parameter replicated on every rank)
+  // is what the caller wants; without it, such a plan is an error.
+  bool allow_replicated_only = false;
 };
 
 // Binds `plan` to the header's tensors for `world_size` ranks: checks every name (no '#',
@@ -51,9 +54,9 @@ struct PlanCheckOptions {
 // PLAN: rules[2] ("x.*") matches no parameter of the checkpoint`, or `warning: PLAN: rules[4]
 // ("a.*.o_proj") matches 4 parameters, all taken by rules[0] ("a.*.*_proj")`. Returns one entry per
 // header tensor, in header order. Errors: kInvalidArgument for a name with '#' or that a Module
-// refuses, as specs::Resolve (naming the parameter and rule), and under `strict` for idle rules or
-// a plan that shards nothing (every parameter replicated): one message listing them all, `PLAN:
-// --strict: rules[4] (...) matches 4 parameters, ...; ...`.
+// refuses, as specs::Resolve (naming the parameter and rule), for a plan that shards nothing
+// (every parameter replicated) unless `allow_replicated_only`, and under `strict` for idle rules:
+// one message listing them all, `PLAN: --strict: rules[4] (...) matches 4 parameters, ...; ...`.
 [[nodiscard]] absl::StatusOr<std::vector<specs::ResolvedParameter>> BindPlan(
     const specs::Plan& plan, const safetensors::Header& header, int64_t world_size,
     const PlanCheckOptions& options, std::vector<std::string>* warnings);

@@ -29,6 +29,7 @@ absl::Status GatherToDcp(const std::string& in_dir, const std::string& out_dir, 
                           .out_dir = out_dir,
                           .progress = options.progress,
                           .memory_bytes = options.memory_bytes,
+                          .allow_replicated_only = true,  // one rank holds every tensor whole
                           .format = OutputFormat::kDcp,
                           .select = options.select,
                           .report = &report};

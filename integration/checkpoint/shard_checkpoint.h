@@ -10,8 +10,9 @@
 // Steps (each local failure is shared with every rank by a collective status round, so all ranks
 // fail together with the same message):
 //  1. Every rank parses its plan (flags override src_rank and strategy) and checks the output
-//     directory (shard_dir.h); the source creates it if missing (the others, should they still
-//     not see it, in step 4) and opens the checkpoint and validates its header.
+//     directory: shardkit's own output only (OutputDirectory, output_directory.h); the source
+//     creates it if missing (the others, should they still not see it, in step 4) and opens the
+//     checkpoint and validates its header.
 //  2. The source sends the header (names, dtypes, shapes, __metadata__) to every rank; no other
 //     rank opens the checkpoint before step 3. Every rank binds the plan to it (plan_binding.h).
 //  3. The engine's agreement on the whole plan (AgreeOnPlan), before any data moves; then, on the
@@ -20,24 +21,25 @@
 //     the ranks agree that they all see the source's files (checkpoint_identity.h): a rank that
 //     cannot open them, or sees other ones, fails every rank here.
 //  4. The source takes the directory's lock (DIR/.shardkit.lock, held until it returns: one
-//     writer at a time; another run's is exit 2 on every rank) and removes an earlier output's
-//     index.json (durably) and the temporary files of processes that are gone
-//     (RemoveEarlierOutput); then every rank creates its file DIR/rank-RRRRR.safetensors under a
-//     temporary name, header written, at its final size.
+//     writer at a time; another run's is exit 2 on every rank) and chooses where the run writes
+//     (OutputDirectory::Begin): DIR, cleared of an interrupted run's files, or — over a complete
+//     earlier output, which stays untouched until the commit — a new directory beside DIR; the
+//     choice reaches every rank (one AllGather); then every rank creates its file
+//     rank-RRRRR.safetensors there under a temporary name, header written, at its final size.
 //  5. The data moves in rounds under the memory budget (stream_shard.h): the source reads each
 //     byte of the checkpoint once, every rank writes its bytes at their final offsets (direct:
 //     every rank reads only its own bytes itself; no tensor byte crosses the network).
 //  6. Every rank fsyncs and renames its file, then fsyncs the directory; after one more status
-//     round the source writes DIR/index.json the same way. A failed or killed run therefore
-//     never leaves an index.json. (If writing index.json itself fails, only the source reports
-//     it: the other ranks are done by then.)
-// A failed run removes this rank's temporary file, and DIR with the parents this rank created,
-// if nothing is left in them (the source removes the lock file first, while it holds it). An
-// interrupted one does the same in the signal handler (core/os/interrupt.h), where the source
-// prints the line its os::ScopedInterruptReport holds: DIR still holds the earlier output,
-// untouched (before step 4 removed index.json), or holds no index.json (the earlier output
-// cleared), or the complete new output (index.json written), or was removed (this run had created
-// it).
+//     round the source writes index.json the same way, and commits (OutputDirectory::Commit: over
+//     an earlier output, the swap that puts the new directory at DIR's path). So at every instant
+//     DIR holds the complete earlier output or the complete new one. (If writing index.json or
+//     the swap fails, only the source reports it: the other ranks are done by then.)
+// A failed run removes this rank's temporary file, and what the run wrote (OutputDirectory::
+// Abandon: the new directory beside DIR, or DIR's new files; DIR with the parents this rank
+// created, if nothing is left in them). An interrupted one removes its temporary files in the
+// signal handler (core/os/interrupt.h), where the source prints what DIR holds: still the earlier
+// output, untouched; no index.json (nor before this run); the complete new output; or removed
+// (this run had created it).
 //
 // Output on `log` (the source rank only): warnings (plan rules that take no parameter — matching
 // none, or shadowed by earlier rules — and the FP8 scale check's) and progress lines when enabled.
@@ -88,9 +90,12 @@ struct ShardWriteOptions {
   int64_t memory_bytes = kDefaultMemoryBytes;
   // FP8 weights and their `_scale_inv` scales must be cut on the same blocks (fp8_scales.h).
   Fp8ScaleOptions fp8;
-  // --strict: plan rules that take no parameter (matching none, or shadowed by earlier rules) and
-  // a plan that shards nothing are errors, not warnings (plan_binding.h, BindPlan).
+  // --strict: plan rules that take no parameter (matching none, or shadowed by earlier rules) are
+  // errors, not warnings (plan_binding.h, BindPlan).
   bool strict = false;
+  // --allow-replicated-only: a plan that shards nothing (every rank gets every parameter whole) is
+  // meant; without it, such a plan is an error (plan_binding.h, BindPlan).
+  bool allow_replicated_only = false;
   // kDcp (`--format dcp`): a PyTorch DCP checkpoint instead of a shard directory — every rank
   // writes __R_0.distcp (stream/dcp_rank_output.h), the source .metadata last instead of
   // index.json; "earlier output" is then .metadata, __R.metadata and __R_K.distcp.

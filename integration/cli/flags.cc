@@ -357,11 +357,13 @@ void AddFp8Flags(FlagParser& flags, int64_t* block, bool* allow_misaligned) {
                 "warn instead of refusing a plan that cuts an FP8 weight off its scale blocks");
 }
 
-void AddStrictFlag(FlagParser& flags, bool* strict) {
-  flags.AddBool(
-      "strict", strict,
-      "refuse (exit 2) a plan with a rule that matches no parameter or whose every "
-      "match an earlier rule took, or a plan that shards nothing (default: off, a warning)");
+void AddStrictFlag(FlagParser& flags, bool* strict, bool* allow_replicated_only) {
+  flags.AddBool("strict", strict,
+                "refuse (exit 2) a plan with a rule that matches no parameter or whose every "
+                "match an earlier rule took (default: off, a warning)");
+  flags.AddBool("allow-replicated-only", allow_replicated_only,
+                "accept a plan that shards nothing, every rank getting every parameter whole "
+                "(default: such a plan is refused, exit 2)");
 }
 
 void AddSelectionFlags(FlagParser& flags, checkpoint::TensorSelection* select, bool strip_prefix) {

@@ -190,9 +190,10 @@ void AddMemoryFlag(FlagParser& flags, int64_t* mib);
 // block scales (shard; reshard): `*block` holds the default when this is called.
 void AddFp8Flags(FlagParser& flags, int64_t* block, bool* allow_misaligned);
 
-// --strict of the commands that bind a plan to a checkpoint (shard, reshard, spec check
-// --checkpoint): plan rules that take no parameter, and a plan that shards nothing, are errors.
-void AddStrictFlag(FlagParser& flags, bool* strict);
+// --strict and --allow-replicated-only of the commands that bind a plan to a checkpoint (shard,
+// reshard, spec check --checkpoint): plan rules that take no parameter are errors; a plan that
+// shards nothing is accepted.
+void AddStrictFlag(FlagParser& flags, bool* strict, bool* allow_replicated_only);
 
 // --include GLOB and --exclude GLOB (repeatable), --strict for their warnings and, with
 // `strip_prefix`, --strip-prefix PREFIX: which tensors a command reads from its input and under

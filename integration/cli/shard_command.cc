@@ -58,7 +58,7 @@ struct ShardFlags {
 void AddRunFlags(FlagParser& flags, ShardFlags* out) {
   AddMemoryFlag(flags, &out->memory_mib);
   AddFp8Flags(flags, &out->options.write.fp8.block, &out->options.write.fp8.allow_misaligned);
-  AddStrictFlag(flags, &out->options.write.strict);
+  AddStrictFlag(flags, &out->options.write.strict, &out->options.write.allow_replicated_only);
   AddFormatFlag(flags, &out->format,
                 "shardkit (rank-RRRRR.safetensors per rank and index.json) or dcp (a PyTorch DCP "
                 "checkpoint that torch's dcp.load reads: __R_0.distcp per rank and .metadata) "
@@ -70,8 +70,8 @@ FlagParser ShardFlagParser(ShardFlags* out) {
   FlagParser flags(kCommand,
                    "--plan PLAN.json --checkpoint IN.safetensors --out DIR [--src-rank R] "
                    "[--strategy scatter|broadcast|direct] [--memory-mib M] [--fp8-block B] "
-                   "[--allow-misaligned-scales] [--strict] [--format shardkit|dcp] [--nproc N] "
-                   "[--backend B] [--timeout S]");
+                   "[--allow-misaligned-scales] [--strict] [--allow-replicated-only] "
+                   "[--format shardkit|dcp] [--nproc N] [--backend B] [--timeout S]");
   flags.AddString("plan", &out->options.write.plan_path,
                   "JSON plan: which spec each parameter gets (required; below)");
   flags.AddString("checkpoint", &out->options.checkpoint_path,
@@ -98,7 +98,8 @@ FlagParser ReshardFlagParser(ShardFlags* out) {
   FlagParser flags(kReshardCommand,
                    "--in DIR --plan PLAN.json --out DIR2 [--include GLOB]... [--exclude GLOB]... "
                    "[--memory-mib M] [--fp8-block B] [--allow-misaligned-scales] [--strict] "
-                   "[--format shardkit|dcp] [--nproc N] [--backend B] [--timeout S]");
+                   "[--allow-replicated-only] [--format shardkit|dcp] [--nproc N] [--backend B] "
+                   "[--timeout S]");
   flags.AddString("in", &out->options.checkpoint_path,
                   "the shard directory, or PyTorch DCP checkpoint directory, to re-lay out (read "
                   "by every rank, at this same path) (required)");

@@ -36,7 +36,7 @@ namespace {
 constexpr char kCommand[] = "shardkit spec check";
 constexpr char kUsage[] =
     "FILE.json [--shape 12,4] [--world N] | PLAN.json --checkpoint CK --world N [--strict] "
-    "[--fp8-block B] [--allow-misaligned-scales]";
+    "[--allow-replicated-only] [--fp8-block B] [--allow-misaligned-scales]";
 
 struct CheckOptions {
   std::string path;
@@ -135,7 +135,8 @@ absl::StatusOr<std::string> Check(const CheckOptions& options, std::vector<std::
 // Errors: kInvalidArgument naming the flags.
 absl::Status CheckDryRunFlags(const FlagParser& flags) {
   if (!flags.WasSet("checkpoint")) {
-    for (const char* name : {"strict", "fp8-block", "allow-misaligned-scales"}) {
+    for (const char* name :
+         {"strict", "allow-replicated-only", "fp8-block", "allow-misaligned-scales"}) {
       if (flags.WasSet(name)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "--", name, " applies to the dry run of a plan on a checkpoint (--checkpoint CK)"));
@@ -167,7 +168,7 @@ int RunCheck(const std::vector<std::string>& args) {
                   "dry run of `shard`: bind the plan to this checkpoint's header (any form "
                   "`shard --checkpoint` takes, or a shard directory as `reshard --in`) for --world "
                   "ranks; print the table `inspect` would print of the output (default: none)");
-  AddStrictFlag(flags, &dry_run.strict);
+  AddStrictFlag(flags, &dry_run.strict, &dry_run.allow_replicated_only);
   AddFp8Flags(flags, &dry_run.fp8.block, &dry_run.fp8.allow_misaligned);
   flags.SetHelpNotes(kPlanHelp);
   const ParseResult parsed = ParseCommand(flags, args, Positionals::ExactlyOne("FILE.json"));

@@ -1,5 +1,5 @@
 // weight_sync --trainer-ranks M [--steps S] [--push-every K] [--mib B] [--params P]
-//             [--server-plan PLAN.json]
+//             [--server-plan PLAN.json [--allow-replicated-only]]
 // Weight sync from a training group to a serving group (core/engine/sync_plan.h), every rank of
 // one `shardkit launch --nproc W` (ranks 0..M-1 train, M..W-1 serve) or of two launches joined
 // (`--world W --rank-offset K --store URL`):
@@ -10,7 +10,9 @@
 // The trainers hold P float32 parameters "layers.i.weight" [rows, 256] of B MiB in all, chunked on
 // dim 0 over the trainer ranks, and change them deterministically every step. Every K steps they
 // push into the servers, whose layout chunks dim 1 over the server ranks (or follows PLAN.json's
-// rules, bound over the server group; unmatched parameters are replicated). The plan is made once.
+// rules, bound over the server group; unmatched parameters are replicated, idle rules are warned
+// about, and a plan that shards nothing is refused unless --allow-replicated-only). The plan is
+// made once.
 // Each push runs with verify (per-piece digests, sender against receiver); then every server
 // checks its shards bit-exactly against the step's values and uses them: for a fixed x it computes
 // its part of y = x·Wᵀ for every parameter, and rank M sums the servers' parts and compares them
@@ -50,6 +52,7 @@ constexpr int64_t kCols = 256;
 struct Flags {
   int64_t trainer_ranks = 0, steps = 4, push_every = 2, mib = 8, params = 4;
   std::string server_plan;
+  bool allow_replicated_only = false;
 };
 
 // W[i][r, c] after `step` steps: exact in float32.
@@ -171,7 +174,31 @@ absl::Status CompareY(const Flags& f, const Module* trainer, const Module* serve
   return absl::OkStatus();
 }
 
-absl::StatusOr<specs::Plan> ServerPlan(const Flags& f) {
+// --server-plan bound to the model's parameters: idle rules are warnings (printed once, by the
+// first server rank), a plan that shards nothing is refused unless --allow-replicated-only. Every
+// rank reads the same file, so every rank reaches the same verdict before any collective.
+absl::Status CheckServerPlan(const Flags& f, const specs::Plan& plan, int servers, bool first) {
+  std::vector<specs::ParameterInfo> infos;
+  for (int64_t i = 0; i < f.params; ++i) infos.push_back({Name(i), {Rows(f), kCols}});
+  absl::StatusOr<std::vector<specs::ResolvedParameter>> resolved =
+      specs::Resolve(plan, infos, servers);
+  if (!resolved.ok()) return Annotate(resolved.status(), f.server_plan);
+  if (const std::string nothing = specs::DescribeShardsNothing(*resolved);
+      !nothing.empty() && !f.allow_replicated_only) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        f.server_plan, ": ", nothing, " of the model, so every server rank would receive every "
+        "parameter whole (--allow-replicated-only if that is what you want)"));
+  }
+  for (const specs::IdleRule& idle : specs::FindIdleRules(plan, *resolved)) {
+    if (first) {
+      std::cerr << "warning: " << f.server_plan << ": " << specs::DescribeIdleRule(plan, idle)
+                << " of the model\n";
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<specs::Plan> ServerPlan(const Flags& f, int servers, bool first) {
   if (f.server_plan.empty()) {
     return specs::ParsePlan(R"({"rules": [{"match": "**", "spec": {"type": "chunk", "dim": 1,
         "placements": {"ranks": "all"}}}]})");
@@ -179,6 +206,7 @@ absl::StatusOr<specs::Plan> ServerPlan(const Flags& f) {
   SHARDKIT_ASSIGN_OR_RETURN(std::string text, os::ReadWholeFile(f.server_plan));
   absl::StatusOr<specs::Plan> plan = specs::ParsePlan(text);
   if (!plan.ok()) return Annotate(plan.status(), f.server_plan);
+  SHARDKIT_RETURN_IF_ERROR(CheckServerPlan(f, *plan, servers, first));
   return plan;
 }
 
@@ -193,7 +221,7 @@ absl::Status Run(const Flags& f, Communicator& comm) {
   for (int r = 0; r < world; ++r) (r < trainers ? groups.source : groups.destination).push_back(r);
   SHARDKIT_ASSIGN_OR_RETURN(specs::Plan trainer_plan, specs::ParsePlan(R"({"rules": [{"match":
       "**", "spec": {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}}]})"));
-  SHARDKIT_ASSIGN_OR_RETURN(specs::Plan server_plan, ServerPlan(f));
+  SHARDKIT_ASSIGN_OR_RETURN(specs::Plan server_plan, ServerPlan(f, servers, rank == trainers));
   std::optional<Module> trainer, server;
   if (rank < trainers) {
     SHARDKIT_ASSIGN_OR_RETURN(trainer, MakeSide(f, trainer_plan, rank, trainers));
@@ -228,7 +256,7 @@ int Main(const std::vector<std::string>& args) {
   Flags f;
   cli::FlagParser parser(kCommand,
                          "--trainer-ranks M [--steps S] [--push-every K] [--mib B] [--params P] "
-                         "[--server-plan PLAN.json]");
+                         "[--server-plan PLAN.json [--allow-replicated-only]]");
   parser.AddInt("trainer-ranks", &f.trainer_ranks, "ranks 0..M-1 train, the rest serve (required)",
                 1, 1 << 20);
   parser.AddInt("steps", &f.steps, "training steps (default 4)", 0, int64_t{1} << 30);
@@ -238,6 +266,9 @@ int Main(const std::vector<std::string>& args) {
   parser.AddString("server-plan", &f.server_plan,
                    "the servers' layout: a plan whose rules are bound over the server group "
                    "(default: chunk dim 1 over every server)");
+  parser.AddBool("allow-replicated-only", &f.allow_replicated_only,
+                 "accept a --server-plan that shards nothing (every server rank receives every "
+                 "parameter whole); by default it is refused");
   const cli::ParseResult parsed = ParseCommand(parser, args, cli::Positionals::None());
   if (parsed.done()) return parsed.exit_code();
   if (absl::Status s = cli::Require(parser, {"trainer-ranks"}, cli::kSeeHelp); !s.ok()) {

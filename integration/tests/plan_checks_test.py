@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Plans that go wrong quietly, through the real binary on 2 ranks over Gloo: a shadowed rule is
-named with the rule that took its parameters; --strict refuses idle rules and a plan that shards
-nothing on every rank (ranks given different --strict fail together); names in errors are whole;
+named with the rule that took its parameters; --strict refuses idle rules on every rank (ranks
+given different --strict fail together); a plan that shards nothing (no rules, or rules for other
+names) is refused by shard, reshard and spec check unless --allow-replicated-only; names in errors
+are whole;
 `cuda` placements are recorded by shard, reshard, gather, inspect and spec check."""
 
 import json
@@ -79,16 +81,42 @@ def strict_plans(ck):
     r = run(["shard", "--plan", plan, "--checkpoint", ck, "--out", tmp_path("fixed-out"),
              "--nproc", "4", "--strict"])
     check(r.returncode == 0 and "warning" not in r.stderr, f"fixed plan: {r.returncode} {r.stderr}")
-    # A plan that shards nothing: fine without --strict, exit 2 with it.
-    plan = write_json("nothing.json", {"rules": []})
-    r = run(["shard", "--plan", plan, "--checkpoint", ck, "--out", tmp_path("nothing-out"),
-             "--nproc", "2"])
-    check(r.returncode == 0, f"plan sharding nothing: {r.stderr}")
-    r = run(["shard", "--plan", plan, "--checkpoint", ck, "--out", tmp_path("nothing-strict"),
+    # A plan that shards nothing — no rules, or rules that match no parameter (a plan meant for
+    # other names) — is exit 2 on every rank, nothing written, unless --allow-replicated-only.
+    empty = write_json("nothing.json", {"rules": []})
+    other = write_json("other-names.json", {"rules": [
+        {"match": "transformer.h.*.attn.c_attn.weight",
+         "spec": {"type": "chunk", "dim": 0, "placements": ALL}}]})
+    for plan in (empty, other):
+        out = tmp_path(f"nothing-out-{os.path.basename(plan)}")
+        r = run(["shard", "--plan", plan, "--checkpoint", ck, "--out", out, "--nproc", "2"])
+        expect_every_rank("shards nothing", r, 2,
+                          f"{plan}: the plan shards nothing: no rule matches any of the 33 "
+                          "parameters of the checkpoint, so every rank would get every one whole "
+                          "(--allow-replicated-only if that is what you want)")
+        check(not os.path.exists(out), f"shards nothing: {out} was made")
+    r = run(["shard", "--plan", empty, "--checkpoint", ck, "--out", tmp_path("nothing-strict"),
              "--nproc", "2", "--strict"])
     expect_every_rank("shards nothing --strict", r, 2,
-                      f"{plan}: --strict: the plan shards nothing: no rule matches any of the "
-                      "checkpoint's 33 parameters")
+                      f"{empty}: --strict: the plan shards nothing: no rule matches any of the 33 "
+                      "parameters of the checkpoint")
+    r = run(["spec", "check", other, "--checkpoint", ck, "--world", "2"])
+    check(r.returncode == 2 and "the plan shards nothing" in r.stderr,
+          f"spec check of a plan that shards nothing: {r.returncode} {r.stderr}")
+    r = run(["spec", "check", other, "--checkpoint", ck, "--world", "2",
+             "--allow-replicated-only"])
+    check(r.returncode == 0, f"spec check --allow-replicated-only: {r.returncode} {r.stderr}")
+    out = tmp_path("nothing-allowed")
+    r = run(["shard", "--plan", other, "--checkpoint", ck, "--out", out, "--nproc", "2",
+             "--allow-replicated-only"])
+    check(r.returncode == 0, f"--allow-replicated-only: {r.stderr}")
+    with open(os.path.join(out, "index.json")) as f:
+        specs = {p["spec"] for p in json.load(f)["parameters"].values()} if r.returncode == 0 \
+            else set()
+    check(specs == {"replicated"}, f"--allow-replicated-only: specs {specs}")
+    r = run(["reshard", "--in", out, "--plan", empty, "--out", tmp_path("nothing-re")])
+    check(r.returncode == 2 and "the plan shards nothing" in r.stderr,
+          f"reshard with a plan that shards nothing: {r.returncode} {r.stderr}")
 
 
 def long_names():

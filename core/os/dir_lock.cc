@@ -74,7 +74,20 @@ void DirectoryLock::Release() {
 }
 
 absl::StatusOr<DirectoryLock> DirectoryLock::Acquire(const std::string& dir) {
-  std::string path = (std::filesystem::path(dir) / kLockFileName).string();
+  return AcquireAt((std::filesystem::path(dir) / kLockFileName).string(),
+                   absl::StrCat(dir, ": another shardkit run is writing this directory"),
+                   "choose another output directory");
+}
+
+absl::StatusOr<DirectoryLock> DirectoryLock::AcquireForFile(const std::string& out) {
+  const std::filesystem::path path(out);
+  return AcquireAt(
+      (path.parent_path() / absl::StrCat(".", path.filename().string(), ".shardkit.lock")).string(),
+      absl::StrCat(out, ": another shardkit run is writing this file"), "choose another output");
+}
+
+absl::StatusOr<DirectoryLock> DirectoryLock::AcquireAt(std::string path, const std::string& busy,
+                                                       const char* instead) {
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -88,9 +101,8 @@ absl::StatusOr<DirectoryLock> DirectoryLock::Acquire(const std::string& dir) {
     if (err == 0 && current) return DirectoryLock(std::move(path), fd);
     ::close(fd);
     if (err == EWOULDBLOCK && current) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(dir, ": another shardkit run is writing this directory (it holds ", path,
-                       "); wait for it to finish or choose another output directory"));
+      return absl::InvalidArgumentError(absl::StrCat(busy, " (it holds ", path,
+                                                     "); wait for it to finish or ", instead));
     }
     if (err != 0 && err != EWOULDBLOCK) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": cannot lock: ", ErrnoText(err)));

@@ -37,6 +37,11 @@ class DirectoryLock {
   // of 1000 tries.
   [[nodiscard]] static absl::StatusOr<DirectoryLock> Acquire(const std::string& dir);
 
+  // The same for one output file OUT (a single-file `gather`): the lock file is
+  // PARENT/.NAME.shardkit.lock beside it, so that two runs writing OUT at once are told so
+  // ("OUT: another shardkit run is writing this file"). OUT's directory must exist.
+  [[nodiscard]] static absl::StatusOr<DirectoryLock> AcquireForFile(const std::string& out);
+
   DirectoryLock(DirectoryLock&& other) noexcept;
   DirectoryLock& operator=(DirectoryLock&& other) noexcept;
   DirectoryLock(const DirectoryLock&) = delete;
@@ -49,6 +54,9 @@ class DirectoryLock {
 
  private:
   DirectoryLock(std::string path, int fd);
+  // Locks the file at `path`; `busy` says who holds it, `instead` what else the user may do.
+  static absl::StatusOr<DirectoryLock> AcquireAt(std::string path, const std::string& busy,
+                                                 const char* instead);
   void Release();
 
   std::string path_;

@@ -114,6 +114,24 @@ TEST(DirectoryLockTest, TwoAcquiresInOneProcessConflict) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/" + kLockFileName));
 }
 
+// One output file's lock, beside it: a second writer of the same file is told so; another file
+// of the same directory is not held up.
+TEST(DirectoryLockTest, AFileHasALockOfItsOwn) {
+  const std::string dir = testing::FreshTestDir("file_lock");
+  const std::string out = dir + "/model.safetensors";
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(DirectoryLock first, DirectoryLock::AcquireForFile(out));
+  EXPECT_EQ(first.path(), dir + "/.model.safetensors.shardkit.lock");
+  EXPECT_THAT(DirectoryLock::AcquireForFile(out),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(out + ": another shardkit run is writing this file (it holds " +
+                                 dir + "/.model.safetensors.shardkit.lock)")));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(DirectoryLock other,
+                                DirectoryLock::AcquireForFile(dir + "/other.safetensors"));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(DirectoryLock whole, DirectoryLock::Acquire(dir));
+  { DirectoryLock gone = std::move(first); }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/.model.safetensors.shardkit.lock"));
+}
+
 TEST(DirectoryLockTest, TheLockFileExistsOnlyWhileHeld) {
   const std::string dir = testing::FreshTestDir("removed");
   const std::string path = dir + "/" + kLockFileName;

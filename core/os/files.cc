@@ -32,6 +32,19 @@ std::string ParentDir(const std::string& path) {
   return path.substr(0, slash);
 }
 
+// The state letter of process `pid` (R, S, D, Z, ...), from /proc/PID/stat; nullopt if unreadable.
+std::optional<char> ProcessState(int64_t pid) {
+  const Fd fd(::open(absl::StrCat("/proc/", pid, "/stat").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return std::nullopt;
+  char text[512];
+  const ssize_t n = ::read(fd.get(), text, sizeof(text) - 1);
+  if (n <= 0) return std::nullopt;
+  const std::string_view stat(text, static_cast<size_t>(n));
+  const size_t close = stat.rfind(") ");  // the name may hold spaces and parentheses
+  if (close == std::string_view::npos || close + 2 >= stat.size()) return std::nullopt;
+  return stat[close + 2];
+}
+
 }  // namespace
 
 absl::Status SyncDirectory(const std::string& dir) {
@@ -139,18 +152,29 @@ std::optional<TemporaryName> ParseTemporaryName(std::string_view name) {
 }
 
 bool ProcessGone(int64_t pid) {
-  return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+  if (pid <= 0) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  // A zombie (killed, not reaped yet) answers kill(2) but writes nothing any more: its state in
+  // /proc/PID/stat, the field after the parenthesised name, is Z (or X while it is being reaped).
+  const std::optional<char> state = ProcessState(pid);
+  return state && (*state == 'Z' || *state == 'X');
 }
 
 absl::StatusOr<std::vector<std::string>> RemoveDeadTemporaries(
-    const std::string& dir, absl::FunctionRef<bool(std::string_view base)> is_ours) {
+    const std::string& dir, absl::FunctionRef<bool(std::string_view base)> is_ours,
+    std::vector<std::string>* left_alone) {
   namespace fs = std::filesystem;
   std::error_code ec;
   std::vector<std::string> dead;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     const std::optional<TemporaryName> temp = ParseTemporaryName(name);
-    if (temp && is_ours(temp->base) && ProcessGone(temp->pid)) dead.push_back(name);
+    if (!temp || !is_ours(temp->base)) continue;
+    if (ProcessGone(temp->pid)) {
+      dead.push_back(name);
+    } else if (left_alone != nullptr) {
+      left_alone->push_back(name);
+    }
   }
   if (ec) {
     return absl::InvalidArgumentError(

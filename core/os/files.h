@@ -102,8 +102,8 @@ std::string TemporaryPath(const std::string& path);
 // ".tmp."), else nullopt.
 std::optional<TemporaryName> ParseTemporaryName(std::string_view name);
 
-// Whether no process `pid` runs on this host: kill(pid, 0) fails with ESRCH. (EPERM: it runs,
-// as another user.)
+// Whether no process `pid` runs on this host: kill(pid, 0) fails with ESRCH, or the process is a
+// zombie (killed, not reaped yet: it writes nothing any more). (EPERM: it runs, as another user.)
 bool ProcessGone(int64_t pid);
 
 // Removes the temporary files in `dir` (ParseTemporaryName) whose base `is_ours` accepts and
@@ -111,10 +111,12 @@ bool ProcessGone(int64_t pid);
 // behind. A temporary file of a running process is never touched. The pid is only meaningful on
 // this host: callers either hold the directory's lock (no run of their kind writes there but the
 // holder) or say what another host's run at the same moment would see (a failed rename, never a
-// wrong file). Returns the names removed. Errors: kInvalidArgument naming the directory or the
-// file and the OS error.
+// wrong file). Returns the names removed; `left_alone`, when given, receives the names of those
+// left because their process runs, for the caller to say so. Errors: kInvalidArgument naming the
+// directory or the file and the OS error.
 [[nodiscard]] absl::StatusOr<std::vector<std::string>> RemoveDeadTemporaries(
-    const std::string& dir, absl::FunctionRef<bool(std::string_view base)> is_ours);
+    const std::string& dir, absl::FunctionRef<bool(std::string_view base)> is_ours,
+    std::vector<std::string>* left_alone = nullptr);
 
 // A file being written under the temporary name "<path>.tmp.<pid>". Commit() renames it to
 // `path`; destroying an uncommitted AtomicFile removes the temporary file, and so does the

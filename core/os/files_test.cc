@@ -1,6 +1,7 @@
 #include "core/os/files.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "core/os/fd.h"
 #include "testing/status_matchers.h"
@@ -224,6 +226,19 @@ TEST(FilesTest, TemporaryNames) {
   EXPECT_FALSE(ProcessGone(::getpid()));
   EXPECT_FALSE(ProcessGone(1));  // init: runs (EPERM for another user counts as running)
   EXPECT_TRUE(ProcessGone(GonePid()));
+  // A zombie — a child killed and not reaped yet — answers kill(2) but counts as gone.
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  EXPECT_FALSE(ProcessGone(child));
+  ::kill(child, SIGKILL);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);  // not reaped
+  EXPECT_EQ(::kill(child, 0), 0);
+  EXPECT_TRUE(ProcessGone(child));
+  ::waitpid(child, nullptr, 0);
 }
 
 TEST(FilesTest, RemoveDeadTemporariesLeavesRunningProcessesAndOtherKinds) {
@@ -235,7 +250,10 @@ TEST(FilesTest, RemoveDeadTemporariesLeavesRunningProcessesAndOtherKinds) {
     Touch(dir + "/" + name);
   }
   auto ours = [](std::string_view base) { return base == "out.bin"; };
-  EXPECT_THAT(RemoveDeadTemporaries(dir, ours), IsOkAndHolds(ElementsAre("out.bin.tmp." + gone)));
+  std::vector<std::string> left;
+  EXPECT_THAT(RemoveDeadTemporaries(dir, ours, &left),
+              IsOkAndHolds(ElementsAre("out.bin.tmp." + gone)));
+  EXPECT_THAT(left, ElementsAre("out.bin.tmp." + live));
   EXPECT_FALSE(Exists(dir + "/out.bin.tmp." + gone));
   EXPECT_TRUE(Exists(dir + "/out.bin.tmp." + live));
   EXPECT_TRUE(Exists(dir + "/other.bin.tmp." + gone));

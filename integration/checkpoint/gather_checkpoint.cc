@@ -200,15 +200,22 @@ int64_t TotalBytes(const std::vector<TensorInfo>& placed) {
 }
 
 // Removes what an earlier gather into `out_path` left when it was killed: OUT.tmp.PID, PID gone
-// from this host (os::RemoveDeadTemporaries). No lock guards a single file, so on a shared file
-// system another host's gather into the same OUT at this moment could lose its temporary file:
-// its rename then fails, naming OUT; no wrong file results. Best effort: OUT's own errors come
-// when it is created.
-void RemoveDeadTemporaryOf(const std::string& out_path) {
+// from this host (os::RemoveDeadTemporaries); a running process's are named in a warning. The
+// caller holds OUT's lock, so no gather of this host writes OUT now; on a shared file system
+// another host's could, and lose its temporary file: its rename then fails, naming OUT; no wrong
+// file results. Best effort: OUT's own errors come when it is created.
+void RemoveDeadTemporaryOf(const std::string& out_path, std::ostream& log) {
   const fs::path path(out_path);
   const std::string dir = path.has_parent_path() ? path.parent_path().string() : ".";
   const std::string name = path.filename().string();
-  (void)os::RemoveDeadTemporaries(dir, [&](std::string_view base) { return base == name; }).ok();
+  std::vector<std::string> left;
+  (void)os::RemoveDeadTemporaries(dir, [&](std::string_view base) { return base == name; }, &left)
+      .ok();
+  for (const std::string& temp : left) {
+    log << "warning: " << dir << ": left " << temp << " alone: its process "
+        << os::ParseTemporaryName(temp)->pid
+        << " is running on this host (remove the file yourself if no run is writing it)\n";
+  }
 }
 
 // The files of a Hugging Face output in `out_dir`: their names and layouts, every tensor's file
@@ -263,11 +270,18 @@ absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<OutputFile> files,
                             PlanOutputFiles(infos, std::vector<size_t>(infos.size(), 0), {out_path},
                                             input.source->header().metadata, &placed));
-  RemoveDeadTemporaryOf(out_path);
+  // One writer of OUT at a time: a second is told so at once (the lock sits beside OUT). Without
+  // OUT's directory there is nothing to lock: creating OUT fails below, naming it.
+  std::optional<os::DirectoryLock> lock;
+  const fs::path parent = fs::path(out_path).parent_path();
+  std::error_code ec;
+  if (fs::is_directory(parent.empty() ? fs::path(".") : parent, ec)) {
+    SHARDKIT_ASSIGN_OR_RETURN(lock, os::DirectoryLock::AcquireForFile(out_path));
+  }
+  RemoveDeadTemporaryOf(out_path, log);
   OutputFiles out(std::move(files));
   const int64_t total = TotalBytes(placed);
   Progress meter = MakeMeter(log, options, total);
-  std::error_code ec;
   const std::string untouched =
       fs::exists(out_path, ec) ? absl::StrCat(out_path, " still holds the earlier file, untouched")
                                : absl::StrCat("nothing is at ", out_path);

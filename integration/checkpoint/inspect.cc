@@ -91,8 +91,19 @@ absl::StatusOr<Inspection> InspectDcp(const std::string& dir) {
                       {"metadata", absl::StrJoin(metadata.files, ", ")},
                       {"version", metadata.version.empty() ? "-" : metadata.version},
                       {"distcp_files", absl::StrCat(source->identity().size() - 1)}};
-  for (const std::string& key : source->skipped()) {
-    inspection.facts.push_back({"non-tensor", absl::StrCat(key, " (not read)")});
+  // One row for every non-tensor item (an AdamW state has hundreds): how many, the first names.
+  const std::vector<std::string> items = source->skipped();
+  if (!items.empty()) {
+    constexpr size_t kNamed = 4;
+    const size_t named = std::min(items.size(), kNamed);
+    inspection.facts.push_back(
+        {"non-tensor",
+         absl::StrCat(items.size(), items.size() == 1 ? " item" : " items",
+                      " (not tensors; carried by --format dcp, else not read): ",
+                      absl::StrJoin(items.begin(), items.begin() + static_cast<ptrdiff_t>(named),
+                                    ", "),
+                      items.size() > named ? absl::StrCat(" and ", items.size() - named, " more")
+                                           : "")});
   }
   return inspection;
 }

@@ -181,7 +181,9 @@ absl::Status ResolveParameters(Run& run, const std::vector<std::string>& shared)
   SHARDKIT_ASSIGN_OR_RETURN(run.header, DecodeHeader(header_bytes, run.plan.src_rank));
   SHARDKIT_ASSIGN_OR_RETURN(run.resolved, BindPlan(run.plan, run.header, run.comm.world_size(),
                                                    {.plan_path = run.options.write.plan_path,
-                                                    .strict = run.options.write.strict},
+                                                    .strict = run.options.write.strict,
+                                                    .allow_replicated_only =
+                                                        run.options.write.allow_replicated_only},
                                                    &run.warnings));
   for (const safetensors::TensorInfo& info : run.header.tensors) {
     SHARDKIT_ASSIGN_OR_RETURN(Tensor meta, Tensor::Meta(info.shape, info.dtype));
@@ -239,7 +241,9 @@ absl::Status AgreeOnFiles(Run& run, const CallOptions& call) {
 // (output_directory.h).
 absl::Status LockAndChoose(Run& run) {
   if (!run.is_source()) return absl::OkStatus();
-  return run.out->Begin();
+  SHARDKIT_RETURN_IF_ERROR(run.out->Begin());
+  for (const std::string& warning : run.out->warnings()) run.warnings.push_back(warning);
+  return absl::OkStatus();
 }
 
 // Step 4: the source's choice reaches every rank (collective; errors as AllGather).
@@ -335,6 +339,15 @@ ShardIndex BuildIndex(const Run& run) {
                         run.header, run.resolved);
 }
 
+bool NoElements(const Shape& shape) {
+  return std::any_of(shape.begin(), shape.end(), [](int64_t n) { return n == 0; });
+}
+
+// A DCP output holds a replicated tensor, or one with no elements, once: on the source.
+bool WrittenWhole(const IndexParameter& parameter) {
+  return !parameter.spec.has_value() || NoElements(parameter.shape);
+}
+
 // What the caller shows (ShardWriteOptions::report): totals, then per rank its file, tensors,
 // bytes read and written and memory (peak RSS, and its growth while the data moved).
 ShardRunReport MakeReport(const Run& run, const ShardIndex& index, double total_seconds) {
@@ -363,7 +376,12 @@ ShardRunReport MakeReport(const Run& run, const ShardIndex& index, double total_
   }
   for (const IndexParameter& parameter : index.parameters) {
     ++(parameter.spec ? report.sharded : report.replicated);
+    if (Dcp(run) && WrittenWhole(parameter)) {  // once, by the source (dcp_rank_output.h)
+      ++report.ranks[static_cast<size_t>(run.plan.src_rank)].tensors;
+      continue;
+    }
     for (const IndexShard& shard : parameter.shards) {
+      if (Dcp(run) && NoElements(shard.metadata.sizes)) continue;  // no archive in DCP
       ++report.ranks[static_cast<size_t>(shard.metadata.placement.rank())].tensors;
     }
   }

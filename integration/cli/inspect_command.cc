@@ -1,5 +1,5 @@
-// `shardkit inspect PATH`: a table of a safetensors file or a shard directory on stdout, and
-// nothing else (checkpoint::InspectPath, laid out by FormatInspection); its warnings go to
+// `shardkit inspect PATH`: a table of a checkpoint (a safetensors file, a Hugging Face index or
+// folder), a shard directory or a PyTorch DCP checkpoint on stdout, and nothing else (checkpoint::InspectPath, laid out by FormatInspection); its warnings go to
 // stderr.
 #include <iostream>
 #include <string>
@@ -15,7 +15,9 @@ namespace shardkit::cli {
 
 int RunInspect(const std::vector<std::string>& args) {
   constexpr char kCommand[] = "shardkit inspect";
-  FlagParser flags(kCommand, "PATH (a .safetensors file or a shard directory)");
+  FlagParser flags(kCommand,
+                   "PATH (a .safetensors file, a Hugging Face *.safetensors.index.json or model "
+                   "folder, a shard directory, or a PyTorch DCP checkpoint folder)");
   const ParseResult parsed = ParseCommand(flags, args, Positionals::ExactlyOne("PATH"));
   if (parsed.done()) return parsed.exit_code();
   std::vector<std::string> warnings;

@@ -109,7 +109,8 @@ def test_inspect():
     check(rows.get("bias", [""])[-1] == "1", f"inspect: bias: {rows.get('bias')}")
     check("PyTorch DCP" in r.stdout and "distcp_files  4" in r.stdout, f"inspect: {r.stdout}")
     r = run(["inspect", fixture("basic")])
-    check(r.returncode == 0 and "non-tensor    step (not read)" in r.stdout,
+    check(r.returncode == 0 and "non-tensor    3 items (not tensors; carried by --format dcp, else "
+          "not read): " in r.stdout,
           f"inspect basic: {r.stdout}{r.stderr}")
     r = run(["spec", "check", tmp_path("plan.json"), "--checkpoint", fixture("sharded"),
              "--world", "3"])

@@ -16,6 +16,9 @@
   output the earlier directory goes whole at the commit, temporaries with it), OUT.tmp.PID under `gather`, the
   model files under `gather --max-shard-size` (which refuses a directory holding a running
   process's, naming it, and leaves it as it was).
+- Two gathers into one OUT (a file, a Hugging Face folder): the second is exit 2, naming the
+  other run, and the first completes; a killed writer's temporary file is removed while the
+  writer is still a zombie.
 - A run that fails after creating its output directory (a plan that does not fit the checkpoint:
   step 2) removes it, with the parents it created, on one rank and on two.
 """
@@ -352,6 +355,44 @@ def leftovers():
         sleeper.wait()
 
 
+def concurrent_writers():
+    """A second gather into the OUT (or the Hugging Face folder) a first one is writing: exit 2 at
+    once naming the other run, the first one unharmed; a zombie's temporary file counts as dead."""
+    shards = tmp_path("old")  # reshard_interrupt's: a complete shard directory
+    for label, out, extra, what in (
+            ("one file", tmp_path("cc", "model.safetensors"), [], "this file"),
+            ("Hugging Face", tmp_path("cc-hf"), ["--max-shard-size", "8MB"], "this directory")):
+        reset(tmp_path("cc"), tmp_path("cc-hf"))
+        os.makedirs(tmp_path("cc"))
+        first = subprocess.Popen([BIN, "gather", "--in", shards, "--out", out] + extra + SLOW,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        watch = out if os.path.isdir(out) or extra else os.path.dirname(out)
+        wait_for(lambda: first.poll() is not None or bool(temporaries(watch)))
+        second = subprocess.run([BIN, "gather", "--in", shards, "--out", out] + extra,
+                                capture_output=True, text=True)
+        ran_alone = first.poll() is not None
+        _, first_err = first.communicate(timeout=120)
+        check(first.returncode == 0, f"concurrent {label}: the first gather: {first_err}")
+        if ran_alone:
+            print(f"concurrent {label}: the first gather ended too soon to test", flush=True)
+            continue
+        check(second.returncode == 2 and f"another shardkit run is writing {what}" in second.stderr,
+              f"concurrent {label}: the second gather: exit {second.returncode}: {second.stderr}")
+    # A killed writer that is still a zombie (its parent has not reaped it) left its temporary
+    # file: the next gather removes it.
+    out = tmp_path("cc", "z.safetensors")
+    zombie = subprocess.Popen(["sleep", "60"])
+    touch("cc", f"z.safetensors.tmp.{zombie.pid}")
+    zombie.kill()
+    time.sleep(0.2)  # not waited for: a zombie
+    done = subprocess.run([BIN, "gather", "--in", shards, "--out", out], capture_output=True,
+                          text=True)
+    check(done.returncode == 0 and not os.path.exists(f"{out}.tmp.{zombie.pid}"),
+          f"a zombie's temporary file: exit {done.returncode}, left "
+          f"{os.path.exists(f'{out}.tmp.{zombie.pid}')}: {done.stderr}")
+    zombie.wait()
+
+
 def failed_runs():
     for nproc in (1, 2):
         top = tmp_path(f"failed{nproc}")
@@ -375,6 +416,7 @@ def main():
     reshard_interrupt()
     gather_interrupts()
     leftovers()
+    concurrent_writers()
     failed_runs()
     finish("interrupt")
 

@@ -152,8 +152,18 @@ absl::StatusOr<os::DirectoryLock> LockEmptyDirectory(const std::string& dir,
   os::CreatedDirectories kept;  // when the caller does not ask: the directories are kept
   if (created == nullptr) created = &kept;
   SHARDKIT_ASSIGN_OR_RETURN(*created, os::CreatedDirectories::Make(dir));
+  // A lock file there may be another gather's, writing now: then that is what to say, rather than
+  // naming its temporary files. (Without one, the lock is taken once the directory passed.)
+  std::optional<os::DirectoryLock> held;
+  std::error_code ec;
+  if (fs::exists(fs::path(dir) / os::kLockFileName, ec)) {
+    SHARDKIT_ASSIGN_OR_RETURN(held, os::DirectoryLock::Acquire(dir));
+  }
   SHARDKIT_RETURN_IF_ERROR(CheckEmpty(dir, /*allow_dead_temporaries=*/true));
-  SHARDKIT_ASSIGN_OR_RETURN(os::DirectoryLock lock, os::DirectoryLock::Acquire(dir));
+  if (!held) {
+    SHARDKIT_ASSIGN_OR_RETURN(held, os::DirectoryLock::Acquire(dir));
+  }
+  os::DirectoryLock lock = *std::move(held);
   created->AddOwnFile(lock.path());
   // Under the lock, no other gather writes here: a temporary file whose process is gone is
   // debris, even one another host's gather left on a shared file system.

@@ -116,10 +116,10 @@ void RemoveNewDirectoriesOf(const fs::path& real) {
   }
 }
 
-// Removes DIR's output files but a running process's temporaries (the lock stays), the marker
-// last: while any output file is left, it says whose they are.
-absl::Status RemoveOutputFiles(const std::string& dir) {
-  SHARDKIT_RETURN_IF_ERROR(os::RemoveDeadTemporaries(dir, IsOutputFile).status());
+// Removes DIR's output files but a running process's temporaries (named in `left_alone`; the lock
+// stays), the marker last: while any output file is left, it says whose they are.
+absl::Status RemoveOutputFiles(const std::string& dir, std::vector<std::string>* left_alone) {
+  SHARDKIT_RETURN_IF_ERROR(os::RemoveDeadTemporaries(dir, IsOutputFile, left_alone).status());
   std::error_code ec;
   std::vector<fs::path> files;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -212,7 +212,15 @@ absl::Status OutputDirectory::Begin() {
 absl::Status OutputDirectory::ClearInPlace() {
   cleared_ = true;  // DIR was examined under the lock: its output files are an earlier run's
   if (!contents_.any) return absl::OkStatus();
-  return RemoveOutputFiles(dir_);
+  std::vector<std::string> left;
+  SHARDKIT_RETURN_IF_ERROR(RemoveOutputFiles(dir_, &left));
+  for (const std::string& name : left) {
+    warnings_.push_back(absl::StrCat(
+        "warning: ", dir_, ": left ", name, " alone: its process ",
+        os::ParseTemporaryName(name)->pid,
+        " is running on this host (a run still stopping? remove the file yourself if not)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status OutputDirectory::ChooseReplacing() {
@@ -301,7 +309,7 @@ void OutputDirectory::Abandon() {
     os::RemoveTree(write_dir_);
     staging_cleanup_.Release();
   } else if (owner_ && cleared_) {
-    (void)RemoveOutputFiles(dir_);  // best effort: the run failed already
+    (void)RemoveOutputFiles(dir_, nullptr);  // best effort: the run failed already
   }
   created_.RemoveIfEmpty();  // the lock file first, while it is still held
   lock_.reset();

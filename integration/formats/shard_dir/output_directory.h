@@ -44,6 +44,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -104,6 +105,9 @@ class OutputDirectory {
   bool replacing() const { return !place_.empty(); }
   // Whether DIR held a complete output when Prepare looked.
   bool held_output() const { return contents_.complete; }
+  // What Begin found worth a word: an interrupted run's temporary files left alone because their
+  // process still runs ("warning: DIR: left NAME alone: ..."), for the caller to print.
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
   // The owner, once its last file is in write_dir(): puts the new output in place (a swap, then
   // the earlier output removed, durably) and releases the lock. Errors: kInvalidArgument if the
@@ -138,6 +142,7 @@ class OutputDirectory {
   std::string real_;       // DIR resolved (symbolic links followed), once it exists
   std::string place_;      // "" or the new directory's name beside real_
   std::string write_dir_;  // dir_ or the new directory's path
+  std::vector<std::string> warnings_;
   bool cleared_ = false;    // the owner, in place: DIR's output files are this run's to remove
   bool committed_ = false;
   os::InterruptCleanup staging_cleanup_;  // the new directory, removed on interrupt if empty

@@ -147,6 +147,9 @@ TEST(OutputDirectoryTest, AnInterruptedRunsFilesAreClearedInPlace) {
   EXPECT_FALSE(out.replacing());
   EXPECT_THAT(Names(dir), UnorderedElementsAreArray(std::vector<std::string>{
                               std::string(".shardkit.lock"), "rank-00001.safetensors.tmp." + live}));
+  ASSERT_EQ(out.warnings().size(), 1u);
+  EXPECT_THAT(out.warnings()[0], HasSubstr(dir + ": left rank-00001.safetensors.tmp." + live +
+                                           " alone: its process " + live + " is running"));
   fs::remove(dir + "/rank-00001.safetensors.tmp." + live);
   Write(dir + "/rank-00000.safetensors", "new");
   Write(dir + "/index.json", kOurIndex);

@@ -16,20 +16,21 @@
 //     engine's agreement, AgreeOnParameters): a plain Tensor slot is a replicated parameter and
 //     must be alike on every rank. Disagreements are kInvalidArgument on every rank, naming the
 //     ranks and the parameter's field.
-//  2. Every rank prepares DIR (PrepareOutputDir: created if missing; only an earlier shardkit
-//     output may be in it, which is replaced); rank 0 takes DIR/.shardkit.lock (held until
-//     SaveShards returns, then removed) and removes an earlier index.json durably
-//     (RemoveEarlierOutput). Rank 0's `metadata` reaches every rank (one AllGather).
-//  3. Every rank writes DIR/rank-RRRRR.safetensors (CreateRankFile: its shards, named by
+//  2. Every rank prepares DIR (OutputDirectory::Prepare: created if missing; only shardkit's own
+//     output may be in it — a DCP checkpoint torch wrote is refused — which is replaced as a
+//     whole); rank 0 takes DIR/.shardkit.lock (held until SaveShards returns, then removed) and
+//     chooses where the files go: DIR, or beside a complete earlier output, which stays until the
+//     commit (OutputDirectory::Begin). That place and rank 0's `metadata` reach every rank (one
+//     AllGather).
+//  3. Every rank writes rank-RRRRR.safetensors there (CreateRankFile: its shards, named by
 //     ShardTensorNames; replicated parameters whole in every file; rank 0's `metadata` and
 //     DCP_SHARDING_INFO, the file's offsets, as __metadata__: RankFileMetadata) straight from the
 //     tensors' memory — a non-contiguous tensor through contiguous copies of at most memory_bytes —
 //     then fsyncs and renames it (os::AtomicFile).
-//  4. One status round (the commit); then rank 0 writes DIR/index.json (strategy "save",
-//     src_rank 0, `metadata`), and one more status round reports its outcome on every rank. A
-//     failure before the commit leaves no index.json (an earlier one was removed in step 2),
-//     whatever rank files were complete: the directory is then no shard directory, as after a
-//     failed `shardkit shard`.
+//  4. One status round; then rank 0 writes index.json (strategy "save", src_rank 0, `metadata`;
+//     kDcp: .metadata, with `items`) and commits (the swap over an earlier output), and one more
+//     status round reports its outcome on every rank. A failure before the commit removes what
+//     was written and leaves DIR as it was: an earlier save stays whole and loadable.
 // `shardkit gather DIR` then gives the full checkpoint; `inspect` and `reshard` read DIR too.
 //
 // LoadShards (collective over `comm`): `module` holds, on every rank, a slot for each parameter

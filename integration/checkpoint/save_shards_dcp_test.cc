@@ -6,13 +6,16 @@
 // gives every full tensor. Ranks given different formats fail together, nothing written. (torch
 // itself reads such output in integration/tests/dcp_torch_test.py, through the CLI's writers,
 // which are the same code.)
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/comm/collective_status.h"
 #include "core/engine/shard_parameter.h"
 #include "core/engine/sharded_tensor.h"
 #include "gmock/gmock.h"
@@ -165,6 +168,67 @@ void MixedFormatsCase(int rank, Communicator& comm, std::string_view arg) {
                                           "0, 2, shardkit on ranks 1")));
   EXPECT_FALSE(fs::exists(fs::path(dir) / ".metadata"));
   EXPECT_FALSE(fs::exists(fs::path(dir) / "index.json"));
+}
+
+// Non-tensor items (SaveShardsOptions::items) go into rank 0's file once, listed in .metadata as
+// torch lists them, and come back as bytes (LoadShardsOptions::items). A format without a place
+// for them, or an item named like a parameter, is refused; so is a DCP checkpoint torch wrote at
+// DIR (no .shardkit-output), left as it was.
+void ItemsCase(int rank, Communicator& comm, std::string_view arg) {
+  const std::string dir(arg);
+  Module module;
+  for (size_t i = 0; i < std::size(kParams); ++i) {
+    ASSERT_THAT(module.AddParameter(kParams[i].name, Full(i)), testing::IsOk());
+  }
+  ASSERT_THAT(ShardModule(module, SavePlan(), comm), testing::IsOk());
+  // Opaque bytes (torch.save archives in real use; rank 0's are the ones written).
+  const std::map<std::string, std::string> items = {
+      {"optimizer.param_groups.0.lr", std::string("lr\0bytes", 8)},
+      {"train_state.step", absl::StrCat("step of rank ", rank == 0 ? 0 : 9)}};
+  ASSERT_THAT(SaveShards(dir, module, comm, {.format = OutputFormat::kDcp, .items = items}),
+              testing::IsOk());
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(const dcp::Metadata metadata, dcp::ReadMetadata(dir));
+  ASSERT_EQ(metadata.bytes.size(), 2u);
+  for (const dcp::BytesEntry& entry : metadata.bytes) {
+    EXPECT_EQ(entry.item.file, "__0_0.distcp") << entry.fqn;
+  }
+  Module loaded = MetaModule();
+  std::map<std::string, std::string> read;
+  ASSERT_THAT(LoadShards(dir, loaded, LoadPlan(), comm, {.items = &read}), testing::IsOk());
+  EXPECT_EQ(read, (std::map<std::string, std::string>{
+                      {"optimizer.param_groups.0.lr", std::string("lr\0bytes", 8)},
+                      {"train_state.step", "step of rank 0"}}));
+  ExpectLoaded(loaded);
+  EXPECT_THAT(SaveShards(dir + "-shardkit", module, comm, {.items = items}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("a shard directory has no place for non-tensor items")));
+  EXPECT_THAT(SaveShards(dir, module, comm,
+                         {.format = OutputFormat::kDcp, .items = {{"norm.weight", "x"}}}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("\"norm.weight\" is also a parameter of the module")));
+  const std::string torch_dir = dir + "-torch";
+  if (rank == 0) {
+    fs::create_directories(torch_dir);
+    for (const char* name : {".metadata", "__0_0.distcp", "__1_0.distcp"}) {
+      std::ofstream(fs::path(torch_dir) / name) << "torch's";
+    }
+  }
+  ASSERT_THAT(AgreeOnStatus(comm, absl::OkStatus(), "setup"), testing::IsOk());
+  EXPECT_THAT(SaveShards(torch_dir, module, comm, {.format = OutputFormat::kDcp}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr("holds a PyTorch DCP checkpoint that shardkit did not "
+                                          "write")));
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(torch_dir)) {
+    names.push_back(entry.path().filename());
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_THAT(names, ElementsAre(".metadata", "__0_0.distcp", "__1_0.distcp"));
+}
+
+TEST(SaveShardsDcp, NonTensorItemsAndAForeignCheckpoint) {
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(testing::RankGroup * three, testing::RankGroup::Shared(3, "gloo"));
+  EXPECT_THAT(three->Run(&ItemsCase, testing::TestPath("items")), testing::IsOk());
 }
 
 TEST(SaveShardsDcp, SaveAtThreeLoadAtThreeAndTwo) {

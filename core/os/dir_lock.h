@@ -52,6 +52,11 @@ class DirectoryLock {
   // DIR/.shardkit.lock.
   const std::string& path() const { return path_; }
 
+  // The interrupt handler no longer removes the lock file: for a holder about to move it away
+  // with its directory (a swap), after which path() may name another run's lock file. The lock
+  // stays held; the destructor still removes the file only if it is the one at path().
+  void DetachFromInterrupt() { on_interrupt_.Release(); }
+
  private:
   DirectoryLock(std::string path, int fd);
   // Locks the file at `path`; `busy` says who holds it, `instead` what else the user may do.

@@ -192,6 +192,14 @@ absl::StatusOr<std::vector<std::string>> RemoveDeadTemporaries(
   return dead;
 }
 
+std::string LeftAloneWarning(const std::string& dir, const std::string& name) {
+  const std::optional<TemporaryName> temp = ParseTemporaryName(name);
+  return absl::StrCat("warning: ", dir, ": left ", name, " alone: its process ",
+                      temp ? temp->pid : 0,
+                      " is running on this host (remove it yourself if no shardkit run is writing "
+                      "there)");
+}
+
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) {

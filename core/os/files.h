@@ -118,6 +118,11 @@ bool ProcessGone(int64_t pid);
     const std::string& dir, absl::FunctionRef<bool(std::string_view base)> is_ours,
     std::vector<std::string>* left_alone = nullptr);
 
+// The warning for a temporary file `name` of `dir` that RemoveDeadTemporaries left alone:
+// "warning: DIR: left NAME alone: its process PID is running on this host (remove it yourself if
+// no shardkit run is writing there)". Precondition: `name` is a temporary name.
+std::string LeftAloneWarning(const std::string& dir, const std::string& name);
+
 // A file being written under the temporary name "<path>.tmp.<pid>". Commit() renames it to
 // `path`; destroying an uncommitted AtomicFile removes the temporary file, and so does the
 // interrupt handler (interrupt.h) while it exists. Movable, not copyable.

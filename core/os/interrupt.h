@@ -91,12 +91,12 @@ class InterruptCleanup {
 //   state_if_outputs_removed  (if not empty) it removed files registered as kOutputFile;
 //   state_if_probe_present    (if `probe` is not empty) `probe` existed when the handler began;
 //   state                     otherwise.
-// The probe makes the line exact at every instant: e.g. a shard directory's index.json, present
-// before the run clears the directory and again once the run wrote its new one.
+// The probe makes the line exact at every instant: e.g. the index.json of a shard directory written
+// in place, absent until the run wrote it.
 struct InterruptReport {
   std::string program;           // "shardkit shard"
   std::string scope;             // e.g. "here (every rank removes its own)"; may be empty
-  std::string state;             // e.g. "out holds no index.json: the earlier output was cleared"
+  std::string state;             // e.g. "out still holds the earlier output, untouched"
   std::string state_if_removed;  // e.g. "out, which this run had created, is removed"
   std::string state_if_outputs_removed;
   std::string probe;

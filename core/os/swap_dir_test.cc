@@ -1,6 +1,8 @@
 // ExchangeDirectories and RemoveTree on real directories.
 #include "core/os/swap_dir.h"
 
+#include <signal.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -51,6 +53,21 @@ TEST(SwapDirTest, AMissingSideChangesNothing) {
                        HasSubstr("cannot swap " + root + "/absent and " + root + "/a")));
   EXPECT_EQ(Read(root + "/a/f"), "kept");
   EXPECT_FALSE(fs::exists(root + "/absent"));
+}
+
+volatile sig_atomic_t hangups = 0;
+
+TEST(SwapDirTest, InterruptsWaitForTheBlockToEnd) {
+  struct sigaction count {}, before {};
+  count.sa_handler = [](int) { hangups = hangups + 1; };
+  ASSERT_EQ(::sigaction(SIGHUP, &count, &before), 0);
+  {
+    ScopedInterruptBlock block;
+    ::raise(SIGHUP);
+    EXPECT_EQ(hangups, 0);
+  }
+  EXPECT_EQ(hangups, 1);  // delivered as the block ended
+  ::sigaction(SIGHUP, &before, nullptr);
 }
 
 }  // namespace

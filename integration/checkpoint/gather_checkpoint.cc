@@ -211,11 +211,7 @@ void RemoveDeadTemporaryOf(const std::string& out_path, std::ostream& log) {
   std::vector<std::string> left;
   (void)os::RemoveDeadTemporaries(dir, [&](std::string_view base) { return base == name; }, &left)
       .ok();
-  for (const std::string& temp : left) {
-    log << "warning: " << dir << ": left " << temp << " alone: its process "
-        << os::ParseTemporaryName(temp)->pid
-        << " is running on this host (remove the file yourself if no run is writing it)\n";
-  }
+  for (const std::string& temp : left) log << os::LeftAloneWarning(dir, temp) << "\n";
 }
 
 // The files of a Hugging Face output in `out_dir`: their names and layouts, every tensor's file

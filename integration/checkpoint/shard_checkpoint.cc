@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/comm/collective_status.h"
 #include "core/engine/module.h"
@@ -95,6 +98,34 @@ absl::Status LoadPlan(Run& run) {
 
 bool Dcp(const Run& run) { return run.options.write.format == OutputFormat::kDcp; }
 
+// --format dcp from a DCP input, on the source: the input's non-tensor items that the selection
+// picks (their bytes as they are), renamed as its tensors are, and the planner_data paths of the
+// names kept as they were (a renamed key gets (key,)). Errors: as DcpSource::ReadItems;
+// kInvalidArgument for an item whose new name is a tensor's or another item's.
+absl::Status CarryItems(Run& run) {
+  if (!Dcp(run) || !run.is_source() || run.dcp_input == nullptr) return absl::OkStatus();
+  const TensorSelection& select = run.options.write.select;
+  using Items = std::map<std::string, std::string>;
+  SHARDKIT_ASSIGN_OR_RETURN(
+      Items items,
+      run.dcp_input->ReadItems([&](const std::string& key) { return select.Picks(key); }));
+  std::set<std::string> names;
+  for (const safetensors::TensorInfo& info : run.source->header().tensors) names.insert(info.name);
+  for (auto& [key, bytes] : items) {
+    const std::string name = select.Renamed(key);
+    if (!names.insert(name).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--strip-prefix ", QuoteName(select.strip_prefix), " gives the non-tensor item ",
+          QuoteName(key), " the name ", QuoteName(name), ", which another tensor or item has"));
+    }
+    run.extras.items.emplace(name, std::move(bytes));
+  }
+  for (const auto& [key, path] : run.dcp_input->metadata().planner_data) {
+    if (select.Renamed(key) == key) run.extras.planner_data.emplace(key, path);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
   if (run.reshard()) {
     const TensorSelection& select = run.options.write.select;
@@ -118,7 +149,7 @@ absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
     run.input_files_kind = saved.files_kind;
     SHARDKIT_ASSIGN_OR_RETURN(run.source,
                               SelectTensors(std::move(saved.source), select, items, warnings));
-    return absl::OkStatus();
+    return CarryItems(run);
   }
   SHARDKIT_ASSIGN_OR_RETURN(CheckpointPath where,
                             ResolveCheckpointPath(run.options.checkpoint_path));
@@ -127,15 +158,10 @@ absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
   return absl::OkStatus();
 }
 
-// The file the source writes last: index.json, or a DCP checkpoint's .metadata.
-const char* LastFileName(const Run& run) {
-  return Dcp(run) ? dcp::kMetadataFileName : kIndexFileName;
-}
-
 // Where the source writes the last file: in DIR, or in the new directory beside it
 // (output_directory.h).
 std::string IndexPath(const Run& run) {
-  return (std::filesystem::path(run.out->write_dir()) / LastFileName(run)).string();
+  return (std::filesystem::path(run.out->write_dir()) / run.out->last_file_name()).string();
 }
 
 // Step 1 (local): plan, output directory; the source opens the checkpoint.
@@ -263,13 +289,6 @@ absl::Status CreateOwnFile(Run& run, std::string_view place) {
   if (!run.is_source()) SHARDKIT_RETURN_IF_ERROR(run.out->Follow(place));
   const std::string& dir = run.out->write_dir();
   if (Dcp(run)) {
-    if (run.is_source() && run.dcp_input != nullptr) {
-      const TensorSelection& select = run.options.write.select;
-      SHARDKIT_ASSIGN_OR_RETURN(run.extras.items, run.dcp_input->ReadItems([&](const std::string& key) {
-                                  return select.Picks(key);
-                                }));
-      run.extras.planner_data = run.dcp_input->metadata().planner_data;
-    }
     return CreateDcpRankFile(dir, run.comm.rank(), static_cast<int>(run.plan.src_rank),
                              run.schedule->tensors(), run.extras, run.file, run.output);
   }
@@ -405,16 +424,21 @@ void CleanUpAfterFailure(Run& run) {
   if (run.out) run.out->Abandon();
 }
 
-// Step 8: the source writes index.json, then its warnings to `log`; the caller's report, when
-// asked for, on every rank (the index built here too: the same on every rank).
-absl::Status Finish(Run& run, const absl::Time start) {
+// Step 8: the source writes index.json and commits (OutputDirectory::Commit), every rank learns
+// the outcome (one status round), then the source's warnings go to `log`; the caller's report,
+// when asked for, on every rank (the index built here too: the same on every rank).
+absl::Status Finish(Run& run, const absl::Time start, const CallOptions& call) {
   const ShardWriteOptions& write = run.options.write;
-  if (!run.is_source() && write.report == nullptr) return absl::OkStatus();
   const ShardIndex index = BuildIndex(run);
+  absl::Status committed;
   if (run.is_source()) {
-    SHARDKIT_RETURN_IF_ERROR(Dcp(run) ? WriteDcpMetadata(run)
-                                      : WriteIndex(run.out->write_dir(), index));
-    SHARDKIT_RETURN_IF_ERROR(run.out->Commit());
+    committed = Dcp(run) ? WriteDcpMetadata(run) : WriteIndex(run.out->write_dir(), index);
+    if (committed.ok()) committed = run.out->Commit();
+  }
+  // Every rank learns whether the output is in place (a swap can fail this late: a bind mount,
+  // a parent whose permissions changed).
+  SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(run.comm, committed, "committing the output", call));
+  if (run.is_source()) {
     for (const std::string& warning : run.warnings) run.log << warning << "\n";
     run.log << std::flush;
   }
@@ -453,7 +477,7 @@ absl::Status RunSteps(Run& run, const absl::Time start) {
     *options.write.stats = {mine.bytes_written,     run.stream.bytes_read, run.stream.buffer_bytes,
                             run.schedule->rounds(), mine.peak_rss,         mine.rss_growth};
   }
-  return Finish(run, start);
+  return Finish(run, start, call);
 }
 
 }  // namespace

@@ -32,8 +32,8 @@
 //  6. Every rank fsyncs and renames its file, then fsyncs the directory; after one more status
 //     round the source writes index.json the same way, and commits (OutputDirectory::Commit: over
 //     an earlier output, the swap that puts the new directory at DIR's path). So at every instant
-//     DIR holds the complete earlier output or the complete new one. (If writing index.json or
-//     the swap fails, only the source reports it: the other ranks are done by then.)
+//     DIR holds the complete earlier output or the complete new one. A last status round gives
+//     every rank the commit's outcome.
 // A failed run removes this rank's temporary file, and what the run wrote (OutputDirectory::
 // Abandon: the new directory beside DIR, or DIR's new files; DIR with the parents this rank
 // created, if nothing is left in them). An interrupted one removes its temporary files in the

@@ -221,12 +221,15 @@ absl::Status Run(const Flags& f, Communicator& comm) {
   for (int r = 0; r < world; ++r) (r < trainers ? groups.source : groups.destination).push_back(r);
   SHARDKIT_ASSIGN_OR_RETURN(specs::Plan trainer_plan, specs::ParsePlan(R"({"rules": [{"match":
       "**", "spec": {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}}]})"));
-  SHARDKIT_ASSIGN_OR_RETURN(specs::Plan server_plan, ServerPlan(f, servers, rank == trainers));
+  // The same verdict on every rank even where ranks were given other files or flags.
+  absl::StatusOr<specs::Plan> server_plan = ServerPlan(f, servers, rank == trainers);
+  SHARDKIT_RETURN_IF_ERROR(
+      AgreeOnStatus(comm, server_plan.status(), "checking --server-plan", CallOptions{}));
   std::optional<Module> trainer, server;
   if (rank < trainers) {
     SHARDKIT_ASSIGN_OR_RETURN(trainer, MakeSide(f, trainer_plan, rank, trainers));
   } else {
-    SHARDKIT_ASSIGN_OR_RETURN(server, MakeSide(f, server_plan, rank - trainers, servers));
+    SHARDKIT_ASSIGN_OR_RETURN(server, MakeSide(f, *server_plan, rank - trainers, servers));
   }
   const Module* src = trainer ? &*trainer : nullptr;
   Module* dst = server ? &*server : nullptr;

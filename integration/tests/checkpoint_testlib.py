@@ -346,6 +346,26 @@ def read_pid(path, deadline):
     raise RuntimeError(f"no pid in {path}")
 
 
+def descendants(pid):
+    """The pids of `pid`'s descendants, from /proc/PID/task/*/children."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{task}/children") as f:
+                    children = [int(c) for c in f.read().split()]
+            except OSError:
+                continue
+            found += children
+            todo += children
+    return found
+
+
 def alive(pid):
     try:
         os.kill(pid, 0)

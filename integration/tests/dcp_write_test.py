@@ -48,6 +48,16 @@ def gathered(dcp_dir, label):
     return tensors_of(out) if r.returncode == 0 else {}
 
 
+def summary_tensors(stderr):
+    """The `tensors` column of a shard summary's rank rows ("[rank 0]   1     __1_0.distcp  7 …")."""
+    counts = []
+    for line in stderr.splitlines():
+        cells = line.split()
+        if len(cells) > 4 and cells[0] == "[rank" and cells[3].endswith(".distcp"):
+            counts.append(int(cells[4]))
+    return counts
+
+
 def main():
     tensors = checkpoint_test.make_checkpoint()
     ckpt = os.path.join(TMP, "model.safetensors")
@@ -70,6 +80,11 @@ def main():
     check("PyTorch DCP" in text, f"inspect: {text}")
     for name in ("norm.weight", "mask", "scale", "bytes"):  # checkpoint_test's replicated ones
         check(rows.get(name, [""])[-1] == "1", f"replicated {name}: chunks {rows.get(name)}")
+    # The summary counts on each rank the tensors its .distcp holds: every chunk once.
+    counted = summary_tensors(r.stderr)
+    check(sum(counted) == sum(int(cells[-1]) for cells in rows.values()),
+          f"shard --format dcp: the summary counts {counted} tensors, the files hold "
+          f"{sum(int(cells[-1]) for cells in rows.values())} chunks")
 
     plan2 = checkpoint_test.make_plan(2)
     re2 = os.path.join(TMP, "dcp-re2")

@@ -31,8 +31,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import (BIN, TMP, alive, check, finish, read_pid, tmp_path,  # noqa: E402
-                                write_big_checkpoint, write_safetensors)
+from checkpoint_testlib import (BIN, TMP, alive, check, descendants, finish,  # noqa: E402
+                                read_pid, tmp_path, write_big_checkpoint, write_safetensors)
 
 CK = os.path.join(TMP, "big.safetensors")
 PLAN = os.path.join(TMP, "plan.json")
@@ -46,26 +46,6 @@ def temporaries(top):
     found = []
     for root, _, files in os.walk(top):
         found += [os.path.join(root, f) for f in files if ".tmp." in f]
-    return found
-
-
-def descendants(pid):
-    """The pids of `pid`'s descendants, from /proc/PID/task/*/children."""
-    found, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{parent}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                with open(f"/proc/{parent}/task/{task}/children") as f:
-                    children = [int(c) for c in f.read().split()]
-            except OSError:
-                continue
-            found += children
-            todo += children
     return found
 
 

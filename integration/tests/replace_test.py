@@ -20,9 +20,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checkpoint_testlib import (BIN, TMP, check, finish, launch_recording_pids,  # noqa: E402
-                                new_dirs_beside, read_pid, skip, tmp_path, write_safetensors,
-                                writing_file)
+from checkpoint_testlib import (BIN, TMP, check, descendants, finish,  # noqa: E402
+                                launch_recording_pids, new_dirs_beside, read_pid, skip, tmp_path,
+                                write_safetensors, writing_file)
 
 MIB = 1 << 20
 CK = os.path.join(TMP, "ck.safetensors")
@@ -81,7 +81,7 @@ def ctrl_c(source, reference):
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
         deadline = time.time() + 30
         while time.time() < deadline and run_.poll() is None and not any(
-                writing_file(pid, out) for pid in [run_.pid] + child_pids(run_.pid)):
+                writing_file(pid, out) for pid in [run_.pid] + descendants(run_.pid)):
             time.sleep(0.0005)
         if run_.poll() is None:
             os.killpg(run_.pid, signal.SIGINT)
@@ -94,21 +94,6 @@ def ctrl_c(source, reference):
     check(f"{out} still holds the earlier output, untouched" in stderr, f"Ctrl-C: {stderr}")
     check(gathered(out, "ctrl-c") == reference, "Ctrl-C: the earlier output changed")
     replaced_cleanly(source, out, "Ctrl-C")
-
-
-def child_pids(pid):
-    """`pid`'s descendants (the launcher's ranks)."""
-    found, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            with open(f"/proc/{parent}/task/{parent}/children") as f:
-                children = [int(c) for c in f.read().split()]
-        except OSError:
-            continue
-        found += children
-        todo += children
-    return found
 
 
 FULL_DISK = r'''

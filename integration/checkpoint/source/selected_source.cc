@@ -47,17 +47,14 @@ absl::Status CheckUsed(const char* flag, const std::vector<std::string>& pattern
 
 // The picked names once the prefix is stripped, with a word about those without it.
 absl::StatusOr<std::vector<std::string>> NewNames(const std::vector<std::string>& picked,
-                                                  const std::string& prefix, bool strict,
+                                                  const TensorSelection& selection, bool strict,
                                                   std::vector<std::string>* warnings) {
+  const std::string& prefix = selection.strip_prefix;
   std::vector<std::string> names;
   std::vector<std::string> kept;  // picked names without the prefix
   for (const std::string& name : picked) {
-    if (!prefix.empty() && absl::StartsWith(name, prefix) && name.size() > prefix.size()) {
-      names.push_back(name.substr(prefix.size()));
-    } else {
-      names.push_back(name);
-      if (!prefix.empty()) kept.push_back(name);
-    }
+    names.push_back(selection.Renamed(name));
+    if (!prefix.empty() && names.back() == name) kept.push_back(name);
   }
   if (!kept.empty()) {
     const size_t shown = std::min<size_t>(kept.size(), 3);
@@ -76,6 +73,14 @@ absl::StatusOr<std::vector<std::string>> NewNames(const std::vector<std::string>
 
 bool TensorSelection::Picks(const std::string& name) const {
   return (include.empty() || AnyMatch(include, name)) && !AnyMatch(exclude, name);
+}
+
+std::string TensorSelection::Renamed(const std::string& name) const {
+  if (strip_prefix.empty() || name.size() <= strip_prefix.size() ||
+      !absl::StartsWith(name, strip_prefix)) {
+    return name;
+  }
+  return name.substr(strip_prefix.size());
 }
 
 absl::Status ValidateSelection(const TensorSelection& selection) {
@@ -115,7 +120,7 @@ absl::StatusOr<std::unique_ptr<TensorSource>> SelectTensors(
                                                    names.size(), " tensors of the checkpoint"));
   }
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> renamed,
-                            NewNames(picked_names, selection.strip_prefix, strict, warnings));
+                            NewNames(picked_names, selection, strict, warnings));
   std::vector<size_t> order(picked.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return renamed[a] < renamed[b]; });

@@ -36,6 +36,8 @@ struct TensorSelection {
   bool empty() const { return include.empty() && exclude.empty() && strip_prefix.empty(); }
   // Whether `name` is picked (the prefix plays no part).
   bool Picks(const std::string& name) const;
+  // `name` without strip_prefix when it begins with it (and is longer), else `name`.
+  std::string Renamed(const std::string& name) const;
 };
 
 // Every pattern passes specs::ValidatePattern. Errors: kInvalidArgument naming the flag and the

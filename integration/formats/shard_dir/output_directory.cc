@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cerrno>
 #include <filesystem>
 #include <random>
@@ -21,13 +22,19 @@
 #include "core/os/fd.h"
 #include "core/os/swap_dir.h"
 #include "integration/formats/dcp/dcp_files.h"
+#include "integration/formats/shard_dir/internal/beside.h"
 
 namespace shardkit::checkpoint {
 namespace {
 
+using internal::CanSwapInto;
+using internal::kNewInfix;
+using internal::kOldInfix;
+using internal::RecoverSetAside;
+using internal::RemoveBesideOf;
+
 namespace fs = std::filesystem;
 
-constexpr char kNewInfix[] = ".shardkit-new-";
 constexpr char kMarkerText[] = "{\"format\": \"dcp\", \"written_by\": \"shardkit\", \"version\": 1}\n";
 constexpr size_t kIndexHeadBytes = 4096;
 
@@ -89,31 +96,27 @@ absl::Status ForeignDcp(const std::string& dir, std::vector<std::string> files, 
       dir, ": holds ",
       metadata ? "a PyTorch DCP checkpoint" : "the files of an unfinished PyTorch DCP save",
       " that shardkit did not write (", list, "; no ", kDcpMarkerName,
-      "): shardkit replaces only its own output; use a new or empty directory"));
+      "): shardkit replaces only its own output; use a new or empty directory (a DCP output of a "
+      "shardkit older than the marker has none either: remove it yourself)"));
+}
+
+// Whether `path` is a mount point of the file system its parent is on too (a bind mount): the
+// mount ids of the two differ (statx, Linux 5.8+; false where the kernel cannot tell).
+bool IsMountPoint(const std::string& path) {
+  struct statx here {}, parent {};
+  const std::string up = fs::path(path).parent_path().string();
+  if (::statx(AT_FDCWD, path.c_str(), 0, STATX_MNT_ID, &here) != 0 ||
+      ::statx(AT_FDCWD, up.c_str(), 0, STATX_MNT_ID, &parent) != 0) {
+    return false;
+  }
+  return (here.stx_mask & parent.stx_mask & STATX_MNT_ID) != 0 &&
+         here.stx_mnt_id != parent.stx_mnt_id;
 }
 
 // 16 random hex digits: the new directory's name, unique per run.
 std::string RandomSuffix() {
   std::random_device random;
   return absl::StrFormat("%08x%08x", random(), random());
-}
-
-// Whether `name` is a directory a run into `base` writes beside it: .BASE.shardkit-new-HEX.
-bool IsNewDirectoryOf(const std::string& name, const std::string& base) {
-  const std::string prefix = absl::StrCat(".", base, kNewInfix);
-  if (!absl::StartsWith(name, prefix) || name.size() != prefix.size() + 16) return false;
-  return std::all_of(name.begin() + static_cast<ptrdiff_t>(prefix.size()), name.end(),
-                     [](char c) { return absl::ascii_isxdigit(static_cast<unsigned char>(c)); });
-}
-
-// What killed runs into `real` left beside it (the caller holds its lock). Best effort.
-void RemoveNewDirectoriesOf(const fs::path& real) {
-  std::error_code ec;
-  const std::string base = real.filename().string();
-  for (fs::directory_iterator it(real.parent_path(), ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (IsNewDirectoryOf(name, base) && it->is_directory(ec)) os::RemoveTree(it->path().string());
-  }
 }
 
 // Removes DIR's output files but a running process's temporaries (named in `left_alone`; the lock
@@ -143,7 +146,7 @@ absl::StatusOr<OutputContents> ExamineOutputDir(const std::string& dir) {
   OutputContents contents;
   std::error_code ec;
   if (fs::status(dir, ec).type() == fs::file_type::not_found) return contents;
-  bool index = false, marker = false, metadata = false;
+  bool index = false, marker = false, metadata = false, any_metadata = false;
   std::vector<std::string> dcp_files;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -160,11 +163,12 @@ absl::StatusOr<OutputContents> ExamineOutputDir(const std::string& dir) {
     marker = marker || name == kDcpMarkerName;
     if (dcp::IsDcpFileName(name)) {
       dcp_files.push_back(name);
-      metadata = metadata || absl::EndsWith(name, ".metadata");
+      metadata = metadata || name == dcp::kMetadataFileName;  // what shardkit writes
+    any_metadata = any_metadata || absl::EndsWith(name, ".metadata");  // or __R.metadata
     }
   }
   if (ec) return ListError(dir, ec);
-  if (!dcp_files.empty() && !marker) return ForeignDcp(dir, std::move(dcp_files), metadata);
+  if (!dcp_files.empty() && !marker) return ForeignDcp(dir, std::move(dcp_files), any_metadata);
   if (index) SHARDKIT_RETURN_IF_ERROR(CheckIndexIsOurs(dir));
   contents.complete = index || (metadata && marker);
   return contents;
@@ -178,6 +182,7 @@ absl::StatusOr<OutputDirectory> OutputDirectory::Prepare(const std::string& dir,
   out.format_ = format;
   out.owner_ = owner;
   if (owner) {
+    RecoverSetAside(dir);
     SHARDKIT_ASSIGN_OR_RETURN(out.created_, os::CreatedDirectories::Make(dir));
   }
   absl::StatusOr<OutputContents> contents = ExamineOutputDir(dir);
@@ -189,7 +194,7 @@ absl::StatusOr<OutputDirectory> OutputDirectory::Prepare(const std::string& dir,
   return out;
 }
 
-std::string OutputDirectory::LastFileName() const {
+std::string OutputDirectory::last_file_name() const {
   return format_ == OutputFormat::kDcp ? dcp::kMetadataFileName : kIndexFileName;
 }
 
@@ -202,7 +207,8 @@ absl::Status OutputDirectory::Begin() {
   if (ec) {
     return absl::InvalidArgumentError(absl::StrCat(dir_, ": cannot resolve: ", ec.message()));
   }
-  if (real_ != "/") RemoveNewDirectoriesOf(real_);
+  // An earlier output set aside is debris only once DIR holds a complete one again.
+  if (real_ != "/") RemoveBesideOf(real_, /*set_aside=*/contents_.complete);
   SHARDKIT_RETURN_IF_ERROR(contents_.complete ? ChooseReplacing() : ClearInPlace());
   SetReport(/*committed=*/false);
   if (format_ != OutputFormat::kDcp) return absl::OkStatus();
@@ -214,12 +220,7 @@ absl::Status OutputDirectory::ClearInPlace() {
   if (!contents_.any) return absl::OkStatus();
   std::vector<std::string> left;
   SHARDKIT_RETURN_IF_ERROR(RemoveOutputFiles(dir_, &left));
-  for (const std::string& name : left) {
-    warnings_.push_back(absl::StrCat(
-        "warning: ", dir_, ": left ", name, " alone: its process ",
-        os::ParseTemporaryName(name)->pid,
-        " is running on this host (a run still stopping? remove the file yourself if not)"));
-  }
+  for (const std::string& name : left) warnings_.push_back(os::LeftAloneWarning(dir_, name));
   return absl::OkStatus();
 }
 
@@ -236,10 +237,17 @@ absl::Status OutputDirectory::ChooseReplacing() {
   if (::stat(real_.c_str(), &here) != 0 || ::stat(real.parent_path().c_str(), &parent) != 0) {
     return refuse(absl::StrCat("it cannot be examined (", os::ErrnoText(errno), ")"));
   }
-  if (here.st_dev != parent.st_dev) {
+  if (here.st_dev != parent.st_dev || IsMountPoint(real_)) {
     return refuse(absl::StrCat(real_, " is a mount point (nothing beside it is on its disk)"));
   }
-  place_ = absl::StrCat(".", real.filename().string(), kNewInfix, RandomSuffix());
+  // Another user's DIR in a sticky parent (/tmp): only its owner may rename it.
+  if ((parent.st_mode & S_ISVTX) != 0 && ::geteuid() != 0 && here.st_uid != ::geteuid() &&
+      parent.st_uid != ::geteuid()) {
+    return refuse(
+        absl::StrCat(real.parent_path().string(), " is sticky and another user owns ", real_));
+  }
+  suffix_ = RandomSuffix();
+  place_ = absl::StrCat(".", real.filename().string(), kNewInfix, suffix_);
   write_dir_ = (real.parent_path() / place_).string();
   absl::StatusOr<os::InterruptCleanup> registered = os::InterruptCleanup::Register(
       write_dir_, os::CleanupKind::kDirectory, [&]() -> absl::Status {
@@ -247,7 +255,9 @@ absl::Status OutputDirectory::ChooseReplacing() {
           return refuse(absl::StrCat("cannot create ", write_dir_, " (", os::ErrnoText(errno),
                                      ")"));
         }
-        (void)::chmod(write_dir_.c_str(), here.st_mode & 07777);  // not narrowed by the umask
+        // DIR's mode (not narrowed by the umask) and, where allowed, its owner and group.
+        (void)::chmod(write_dir_.c_str(), here.st_mode & 07777);
+        (void)::chown(write_dir_.c_str(), here.st_uid, here.st_gid);
         return absl::OkStatus();
       });
   if (!registered.ok()) {
@@ -256,6 +266,9 @@ absl::Status OutputDirectory::ChooseReplacing() {
     return registered.status();
   }
   staging_cleanup_ = *std::move(registered);
+  absl::StatusOr<bool> exchanges = CanSwapInto(write_dir_, real_, suffix_);
+  if (!exchanges.ok()) return refuse(std::string(exchanges.status().message()));
+  exchanges_ = *exchanges;
   return absl::OkStatus();
 }
 
@@ -263,6 +276,15 @@ absl::Status OutputDirectory::Follow(std::string_view place) {
   place_ = std::string(place);
   if (place_.empty()) {
     write_dir_ = dir_;
+    // The owner saw no complete output; one here is another disk's, which writing in place would
+    // mix with this run's files.
+    SHARDKIT_ASSIGN_OR_RETURN(contents_, ExamineOutputDir(dir_));
+    if (contents_.complete) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          dir_, ": holds a complete earlier output on this rank that the source rank does not "
+                "see (not a file system every rank shares): replacing it needs one; remove it "
+                "or write to a new directory"));
+    }
     SHARDKIT_ASSIGN_OR_RETURN(created_, os::CreatedDirectories::Make(dir_));
     return absl::OkStatus();
   }
@@ -288,19 +310,57 @@ absl::Status OutputDirectory::Commit() {
     lock_.reset();
     return absl::OkStatus();
   }
+  // The lock file goes with the earlier output: the handler must not remove DIR/.shardkit.lock,
+  // which may be another run's by then.
+  lock_->DetachFromInterrupt();
+  SHARDKIT_RETURN_IF_ERROR(exchanges_ ? Exchange() : SetAsideAndMove());
+  // Now only the earlier output is left to remove, from where it went (its lock file with it).
+  os::RemoveTree(exchanges_ ? write_dir_ : SetAsidePath());
+  lock_.reset();  // its file is gone: nothing else to remove
+  return os::SyncDirectory(fs::path(real_).parent_path().string());
+}
+
+// The commit where the file system exchanges: one atomic step. Interrupts wait (the report must
+// change with it).
+absl::Status OutputDirectory::Exchange() {
+  os::ScopedInterruptBlock block;
   SHARDKIT_RETURN_IF_ERROR(os::ExchangeDirectories(write_dir_, real_));
+  MarkCommitted();
+  return absl::OkStatus();
+}
+
+// The commit elsewhere (NFS): DIR aside, the new output in its place — a reader sees no DIR for
+// that instant; a run killed between the two leaves the earlier output beside DIR, which the next
+// run into DIR puts back (RecoverSetAside). Interrupts wait until both are done.
+absl::Status OutputDirectory::SetAsideAndMove() {
+  os::ScopedInterruptBlock block;
+  const std::string aside = SetAsidePath();
+  if (::rename(real_.c_str(), aside.c_str()) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot set ", real_, " aside to ", aside, ": ", os::ErrnoText(errno)));
+  }
+  if (::rename(write_dir_.c_str(), real_.c_str()) != 0) {
+    const int err = errno;
+    const bool back = ::rename(aside.c_str(), real_.c_str()) == 0;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot move ", write_dir_, " to ", real_, ": ", os::ErrnoText(err),
+        back ? "" : absl::StrCat("; the earlier output is at ", aside,
+                                 ", which the next run into ", dir_, " puts back")));
+  }
+  MarkCommitted();
+  return absl::OkStatus();
+}
+
+std::string OutputDirectory::SetAsidePath() const {
+  const fs::path real(real_);
+  return (real.parent_path() / absl::StrCat(".", real.filename().string(), kOldInfix, suffix_))
+      .string();
+}
+
+void OutputDirectory::MarkCommitted() {
   committed_ = true;
   staging_cleanup_.Release();
   SetReport(/*committed=*/true);
-  // write_dir_ now holds the earlier output, this run's lock file with it.
-  const bool removed = os::RemoveTree(write_dir_);
-  lock_.reset();  // its file is gone with the earlier output: nothing else to remove
-  absl::Status synced = os::SyncDirectory(fs::path(real_).parent_path().string());
-  if (!removed && synced.ok()) {
-    // Not an error: the new output is in place; the next run into DIR removes the rest.
-    return absl::OkStatus();
-  }
-  return synced;
 }
 
 void OutputDirectory::Abandon() {
@@ -322,7 +382,7 @@ void OutputDirectory::ReportInterrupts(std::string program, std::string scope) {
   report_ = std::make_unique<os::ScopedInterruptReport>();
   const std::string before =
       contents_.complete ? absl::StrCat(dir_, " still holds the earlier output, untouched")
-                         : absl::StrCat(dir_, " holds no ", LastFileName(),
+                         : absl::StrCat(dir_, " holds no ", last_file_name(),
                                         " (nor did it before this run)");
   report_->Set({.program = program_,
                 .scope = scope_,
@@ -337,24 +397,21 @@ void OutputDirectory::SetReport(bool committed) {
     report_->Set({.program = program_, .scope = scope_, .state = done});
     return;
   }
-  if (replacing()) {
-    // The lock file moves into the new directory's place with the swap: there, it means the
-    // swap happened.
+  if (replacing()) {  // the commit changes the report while interrupts wait
     report_->Set({.program = program_,
                   .scope = scope_,
                   .state = absl::StrCat(dir_, " still holds the earlier output, untouched (",
                                         write_dir_, " beside it goes with the next run)"),
-                  .state_if_removed = absl::StrCat(dir_, " still holds the earlier output, untouched"),
-                  .probe = (fs::path(write_dir_) / os::kLockFileName).string(),
-                  .state_if_probe_present = done});
+                  .state_if_removed =
+                      absl::StrCat(dir_, " still holds the earlier output, untouched")});
     return;
   }
   report_->Set({.program = program_,
                 .scope = scope_,
-                .state = absl::StrCat(dir_, " holds no ", LastFileName(),
+                .state = absl::StrCat(dir_, " holds no ", last_file_name(),
                                       " (nor did it before this run)"),
                 .state_if_removed = absl::StrCat(dir_, ", which this run had created, is removed"),
-                .probe = (fs::path(write_dir_) / LastFileName()).string(),
+                .probe = (fs::path(write_dir_) / last_file_name()).string(),
                 .state_if_probe_present = done});
 }
 

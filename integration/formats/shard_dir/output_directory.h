@@ -13,19 +13,25 @@
 //  - DIR holds no complete output (missing, empty, or an interrupted run's files): the run clears
 //    those and writes into DIR itself; its last file (index.json, or `.metadata`) is the commit.
 //  - DIR holds a complete output: the run writes into a new directory beside it,
-//    PARENT/.NAME.shardkit-new-<16 hex digits> (same file system, DIR's mode), and the commit
-//    swaps the two (os::ExchangeDirectories: one atomic rename), then removes the earlier output.
-// So at every instant DIR holds the complete earlier output or the complete new one. Replacing
-// needs room for both on the disk, a DIR that is not a mount point and a writable PARENT; where
-// one is missing the run is refused before anything is written. A run that fails removes what it
-// wrote (the new directory, or DIR's new files); what a killed run leaves (the directory beside,
-// files in DIR) is removed by the next run into DIR, under DIR's lock.
+//    PARENT/.NAME.shardkit-new-<16 hex digits> (same file system, DIR's mode, owner and group
+//    where allowed), and the commit swaps the two (os::ExchangeDirectories: one atomic rename),
+//    then removes the earlier output. A file system that cannot exchange (NFS) gets two renames
+//    instead, with interrupts held: DIR aside to PARENT/.NAME.shardkit-old-HEX, the new output in
+//    its place; a run killed between them leaves no DIR, and the next run into DIR puts the
+//    earlier output back first.
+// So at every instant DIR holds the complete earlier output or the complete new one (or, on a
+// file system that cannot exchange, nothing for the instant between two renames). Replacing
+// needs room for both on the disk (not checked beforehand: a full disk fails the run, leaving DIR
+// as it was), a DIR that is not a mount point, a writable PARENT, and, in a sticky PARENT, a DIR
+// of one's own; where one is missing the run is refused before anything is written. A run that
+// fails removes what it wrote (the new directory, or DIR's new files); what a killed run leaves
+// (the directories beside, files in DIR) is removed by the next run into DIR, under DIR's lock.
 //
 // The ranks of a run (one of them the owner: the source, or rank 0), between agreement rounds:
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(OutputDirectory out,                     // every rank
 //                             OutputDirectory::Prepare(dir, format, /*owner=*/is_owner));
-//   if (is_owner) SHARDKIT_RETURN_IF_ERROR(out.Begin(world_size));  // lock, clear, choose
+//   if (is_owner) SHARDKIT_RETURN_IF_ERROR(out.Begin());  // lock, clear, choose
 //   ... the owner's out.place() reaches every rank (an AllGather) ...
 //   if (!is_owner) SHARDKIT_RETURN_IF_ERROR(out.Follow(place));
 //   ... every rank writes into out.write_dir(); the owner writes its last file there ...
@@ -85,8 +91,9 @@ class OutputDirectory {
   // DIR again under it, removes what killed runs left beside DIR, and chooses where this run
   // writes: into DIR (cleared of an interrupted run's files) or into a new directory beside it.
   // A DCP output gets its marker there now. Errors: kInvalidArgument as Prepare, when another
-  // run holds the lock, or when DIR holds a complete output that cannot be replaced here (DIR is
-  // `/` or a mount point, PARENT is not writable), naming why; kUnavailable for I/O errors.
+  // run holds the lock, when DIR holds a complete output that cannot be replaced here (DIR is `/`
+  // or a mount point, PARENT is not writable or is sticky and DIR another user's), naming why, or
+  // when an interrupted run's files cannot be removed; kUnavailable if DIR cannot be synced.
   [[nodiscard]] absl::Status Begin();
 
   // What the owner shares with the other ranks after Begin: "" (DIR itself) or the name of the
@@ -95,7 +102,8 @@ class OutputDirectory {
 
   // Every rank but the owner, with the owner's place(): writes go there. Creates DIR if this rank
   // does not see it (another host's disk) and `place` is "". Errors: kInvalidArgument if `place`
-  // names a directory this rank does not see beside DIR (not a shared file system), or as
+  // names a directory this rank does not see beside DIR, or is "" and this rank's DIR holds a
+  // complete output (either way not a file system every rank shares), or as
   // os::CreatedDirectories::Make.
   [[nodiscard]] absl::Status Follow(std::string_view place);
 
@@ -103,22 +111,28 @@ class OutputDirectory {
   const std::string& write_dir() const { return write_dir_; }
   // Whether this run replaces a complete earlier output (writes beside DIR).
   bool replacing() const { return !place_.empty(); }
-  // Whether DIR held a complete output when Prepare looked.
-  bool held_output() const { return contents_.complete; }
+  // The file the owner writes last into write_dir(), before Commit: index.json, or a DCP
+  // checkpoint's .metadata.
+  std::string last_file_name() const;
   // What Begin found worth a word: an interrupted run's temporary files left alone because their
-  // process still runs ("warning: DIR: left NAME alone: ..."), for the caller to print.
+  // process still runs (os::LeftAloneWarning), for the caller to print.
   const std::vector<std::string>& warnings() const { return warnings_; }
 
   // The owner, once its last file is in write_dir(): puts the new output in place (a swap, then
   // the earlier output removed, durably) and releases the lock. Errors: kInvalidArgument if the
-  // swap fails (nothing changed: DIR holds the earlier output); kUnavailable if the final syncs
-  // fail (the new output is in place but may not survive a crash).
+  // swap fails (nothing changed: DIR holds the earlier output — or, where two renames failed
+  // halfway, the message says where it is and the next run puts it back); kUnavailable if the
+  // final sync fails (the new output is in place but may not survive a crash).
   [[nodiscard]] absl::Status Commit();
 
   // A failed run, every rank: removes what this run wrote — the owner the new directory, or, in
   // DIR, every output file but a running process's temporaries; DIR itself if this rank created
   // it and it is then empty — and releases the lock. Best effort.
   void Abandon();
+
+  // The owner, after Begin: commit by two renames (DIR aside, the new output in its place), as
+  // where the file system cannot exchange, to test that path on any file system.
+  void SetAsideForTest() { exchanges_ = false; }
 
   // The owner of a command-line run: from now until the object goes, an interrupt (SIGINT,
   // SIGTERM, SIGHUP) prints "<program>: interrupted (SIG…): removed … <scope>; <state>", the
@@ -130,8 +144,11 @@ class OutputDirectory {
   OutputDirectory() = default;
   absl::Status ChooseReplacing();
   absl::Status ClearInPlace();
+  absl::Status Exchange();
+  absl::Status SetAsideAndMove();
+  std::string SetAsidePath() const;
+  void MarkCommitted();
   void SetReport(bool committed);
-  std::string LastFileName() const;
 
   std::string dir_;  // as given
   OutputFormat format_ = OutputFormat::kShardkit;
@@ -140,7 +157,9 @@ class OutputDirectory {
   os::CreatedDirectories created_;    // DIR and its parents, if this rank made them
   std::optional<os::DirectoryLock> lock_;  // the owner, from Begin
   std::string real_;       // DIR resolved (symbolic links followed), once it exists
+  std::string suffix_;     // replacing: the hex digits of the directories beside real_
   std::string place_;      // "" or the new directory's name beside real_
+  bool exchanges_ = true;  // replacing: the file system swaps two directories in one step
   std::string write_dir_;  // dir_ or the new directory's path
   std::vector<std::string> warnings_;
   bool cleared_ = false;    // the owner, in place: DIR's output files are this run's to remove

@@ -142,7 +142,6 @@ TEST(OutputDirectoryTest, AnInterruptedRunsFilesAreClearedInPlace) {
   Write(dir + "/.shardkit.lock");                      // an earlier run's lock file
   SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory out,
                                 OutputDirectory::Prepare(dir, OutputFormat::kShardkit, true));
-  EXPECT_FALSE(out.held_output());
   ASSERT_THAT(out.Begin(), IsOk());
   EXPECT_FALSE(out.replacing());
   EXPECT_THAT(Names(dir), UnorderedElementsAreArray(std::vector<std::string>{
@@ -165,7 +164,6 @@ TEST(OutputDirectoryTest, ACompleteOutputIsReplacedBesideItAndSwapped) {
   ::chmod(dir.c_str(), 0750);
   SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory out,
                                 OutputDirectory::Prepare(dir, OutputFormat::kDcp, true));
-  EXPECT_TRUE(out.held_output());
   ASSERT_THAT(out.Begin(), IsOk());
   ASSERT_TRUE(out.replacing());
   EXPECT_EQ(fs::path(out.write_dir()).parent_path(), fs::path(root));
@@ -258,6 +256,61 @@ TEST(OutputDirectoryTest, ALinkedDirectoryIsReplacedWhereItPoints) {
   EXPECT_TRUE(fs::is_symlink(root + "/link"));
   EXPECT_EQ(Read(root + "/real/rank-00000.safetensors"), "new");
   EXPECT_THAT(Names(root), UnorderedElementsAreArray(std::vector<std::string>{"real", "link"}));
+}
+
+// Where the file system cannot exchange, the commit sets DIR aside and moves the new output in
+// (interrupts held); what a run killed between the two renames leaves — no DIR, the earlier output
+// beside it — is put back by the next run into DIR.
+TEST(OutputDirectoryTest, WithoutAnExchangeTheEarlierOutputIsSetAsideAndPutBack) {
+  const std::string root = testing::FreshTestDir("set_aside");
+  const std::string dir = root + "/out";
+  WriteShardOutput(dir, "old");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory out,
+                                OutputDirectory::Prepare(dir, OutputFormat::kShardkit, true));
+  ASSERT_THAT(out.Begin(), IsOk());
+  out.SetAsideForTest();
+  Write(out.write_dir() + "/rank-00000.safetensors", "new");
+  Write(out.write_dir() + "/index.json", kOurIndex);
+  ASSERT_THAT(out.Commit(), IsOk());
+  EXPECT_EQ(Read(dir + "/rank-00000.safetensors"), "new");
+  EXPECT_THAT(Names(root), UnorderedElementsAreArray(std::vector<std::string>{"out"}));
+
+  // A run killed between the two renames: no DIR, the earlier output set aside, the new one
+  // beside it.
+  fs::rename(dir, root + "/.out.shardkit-old-00000000000000aa");
+  WriteShardOutput(root + "/.out.shardkit-new-00000000000000aa", "newer");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory next,
+                                OutputDirectory::Prepare(dir, OutputFormat::kShardkit, true));
+  EXPECT_EQ(Read(dir + "/rank-00000.safetensors"), "new");  // put back before anything else
+  ASSERT_THAT(next.Begin(), IsOk());
+  ASSERT_TRUE(next.replacing());
+  EXPECT_THAT(Names(root), UnorderedElementsAreArray(std::vector<std::string>{"out", next.place()}));
+  next.Abandon();
+  EXPECT_THAT(Names(root), UnorderedElementsAreArray(std::vector<std::string>{"out"}));
+  // An earlier output set aside stays while DIR holds none (it is what the user would get back).
+  fs::create_directories(root + "/.out.shardkit-old-00000000000000bb");
+  Write(root + "/.out.shardkit-old-00000000000000bb/notes", "kept");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory empty,
+                                OutputDirectory::Prepare(dir, OutputFormat::kShardkit, true));
+  ASSERT_THAT(empty.Begin(), IsOk());
+  EXPECT_TRUE(fs::exists(root + "/.out.shardkit-old-00000000000000bb/notes"));
+  empty.Abandon();
+}
+
+// Writing in place where this rank's DIR holds a complete output the owner does not see (another
+// host's disk) would mix two outputs: refused.
+TEST(OutputDirectoryTest, InPlaceOverAnotherDisksCompleteOutputIsRefused) {
+  const std::string dir = testing::FreshTestDir("other_disk");
+  WriteShardOutput(dir, "theirs");
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory other,
+                                OutputDirectory::Prepare(dir, OutputFormat::kShardkit, false));
+  EXPECT_THAT(other.Follow(""),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("holds a complete earlier output on this rank that the source "
+                                 "rank does not see")));
+  EXPECT_EQ(Read(dir + "/rank-00000.safetensors"), "theirs");
 }
 
 TEST(OutputDirectoryTest, ARankThatDoesNotSeeTheNewDirectoryFails) {

@@ -85,38 +85,76 @@ class GenerationJoin {
   }
   std::string ClaimKey(int64_t g, int rank) const { return Key(g, absl::StrCat("claim/", rank)); }
   std::string LaunchKey(int64_t g) const { return Key(g, absl::StrCat("launch/", launch_id_)); }
+  std::string ClaimerKey(int64_t g, int rank) const {
+    return Key(g, absl::StrCat("claimer/", rank));
+  }
 
   // Generation g is decided: its failure if a rank was claimed twice in it and this process's
-  // launch took part. Ok otherwise: a generation of other jobs, one that joined (this process is
-  // then a later job's), or one that timed out (which a process of this launch may have marked
-  // while it found itself too late for it, and went on to the next).
+  // launch took part; a failure too if g joined with a process of this launch as a member but
+  // without this one (its rank was another launch's: two launches overlap and together started
+  // every rank). Ok otherwise: a generation of other jobs, or one that timed out (which a process
+  // of this launch may have marked while it found itself too late for it, and went on).
   absl::Status FailureOfOurLaunch(int64_t g) {
     if (launch_id_.empty()) return absl::OkStatus();
     SHARDKIT_ASSIGN_OR_RETURN(bool ours, store_.Check({LaunchKey(g)}));
     if (!ours) return absl::OkStatus();
     SHARDKIT_ASSIGN_OR_RETURN(std::string outcome, store_.Get(Key(g, "outcome"), kOutcomeGrace));
+    if (outcome == kJoined) return OverlapIfAnotherLaunchHasOurRank(g);
     if (!absl::StartsWith(outcome, kConflict)) return absl::OkStatus();
     return OutcomeStatus(outcome);
+  }
+
+  // g joined with a process of this launch among its members. Fine if this rank is this launch's
+  // there too (a later job of the same launch: `sh -c 'shardkit …; shardkit …'`); else another
+  // launch's process has this rank — two launches overlap — and this one fails now rather than
+  // wait alone in the next generation.
+  absl::Status OverlapIfAnotherLaunchHasOurRank(int64_t g) {
+    const std::string claimer = ClaimerKey(g, rank_);
+    SHARDKIT_ASSIGN_OR_RETURN(const bool recorded, store_.Check({claimer}));
+    if (!recorded) return absl::OkStatus();  // a generation of an older shardkit
+    SHARDKIT_ASSIGN_OR_RETURN(const std::string launch, store_.Get(claimer, kOutcomeGrace));
+    if (launch == launch_id_) return absl::OkStatus();
+    return absl::InvalidArgumentError(Conflict(g).substr(sizeof(kConflict) - 1));
   }
 
   // Claims this rank in generation g: its prefix once every rank joined, nullopt if g turned out
   // to be over before this claim (try the next), or g's failure.
   absl::StatusOr<std::optional<std::string>> Join(int64_t g) {
-    if (!launch_id_.empty()) SHARDKIT_RETURN_IF_ERROR(store_.Set(LaunchKey(g), "1"));
+    if (!launch_id_.empty()) SHARDKIT_RETURN_IF_ERROR(store_.Add(LaunchKey(g), 1).status());
     SHARDKIT_ASSIGN_OR_RETURN(int64_t claims, store_.Add(ClaimKey(g, rank_), 1));
     std::string outcome;
     if (claims > 1) {
       SHARDKIT_ASSIGN_OR_RETURN(outcome, Decide(g, Conflict(g)));
       // Decided before this claim, by a job that joined or timed out: this process is a later
-      // job's. (Its claim leaves g's members alone: they only wait for the outcome.)
-      if (!absl::StartsWith(outcome, kConflict)) return std::nullopt;
+      // job's (its claim leaves g's members alone: they only wait for the outcome) — unless
+      // another process of its own launch claimed in g: then two launches overlap and together
+      // started every rank, and this duplicate fails now rather than wait alone in g + 1.
+      if (!absl::StartsWith(outcome, kConflict)) {
+        SHARDKIT_ASSIGN_OR_RETURN(const bool split, LaunchSplit(g));
+        if (!split) return std::nullopt;
+        SHARDKIT_RETURN_IF_ERROR(OverlapIfAnotherLaunchHasOurRank(g));
+        return std::nullopt;
+      }
     } else {
+      // Who has this rank in g, before g can be decided: a later process of the same launch that
+      // finds g joined reads it (OverlapIfAnotherLaunchHasOurRank).
+      if (!launch_id_.empty()) {
+        SHARDKIT_RETURN_IF_ERROR(store_.Set(ClaimerKey(g, rank_), launch_id_));
+      }
       SHARDKIT_ASSIGN_OR_RETURN(int64_t claimed, store_.Add(Key(g, "claimed"), 1));
       SHARDKIT_ASSIGN_OR_RETURN(
           outcome, claimed == size_ ? Decide(g, std::string(kJoined)) : AwaitOutcome(g));
     }
     SHARDKIT_RETURN_IF_ERROR(OutcomeStatus(outcome));
     return Generation(g);
+  }
+
+  // Whether a process of this one's launch other than itself claimed in g (the launch's counter
+  // in g counts them, this one included).
+  absl::StatusOr<bool> LaunchSplit(int64_t g) {
+    if (launch_id_.empty()) return false;
+    SHARDKIT_ASSIGN_OR_RETURN(const int64_t processes, store_.Add(LaunchKey(g), 0));
+    return processes > 1;
   }
 
   // Waits for g's outcome until the deadline, then proposes that it timed out.

@@ -42,7 +42,10 @@ namespace shardkit {
 // A process arriving after its generation failed on a rank claimed twice (a slow sibling) would
 // otherwise wait alone in the next one: `launch_id`, the id its launcher gave every rank it
 // started (empty: none), marks the generations its launch took part in, and such a process
-// returns that failure too.
+// returns that failure too. So does a duplicate whose claim comes after the generation joined
+// (two overlapping launches that together started every rank) while a process of its own
+// launch is a member: it fails at once with kInvalidArgument naming its rank; the job that joined
+// goes on until its launcher stops that member.
 // Store operations per rank: a constant, plus one or two checks per earlier generation.
 // Errors: as listed; the store's errors; kDeadlineExceeded if `deadline` passes while the
 // generations are read.

@@ -161,6 +161,30 @@ TEST_P(RendezvousTest, ASlowSiblingFailsWithItsLaunch) {
   EXPECT_THAT(JoinAll(*store_, 3, {{0, "c"}, {1, ""}, {2, "d"}}), Each(IsOkAndHolds("/p/gen1")));
 }
 
+// Launches "a" (ranks 0-2) and "b" (ranks 2-3) of a world of 4 overlap on rank 2 and together start
+// every rank: when "b"'s rank 2 comes after the others joined, it fails at once naming its rank
+// (its launch's rank 3 is a member), where it used to wait alone in the next generation.
+TEST_P(RendezvousTest, ALateDuplicateOfALaunchInTheJobFailsAtOnce) {
+  EXPECT_THAT(JoinAll(*store_, 4, {{0, "a"}, {1, "a"}, {2, "a"}, {3, "b"}}),
+              Each(IsOkAndHolds("/p/gen0")));
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(JoinAll(*store_, 4, {{2, "b"}}),
+              Each(StatusIs(StatusCode::kInvalidArgument,
+                            AllOf(HasSubstr("rank 2 was claimed by two processes"),
+                                  HasSubstr("--rank-offset ranges of two launches overlap")))));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "the timeout is 30 s";
+  // A later job of other launches meets as usual.
+  EXPECT_THAT(JoinAll(*store_, 4, WholeJob(4, "next")), Each(IsOkAndHolds("/p/gen1")));
+}
+
+// One launch running two jobs in a row (`sh -c 'shardkit …; shardkit …'` in every rank): the second
+// job's processes find their own launch's ranks in the first generation and meet in the next.
+TEST_P(RendezvousTest, ALaunchRunningTwoJobsInARowMeetsTwice) {
+  const std::vector<Process> launch = {{0, "l"}, {1, "l"}, {2, "l"}};
+  EXPECT_THAT(JoinAll(*store_, 3, launch), Each(IsOkAndHolds("/p/gen0")));
+  EXPECT_THAT(JoinAll(*store_, 3, launch), Each(IsOkAndHolds("/p/gen1")));
+}
+
 // Every waiting rank gets the first deadline's message, naming the absent rank; the generation
 // is then over, so the next job does not meet the claims of this one. A timed-out generation
 // does not hold a late process of its launches back: it joins the next job.

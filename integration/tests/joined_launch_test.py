@@ -5,6 +5,9 @@ redis-server on 127.0.0.1 (skipped if not installed) and a tcp:// store served b
 launcher:
 - the same two launches again, same store and run id, work (they used to fail with "control
   mesh ... Connection refused": the second job read the first one's keys);
+- launches of ranks 0-2 and 2-3 (together every rank, rank 2 twice): the second launch fails with
+  exit 2 naming rank 2 at once, whichever process of rank 2 comes second, and nothing waits out
+  the timeout;
 - launches whose --rank-offset ranges overlap fail at once, exit 2, every rank with the same
   first line naming the rank two processes claimed (they used to wait out the 60 s timeout and
   blame a rank that did not connect); the correct launches, same run id, work right after."""
@@ -35,17 +38,17 @@ def die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def launch_pair(store, offsets, label):
-    """Both launches of 2 ranks each, the second a moment after the first, as the README's second
-    command (the first job's keys must not stand in for its ranks then); (exit codes, stdout,
-    stderr, seconds)."""
+def launch_pair(store, offsets, label, nprocs=(2, 2)):
+    """Both launches (of 2 ranks each by default), the second a moment after the first, as the
+    README's second command (the first job's keys must not stand in for its ranks then); (exit
+    codes, stdout, stderr, seconds)."""
     start = time.monotonic()
     launchers = []
-    for offset in offsets:
+    for offset, nproc in zip(offsets, nprocs):
         if launchers:
             time.sleep(0.3)
         launchers.append(subprocess.Popen(
-            [BIN, "launch", "--nproc", "2", "--world", "4", "--rank-offset", str(offset),
+            [BIN, "launch", "--nproc", str(nproc), "--world", "4", "--rank-offset", str(offset),
              "--store", store, "--run-id", "ws", "--timeout", str(TIMEOUT_S), "--", EXAMPLE,
              "--trainer-ranks", "2", "--steps", "2", "--push-every", "1", "--mib", "1"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent))
@@ -98,6 +101,18 @@ def overlap_fails(store, offsets, label, late_may_be_stopped=False):
           in line, f"{label}: first line: {line}")
 
 
+def overlap_covering_the_world(store, label):
+    """Ranks 0-2 and 2-3: together every rank, rank 2 twice. Whichever process of rank 2 claims
+    second — before the world is complete (every rank fails alike, exit 2) or after (the job of
+    the others joined and may even finish; the late one fails at once) — the duplicate is named
+    at once, the second launch fails, and nothing waits out its timeout."""
+    codes, _, err, took = launch_pair(store, (0, 2), label, nprocs=(3, 2))
+    check(codes[1] == 2, f"{label}: exit {codes}, expected 2 from the second launch:\n{err}")
+    check(took < FAIL_WITHIN_S + 5, f"{label}: took {took:.1f} s (--timeout {TIMEOUT_S})")
+    check("rank 2 was claimed by two processes at the rendezvous of 4 ranks" in err,
+          f"{label}: the duplicate is not named:\n{err}")
+
+
 def start_redis():
     """A redis-server on a free loopback port, killed with this test: (process, URL), or None."""
     binary = shutil.which("redis-server")
@@ -139,6 +154,8 @@ def check_stores(stores):
         joins(store, f"{name}: second job, same run id")
         overlap_fails(store, (0, 0), f"{name}: both --rank-offset 0")
         joins(store, f"{name}: after the overlap, same run id")
+        overlap_covering_the_world(store, f"{name}: ranks 0-2 and 2-3")
+        joins(store, f"{name}: after the covering overlap, same run id")
     # tcp://: rank 0's launcher serves the store for its run only, so a second job meets a fresh
     # one; ranks 0-1 and 1-2 overlap through it (two launchers at offset 0 cannot both serve).
     tcp = f"tcp://127.0.0.1:{free_port()}"

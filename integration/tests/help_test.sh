@@ -41,6 +41,19 @@ for text in "--in DIR" "--max-shard-size SIZE" "(default: one safetensors file)"
   has "gather --help" "$text" "$help"
 done
 has "launch --help" "--rank-offset K" "$("$bin" launch --help)"
+# Every form a command reads or writes is named in its help.
+help=$("$bin" inspect --help | tr '\n' ' ' | tr -s ' ')
+for text in "a .safetensors file" "*.safetensors.index.json or model folder" "a shard directory" \
+    "PyTorch DCP checkpoint folder"; do
+  has "inspect --help" "$text" "$help"
+done
+for text in "--include GLOB" "--exclude GLOB" "--strip-prefix PREFIX" "config.json"; do
+  has "gather --help" "$text" "$("$bin" gather --help)"
+done
+for text in "--include GLOB" "--exclude GLOB" "--allow-replicated-only"; do
+  has "reshard --help" "$text" "$("$bin" reshard --help)"
+done
+has "shard --help" "--allow-replicated-only" "$("$bin" shard --help)"
 has "demo --help" "--nproc N" "$("$bin" demo --help)"
 # Within 100 columns, but for the example's JSON lines.
 for command in launch shard reshard gather inspect spec demo bench; do

@@ -1,7 +1,10 @@
 #include "core/base/quote.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace shardkit {
 namespace {
@@ -92,6 +95,13 @@ std::string QuoteName(std::string_view name) {
   }
   out += "\"";
   if (i < name.size()) absl::StrAppend(&out, "\xE2\x80\xA6 (", name.size(), " bytes)");
+  return out;
+}
+
+std::string JoinFirst(const std::vector<std::string>& names, size_t shown) {
+  const size_t named = std::min(names.size(), shown);
+  std::string out = absl::StrJoin(names.begin(), names.begin() + static_cast<ptrdiff_t>(named), ", ");
+  if (names.size() > named) absl::StrAppend(&out, " and ", names.size() - named, " more");
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace shardkit {
 
@@ -22,6 +23,11 @@ inline constexpr size_t kMaxQuotedNameBytes = 1024;
 // character boundary), followed by an ellipsis and its length:
 // "model.layers.0.…"… (5000 bytes).
 std::string QuoteName(std::string_view name);
+
+// The first `shown` of `names` joined by ", ", then " and N more" for the N others (nothing when
+// there are none): how messages list a few of many names ("a, b, c and 2 more"). The names are
+// written as given (sorted or quoted by the caller).
+std::string JoinFirst(const std::vector<std::string>& names, size_t shown);
 
 // Whether `text` is well-formed UTF-8 — no overlong forms, surrogates or code points above
 // U+10FFFF — as QuoteName judges it (and as Python's str decoder and JSON require).

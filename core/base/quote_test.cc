@@ -45,5 +45,13 @@ TEST(QuoteName, CutsBeyondOneKibibyteWithItsLength) {
             "\"" + std::string(kMaxQuotedNameBytes - 1, 'z') + "\"\xE2\x80\xA6 (1025 bytes)");
 }
 
+TEST(JoinFirst, NamesAFewAndCountsTheRest) {
+  EXPECT_EQ(JoinFirst({}, 3), "");
+  EXPECT_EQ(JoinFirst({"a"}, 3), "a");
+  EXPECT_EQ(JoinFirst({"a", "b", "c"}, 3), "a, b, c");
+  EXPECT_EQ(JoinFirst({"a", "b", "c", "d", "e"}, 3), "a, b, c and 2 more");
+  EXPECT_EQ(JoinFirst({"a", "b"}, 1), "a and 1 more");
+}
+
 }  // namespace
 }  // namespace shardkit

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "integration/checkpoint/source/checkpoint_source.h"
 #include "integration/checkpoint/source/dcp_source.h"
@@ -94,16 +95,10 @@ absl::StatusOr<Inspection> InspectDcp(const std::string& dir) {
   // One row for every non-tensor item (an AdamW state has hundreds): how many, the first names.
   const std::vector<std::string> items = source->skipped();
   if (!items.empty()) {
-    constexpr size_t kNamed = 4;
-    const size_t named = std::min(items.size(), kNamed);
     inspection.facts.push_back(
-        {"non-tensor",
-         absl::StrCat(items.size(), items.size() == 1 ? " item" : " items",
-                      " (not tensors; carried by --format dcp, else not read): ",
-                      absl::StrJoin(items.begin(), items.begin() + static_cast<ptrdiff_t>(named),
-                                    ", "),
-                      items.size() > named ? absl::StrCat(" and ", items.size() - named, " more")
-                                           : "")});
+        {"non-tensor", absl::StrCat(items.size(), items.size() == 1 ? " item" : " items",
+                                    " (not tensors; carried by --format dcp, else not read): ",
+                                    JoinFirst(items, 4))});
   }
   return inspection;
 }

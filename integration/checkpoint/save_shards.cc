@@ -67,8 +67,8 @@ absl::Status CheckItems(const Save& save) {
   if (save.options.items.empty()) return absl::OkStatus();
   if (!Dcp(save)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "SaveShardsOptions::items: a shard directory has no place for non-tensor items (\"",
-        save.options.items.begin()->first, "\", ...): save with format kDcp"));
+        "SaveShardsOptions::items: a shard directory has no place for non-tensor items (",
+        QuoteName(save.options.items.begin()->first), ", ...): save with format kDcp"));
   }
   for (const auto& [key, bytes] : save.options.items) {
     if (save.module.Contains(key)) {

@@ -152,10 +152,6 @@ std::vector<std::string> DcpSource::skipped() const {
   return keys;
 }
 
-std::string DcpSource::SkippedWarning() const {
-  return SkippedWarning([](const std::string&) { return true; });
-}
-
 std::string DcpSource::SkippedWarning(
     absl::FunctionRef<bool(const std::string& key)> counted) const {
   std::vector<std::string> keys = skipped();
@@ -163,14 +159,9 @@ std::string DcpSource::SkippedWarning(
                             [&](const std::string& key) { return !counted(key); }),
              keys.end());
   if (keys.empty()) return "";
-  constexpr size_t kNamed = 8;
-  std::string out =
-      absl::StrCat("warning: ", dir_, ": ", keys.size(),
-                   keys.size() == 1 ? " non-tensor item is" : " non-tensor items are",
-                   " not read (shardkit moves tensors only): ",
-                   absl::StrJoin(keys.begin(), keys.begin() + std::min(keys.size(), kNamed), ", "));
-  if (keys.size() > kNamed) absl::StrAppend(&out, " and ", keys.size() - kNamed, " more");
-  return out;
+  return absl::StrCat("warning: ", dir_, ": ", keys.size(),
+                      keys.size() == 1 ? " non-tensor item is" : " non-tensor items are",
+                      " not read (shardkit moves tensors only): ", JoinFirst(keys, 8));
 }
 
 absl::StatusOr<std::map<std::string, std::string>> DcpSource::ReadItems(

@@ -58,8 +58,7 @@ class DcpSource : public TensorSource {
   std::vector<std::string> skipped() const;
   // "warning: DIR: N non-tensor items are not read ...: KEY, KEY, ..." (the first 8 keys), or ""
   // when there are none: what the commands that read tensors only print.
-  std::string SkippedWarning() const;
-  // The same for the items `counted` accepts (those a selection picks): "" when there are none.
+  // For the items `counted` accepts (those a selection picks).
   std::string SkippedWarning(absl::FunctionRef<bool(const std::string& key)> counted) const;
   // The bytes of the non-tensor items whose key `keep` accepts, by key, as they are in their
   // files (a torch.save archive of a Python object each: never unpickled here) — what a DCP

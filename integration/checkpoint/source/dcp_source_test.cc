@@ -77,7 +77,8 @@ TEST(DcpSourceTest, NamesItsFilesAndTheItemsItSkips) {
       DcpSource::Open(FixturePath("basic"), kStaging);
   ASSERT_THAT(basic.status(), IsOk());
   EXPECT_THAT((*basic)->skipped(), ElementsAre("blob", "opt.param_groups.0.lr", "step"));
-  EXPECT_THAT((*basic)->SkippedWarning(),
+  const auto every = [](const std::string&) { return true; };
+  EXPECT_THAT((*basic)->SkippedWarning(every),
               HasSubstr("3 non-tensor items are not read (shardkit moves tensors only): blob, "
                         "opt.param_groups.0.lr, step"));
   const std::vector<CheckpointFile>& files = (*basic)->identity();
@@ -92,7 +93,11 @@ TEST(DcpSourceTest, NamesItsFilesAndTheItemsItSkips) {
       DcpSource::Open(FixturePath("local"), kStaging);
   ASSERT_THAT(local.status(), IsOk());
   EXPECT_EQ((*local)->identity()[0].name, "__0.metadata+__1.metadata+__2.metadata+__3.metadata");
-  EXPECT_EQ((*local)->SkippedWarning(), "");
+  EXPECT_EQ((*local)->SkippedWarning(every), "");
+  // Only the items a selection picks are named.
+  EXPECT_THAT((*basic)->SkippedWarning([](const std::string& key) { return key != "blob"; }),
+              HasSubstr("2 non-tensor items are not read (shardkit moves tensors only): "
+                        "opt.param_groups.0.lr, step"));
 }
 
 TEST(DcpSourceTest, RefusesAMissingOrTruncatedFile) {

@@ -10,8 +10,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/os/files.h"
 #include "nlohmann/json.hpp"
@@ -62,13 +62,9 @@ absl::Status CheckEmpty(const std::string& dir, bool allow_dead_temporaries) {
         absl::StrCat(dir, ": cannot list the directory: ", ec.message()));
   }
   if (names.empty()) return absl::OkStatus();
-  constexpr size_t kShown = 3;
   std::sort(names.begin(), names.end());
-  const size_t more = names.size() > kShown ? names.size() - kShown : 0;
-  names.resize(names.size() - more);
   return absl::InvalidArgumentError(
-      absl::StrCat(dir, ": is not empty (holds ", absl::StrJoin(names, ", "),
-                   more > 0 ? absl::StrCat(" and ", more, " more") : "",
+      absl::StrCat(dir, ": is not empty (holds ", JoinFirst(names, 3),
                    "): a Hugging Face checkpoint is written into a new or empty directory, or one "
                    "holding only a model's other files (config.json, generation_config.json, "
                    "tokenizer files), which are left alone"));

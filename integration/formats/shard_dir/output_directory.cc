@@ -17,7 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
+#include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/os/fd.h"
 #include "core/os/swap_dir.h"
@@ -88,10 +88,7 @@ absl::Status CheckIndexIsOurs(const std::string& dir) {
 
 absl::Status ForeignDcp(const std::string& dir, std::vector<std::string> files, bool metadata) {
   std::sort(files.begin(), files.end());
-  const size_t shown = std::min<size_t>(files.size(), 4);
-  const std::string list =
-      absl::StrCat(absl::StrJoin(files.begin(), files.begin() + static_cast<ptrdiff_t>(shown), ", "),
-                   files.size() > shown ? absl::StrCat(" and ", files.size() - shown, " more") : "");
+  const std::string list = JoinFirst(files, 4);
   return absl::InvalidArgumentError(absl::StrCat(
       dir, ": holds ",
       metadata ? "a PyTorch DCP checkpoint" : "the files of an unfinished PyTorch DCP save",
@@ -163,8 +160,8 @@ absl::StatusOr<OutputContents> ExamineOutputDir(const std::string& dir) {
     marker = marker || name == kDcpMarkerName;
     if (dcp::IsDcpFileName(name)) {
       dcp_files.push_back(name);
-      metadata = metadata || name == dcp::kMetadataFileName;  // what shardkit writes
-    any_metadata = any_metadata || absl::EndsWith(name, ".metadata");  // or __R.metadata
+      metadata = metadata || name == dcp::kMetadataFileName;             // what shardkit writes
+      any_metadata = any_metadata || absl::EndsWith(name, ".metadata");  // or __R.metadata
     }
   }
   if (ec) return ListError(dir, ec);
@@ -380,14 +377,21 @@ void OutputDirectory::ReportInterrupts(std::string program, std::string scope) {
   program_ = std::move(program);
   scope_ = std::move(scope);
   report_ = std::make_unique<os::ScopedInterruptReport>();
-  const std::string before =
-      contents_.complete ? absl::StrCat(dir_, " still holds the earlier output, untouched")
-                         : absl::StrCat(dir_, " holds no ", last_file_name(),
-                                        " (nor did it before this run)");
   report_->Set({.program = program_,
                 .scope = scope_,
-                .state = before,
-                .state_if_removed = absl::StrCat(dir_, ", which this run had created, is removed")});
+                .state = contents_.complete ? Untouched() : NoOutput(),
+                .state_if_removed = Removed()});
+}
+
+// What DIR holds, in the words of the interrupt line.
+std::string OutputDirectory::Untouched() const {
+  return absl::StrCat(dir_, " still holds the earlier output, untouched");
+}
+std::string OutputDirectory::NoOutput() const {
+  return absl::StrCat(dir_, " holds no ", last_file_name(), " (nor did it before this run)");
+}
+std::string OutputDirectory::Removed() const {
+  return absl::StrCat(dir_, ", which this run had created, is removed");
 }
 
 void OutputDirectory::SetReport(bool committed) {
@@ -400,17 +404,15 @@ void OutputDirectory::SetReport(bool committed) {
   if (replacing()) {  // the commit changes the report while interrupts wait
     report_->Set({.program = program_,
                   .scope = scope_,
-                  .state = absl::StrCat(dir_, " still holds the earlier output, untouched (",
-                                        write_dir_, " beside it goes with the next run)"),
-                  .state_if_removed =
-                      absl::StrCat(dir_, " still holds the earlier output, untouched")});
+                  .state = absl::StrCat(Untouched(), " (", write_dir_,
+                                        " beside it goes with the next run)"),
+                  .state_if_removed = Untouched()});
     return;
   }
   report_->Set({.program = program_,
                 .scope = scope_,
-                .state = absl::StrCat(dir_, " holds no ", last_file_name(),
-                                      " (nor did it before this run)"),
-                .state_if_removed = absl::StrCat(dir_, ", which this run had created, is removed"),
+                .state = NoOutput(),
+                .state_if_removed = Removed(),
                 .probe = (fs::path(write_dir_) / last_file_name()).string(),
                 .state_if_probe_present = done});
 }

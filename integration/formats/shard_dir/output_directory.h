@@ -149,6 +149,9 @@ class OutputDirectory {
   std::string SetAsidePath() const;
   void MarkCommitted();
   void SetReport(bool committed);
+  std::string Untouched() const;
+  std::string NoOutput() const;
+  std::string Removed() const;
 
   std::string dir_;  // as given
   OutputFormat format_ = OutputFormat::kShardkit;

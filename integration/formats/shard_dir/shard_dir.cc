@@ -245,7 +245,7 @@ std::string UnfinishedDcpSave(const std::string& dir) {
   std::sort(data.begin(), data.end());
   return absl::StrCat(
       dir, ": a PyTorch DCP checkpoint folder without its metadata (.metadata): it holds ",
-      data.size() == 1 ? data[0] : absl::StrCat(data[0], " and ", data.size() - 1, " more"),
+      JoinFirst(data, 1),
       " but no .metadata, which torch writes last — an unfinished save (or one still being "
       "written)");
 }

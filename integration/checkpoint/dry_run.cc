@@ -20,9 +20,8 @@ absl::StatusOr<std::unique_ptr<TensorSource>> OpenSource(const CheckpointPath& w
                                                          std::vector<std::string>* warnings) {
   if (where.kind == CheckpointKind::kShardDirectory ||
       where.kind == CheckpointKind::kDcpDirectory) {
-    SHARDKIT_ASSIGN_OR_RETURN(SavedDirectory saved,
-                              OpenSavedDirectory(where.path, kNoReads, warnings));
-    return std::move(saved.source);
+    SHARDKIT_ASSIGN_OR_RETURN(SavedDirectory saved, OpenSavedDirectory(where.path, kNoReads));
+    return SelectSaved(saved, {}, /*items_carried=*/false, warnings);
   }
   SHARDKIT_ASSIGN_OR_RETURN(CheckpointSource source, CheckpointSource::Open(where, warnings));
   return std::unique_ptr<TensorSource>(std::make_unique<CheckpointSource>(std::move(source)));

@@ -17,9 +17,7 @@
 #include "core/os/proc_status.h"
 #include "integration/checkpoint/output_files.h"
 #include "integration/checkpoint/progress.h"
-#include "integration/checkpoint/source/dcp_source.h"
 #include "integration/checkpoint/source/saved_directory.h"
-#include "integration/checkpoint/source/selected_source.h"
 #include "integration/checkpoint/source/shard_dir_source.h"
 #include "integration/checkpoint/stream/background_stage.h"
 #include "integration/checkpoint/stream/byte_runs.h"
@@ -88,29 +86,21 @@ absl::StatusOr<GatherInput> OpenInput(const std::string& in_dir, const GatherOpt
   SHARDKIT_RETURN_IF_ERROR(ValidateSelection(options.select));
   GatherInput input;
   const int64_t staging = SplitBudget(options.memory_bytes).staging;
-  std::vector<std::string> warnings, items;
+  SavedDirectory saved;
   if (IsDcpSaved(in_dir)) {
-    SHARDKIT_ASSIGN_OR_RETURN(SavedDirectory saved,
-                              OpenSavedDirectory(in_dir, staging, &warnings, /*items_carried=*/true));
-    if (saved.dcp_source != nullptr) {
-      items = saved.dcp_source->skipped();
-      // Only the items the selection would have picked are worth a word.
-      const std::string dropped = saved.dcp_source->SkippedWarning(
-          [&](const std::string& key) { return options.select.Picks(key); });
-      if (!dropped.empty()) warnings.push_back(dropped);
-    }
-    input.files = saved.files;
-    input.files_kind = saved.files_kind;
-    input.source = std::move(saved.source);
+    SHARDKIT_ASSIGN_OR_RETURN(saved, OpenSavedDirectory(in_dir, staging));
   } else {
     SHARDKIT_ASSIGN_OR_RETURN(ShardIndex index, ReadIndex(in_dir));
-    input.files = index.world_size;
-    input.files_kind = "rank files";
-    SHARDKIT_ASSIGN_OR_RETURN(input.source,
+    saved.files = index.world_size;
+    saved.files_kind = "rank files";
+    SHARDKIT_ASSIGN_OR_RETURN(saved.source,
                               ShardDirSource::OpenWithIndex(in_dir, std::move(index), staging));
   }
-  SHARDKIT_ASSIGN_OR_RETURN(input.source, SelectTensors(std::move(input.source), options.select,
-                                                        items, &warnings));
+  input.files = saved.files;
+  input.files_kind = saved.files_kind;
+  std::vector<std::string> warnings;
+  SHARDKIT_ASSIGN_OR_RETURN(
+      input.source, SelectSaved(saved, options.select, /*items_carried=*/false, &warnings));
   for (const std::string& warning : warnings) log << warning << "\n";
   return input;
 }

@@ -84,10 +84,9 @@ absl::Status MatchModule(Load& load) {
 // Step 1 (local): DIR opened and validated, the module checked against it.
 absl::Status OpenAndMatch(Load& load) {
   SHARDKIT_ASSIGN_OR_RETURN(load.meta, GlobalMetaModule(load.module, load.options.memory_bytes));
-  std::vector<std::string> ignored;  // a DCP checkpoint's non-tensor items: not a module's
   SHARDKIT_ASSIGN_OR_RETURN(
       load.saved,
-      OpenSavedDirectory(load.dir, SplitBudget(load.options.memory_bytes, 2).staging, &ignored));
+      OpenSavedDirectory(load.dir, SplitBudget(load.options.memory_bytes, 2).staging));
   if (load.options.items != nullptr && load.saved.dcp_source != nullptr) {
     SHARDKIT_ASSIGN_OR_RETURN(load.items, load.saved.dcp_source->ReadItems(
                                               [](const std::string&) { return true; }));

@@ -130,25 +130,15 @@ absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
   if (run.reshard()) {
     const TensorSelection& select = run.options.write.select;
     SHARDKIT_RETURN_IF_ERROR(ValidateSelection(select));
-    SHARDKIT_ASSIGN_OR_RETURN(
-        SavedDirectory saved,
-        OpenSavedDirectory(run.options.checkpoint_path, run.budget().staging, warnings,
-                           /*items_carried=*/true));
-    std::vector<std::string> items;
-    if (saved.dcp_source != nullptr) {
-      items = saved.dcp_source->skipped();
-      // Into a DCP output the picked items go along; elsewhere they are dropped, with a word.
-      std::string dropped = Dcp(run) ? "" : saved.dcp_source->SkippedWarning([&](const std::string& key) {
-        return select.Picks(key);
-      });
-      if (!dropped.empty()) warnings->push_back(std::move(dropped));
-    }
+    SHARDKIT_ASSIGN_OR_RETURN(SavedDirectory saved,
+                              OpenSavedDirectory(run.options.checkpoint_path, run.budget().staging));
     run.input_dcp = saved.dcp;
     run.dcp_input = saved.dcp_source;
     run.input_files = saved.files;
     run.input_files_kind = saved.files_kind;
+    // Into a DCP output the picked items go along (CarryItems); elsewhere they are dropped.
     SHARDKIT_ASSIGN_OR_RETURN(run.source,
-                              SelectTensors(std::move(saved.source), select, items, warnings));
+                              SelectSaved(saved, select, /*items_carried=*/Dcp(run), warnings));
     return CarryItems(run);
   }
   SHARDKIT_ASSIGN_OR_RETURN(CheckpointPath where,

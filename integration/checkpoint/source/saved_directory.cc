@@ -17,15 +17,11 @@ bool IsDcpSaved(const std::string& dir) {
   return dcp::IsDcpDirectory(dir) || HfShardedSource::Holds(dir);
 }
 
-absl::StatusOr<SavedDirectory> OpenSavedDirectory(const std::string& dir, int64_t staging_bytes,
-                                                  std::vector<std::string>* warnings,
-                                                  bool items_carried) {
+absl::StatusOr<SavedDirectory> OpenSavedDirectory(const std::string& dir, int64_t staging_bytes) {
   SavedDirectory saved;
   int64_t index_files = 1;  // the first entries of its identity that are no data files
   if (dcp::IsDcpDirectory(dir)) {
     SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<DcpSource> dcp, DcpSource::Open(dir, staging_bytes));
-    std::string warning = items_carried ? "" : dcp->SkippedWarning();
-    if (!warning.empty() && warnings != nullptr) warnings->push_back(std::move(warning));
     saved.dcp_source = dcp.get();
     saved.dcp = true;
     saved.files_kind = ".distcp files";
@@ -44,6 +40,22 @@ absl::StatusOr<SavedDirectory> OpenSavedDirectory(const std::string& dir, int64_
   }
   saved.files = static_cast<int64_t>(saved.source->identity().size()) - index_files;
   return saved;
+}
+
+absl::StatusOr<std::unique_ptr<TensorSource>> SelectSaved(SavedDirectory& saved,
+                                                          const TensorSelection& select,
+                                                          bool items_carried,
+                                                          std::vector<std::string>* warnings) {
+  std::vector<std::string> items;
+  if (saved.dcp_source != nullptr) {
+    items = saved.dcp_source->skipped();
+    std::string dropped =
+        items_carried ? "" : saved.dcp_source->SkippedWarning([&](const std::string& key) {
+          return select.Picks(key);
+        });
+    if (!dropped.empty()) warnings->push_back(std::move(dropped));
+  }
+  return SelectTensors(std::move(saved.source), select, items, warnings);
 }
 
 }  // namespace shardkit::checkpoint

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "integration/checkpoint/source/selected_source.h"
 #include "integration/checkpoint/source/tensor_source.h"
 
 namespace shardkit::checkpoint {
@@ -38,14 +39,19 @@ struct SavedDirectory {
 bool IsDcpSaved(const std::string& dir);
 
 // Opens `dir` with a staging buffer of `staging_bytes`: as DcpSource::Open when `dir` holds DCP
-// metadata (its non-tensor items then named in one warning appended to `warnings`, unless
-// `items_carried`: the caller's output takes them over), as
-// HfShardedSource::Open for a sharded Hugging Face save, else as ShardDirSource::Open.
-// Errors: theirs.
+// metadata, as HfShardedSource::Open for a sharded Hugging Face save, else as
+// ShardDirSource::Open. Errors: theirs.
 [[nodiscard]] absl::StatusOr<SavedDirectory> OpenSavedDirectory(const std::string& dir,
-                                                                int64_t staging_bytes,
-                                                                std::vector<std::string>* warnings,
-                                                                bool items_carried = false);
+                                                                int64_t staging_bytes);
+
+// A saved directory's source seen through `select` (SelectTensors: the DCP checkpoint's non-tensor
+// items count as names its patterns may match), the directory's `source` moved into it. Unless
+// `items_carried` (the caller's output takes them over: --format dcp), the items the selection
+// picks are named in one warning appended to `warnings` (DcpSource::SkippedWarning): what the
+// commands that read tensors only print. Errors: as SelectTensors.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<TensorSource>> SelectSaved(
+    SavedDirectory& saved, const TensorSelection& select, bool items_carried,
+    std::vector<std::string>* warnings);
 
 }  // namespace shardkit::checkpoint
 

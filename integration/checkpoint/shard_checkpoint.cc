@@ -348,15 +348,6 @@ ShardIndex BuildIndex(const Run& run) {
                         run.header, run.resolved);
 }
 
-bool NoElements(const Shape& shape) {
-  return std::any_of(shape.begin(), shape.end(), [](int64_t n) { return n == 0; });
-}
-
-// A DCP output holds a replicated tensor, or one with no elements, once: on the source.
-bool WrittenWhole(const IndexParameter& parameter) {
-  return !parameter.spec.has_value() || NoElements(parameter.shape);
-}
-
 // What the caller shows (ShardWriteOptions::report): totals, then per rank its file, tensors,
 // bytes read and written and memory (peak RSS, and its growth while the data moved).
 ShardRunReport MakeReport(const Run& run, const ShardIndex& index, double total_seconds) {
@@ -385,14 +376,14 @@ ShardRunReport MakeReport(const Run& run, const ShardIndex& index, double total_
   }
   for (const IndexParameter& parameter : index.parameters) {
     ++(parameter.spec ? report.sharded : report.replicated);
-    if (Dcp(run) && WrittenWhole(parameter)) {  // once, by the source (dcp_rank_output.h)
-      ++report.ranks[static_cast<size_t>(run.plan.src_rank)].tensors;
-      continue;
-    }
+    if (Dcp(run)) continue;  // counted below, as the files hold them
     for (const IndexShard& shard : parameter.shards) {
-      if (Dcp(run) && NoElements(shard.metadata.sizes)) continue;  // no archive in DCP
       ++report.ranks[static_cast<size_t>(shard.metadata.placement.rank())].tensors;
     }
+  }
+  for (int rank = 0; Dcp(run) && rank < report.world_size; ++rank) {
+    report.ranks[static_cast<size_t>(rank)].tensors = DcpFileTensors(
+        run.schedule->tensors(), rank, static_cast<int>(run.plan.src_rank));
   }
   return report;
 }

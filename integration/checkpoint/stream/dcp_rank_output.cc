@@ -29,33 +29,41 @@ bool Empty(const Shape& sizes) {
 // Whether a tensor is written whole by the source: replicated, or with no elements.
 bool Whole(const StreamTensor& tensor) { return tensor.replicated || Empty(tensor.shape); }
 
-// Calls `fn` for every archive of rank `rank`'s file, in file order.
-absl::Status ForEachItem(const std::vector<StreamTensor>& tensors, int rank, int src_rank,
-                         absl::FunctionRef<void(const Item&, const dcp::TensorArchive&)> fn) {
-  uint64_t offset = 0;
-  auto add = [&](size_t t, int64_t s, const Shape& sizes) -> absl::Status {
-    absl::StatusOr<dcp::TensorArchive> archive = dcp::MakeTensorArchive(tensors[t].dtype, sizes);
-    if (!archive.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parameter \"", tensors[t].name, "\": ", archive.status().message()));
-    }
-    fn(Item{t, s, offset}, *archive);
-    offset += archive->size();
-    return absl::OkStatus();
-  };
+// Calls `fn(t, s, sizes)` for every box of `tensors` that rank `rank`'s file holds, in file order:
+// shard s of tensor t, or (s = -1) a tensor the source writes whole.
+absl::Status ForEachBox(const std::vector<StreamTensor>& tensors, int rank, int src_rank,
+                        absl::FunctionRef<absl::Status(size_t, int64_t, const Shape&)> fn) {
   for (size_t t = 0; t < tensors.size(); ++t) {
     const StreamTensor& tensor = tensors[t];
     if (Whole(tensor)) {
-      if (rank == src_rank) SHARDKIT_RETURN_IF_ERROR(add(t, -1, tensor.shape));
+      if (rank == src_rank) SHARDKIT_RETURN_IF_ERROR(fn(t, -1, tensor.shape));
       continue;
     }
     for (size_t s = 0; s < tensor.shards.size(); ++s) {
       const specs::ShardMetadata& shard = tensor.shards[s];
       if (shard.placement.rank() != rank || Empty(shard.sizes)) continue;
-      SHARDKIT_RETURN_IF_ERROR(add(t, static_cast<int64_t>(s), shard.sizes));
+      SHARDKIT_RETURN_IF_ERROR(fn(t, static_cast<int64_t>(s), shard.sizes));
     }
   }
   return absl::OkStatus();
+}
+
+// Calls `fn` for every archive of rank `rank`'s file, in file order.
+absl::Status ForEachItem(const std::vector<StreamTensor>& tensors, int rank, int src_rank,
+                         absl::FunctionRef<void(const Item&, const dcp::TensorArchive&)> fn) {
+  uint64_t offset = 0;
+  return ForEachBox(tensors, rank, src_rank,
+                    [&](size_t t, int64_t s, const Shape& sizes) -> absl::Status {
+                      absl::StatusOr<dcp::TensorArchive> archive =
+                          dcp::MakeTensorArchive(tensors[t].dtype, sizes);
+                      if (!archive.ok()) {
+                        return absl::InvalidArgumentError(absl::StrCat(
+                            "parameter \"", tensors[t].name, "\": ", archive.status().message()));
+                      }
+                      fn(Item{t, s, offset}, *archive);
+                      offset += archive->size();
+                      return absl::OkStatus();
+                    });
 }
 
 }  // namespace
@@ -96,6 +104,15 @@ absl::Status CreateDcpRankFile(const std::string& dir, int rank, int src_rank,
   output.file = &*file;
   output.data_start = 0;
   return absl::OkStatus();
+}
+
+int64_t DcpFileTensors(const std::vector<StreamTensor>& tensors, int rank, int src_rank) {
+  int64_t count = 0;
+  (void)ForEachBox(tensors, rank, src_rank, [&](size_t, int64_t, const Shape&) {
+    ++count;
+    return absl::OkStatus();
+  });
+  return count;
 }
 
 absl::StatusOr<dcp::Metadata> MakeDcpMetadata(const std::vector<StreamTensor>& tensors, int world,

@@ -59,6 +59,10 @@ struct DcpExtras {
                                              std::optional<os::AtomicFile>& file,
                                              StreamOutput& output);
 
+// How many tensors (archives: shards, or whole tensors on the source) rank `rank`'s file holds,
+// what CreateDcpRankFile writes.
+int64_t DcpFileTensors(const std::vector<StreamTensor>& tensors, int rank, int src_rank);
+
 // The metadata of the checkpoint that `world` ranks wrote with CreateDcpRankFile: every tensor
 // (name order) with its chunks, each in the file and at the range where its archive lies, then
 // the extras' items where the source wrote them, and their planner_data.

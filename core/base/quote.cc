@@ -100,7 +100,8 @@ std::string QuoteName(std::string_view name) {
 
 std::string JoinFirst(const std::vector<std::string>& names, size_t shown) {
   const size_t named = std::min(names.size(), shown);
-  std::string out = absl::StrJoin(names.begin(), names.begin() + static_cast<ptrdiff_t>(named), ", ");
+  std::string out =
+      absl::StrJoin(names.begin(), names.begin() + static_cast<ptrdiff_t>(named), ", ");
   if (names.size() > named) absl::StrAppend(&out, " and ", names.size() - named, " more");
   return out;
 }

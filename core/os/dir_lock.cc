@@ -101,8 +101,8 @@ absl::StatusOr<DirectoryLock> DirectoryLock::AcquireAt(std::string path, const s
     if (err == 0 && current) return DirectoryLock(std::move(path), fd);
     ::close(fd);
     if (err == EWOULDBLOCK && current) {
-      return absl::InvalidArgumentError(absl::StrCat(busy, " (it holds ", path,
-                                                     "); wait for it to finish or ", instead));
+      return absl::InvalidArgumentError(
+          absl::StrCat(busy, " (it holds ", path, "); wait for it to finish or ", instead));
     }
     if (err != 0 && err != EWOULDBLOCK) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": cannot lock: ", ErrnoText(err)));

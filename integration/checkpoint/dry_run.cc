@@ -54,13 +54,12 @@ absl::StatusOr<Inspection> DryRun(const DryRunOptions& options,
   SHARDKIT_ASSIGN_OR_RETURN(specs::Plan plan, ReadPlanFile(options.plan_path, reshard, warnings));
   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source, OpenSource(where, warnings));
   const safetensors::Header& header = source->header();
-  SHARDKIT_ASSIGN_OR_RETURN(
-      std::vector<specs::ResolvedParameter> resolved,
-      BindPlan(plan, header, options.world_size,
-               {.plan_path = options.plan_path,
-                .strict = options.strict,
-                .allow_replicated_only = options.allow_replicated_only},
-               warnings));
+  SHARDKIT_ASSIGN_OR_RETURN(std::vector<specs::ResolvedParameter> resolved,
+                            BindPlan(plan, header, options.world_size,
+                                     {.plan_path = options.plan_path,
+                                      .strict = options.strict,
+                                      .allow_replicated_only = options.allow_replicated_only},
+                                     warnings));
   SHARDKIT_RETURN_IF_ERROR(
       CheckLayouts(header, AsAgreed(header, resolved), options.fp8, warnings).status());
   const ShardIndex index = MakeShardIndex(

@@ -40,7 +40,8 @@ struct DryRunOptions {
 // messages — kNotFound / kInvalidArgument for a missing or malformed plan or checkpoint, a name
 // with '#' or that the engine refuses, src_rank outside the world, a spec that does not fit its
 // tensor (an enumerable spec's gap or overlap), a plan that shards nothing (unless
-// allow_replicated_only), under `strict` idle rules, an FP8 weight cut off its scale blocks, a sub-byte shard cut inside a byte.
+// allow_replicated_only), under `strict` idle rules, an FP8 weight cut off its scale blocks, a
+// sub-byte shard cut inside a byte.
 [[nodiscard]] absl::StatusOr<Inspection> DryRun(const DryRunOptions& options,
                                                 std::vector<std::string>* warnings);
 

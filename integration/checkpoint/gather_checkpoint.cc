@@ -99,8 +99,8 @@ absl::StatusOr<GatherInput> OpenInput(const std::string& in_dir, const GatherOpt
   input.files = saved.files;
   input.files_kind = saved.files_kind;
   std::vector<std::string> warnings;
-  SHARDKIT_ASSIGN_OR_RETURN(
-      input.source, SelectSaved(saved, options.select, /*items_carried=*/false, &warnings));
+  SHARDKIT_ASSIGN_OR_RETURN(input.source,
+                            SelectSaved(saved, options.select, /*items_carried=*/false, &warnings));
   for (const std::string& warning : warnings) log << warning << "\n";
   return input;
 }
@@ -199,7 +199,8 @@ void RemoveDeadTemporaryOf(const std::string& out_path, std::ostream& log) {
   const std::string dir = path.has_parent_path() ? path.parent_path().string() : ".";
   const std::string name = path.filename().string();
   std::vector<std::string> left;
-  (void)os::RemoveDeadTemporaries(dir, [&](std::string_view base) { return base == name; }, &left)
+  (void)os::RemoveDeadTemporaries(
+      dir, [&](std::string_view base) { return base == name; }, &left)
       .ok();
   for (const std::string& temp : left) log << os::LeftAloneWarning(dir, temp) << "\n";
 }

@@ -119,8 +119,8 @@ absl::Status CheckSameOptions(const std::vector<std::string>& shared) {
   const std::string selections = Differing(
       shared, 40, [](int64_t digest) { return absl::StrFormat("selection %016x", digest); });
   if (!selections.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the ranks were given different --include/--exclude patterns: ", selections));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ranks were given different --include/--exclude patterns: ", selections));
   }
   return absl::OkStatus();
 }

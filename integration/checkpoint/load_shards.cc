@@ -40,7 +40,7 @@ struct Load {
   std::map<std::string, size_t> source_index;  // parameter name -> source tensor
   std::vector<AgreedParameter> agreed;         // module order
   std::vector<Loaded> loaded;                  // as agreed
-  std::map<std::string, std::string> items;    // a DCP checkpoint's non-tensor items (options.items)
+  std::map<std::string, std::string> items;  // a DCP checkpoint's non-tensor items (options.items)
 
   absl::Status Agree(const absl::Status& local, std::string_view step) {
     return AgreeOnStatus(comm, local, absl::StrCat(context, ": ", std::string(step)), call);
@@ -85,11 +85,10 @@ absl::Status MatchModule(Load& load) {
 absl::Status OpenAndMatch(Load& load) {
   SHARDKIT_ASSIGN_OR_RETURN(load.meta, GlobalMetaModule(load.module, load.options.memory_bytes));
   SHARDKIT_ASSIGN_OR_RETURN(
-      load.saved,
-      OpenSavedDirectory(load.dir, SplitBudget(load.options.memory_bytes, 2).staging));
+      load.saved, OpenSavedDirectory(load.dir, SplitBudget(load.options.memory_bytes, 2).staging));
   if (load.options.items != nullptr && load.saved.dcp_source != nullptr) {
-    SHARDKIT_ASSIGN_OR_RETURN(load.items, load.saved.dcp_source->ReadItems(
-                                              [](const std::string&) { return true; }));
+    SHARDKIT_ASSIGN_OR_RETURN(
+        load.items, load.saved.dcp_source->ReadItems([](const std::string&) { return true; }));
   }
   return MatchModule(load);
 }

@@ -19,8 +19,9 @@ std::string ShardsNothing(const std::vector<specs::ResolvedParameter>& resolved,
   if (allow_replicated_only) return "";
   const std::string nothing = specs::DescribeShardsNothing(resolved);
   if (nothing.empty()) return "";
-  return absl::StrCat(nothing, " of the checkpoint, so every rank would get every one whole "
-                               "(--allow-replicated-only if that is what you want)");
+  return absl::StrCat(nothing,
+                      " of the checkpoint, so every rank would get every one whole "
+                      "(--allow-replicated-only if that is what you want)");
 }
 
 }  // namespace
@@ -66,10 +67,9 @@ absl::StatusOr<std::vector<specs::ResolvedParameter>> BindPlan(const specs::Plan
   const std::string nothing = ShardsNothing(resolved, options.allow_replicated_only);
   if (!nothing.empty()) {  // an error with or without --strict: every rank would get everything
     if (options.strict) idle.push_back(nothing);
-    return absl::InvalidArgumentError(
-        absl::StrCat(options.plan_path, ": ",
-                     options.strict ? absl::StrCat("--strict: ", absl::StrJoin(idle, "; "))
-                                    : nothing));
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.plan_path, ": ",
+        options.strict ? absl::StrCat("--strict: ", absl::StrJoin(idle, "; ")) : nothing));
   }
   if (!options.strict) {
     for (const std::string& line : idle) {

@@ -192,8 +192,8 @@ absl::Status CreateOwnFile(Save& save) {
     tensor.shards = parameter.shards;
   }
   if (Dcp(save)) {
-    return CreateDcpRankFile(save.out->write_dir(), save.comm.rank(), /*src_rank=*/0,
-                             save.tensors, save.extras, save.file, save.output);
+    return CreateDcpRankFile(save.out->write_dir(), save.comm.rank(), /*src_rank=*/0, save.tensors,
+                             save.extras, save.file, save.output);
   }
   return CreateRankFile(save.out->write_dir(), save.comm.rank(), save.tensors, save.metadata,
                         save.file, save.output);
@@ -255,8 +255,9 @@ absl::Status WriteAndCommit(Save& save) {
 absl::Status WriteLastFile(const Save& save) {
   const std::string& dir = save.out->write_dir();
   if (Dcp(save)) {
-    SHARDKIT_ASSIGN_OR_RETURN(const dcp::Metadata metadata,
-                              MakeDcpMetadata(save.tensors, save.comm.world_size(), 0, save.extras));
+    SHARDKIT_ASSIGN_OR_RETURN(
+        const dcp::Metadata metadata,
+        MakeDcpMetadata(save.tensors, save.comm.world_size(), 0, save.extras));
     return os::WriteFileAtomically((std::filesystem::path(dir) / dcp::kMetadataFileName).string(),
                                    dcp::SerializeMetadata(metadata));
   }

@@ -474,10 +474,10 @@ void SaveErrorsCase(int rank, Communicator& comm, std::string_view arg) {
   ASSERT_THAT(SaveShards(dir, module, comm), testing::IsOk());
   EXPECT_FALSE(no_index(dir));
   const absl::Status late = SaveWithSmallFileLimit(dir, module, comm, /*limited_rank=*/1);
-  EXPECT_THAT(late, testing::StatusIs(absl::StatusCode::kUnavailable,
-                                      ::testing::AllOf(HasSubstr("shard files: rank 1"),
-                                                       HasSubstr(RankFileName(1)),
-                                                       HasSubstr("File too large"))));
+  EXPECT_THAT(late, testing::StatusIs(
+                        absl::StatusCode::kUnavailable,
+                        ::testing::AllOf(HasSubstr("shard files: rank 1"),
+                                         HasSubstr(RankFileName(1)), HasSubstr("File too large"))));
   EXPECT_FALSE(no_index(dir));
   Module loaded = MetaModule();
   ASSERT_THAT(LoadShards(dir, loaded, SavePlan(), comm), testing::IsOk());

@@ -49,14 +49,14 @@ struct Run {
   bool resharding = false;  // ReshardCheckpoint: `options.checkpoint_path` is a shard directory
   specs::Plan plan;         // flags applied
   std::unique_ptr<TensorSource> source;  // the source rank (every rank under direct)
-  bool input_dcp = false;        // reshard: the input is a DCP checkpoint, not a shard directory
+  bool input_dcp = false;  // reshard: the input is a DCP checkpoint, not a shard directory
   const DcpSource* dcp_input = nullptr;  // reshard: the input, when it has DCP metadata
-  DcpExtras extras;  // --format dcp, the source: what the input carries besides tensors
+  DcpExtras extras;              // --format dcp, the source: what the input carries besides tensors
   int64_t input_files = 0;       // reshard: its rank files (its world size) or DCP's data files
   std::string input_files_kind;  // reshard: what those are (SavedDirectory::files_kind)
   absl::Status open_status;      // reshard, not the source: opening it (reported in AgreeOnFiles)
   std::optional<OutputDirectory> out;  // where this run writes; the source holds its lock
-  safetensors::Header header;        // the source's, on every rank
+  safetensors::Header header;          // the source's, on every rank
   std::vector<specs::ResolvedParameter> resolved;  // header order
   Module module;                                   // meta tensors, header order
   std::vector<std::string> warnings;
@@ -106,9 +106,9 @@ absl::Status CarryItems(Run& run) {
   if (!Dcp(run) || !run.is_source() || run.dcp_input == nullptr) return absl::OkStatus();
   const TensorSelection& select = run.options.write.select;
   using Items = std::map<std::string, std::string>;
-  SHARDKIT_ASSIGN_OR_RETURN(
-      Items items,
-      run.dcp_input->ReadItems([&](const std::string& key) { return select.Picks(key); }));
+  SHARDKIT_ASSIGN_OR_RETURN(Items items, run.dcp_input->ReadItems([&](const std::string& key) {
+    return select.Picks(key);
+  }));
   std::set<std::string> names;
   for (const safetensors::TensorInfo& info : run.source->header().tensors) names.insert(info.name);
   for (auto& [key, bytes] : items) {
@@ -130,8 +130,8 @@ absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
   if (run.reshard()) {
     const TensorSelection& select = run.options.write.select;
     SHARDKIT_RETURN_IF_ERROR(ValidateSelection(select));
-    SHARDKIT_ASSIGN_OR_RETURN(SavedDirectory saved,
-                              OpenSavedDirectory(run.options.checkpoint_path, run.budget().staging));
+    SHARDKIT_ASSIGN_OR_RETURN(SavedDirectory saved, OpenSavedDirectory(run.options.checkpoint_path,
+                                                                       run.budget().staging));
     run.input_dcp = saved.dcp;
     run.dcp_input = saved.dcp_source;
     run.input_files = saved.files;
@@ -163,9 +163,9 @@ absl::Status LoadInputs(Run& run) {
   // Only the source creates a missing DIR, so that on a shared file system the rank that holds
   // the lock knows whether this run created DIR (CleanUpAfterFailure). The others check an existing
   // one, and create theirs in step 4 should it still be missing (another host's disk).
-  SHARDKIT_ASSIGN_OR_RETURN(run.out, OutputDirectory::Prepare(run.options.write.out_dir,
-                                                              run.options.write.format,
-                                                              /*owner=*/run.is_source()));
+  SHARDKIT_ASSIGN_OR_RETURN(
+      run.out, OutputDirectory::Prepare(run.options.write.out_dir, run.options.write.format,
+                                        /*owner=*/run.is_source()));
   if (run.is_source()) {
     run.out->ReportInterrupts(run.reshard() ? "shardkit reshard" : "shardkit shard",
                               run.comm.world_size() > 1 ? "here (every rank removes its own)" : "");
@@ -195,12 +195,12 @@ absl::Status ResolveParameters(Run& run, const std::vector<std::string>& shared)
   const std::string_view header_bytes =
       std::string_view(shared[static_cast<size_t>(run.plan.src_rank)]).substr(kRankOptionsBytes);
   SHARDKIT_ASSIGN_OR_RETURN(run.header, DecodeHeader(header_bytes, run.plan.src_rank));
-  SHARDKIT_ASSIGN_OR_RETURN(run.resolved, BindPlan(run.plan, run.header, run.comm.world_size(),
-                                                   {.plan_path = run.options.write.plan_path,
-                                                    .strict = run.options.write.strict,
-                                                    .allow_replicated_only =
-                                                        run.options.write.allow_replicated_only},
-                                                   &run.warnings));
+  SHARDKIT_ASSIGN_OR_RETURN(
+      run.resolved, BindPlan(run.plan, run.header, run.comm.world_size(),
+                             {.plan_path = run.options.write.plan_path,
+                              .strict = run.options.write.strict,
+                              .allow_replicated_only = run.options.write.allow_replicated_only},
+                             &run.warnings));
   for (const safetensors::TensorInfo& info : run.header.tensors) {
     SHARDKIT_ASSIGN_OR_RETURN(Tensor meta, Tensor::Meta(info.shape, info.dtype));
     SHARDKIT_RETURN_IF_ERROR(run.module.AddParameter(info.name, std::move(meta)));
@@ -382,8 +382,8 @@ ShardRunReport MakeReport(const Run& run, const ShardIndex& index, double total_
     }
   }
   for (int rank = 0; Dcp(run) && rank < report.world_size; ++rank) {
-    report.ranks[static_cast<size_t>(rank)].tensors = DcpFileTensors(
-        run.schedule->tensors(), rank, static_cast<int>(run.plan.src_rank));
+    report.ranks[static_cast<size_t>(rank)].tensors =
+        DcpFileTensors(run.schedule->tensors(), rank, static_cast<int>(run.plan.src_rank));
   }
   return report;
 }

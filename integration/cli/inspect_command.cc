@@ -1,6 +1,6 @@
 // `shardkit inspect PATH`: a table of a checkpoint (a safetensors file, a Hugging Face index or
-// folder), a shard directory or a PyTorch DCP checkpoint on stdout, and nothing else (checkpoint::InspectPath, laid out by FormatInspection); its warnings go to
-// stderr.
+// folder), a shard directory or a PyTorch DCP checkpoint on stdout, and nothing else
+// (checkpoint::InspectPath, laid out by FormatInspection); its warnings go to stderr.
 #include <iostream>
 #include <string>
 #include <vector>

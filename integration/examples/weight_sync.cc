@@ -185,9 +185,10 @@ absl::Status CheckServerPlan(const Flags& f, const specs::Plan& plan, int server
   if (!resolved.ok()) return Annotate(resolved.status(), f.server_plan);
   if (const std::string nothing = specs::DescribeShardsNothing(*resolved);
       !nothing.empty() && !f.allow_replicated_only) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        f.server_plan, ": ", nothing, " of the model, so every server rank would receive every "
-        "parameter whole (--allow-replicated-only if that is what you want)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(f.server_plan, ": ", nothing,
+                     " of the model, so every server rank would receive every "
+                     "parameter whole (--allow-replicated-only if that is what you want)"));
   }
   for (const specs::IdleRule& idle : specs::FindIdleRules(plan, *resolved)) {
     if (first) {

@@ -180,19 +180,19 @@ absl::StatusOr<std::map<std::string, std::string>> DcpSource::ReadItems(
     const os::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.valid()) {
       const int err = errno;
-      const std::string text = absl::StrCat(path, ": cannot open (", what, "): ", os::ErrnoText(err));
+      const std::string text =
+          absl::StrCat(path, ": cannot open (", what, "): ", os::ErrnoText(err));
       return err == ENOENT ? absl::NotFoundError(text) : absl::UnavailableError(text);
     }
     std::string& bytes = items[entry.fqn];
     bytes.resize(entry.item.length);
-    const int err = os::PreadFully(fd.get(), bytes.data(), bytes.size(),
-                                   entry.item.offset);
+    const int err = os::PreadFully(fd.get(), bytes.data(), bytes.size(), entry.item.offset);
     if (err == os::kNoBytes) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": ", what, " lies beyond its end"));
     }
     if (err != 0) {
-      return absl::UnavailableError(absl::StrCat(path, ": cannot read ", what, ": ",
-                                                 os::ErrnoText(err)));
+      return absl::UnavailableError(
+          absl::StrCat(path, ": cannot read ", what, ": ", os::ErrnoText(err)));
     }
   }
   return items;

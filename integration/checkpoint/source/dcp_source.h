@@ -108,7 +108,7 @@ class DcpSource : public TensorSource {
   absl::Status IndexTensors(const std::string& dir);
   absl::StatusOr<size_t> FileOf(const std::string& dir, const std::string& name);
   absl::StatusOr<dcp::TensorRecord> RecordOf(const std::string& dir, const dcp::TensorEntry& entry,
-                                            const dcp::Chunk& chunk, size_t* f);
+                                             const dcp::Chunk& chunk, size_t* f);
   static uint64_t ElementAt(const ChunkBytes& chunk, int64_t k);
   // Row-major bytes [from, from + n) of a chunk that is not row-major, into dst.
   absl::Status ReadStrided(const ChunkBytes& chunk, int64_t from, int64_t n, std::byte* dst) const;

@@ -27,9 +27,8 @@ absl::Status Complain(const std::string& what, bool strict, std::vector<std::str
 
 // Every pattern of `flag` matches some name of `names` or `items`.
 absl::Status CheckUsed(const char* flag, const std::vector<std::string>& patterns,
-                       const std::vector<std::string>& names,
-                       const std::vector<std::string>& items, bool strict,
-                       std::vector<std::string>* warnings) {
+                       const std::vector<std::string>& names, const std::vector<std::string>& items,
+                       bool strict, std::vector<std::string>* warnings) {
   for (const std::string& pattern : patterns) {
     const auto matches = [&](const std::string& name) {
       return specs::MatchesPattern(pattern, name);
@@ -59,11 +58,12 @@ absl::StatusOr<std::vector<std::string>> NewNames(const std::vector<std::string>
   if (!kept.empty()) {
     const size_t shown = std::min<size_t>(kept.size(), 3);
     SHARDKIT_RETURN_IF_ERROR(Complain(
-        absl::StrCat(kept.size(), " of the ", picked.size(),
-                     " tensors picked do not begin with --strip-prefix ", QuoteName(prefix),
-                     " and keep their names: ",
-                     absl::StrJoin(kept.begin(), kept.begin() + static_cast<ptrdiff_t>(shown), ", "),
-                     kept.size() > shown ? ", ..." : ""),
+        absl::StrCat(
+            kept.size(), " of the ", picked.size(),
+            " tensors picked do not begin with --strip-prefix ", QuoteName(prefix),
+            " and keep their names: ",
+            absl::StrJoin(kept.begin(), kept.begin() + static_cast<ptrdiff_t>(shown), ", "),
+            kept.size() > shown ? ", ..." : ""),
         strict, warnings));
   }
   return names;
@@ -97,17 +97,16 @@ absl::Status ValidateSelection(const TensorSelection& selection) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<TensorSource>> SelectTensors(
-    std::unique_ptr<TensorSource> source, const TensorSelection& selection,
-    const std::vector<std::string>& items, std::vector<std::string>* warnings) {
+absl::StatusOr<std::unique_ptr<TensorSource>> SelectTensors(std::unique_ptr<TensorSource> source,
+                                                            const TensorSelection& selection,
+                                                            const std::vector<std::string>& items,
+                                                            std::vector<std::string>* warnings) {
   if (selection.empty()) return source;
   const bool strict = selection.strict;
   std::vector<std::string> names;
   for (const safetensors::TensorInfo& info : source->header().tensors) names.push_back(info.name);
-  SHARDKIT_RETURN_IF_ERROR(
-      CheckUsed("include", selection.include, names, items, strict, warnings));
-  SHARDKIT_RETURN_IF_ERROR(
-      CheckUsed("exclude", selection.exclude, names, items, strict, warnings));
+  SHARDKIT_RETURN_IF_ERROR(CheckUsed("include", selection.include, names, items, strict, warnings));
+  SHARDKIT_RETURN_IF_ERROR(CheckUsed("exclude", selection.exclude, names, items, strict, warnings));
   std::vector<size_t> picked;
   std::vector<std::string> picked_names;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -123,7 +122,8 @@ absl::StatusOr<std::unique_ptr<TensorSource>> SelectTensors(
                             NewNames(picked_names, selection, strict, warnings));
   std::vector<size_t> order(picked.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return renamed[a] < renamed[b]; });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return renamed[a] < renamed[b]; });
   for (size_t i = 1; i < order.size(); ++i) {
     if (renamed[order[i]] == renamed[order[i - 1]]) {
       return absl::InvalidArgumentError(absl::StrCat(

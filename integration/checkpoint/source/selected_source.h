@@ -48,8 +48,8 @@ struct TensorSelection {
 // names that patterns may match (a DCP checkpoint's non-tensor items): a pattern that matches one
 // of them is not idle. Warnings (idle patterns, names without the prefix) are appended to
 // `warnings`, each a line beginning "warning: ".
-// Errors: kInvalidArgument under `selection.strict` for what would be a warning; for a selection that
-// leaves no tensor; for two picked names that become one once the prefix is stripped (naming
+// Errors: kInvalidArgument under `selection.strict` for what would be a warning; for a selection
+// that leaves no tensor; for two picked names that become one once the prefix is stripped (naming
 // both).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<TensorSource>> SelectTensors(
     std::unique_ptr<TensorSource> source, const TensorSelection& selection,

@@ -25,8 +25,8 @@ class FakeSource : public TensorSource {
   FakeSource(const std::vector<std::string>& names, const std::vector<int64_t>& sizes) {
     uint64_t at = 0;
     for (size_t i = 0; i < names.size(); ++i) {
-      header_.tensors.push_back({names[i], DType::kUInt8, {sizes[i]}, at,
-                                 at + static_cast<uint64_t>(sizes[i])});
+      header_.tensors.push_back(
+          {names[i], DType::kUInt8, {sizes[i]}, at, at + static_cast<uint64_t>(sizes[i])});
       at += static_cast<uint64_t>(sizes[i]);
     }
     header_.metadata["format"] = "pt";

@@ -52,18 +52,18 @@ absl::Status ForEachBox(const std::vector<StreamTensor>& tensors, int rank, int 
 absl::Status ForEachItem(const std::vector<StreamTensor>& tensors, int rank, int src_rank,
                          absl::FunctionRef<void(const Item&, const dcp::TensorArchive&)> fn) {
   uint64_t offset = 0;
-  return ForEachBox(tensors, rank, src_rank,
-                    [&](size_t t, int64_t s, const Shape& sizes) -> absl::Status {
-                      absl::StatusOr<dcp::TensorArchive> archive =
-                          dcp::MakeTensorArchive(tensors[t].dtype, sizes);
-                      if (!archive.ok()) {
-                        return absl::InvalidArgumentError(absl::StrCat(
-                            "parameter \"", tensors[t].name, "\": ", archive.status().message()));
-                      }
-                      fn(Item{t, s, offset}, *archive);
-                      offset += archive->size();
-                      return absl::OkStatus();
-                    });
+  return ForEachBox(
+      tensors, rank, src_rank, [&](size_t t, int64_t s, const Shape& sizes) -> absl::Status {
+        absl::StatusOr<dcp::TensorArchive> archive =
+            dcp::MakeTensorArchive(tensors[t].dtype, sizes);
+        if (!archive.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("parameter \"", tensors[t].name, "\": ", archive.status().message()));
+        }
+        fn(Item{t, s, offset}, *archive);
+        offset += archive->size();
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace

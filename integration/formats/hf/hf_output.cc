@@ -122,12 +122,21 @@ std::string HfIndexJson(int64_t total_size, const std::map<std::string, std::str
 }
 
 bool IsModelFolderFile(std::string_view file_name) {
-  static constexpr std::string_view kNames[] = {
-      "config.json",           "generation_config.json", "tokenizer.json",
-      "tokenizer_config.json", "tokenizer.model",        "special_tokens_map.json",
-      "added_tokens.json",     "vocab.json",             "vocab.txt",
-      "merges.txt",            "chat_template.json",     "chat_template.jinja",
-      "preprocessor_config.json", "processor_config.json", "README.md"};
+  static constexpr std::string_view kNames[] = {"config.json",
+                                                "generation_config.json",
+                                                "tokenizer.json",
+                                                "tokenizer_config.json",
+                                                "tokenizer.model",
+                                                "special_tokens_map.json",
+                                                "added_tokens.json",
+                                                "vocab.json",
+                                                "vocab.txt",
+                                                "merges.txt",
+                                                "chat_template.json",
+                                                "chat_template.jinja",
+                                                "preprocessor_config.json",
+                                                "processor_config.json",
+                                                "README.md"};
   if (std::find(std::begin(kNames), std::end(kNames), file_name) != std::end(kNames)) return true;
   // A model's own code (trust_remote_code): configuration_*.py, modeling_*.py, tokenization_*.py.
   const absl::string_view name(file_name.data(), file_name.size());

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <random>
 #include <system_error>
@@ -35,7 +35,8 @@ using internal::RemoveBesideOf;
 
 namespace fs = std::filesystem;
 
-constexpr char kMarkerText[] = "{\"format\": \"dcp\", \"written_by\": \"shardkit\", \"version\": 1}\n";
+constexpr char kMarkerText[] =
+    "{\"format\": \"dcp\", \"written_by\": \"shardkit\", \"version\": 1}\n";
 constexpr size_t kIndexHeadBytes = 4096;
 
 // A file an output (of either format) or an interrupted run of one may leave, by its own name.
@@ -67,7 +68,8 @@ bool BeginsAsShardIndex(std::string_view text) {
     at += token.size();
     return true;
   };
-  return take("{") && take("\"format\"") && take(":") && take(absl::StrCat("\"", kIndexFormat, "\""));
+  return take("{") && take("\"format\"") && take(":") &&
+         take(absl::StrCat("\"", kIndexFormat, "\""));
 }
 
 absl::Status CheckIndexIsOurs(const std::string& dir) {
@@ -81,9 +83,10 @@ absl::Status CheckIndexIsOurs(const std::string& dir) {
   head.resize(static_cast<size_t>(n));
   if (BeginsAsShardIndex(head)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      dir, ": holds an index.json that is not a shardkit shard index (it does not begin with "
-           "{\"format\": \"shardkit-shards\"}): shardkit replaces only its own output; use a new "
-           "or empty directory"));
+      dir,
+      ": holds an index.json that is not a shardkit shard index (it does not begin with "
+      "{\"format\": \"shardkit-shards\"}): shardkit replaces only its own output; use a new "
+      "or empty directory"));
 }
 
 absl::Status ForeignDcp(const std::string& dir, std::vector<std::string> files, bool metadata) {
@@ -100,7 +103,8 @@ absl::Status ForeignDcp(const std::string& dir, std::vector<std::string> files, 
 // Whether `path` is a mount point of the file system its parent is on too (a bind mount): the
 // mount ids of the two differ (statx, Linux 5.8+; false where the kernel cannot tell).
 bool IsMountPoint(const std::string& path) {
-  struct statx here {}, parent {};
+  struct statx here {
+  }, parent{};
   const std::string up = fs::path(path).parent_path().string();
   if (::statx(AT_FDCWD, path.c_str(), 0, STATX_MNT_ID, &here) != 0 ||
       ::statx(AT_FDCWD, up.c_str(), 0, STATX_MNT_ID, &parent) != 0) {
@@ -130,8 +134,8 @@ absl::Status RemoveOutputFiles(const std::string& dir, std::vector<std::string>*
   files.push_back(fs::path(dir) / kDcpMarkerName);
   for (const fs::path& path : files) {
     if (!fs::remove(path, ec) && ec) {
-      return absl::InvalidArgumentError(absl::StrCat(path.string(), ": cannot remove: ",
-                                                     ec.message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path.string(), ": cannot remove: ", ec.message()));
     }
   }
   return os::SyncDirectory(dir);
@@ -225,12 +229,14 @@ absl::Status OutputDirectory::ChooseReplacing() {
   const fs::path real(real_);
   const auto refuse = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(
-        dir_, ": holds an earlier shardkit output, which a run replaces only by writing the new "
-              "output beside it and swapping the two, and ",
+        dir_,
+        ": holds an earlier shardkit output, which a run replaces only by writing the new "
+        "output beside it and swapping the two, and ",
         why, ": remove the earlier output first, or use a new directory"));
   };
   if (real_ == "/") return refuse("/ has no directory beside it");
-  struct stat here {}, parent {};
+  struct stat here {
+  }, parent{};
   if (::stat(real_.c_str(), &here) != 0 || ::stat(real.parent_path().c_str(), &parent) != 0) {
     return refuse(absl::StrCat("it cannot be examined (", os::ErrnoText(errno), ")"));
   }
@@ -249,8 +255,8 @@ absl::Status OutputDirectory::ChooseReplacing() {
   absl::StatusOr<os::InterruptCleanup> registered = os::InterruptCleanup::Register(
       write_dir_, os::CleanupKind::kDirectory, [&]() -> absl::Status {
         if (::mkdir(write_dir_.c_str(), here.st_mode & 07777) != 0) {
-          return refuse(absl::StrCat("cannot create ", write_dir_, " (", os::ErrnoText(errno),
-                                     ")"));
+          return refuse(
+              absl::StrCat("cannot create ", write_dir_, " (", os::ErrnoText(errno), ")"));
         }
         // DIR's mode (not narrowed by the umask) and, where allowed, its owner and group.
         (void)::chmod(write_dir_.c_str(), here.st_mode & 07777);
@@ -278,9 +284,10 @@ absl::Status OutputDirectory::Follow(std::string_view place) {
     SHARDKIT_ASSIGN_OR_RETURN(contents_, ExamineOutputDir(dir_));
     if (contents_.complete) {
       return absl::InvalidArgumentError(absl::StrCat(
-          dir_, ": holds a complete earlier output on this rank that the source rank does not "
-                "see (not a file system every rank shares): replacing it needs one; remove it "
-                "or write to a new directory"));
+          dir_,
+          ": holds a complete earlier output on this rank that the source rank does not "
+          "see (not a file system every rank shares): replacing it needs one; remove it "
+          "or write to a new directory"));
     }
     SHARDKIT_ASSIGN_OR_RETURN(created_, os::CreatedDirectories::Make(dir_));
     return absl::OkStatus();
@@ -339,10 +346,11 @@ absl::Status OutputDirectory::SetAsideAndMove() {
   if (::rename(write_dir_.c_str(), real_.c_str()) != 0) {
     const int err = errno;
     const bool back = ::rename(aside.c_str(), real_.c_str()) == 0;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot move ", write_dir_, " to ", real_, ": ", os::ErrnoText(err),
-        back ? "" : absl::StrCat("; the earlier output is at ", aside,
-                                 ", which the next run into ", dir_, " puts back")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot move ", write_dir_, " to ", real_, ": ", os::ErrnoText(err),
+                     back ? ""
+                          : absl::StrCat("; the earlier output is at ", aside,
+                                         ", which the next run into ", dir_, " puts back")));
   }
   MarkCommitted();
   return absl::OkStatus();
@@ -402,11 +410,11 @@ void OutputDirectory::SetReport(bool committed) {
     return;
   }
   if (replacing()) {  // the commit changes the report while interrupts wait
-    report_->Set({.program = program_,
-                  .scope = scope_,
-                  .state = absl::StrCat(Untouched(), " (", write_dir_,
-                                        " beside it goes with the next run)"),
-                  .state_if_removed = Untouched()});
+    report_->Set(
+        {.program = program_,
+         .scope = scope_,
+         .state = absl::StrCat(Untouched(), " (", write_dir_, " beside it goes with the next run)"),
+         .state_if_removed = Untouched()});
     return;
   }
   report_->Set({.program = program_,

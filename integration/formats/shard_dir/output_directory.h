@@ -156,16 +156,16 @@ class OutputDirectory {
   std::string dir_;  // as given
   OutputFormat format_ = OutputFormat::kShardkit;
   bool owner_ = false;
-  OutputContents contents_;           // as Prepare (then Begin) found DIR
-  os::CreatedDirectories created_;    // DIR and its parents, if this rank made them
+  OutputContents contents_;                // as Prepare (then Begin) found DIR
+  os::CreatedDirectories created_;         // DIR and its parents, if this rank made them
   std::optional<os::DirectoryLock> lock_;  // the owner, from Begin
-  std::string real_;       // DIR resolved (symbolic links followed), once it exists
+  std::string real_;                       // DIR resolved (symbolic links followed), once it exists
   std::string suffix_;     // replacing: the hex digits of the directories beside real_
   std::string place_;      // "" or the new directory's name beside real_
   bool exchanges_ = true;  // replacing: the file system swaps two directories in one step
   std::string write_dir_;  // dir_ or the new directory's path
   std::vector<std::string> warnings_;
-  bool cleared_ = false;    // the owner, in place: DIR's output files are this run's to remove
+  bool cleared_ = false;  // the owner, in place: DIR's output files are this run's to remove
   bool committed_ = false;
   os::InterruptCleanup staging_cleanup_;  // the new directory, removed on interrupt if empty
   std::string program_, scope_;           // ReportInterrupts

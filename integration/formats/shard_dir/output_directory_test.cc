@@ -67,8 +67,8 @@ TEST(OutputDirectoryTest, ForeignContentsAreRefusedNamingThem) {
                        HasSubstr("holds \"notes.txt\", which is not shardkit output")));
   fs::remove(dir + "/notes.txt");
   Write(dir + "/.shardkit.lock.old");  // only the exact name counts
-  EXPECT_THAT(ExamineOutputDir(dir), StatusIs(absl::StatusCode::kInvalidArgument,
-                                              HasSubstr("\".shardkit.lock.old\"")));
+  EXPECT_THAT(ExamineOutputDir(dir),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\".shardkit.lock.old\"")));
   fs::remove(dir + "/.shardkit.lock.old");
 
   // A DCP checkpoint torch wrote: the same names as shardkit's, but no marker.
@@ -102,9 +102,9 @@ TEST(OutputDirectoryTest, ForeignContentsAreRefusedNamingThem) {
   EXPECT_TRUE(contents.complete);
 
   Write(testing::TestPath("regular"));
-  EXPECT_THAT(OutputDirectory::Prepare(testing::TestPath("regular/out"), OutputFormat::kShardkit,
-                                       true),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Not a directory")));
+  EXPECT_THAT(
+      OutputDirectory::Prepare(testing::TestPath("regular/out"), OutputFormat::kShardkit, true),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Not a directory")));
   EXPECT_THAT(OutputDirectory::Prepare(testing::TestPath("regular"), OutputFormat::kShardkit, true),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a directory")));
 }
@@ -127,8 +127,8 @@ TEST(OutputDirectoryTest, AFreshDirectoryIsWrittenInPlace) {
   Write(dir + "/__0_0.distcp");
   Write(dir + "/.metadata");
   ASSERT_THAT(out.Commit(), IsOk());
-  EXPECT_THAT(Names(dir), UnorderedElementsAreArray(std::vector<std::string>{".metadata", "__0_0.distcp",
-                                                     std::string(kDcpMarkerName)}));
+  EXPECT_THAT(Names(dir), UnorderedElementsAreArray(std::vector<std::string>{
+                              ".metadata", "__0_0.distcp", std::string(kDcpMarkerName)}));
 }
 
 TEST(OutputDirectoryTest, AnInterruptedRunsFilesAreClearedInPlace) {
@@ -144,8 +144,9 @@ TEST(OutputDirectoryTest, AnInterruptedRunsFilesAreClearedInPlace) {
                                 OutputDirectory::Prepare(dir, OutputFormat::kShardkit, true));
   ASSERT_THAT(out.Begin(), IsOk());
   EXPECT_FALSE(out.replacing());
-  EXPECT_THAT(Names(dir), UnorderedElementsAreArray(std::vector<std::string>{
-                              std::string(".shardkit.lock"), "rank-00001.safetensors.tmp." + live}));
+  EXPECT_THAT(Names(dir),
+              UnorderedElementsAreArray(std::vector<std::string>{
+                  std::string(".shardkit.lock"), "rank-00001.safetensors.tmp." + live}));
   ASSERT_EQ(out.warnings().size(), 1u);
   EXPECT_THAT(out.warnings()[0], HasSubstr(dir + ": left rank-00001.safetensors.tmp." + live +
                                            " alone: its process " + live + " is running"));
@@ -153,7 +154,8 @@ TEST(OutputDirectoryTest, AnInterruptedRunsFilesAreClearedInPlace) {
   Write(dir + "/rank-00000.safetensors", "new");
   Write(dir + "/index.json", kOurIndex);
   ASSERT_THAT(out.Commit(), IsOk());
-  EXPECT_THAT(Names(dir), UnorderedElementsAreArray(std::vector<std::string>{"index.json", "rank-00000.safetensors"}));
+  EXPECT_THAT(Names(dir), UnorderedElementsAreArray(
+                              std::vector<std::string>{"index.json", "rank-00000.safetensors"}));
 }
 
 TEST(OutputDirectoryTest, ACompleteOutputIsReplacedBesideItAndSwapped) {
@@ -175,8 +177,8 @@ TEST(OutputDirectoryTest, ACompleteOutputIsReplacedBesideItAndSwapped) {
   // A second run is refused while this one holds the lock.
   SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory second,
                                 OutputDirectory::Prepare(dir, OutputFormat::kDcp, true));
-  EXPECT_THAT(second.Begin(), StatusIs(absl::StatusCode::kInvalidArgument,
-                                       HasSubstr("another shardkit run")));
+  EXPECT_THAT(second.Begin(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("another shardkit run")));
   // Until the commit, DIR holds the earlier output.
   Write(out.write_dir() + "/__0_0.distcp", "new");
   Write(out.write_dir() + "/.metadata", "new");
@@ -187,9 +189,10 @@ TEST(OutputDirectoryTest, ACompleteOutputIsReplacedBesideItAndSwapped) {
   ASSERT_THAT(other.Follow(out.place()), IsOk());
   EXPECT_EQ(fs::canonical(other.write_dir()), fs::canonical(out.write_dir()));
   ASSERT_THAT(out.Commit(), IsOk());
-  EXPECT_THAT(Names(dir), UnorderedElementsAreArray(std::vector<std::string>{".metadata", "__0_0.distcp",
-                                                     std::string(kDcpMarkerName)}));
-  EXPECT_THAT(Names(root), UnorderedElementsAreArray(std::vector<std::string>{"out"}));  // the earlier output is gone
+  EXPECT_THAT(Names(dir), UnorderedElementsAreArray(std::vector<std::string>{
+                              ".metadata", "__0_0.distcp", std::string(kDcpMarkerName)}));
+  EXPECT_THAT(Names(root), UnorderedElementsAreArray(
+                               std::vector<std::string>{"out"}));  // the earlier output is gone
   ASSERT_EQ(::stat(dir.c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 07777, 0750u);
 }
@@ -204,7 +207,8 @@ TEST(OutputDirectoryTest, AFailedReplacementLeavesTheEarlierOutput) {
   Write(out.write_dir() + "/rank-00000.safetensors", "new");
   out.Abandon();
   EXPECT_THAT(Names(root), UnorderedElementsAreArray(std::vector<std::string>{"out"}));
-  EXPECT_THAT(Names(dir), UnorderedElementsAreArray(std::vector<std::string>{"index.json", "rank-00000.safetensors"}));
+  EXPECT_THAT(Names(dir), UnorderedElementsAreArray(
+                              std::vector<std::string>{"index.json", "rank-00000.safetensors"}));
   EXPECT_EQ(Read(dir + "/rank-00000.safetensors"), "old");
   // What a killed run left beside DIR goes with the next run; other names beside it stay.
   fs::create_directories(root + "/.out.shardkit-new-0123456789abcdef/x");
@@ -212,8 +216,8 @@ TEST(OutputDirectoryTest, AFailedReplacementLeavesTheEarlierOutput) {
   SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory next,
                                 OutputDirectory::Prepare(dir, OutputFormat::kShardkit, true));
   ASSERT_THAT(next.Begin(), IsOk());
-  EXPECT_THAT(Names(root),
-              UnorderedElementsAreArray(std::vector<std::string>{"out", ".out.shardkit-new-keep", next.place()}));
+  EXPECT_THAT(Names(root), UnorderedElementsAreArray(std::vector<std::string>{
+                               "out", ".out.shardkit-new-keep", next.place()}));
   next.Abandon();
 }
 
@@ -240,7 +244,8 @@ TEST(OutputDirectoryTest, AFailedRunInPlaceRemovesWhatItWroteAndTheDirectoryItMa
   Write(dir + "/__0_0.distcp");
   absl::StatusOr<OutputDirectory> refused = OutputDirectory::Prepare(dir, OutputFormat::kDcp, true);
   EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("did not write")));
-  EXPECT_THAT(Names(dir), UnorderedElementsAreArray(std::vector<std::string>{".metadata", "__0_0.distcp"}));
+  EXPECT_THAT(Names(dir),
+              UnorderedElementsAreArray(std::vector<std::string>{".metadata", "__0_0.distcp"}));
 }
 
 TEST(OutputDirectoryTest, ALinkedDirectoryIsReplacedWhereItPoints) {
@@ -284,7 +289,8 @@ TEST(OutputDirectoryTest, WithoutAnExchangeTheEarlierOutputIsSetAsideAndPutBack)
   EXPECT_EQ(Read(dir + "/rank-00000.safetensors"), "new");  // put back before anything else
   ASSERT_THAT(next.Begin(), IsOk());
   ASSERT_TRUE(next.replacing());
-  EXPECT_THAT(Names(root), UnorderedElementsAreArray(std::vector<std::string>{"out", next.place()}));
+  EXPECT_THAT(Names(root),
+              UnorderedElementsAreArray(std::vector<std::string>{"out", next.place()}));
   next.Abandon();
   EXPECT_THAT(Names(root), UnorderedElementsAreArray(std::vector<std::string>{"out"}));
   // An earlier output set aside stays while DIR holds none (it is what the user would get back).

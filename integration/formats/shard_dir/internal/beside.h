@@ -1,8 +1,9 @@
 // What a run into an output directory DIR writes beside it, in DIR's parent, as
 // .NAME<infix><16 hex digits> — the new output until the commit (kNewInfix), an empty directory
-// that tells whether the file system swaps (kProbeInfix), and, where it does not, the earlier output
-// set aside for the instant between two renames (kOldInfix) — and how a later run finds, removes
-// or puts back what a killed run left there. Not API: OutputDirectory's (output_directory.h).
+// that tells whether the file system swaps (kProbeInfix), and, where it does not, the earlier
+// output set aside for the instant between two renames (kOldInfix) — and how a later run finds,
+// removes or puts back what a killed run left there. Not API: OutputDirectory's
+// (output_directory.h).
 #ifndef SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_INTERNAL_BESIDE_H_
 #define SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_INTERNAL_BESIDE_H_
 

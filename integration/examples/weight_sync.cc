@@ -38,7 +38,7 @@
 #include "core/engine/module.h"
 #include "core/engine/sync_plan.h"
 #include "core/os/files.h"
-#include "integration/cli/flags.h"
+#include "integration/flags/flags.h"
 #include "specs/layout.h"
 #include "specs/plan.h"
 #include "specs/spec_json.h"
@@ -258,7 +258,7 @@ absl::Status Run(const Flags& f, Communicator& comm) {
 
 int Main(const std::vector<std::string>& args) {
   Flags f;
-  cli::FlagParser parser(kCommand,
+  flags::FlagParser parser(kCommand,
                          "--trainer-ranks M [--steps S] [--push-every K] [--mib B] [--params P] "
                          "[--server-plan PLAN.json [--allow-replicated-only]]");
   parser.AddInt("trainer-ranks", &f.trainer_ranks, "ranks 0..M-1 train, the rest serve (required)",
@@ -273,16 +273,16 @@ int Main(const std::vector<std::string>& args) {
   parser.AddBool("allow-replicated-only", &f.allow_replicated_only,
                  "accept a --server-plan that shards nothing (every server rank receives every "
                  "parameter whole); by default it is refused");
-  const cli::ParseResult parsed = ParseCommand(parser, args, cli::Positionals::None());
+  const flags::ParseResult parsed = ParseCommand(parser, args, flags::Positionals::None());
   if (parsed.done()) return parsed.exit_code();
-  if (absl::Status s = cli::Require(parser, {"trainer-ranks"}, cli::kSeeHelp); !s.ok()) {
-    cli::ReportError(kCommand, s);
+  if (absl::Status s = flags::Require(parser, {"trainer-ranks"}, flags::kSeeHelp); !s.ok()) {
+    flags::ReportError(kCommand, s);
     return 2;
   }
   absl::StatusOr<std::unique_ptr<Communicator>> comm = ConnectFromEnv();
-  if (!comm.ok()) return cli::ReportError(kCommand, comm.status());
+  if (!comm.ok()) return flags::ReportError(kCommand, comm.status());
   absl::Status status = Run(f, **comm);
-  return status.ok() ? 0 : cli::ReportError(kCommand, status);
+  return status.ok() ? 0 : flags::ReportError(kCommand, status);
 }
 
 }  // namespace

@@ -25,7 +25,7 @@
 #include "core/comm/connect.h"
 #include "core/engine/shard_parameter.h"
 #include "core/os/proc_status.h"
-#include "integration/cli/flags.h"
+#include "integration/flags/flags.h"
 #include "integration/torch/shard_torch.h"
 #include "integration/torch/torch_tensor.h"
 
@@ -132,13 +132,13 @@ absl::Status Run(const BenchFlags& f) {
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   shardkit::libtorch::BenchFlags f;
-  shardkit::cli::FlagParser parser("shard_torch_bench", "[--mib M] [--params P] [--repeats K]");
+  shardkit::flags::FlagParser parser("shard_torch_bench", "[--mib M] [--params P] [--repeats K]");
   parser.AddInt("mib", &f.mib, "total MiB (default 1024)", 1, 1 << 20);
   parser.AddInt("params", &f.params, "number of parameters (default 200)", 1, 1 << 20);
   parser.AddInt("repeats", &f.repeats, "rounds of each (default 3)", 1, 1000);
-  const shardkit::cli::ParseResult parsed = ParseCommand(
-      parser, std::vector<std::string>(argv + 1, argv + argc), shardkit::cli::Positionals::None());
+  const shardkit::flags::ParseResult parsed = ParseCommand(
+      parser, std::vector<std::string>(argv + 1, argv + argc), shardkit::flags::Positionals::None());
   if (parsed.done()) return parsed.exit_code();
   absl::Status status = shardkit::libtorch::Run(f);
-  return status.ok() ? 0 : shardkit::cli::ReportError("shard_torch_bench", status);
+  return status.ok() ? 0 : shardkit::flags::ReportError("shard_torch_bench", status);
 }

@@ -54,9 +54,9 @@ absl::Status WriteMlpWeights(const std::string& path, const Tensor& fc1, const T
   return safetensors::WriteFile(path, {{"fc1.weight", &fc1}, {"fc2.weight", &fc2}});
 }
 
-cli::ParseResult ParseTrainFlags(const std::string& command, const std::vector<std::string>& args,
+flags::ParseResult ParseTrainFlags(const std::string& command, const std::vector<std::string>& args,
                                  bool save_shards_flag, TrainFlags* flags) {
-  cli::FlagParser parser(command, absl::StrCat("--checkpoint IN.safetensors --steps N --lr LR "
+  flags::FlagParser parser(command, absl::StrCat("--checkpoint IN.safetensors --steps N --lr LR "
                                                "--out OUT.safetensors",
                                                save_shards_flag ? " [--save-shards DIR]" : ""));
   parser.AddString("checkpoint", &flags->checkpoint,
@@ -67,12 +67,12 @@ cli::ParseResult ParseTrainFlags(const std::string& command, const std::vector<s
   if (save_shards_flag) {
     parser.AddString("save-shards", &flags->save_shards, "also save every rank's shards in DIR");
   }
-  cli::ParseResult parsed = ParseCommand(parser, args, cli::Positionals::None());
+  flags::ParseResult parsed = ParseCommand(parser, args, flags::Positionals::None());
   if (parsed.done()) return parsed;
-  absl::Status required = cli::Require(parser, {"checkpoint", "steps", "lr", "out"}, cli::kSeeHelp);
+  absl::Status required = flags::Require(parser, {"checkpoint", "steps", "lr", "out"}, flags::kSeeHelp);
   if (required.ok()) return parsed;
-  cli::ReportError(command, required);
-  return cli::ParseResult(cli::ParseResult::Outcome::kError, required, {});
+  flags::ReportError(command, required);
+  return flags::ParseResult(flags::ParseResult::Outcome::kError, required, {});
 }
 
 }  // namespace shardkit::tp_mlp

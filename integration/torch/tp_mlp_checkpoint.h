@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/tensor/tensor.h"
-#include "integration/cli/flags.h"
+#include "integration/flags/flags.h"
 
 namespace shardkit::tp_mlp {
 
@@ -48,7 +48,7 @@ struct TrainFlags {
 
 // Parses the command line (argv without the program name) of `command`. done() means exit now
 // with exit_code() (help printed, or the error reported: exit 2).
-[[nodiscard]] cli::ParseResult ParseTrainFlags(const std::string& command,
+[[nodiscard]] flags::ParseResult ParseTrainFlags(const std::string& command,
                                                const std::vector<std::string>& args,
                                                bool save_shards_flag, TrainFlags* flags);
 

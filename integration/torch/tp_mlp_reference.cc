@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/base/status_macros.h"
-#include "integration/cli/flags.h"
+#include "integration/flags/flags.h"
 #include "integration/torch/torch_tensor.h"
 #include "integration/torch/tp_mlp_checkpoint.h"
 
@@ -52,9 +52,9 @@ int main(int argc, char** argv) {
   namespace tp = shardkit::tp_mlp;
   torch::set_num_threads(1);  // as tp_mlp_train's ranks
   tp::TrainFlags flags;
-  const shardkit::cli::ParseResult parsed = tp::ParseTrainFlags(
+  const shardkit::flags::ParseResult parsed = tp::ParseTrainFlags(
       tp::kCommand, std::vector<std::string>(argv + 1, argv + argc), false, &flags);
   if (parsed.done()) return parsed.exit_code();
   absl::Status status = tp::Train(flags);
-  return status.ok() ? 0 : shardkit::cli::ReportError(tp::kCommand, status);
+  return status.ok() ? 0 : shardkit::flags::ReportError(tp::kCommand, status);
 }

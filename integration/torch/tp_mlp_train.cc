@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/comm/connect.h"
-#include "integration/cli/flags.h"
+#include "integration/flags/flags.h"
 #include "integration/torch/tp_mlp.h"
 
 namespace {
@@ -20,13 +20,13 @@ constexpr char kCommand[] = "tp_mlp_train";
 
 int Run(const std::vector<std::string>& args) {
   shardkit::tp_mlp::TrainFlags flags;
-  const shardkit::cli::ParseResult parsed =
+  const shardkit::flags::ParseResult parsed =
       shardkit::tp_mlp::ParseTrainFlags(kCommand, args, /*save_shards_flag=*/true, &flags);
   if (parsed.done()) return parsed.exit_code();
   absl::StatusOr<std::unique_ptr<shardkit::Communicator>> comm = shardkit::ConnectFromEnv();
-  if (!comm.ok()) return shardkit::cli::ReportError(kCommand, comm.status());
+  if (!comm.ok()) return shardkit::flags::ReportError(kCommand, comm.status());
   absl::Status status = shardkit::tp_mlp::TrainTensorParallel(flags, **comm, std::cout);
-  return status.ok() ? 0 : shardkit::cli::ReportError(kCommand, status);
+  return status.ok() ? 0 : shardkit::flags::ReportError(kCommand, status);
 }
 
 }  // namespace

@@ -221,8 +221,8 @@ absl::StatusOr<HfPlan> PlanHuggingFace(const TensorSource& source, const std::st
   for (const TensorInfo& info : infos) {
     sizes.push_back(ComputeShapeSize(info.shape, info.dtype)->nbytes);  // checked when opened
   }
-  FileAssignment assignment = AssignFiles(sizes, max_file_bytes);
-  HfPlan plan{HfFileNames(assignment.files), std::move(assignment.file_of), {}, {}};
+  hf::FileAssignment assignment = hf::AssignFiles(sizes, max_file_bytes);
+  HfPlan plan{hf::HfFileNames(assignment.files), std::move(assignment.file_of), {}, {}};
   std::vector<std::string> paths;
   for (const std::string& name : plan.names) paths.push_back((fs::path(out_dir) / name).string());
   SHARDKIT_ASSIGN_OR_RETURN(plan.files, PlanOutputFiles(infos, plan.file_of, paths,
@@ -231,7 +231,7 @@ absl::StatusOr<HfPlan> PlanHuggingFace(const TensorSource& source, const std::st
 }
 
 std::string HfIndexPath(const std::string& out_dir) {
-  return (fs::path(out_dir) / kHfIndexFileName).string();
+  return (fs::path(out_dir) / hf::kHfIndexFileName).string();
 }
 
 // model.safetensors.index.json, unless the output is model.safetensors alone. Written after every
@@ -242,7 +242,7 @@ absl::Status WriteHfIndex(const std::string& out_dir, const HfPlan& plan, int64_
   for (size_t i = 0; i < plan.placed.size(); ++i) {
     weight_map[plan.placed[i].name] = plan.names[plan.file_of[i]];
   }
-  return os::WriteFileAtomically(HfIndexPath(out_dir), HfIndexJson(total, weight_map));
+  return os::WriteFileAtomically(HfIndexPath(out_dir), hf::HfIndexJson(total, weight_map));
 }
 
 }  // namespace
@@ -292,7 +292,7 @@ absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out
   SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir, options, log));
   SHARDKIT_ASSIGN_OR_RETURN(HfPlan plan, PlanHuggingFace(*input.source, out_dir, max_file_bytes));
   os::CreatedDirectories created;
-  absl::StatusOr<os::DirectoryLock> lock = LockEmptyDirectory(out_dir, &created);
+  absl::StatusOr<os::DirectoryLock> lock = hf::LockEmptyDirectory(out_dir, &created);
   if (!lock.ok()) {
     created.RemoveIfEmpty();
     return lock.status();

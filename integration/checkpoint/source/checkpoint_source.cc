@@ -63,7 +63,7 @@ absl::StatusOr<CheckpointPath> ResolveDirectory(const std::string& dir) {
     return CheckpointPath{CheckpointKind::kIndex, (fs::path(dir) / indexes[0]).string()};
   }
   if (int64_t parts = 0;
-      indexes.empty() && files.size() == 1 && IsNumberedPartName(files[0], &parts)) {
+      indexes.empty() && files.size() == 1 && hf::IsNumberedPartName(files[0], &parts)) {
     return Invalid(dir, absl::StrCat("holds only ", files[0], ", one file of a ", parts,
                                      "-file checkpoint, and no *.safetensors.index.json (a write "
                                      "that did not finish?); name the file itself to read it "
@@ -97,7 +97,7 @@ void WarnIfPartOfIndex(const std::string& file, std::vector<std::string>* warnin
   }
   std::sort(indexes.begin(), indexes.end());
   for (const std::string& index : indexes) {
-    absl::StatusOr<HfIndex> map = ReadHfIndex((dir / index).string());
+    absl::StatusOr<hf::HfIndex> map = hf::ReadHfIndex((dir / index).string());
     if (!map.ok()) continue;
     std::set<std::string> files;
     for (const auto& [tensor, in] : map->file_of) files.insert(in);
@@ -142,11 +142,11 @@ absl::StatusOr<CheckpointSource> CheckpointSource::Open(const CheckpointPath& wh
     WarnIfPartOfIndex(where.path, warnings);
     return FromFiles(std::move(files), {fs::path(where.path).filename().string()}, where.path);
   }
-  SHARDKIT_ASSIGN_OR_RETURN(HfIndex map, ReadHfIndex(where.path));
+  SHARDKIT_ASSIGN_OR_RETURN(hf::HfIndex map, hf::ReadHfIndex(where.path));
   std::vector<std::string> names, paths;
-  SHARDKIT_ASSIGN_OR_RETURN(files, OpenHfIndexFiles(where.path, map, names, paths));
-  SHARDKIT_RETURN_IF_ERROR(CheckHfIndex(where.path, map, names, files));
-  WarnAboutHfTotalSize(where.path, map, paths, files, warnings);
+  SHARDKIT_ASSIGN_OR_RETURN(files, hf::OpenHfIndexFiles(where.path, map, names, paths));
+  SHARDKIT_RETURN_IF_ERROR(hf::CheckHfIndex(where.path, map, names, files));
+  hf::WarnAboutHfTotalSize(where.path, map, paths, files, warnings);
   SHARDKIT_ASSIGN_OR_RETURN(CheckpointSource source,
                             FromFiles(std::move(files), names, where.path));
   source.identity_.insert(

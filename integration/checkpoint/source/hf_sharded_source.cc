@@ -14,7 +14,7 @@
 #include "core/base/status_macros.h"
 #include "core/tensor/dtype.h"
 #include "integration/checkpoint/stream/stream_buffer.h"
-#include "integration/formats/hf/sharding_info.h"
+#include "integration/formats/safetensors/sharding_info.h"
 #include "specs/shard_metadata.h"
 
 namespace shardkit::checkpoint {
@@ -44,20 +44,20 @@ bool IsRankFileName(const std::string& name) { return absl::StartsWith(name, "ra
 
 // One file's DCP_SHARDING_INFO, every tensor of the file placed by it and nothing else.
 absl::StatusOr<std::map<std::string, Shape>> Offsets(const Reader& file) {
-  const auto it = file.header().metadata.find(hf::kDcpShardingInfoKey);
+  const auto it = file.header().metadata.find(safetensors::kDcpShardingInfoKey);
   if (it == file.header().metadata.end()) {
-    return Invalid(file.path(), absl::StrCat("no __metadata__ ", hf::kDcpShardingInfoKey,
+    return Invalid(file.path(), absl::StrCat("no __metadata__ ", safetensors::kDcpShardingInfoKey,
                                              " (every file of a sharded save has one)"));
   }
   using Offsets = std::map<std::string, Shape>;
-  SHARDKIT_ASSIGN_OR_RETURN(Offsets offsets, hf::ParseShardingInfo(it->second, file.path()));
+  SHARDKIT_ASSIGN_OR_RETURN(Offsets offsets, safetensors::ParseShardingInfo(it->second, file.path()));
   std::set<std::string> held;
   for (const TensorInfo& info : file.header().tensors) {
     held.insert(info.name);
     const auto at = offsets.find(info.name);
     if (at == offsets.end()) {
       return Invalid(file.path(), absl::StrCat("tensor ", QuoteName(info.name), " is not in ",
-                                               hf::kDcpShardingInfoKey));
+                                               safetensors::kDcpShardingInfoKey));
     }
     if (at->second.size() != info.shape.size()) {
       return Invalid(file.path(),
@@ -67,7 +67,7 @@ absl::StatusOr<std::map<std::string, Shape>> Offsets(const Reader& file) {
   }
   for (const auto& [name, at] : offsets) {
     if (!held.contains(name)) {
-      return Invalid(file.path(), absl::StrCat(hf::kDcpShardingInfoKey, " places ", QuoteName(name),
+      return Invalid(file.path(), absl::StrCat(safetensors::kDcpShardingInfoKey, " places ", QuoteName(name),
                                                ", which the file does not hold"));
     }
   }

@@ -13,7 +13,7 @@
 #include "core/os/files.h"
 #include "specs/fingerprint.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit::hf {
 namespace {
 
 namespace fs = std::filesystem;
@@ -129,4 +129,4 @@ absl::StatusOr<std::vector<safetensors::Reader>> OpenHfIndexFiles(const std::str
   return files;
 }
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::hf

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "integration/formats/safetensors/safetensors.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit::hf {
 
 // The weight map of a Hugging Face index: tensor -> file (relative to the index), total_size, and
 // the index file's own size and digest ("sha256:<hex>" of all its bytes).
@@ -53,6 +53,6 @@ void WarnAboutHfTotalSize(const std::string& index, const HfIndex& map,
                           const std::vector<safetensors::Reader>& files,
                           std::vector<std::string>* warnings);
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::hf
 
 #endif  // SHARDKIT_INTEGRATION_FORMATS_HF_HF_INDEX_H_

@@ -16,7 +16,7 @@
 #include "core/os/files.h"
 #include "nlohmann/json.hpp"
 
-namespace shardkit::checkpoint {
+namespace shardkit::hf {
 namespace {
 
 namespace fs = std::filesystem;
@@ -181,4 +181,4 @@ absl::StatusOr<os::DirectoryLock> LockEmptyDirectory(const std::string& dir,
   return lock;
 }
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::hf

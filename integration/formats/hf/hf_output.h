@@ -27,7 +27,7 @@
 #include "core/os/dir_lock.h"
 #include "core/os/files.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit::hf {
 
 inline constexpr char kHfSingleFileName[] = "model.safetensors";
 inline constexpr char kHfIndexFileName[] = "model.safetensors.index.json";
@@ -86,6 +86,6 @@ bool IsModelFolderFile(std::string_view name);
 [[nodiscard]] absl::StatusOr<os::DirectoryLock> LockEmptyDirectory(
     const std::string& dir, os::CreatedDirectories* created = nullptr);
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::hf
 
 #endif  // SHARDKIT_INTEGRATION_FORMATS_HF_HF_OUTPUT_H_

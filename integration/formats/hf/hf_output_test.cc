@@ -9,7 +9,7 @@
 #include "testing/status_matchers.h"
 #include "testing/test_dir.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit::hf {
 namespace {
 
 namespace fs = std::filesystem;
@@ -163,4 +163,4 @@ TEST(LockEmptyDirectoryTest, NotADirectory) {
 }
 
 }  // namespace
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::hf

@@ -1,4 +1,4 @@
-#include "integration/formats/hf/sharding_info.h"
+#include "integration/formats/safetensors/sharding_info.h"
 
 #include <cstdint>
 #include <utility>
@@ -7,7 +7,7 @@
 #include "core/base/quote.h"
 #include "nlohmann/json.hpp"
 
-namespace shardkit::hf {
+namespace shardkit::safetensors {
 namespace {
 
 absl::Status Invalid(std::string_view source, const std::string& what) {
@@ -48,4 +48,4 @@ absl::StatusOr<std::map<std::string, Shape>> ParseShardingInfo(std::string_view 
   return out;
 }
 
-}  // namespace shardkit::hf
+}  // namespace shardkit::safetensors

@@ -6,8 +6,8 @@
 //
 //   std::string json = ShardingInfoJson({{"w", {4, 0}}});  // {"w":{"saved_offsets":[4,0]}}
 //   SHARDKIT_ASSIGN_OR_RETURN(auto offsets, ParseShardingInfo(json, "model.safetensors"));
-#ifndef SHARDKIT_INTEGRATION_FORMATS_HF_SHARDING_INFO_H_
-#define SHARDKIT_INTEGRATION_FORMATS_HF_SHARDING_INFO_H_
+#ifndef SHARDKIT_INTEGRATION_FORMATS_SAFETENSORS_SHARDING_INFO_H_
+#define SHARDKIT_INTEGRATION_FORMATS_SAFETENSORS_SHARDING_INFO_H_
 
 #include <map>
 #include <string>
@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "core/tensor/shape.h"
 
-namespace shardkit::hf {
+namespace shardkit::safetensors {
 
 inline constexpr char kDcpShardingInfoKey[] = "DCP_SHARDING_INFO";
 
@@ -28,6 +28,6 @@ std::string ShardingInfoJson(const std::map<std::string, Shape>& offsets);
 [[nodiscard]] absl::StatusOr<std::map<std::string, Shape>> ParseShardingInfo(
     std::string_view json, std::string_view source);
 
-}  // namespace shardkit::hf
+}  // namespace shardkit::safetensors
 
-#endif  // SHARDKIT_INTEGRATION_FORMATS_HF_SHARDING_INFO_H_
+#endif  // SHARDKIT_INTEGRATION_FORMATS_SAFETENSORS_SHARDING_INFO_H_

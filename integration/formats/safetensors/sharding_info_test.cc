@@ -1,8 +1,8 @@
-#include "integration/formats/hf/sharding_info.h"
+#include "integration/formats/safetensors/sharding_info.h"
 
 #include "testing/status_matchers.h"
 
-namespace shardkit::hf {
+namespace shardkit::safetensors {
 namespace {
 
 using ::shardkit::testing::IsOk;
@@ -31,4 +31,4 @@ TEST(ShardingInfo, RefusesWhatIsNotOffsets) {
 }
 
 }  // namespace
-}  // namespace shardkit::hf
+}  // namespace shardkit::safetensors

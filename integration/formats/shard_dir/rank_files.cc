@@ -26,7 +26,7 @@ std::map<std::string, std::string> RankFileMetadata(std::map<std::string, std::s
     // plainly named shards and leaving these rows unread.
     if (name.find('#') == std::string::npos) placed.emplace(name, at);
   }
-  metadata[kDcpShardingInfoKey] = hf::ShardingInfoJson(placed);
+  metadata[kDcpShardingInfoKey] = safetensors::ShardingInfoJson(placed);
   return metadata;
 }
 

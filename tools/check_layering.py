@@ -22,6 +22,13 @@ folder it lives in limits what it may include from the repository's own folders:
   integration/formats     nothing of integration/checkpoint or integration/cli, no core/comm or
                           core/engine (bytes on disk: no Communicator)
   integration/checkpoint  nothing of integration/cli (the CLI prints what the library returns)
+  integration/flags       core/base and itself only: every program parses its flags with it
+  integration/torch, integration/examples
+                          nothing of integration/cli (their flags: integration/flags)
+  integration/formats/F   of the other folders of formats/, only the containers every format may
+                          build on (output_file, safetensors); a format (dcp, hf, shard_dir)
+                          includes no other format. KNOWN_CROSSINGS lists the crossings still
+                          there, each with why; no new one may be added.
 
 Prints one line per violation (`file:line: includes "x": reason`) and exits 1 if there are any.
 """
@@ -46,6 +53,8 @@ RULES = [
     ("core/engine/", ["core/base/", "core/tensor/", "core/comm/", "core/engine/", "specs/"],
      "the engine talks to ranks through core/comm only"),
     ("core/", [], "every folder of core/ has its own rule"),
+    ("integration/flags/", ["core/base/", "integration/flags/"],
+     "the flag library builds on core/base only: every program may use it"),
     ("specs/", ["core/base/", "core/json/", "core/tensor/shape.h", "core/tensor/dtype.h",
                 "core/tensor/device.h", "specs/"],
      "specs may include core/base, core/json and core/tensor/{shape,dtype,device}.h only"),
@@ -60,8 +69,24 @@ FORBIDDEN = [
      "formats are bytes on disk: no Communicator, nothing of integration/checkpoint or cli"),
     ("integration/checkpoint/", ["integration/cli/"],
      "the checkpoint library never includes the CLI (the CLI prints what it returns)"),
+    ("integration/torch/", ["integration/cli/"],
+     "the LibTorch adapter programs parse flags with integration/flags, never the CLI"),
+    ("integration/examples/", ["integration/cli/"],
+     "the examples parse flags with integration/flags, never the CLI"),
     ("integration/", ["backends/"], "programs reach backends through //backends:all only"),
 ]
+
+FORMATS = "integration/formats/"
+# Folders of formats/ that every format may build on: a file writer's rules, the safetensors
+# container (a shard directory's rank files and a Hugging Face folder's files are safetensors).
+FORMAT_CONTAINERS = ("output_file", "safetensors")
+# (file, included): format-to-format includes that are still there, and why. Shrink, never grow.
+KNOWN_CROSSINGS = {
+    ("integration/formats/shard_dir/output_directory.cc", "integration/formats/dcp/dcp_files.h"):
+        "OutputDirectory recognises DCP outputs until each writer states its own directory rules",
+    ("integration/formats/shard_dir/shard_dir.cc", "integration/formats/dcp/dcp_files.h"):
+        "ReadIndex's not-found error names an unfinished DCP save found in its place",
+}
 
 
 # Sources of test targets whose names do not end in _test (manual benchmarks run as tests) and of
@@ -84,10 +109,28 @@ def is_test_file(path):
             path in TEST_SOURCES)
 
 
+def format_folder(path):
+    """The folder of formats/ that `path` lies in, or None."""
+    return path[len(FORMATS):].split("/", 1)[0] if path.startswith(FORMATS) else None
+
+
+def format_violation(path, included):
+    """Why a file of one formats/ folder may not include `included` of another, or None."""
+    own, other = format_folder(path), format_folder(included)
+    if own is None or other is None or own == other or other in FORMAT_CONTAINERS:
+        return None
+    if (path, included) in KNOWN_CROSSINGS:
+        return None
+    return f"a format includes no other format (formats/{own} -> formats/{other})"
+
+
 def violation(path, included):
     """Why `path` may not include `included`, or None."""
     if not included.startswith(OWN_FOLDERS):
         return None  # system and third-party headers
+    why = format_violation(path, included)
+    if why:
+        return why
     for folder, allowed, why in RULES:
         if path.startswith(folder):
             return None if included.startswith(tuple(allowed)) else why

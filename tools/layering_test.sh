@@ -49,6 +49,14 @@ write integration/cli/good.cc integration/checkpoint/inspect.h
 write specs/bad_integration.h integration/formats/shard_dir/shard_dir.h
 write testing/bad_integration.cc integration/checkpoint/save_shards.h
 write backends/gloo/bad_integration.cc integration/formats/safetensors/safetensors.h
+write integration/torch/bad_cli.cc integration/cli/flags.h
+write integration/torch/good_flags.cc integration/flags/flags.h
+write integration/examples/bad_cli.cc integration/cli/commands.h
+write integration/flags/bad_checkpoint.h integration/checkpoint/save_shards.h
+write integration/formats/hf/bad_dcp.cc integration/formats/dcp/metadata.h
+write integration/formats/shard_dir/bad_hf.h integration/formats/hf/hf_output.h
+write integration/formats/hf/good_container.cc integration/formats/safetensors/safetensors.h
+write integration/formats/dcp/good_output_file.cc integration/formats/output_file/output_file.h
 set +e
 out=$(python3 "$check" --root "$tree" 2>/dev/null)
 rc=$?
@@ -64,10 +72,15 @@ core/tensor/bad_integration.h:1: includes "integration/formats/output_file/outpu
 integration/bench/shard_bench.cc:1: includes "backends/gloo/gloo_communicator.h": programs reach backends through //backends:all only
 integration/checkpoint/stream/bad_cli.cc:1: includes "integration/cli/flags.h": the checkpoint library never includes the CLI (the CLI prints what it returns)
 integration/cli/bad_backend.cc:1: includes "backends/gloo/gloo_communicator.h": programs reach backends through //backends:all only
+integration/examples/bad_cli.cc:1: includes "integration/cli/commands.h": the examples parse flags with integration/flags, never the CLI
+integration/flags/bad_checkpoint.h:1: includes "integration/checkpoint/save_shards.h": the flag library builds on core/base only: every program may use it
 integration/formats/hf/bad_backend.cc:1: includes "backends/gloo/gloo_communicator.h": programs reach backends through //backends:all only
 integration/formats/hf/bad_cli.h:1: includes "integration/cli/flags.h": formats are bytes on disk: no Communicator, nothing of integration/checkpoint or cli
+integration/formats/hf/bad_dcp.cc:1: includes "integration/formats/dcp/metadata.h": a format includes no other format (formats/hf -> formats/dcp)
 integration/formats/safetensors/bad_comm.cc:1: includes "core/comm/communicator.h": formats are bytes on disk: no Communicator, nothing of integration/checkpoint or cli
 integration/formats/shard_dir/bad_checkpoint.cc:1: includes "integration/checkpoint/stream/stream_shard.h": formats are bytes on disk: no Communicator, nothing of integration/checkpoint or cli
+integration/formats/shard_dir/bad_hf.h:1: includes "integration/formats/hf/hf_output.h": a format includes no other format (formats/shard_dir -> formats/hf)
+integration/torch/bad_cli.cc:1: includes "integration/cli/flags.h": the LibTorch adapter programs parse flags with integration/flags, never the CLI
 specs/bad_engine.h:1: includes "core/engine/module.h": specs may include core/base, core/json and core/tensor/{shape,dtype,device}.h only
 specs/bad_integration.h:1: includes "integration/formats/shard_dir/shard_dir.h": specs may include core/base, core/json and core/tensor/{shape,dtype,device}.h only
 specs/bad_tensor.cc:1: includes "core/tensor/tensor.h": specs may include core/base, core/json and core/tensor/{shape,dtype,device}.h only
@@ -75,4 +88,4 @@ specs/fuzz/bad_fuzzer.cc:1: includes "core/engine/module.h": specs may include c
 testing/bad_integration.cc:1: includes "integration/checkpoint/save_shards.h": test helpers must not include backends or the CLI'
 [ "$out" = "$expected" ] || fail "unexpected report:
 $out"
-echo "layering_test: ${#files[@]} files clean; the bad tree gave the 19 expected violations"
+echo "layering_test: ${#files[@]} files clean; the bad tree gave the 24 expected violations"

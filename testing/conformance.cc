@@ -14,76 +14,22 @@
 #include "core/comm/connect.h"
 #include "core/tensor/allocator.h"
 #include "gmock/gmock.h"
+#include "testing/conformance_cases.h"
 #include "testing/rank_group.h"
 #include "testing/status_matchers.h"
 
 namespace shardkit::testing {
 namespace {
 
+using conformance_internal::AllToAllSegmentsCase;
+using conformance_internal::Bytes;
+using conformance_internal::CaseArg;
+using conformance_internal::Count;
+using conformance_internal::Decode;
+using conformance_internal::GatheredSegmentsCase;
+using conformance_internal::Pattern;
+using conformance_internal::ScatterSegmentsCase;
 using ::testing::HasSubstr;
-
-// What a case receives (packed into the RankGroup argument).
-struct CaseArg {
-  int64_t bytes;
-  int root;
-  Device device;
-};
-
-CaseArg Decode(std::string_view arg) {
-  CaseArg a;
-  std::memcpy(&a, arg.data(), sizeof(a));
-  return a;
-}
-
-// Bytes rank `from` sends to rank `to`: varied, with some zero-byte pairs.
-size_t Count(int64_t bytes, int from, int to) {
-  if (bytes == 0 || (from + to) % 3 == 2) return 0;
-  return bytes + from + 2 * to;
-}
-
-std::vector<uint8_t> Pattern(int from, int to, size_t size) {
-  std::vector<uint8_t> v(size);
-  for (size_t i = 0; i < size; ++i) v[i] = static_cast<uint8_t>(from * 31 + to * 7 + i);
-  return v;
-}
-
-// A case's bytes on the case's device: for device backends the host bytes are copied to device
-// memory before the call and back for the checks.
-class Bytes {
- public:
-  Bytes(std::vector<uint8_t> host, const Device& device) : host_(std::move(host)), device_(device) {
-    if (device.is_cpu()) return;
-    absl::StatusOr<std::shared_ptr<Storage>> storage = Storage::Allocate(device, host_.size());
-    if (!storage.ok()) {
-      ADD_FAILURE() << storage.status();
-      return;
-    }
-    storage_ = *storage;
-    SHARDKIT_EXPECT_OK(
-        CopyBytes(storage_->data(), device, host_.data(), Device::Cpu(), host_.size()));
-  }
-  Bytes(size_t size, uint8_t fill, const Device& device)
-      : Bytes(std::vector<uint8_t>(size, fill), device) {}
-
-  MutableBuffer buffer() {
-    if (device_.is_cpu()) return MutableBuffer(host_);
-    return MutableBuffer(storage_ != nullptr ? storage_->data() : nullptr, host_.size(), device_);
-  }
-  size_t size() const { return host_.size(); }
-  // The current contents (copied back from the device).
-  const std::vector<uint8_t>& Read() {
-    if (storage_ != nullptr) {
-      SHARDKIT_EXPECT_OK(
-          CopyBytes(host_.data(), Device::Cpu(), storage_->data(), device_, host_.size()));
-    }
-    return host_;
-  }
-
- private:
-  std::vector<uint8_t> host_;
-  Device device_;
-  std::shared_ptr<Storage> storage_;
-};
 
 void BroadcastCase(int rank, Communicator& comm, std::string_view arg) {
   const CaseArg a = Decode(arg);
@@ -118,57 +64,6 @@ void ScatterCase(int rank, Communicator& comm, std::string_view arg) {
   const OpCounters c = comm.counters(CollectiveOp::kScatter);
   EXPECT_EQ(c.bytes_sent, expected_sent);
   EXPECT_EQ(c.bytes_received, rank == a.root ? 0 : static_cast<int64_t>(recv.size()));
-}
-
-// ScatterSegments: the root sends each rank its chunk cut into three segments (one may be empty)
-// that the receiver posts as three buffers; the root's own chunk is cut differently from its
-// receive buffers.
-void ScatterSegmentsCase(int rank, Communicator& comm, std::string_view arg) {
-  const CaseArg a = Decode(arg);
-  const int n = comm.world_size();
-  comm.ResetCounters();
-  auto cuts = [](size_t size) {  // three segments: [0, size/3), [size/3, size/3), [size/3, size)
-    return std::array<size_t, 3>{size / 3, 0, size - size / 3};
-  };
-  std::vector<Bytes> chunks;
-  std::vector<std::vector<ConstBuffer>> sends(rank == a.root ? n : 0);
-  for (int r = 0; r < static_cast<int>(sends.size()); ++r) {
-    chunks.emplace_back(Pattern(a.root, r, Count(a.bytes, a.root, r)), a.device);
-  }
-  for (int r = 0; r < static_cast<int>(sends.size()); ++r) {
-    const MutableBuffer whole = chunks[r].buffer();
-    if (r == a.root) {  // the root's own part in one piece
-      sends[r].push_back(whole);
-      continue;
-    }
-    size_t at = 0;
-    for (size_t cut : cuts(whole.size)) {
-      sends[r].push_back(ConstBuffer(static_cast<const uint8_t*>(whole.data) + at, cut, a.device));
-      at += cut;
-    }
-  }
-  Bytes recv(Count(a.bytes, a.root, rank), 0xEE, a.device);
-  const MutableBuffer whole = recv.buffer();
-  std::vector<MutableBuffer> recvs;
-  size_t at = 0;
-  for (size_t cut : cuts(whole.size)) {
-    recvs.push_back(MutableBuffer(static_cast<uint8_t*>(whole.data) + at, cut, a.device));
-    at += cut;
-  }
-  SHARDKIT_ASSERT_OK(comm.ScatterSegments(sends, recvs, a.root));
-  EXPECT_EQ(recv.Read(), Pattern(a.root, rank, recv.size()));
-  EXPECT_EQ(comm.counters(CollectiveOp::kScatter).bytes_received,
-            rank == a.root ? 0 : static_cast<int64_t>(recv.size()));
-
-  // The same bytes cut into other segments on one receiver: the same error on every rank.
-  if (n < 2) return;
-  const int victim = a.root == n - 1 ? 0 : n - 1;
-  if (Count(a.bytes, a.root, victim) < 3) return;  // cut in two pieces; alike on every rank
-  if (rank == victim) recvs = {MutableBuffer(whole.data, whole.size, a.device)};
-  EXPECT_THAT(comm.ScatterSegments(sends, recvs, a.root),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr(absl::StrCat("segment sizes disagree: rank ", a.root))));
-  SHARDKIT_EXPECT_OK(comm.Barrier());
 }
 
 void GatherCase(int rank, Communicator& comm, std::string_view arg) {
@@ -248,106 +143,6 @@ void AllToAllCase(int rank, Communicator& comm, std::string_view arg) {
   const OpCounters c = comm.counters(CollectiveOp::kAllToAll);
   EXPECT_EQ(c.bytes_sent, sent);
   EXPECT_EQ(c.bytes_received, received);
-}
-
-// Three segments per pair (the pattern cut at 1/3 and at the end: the last one empty), each
-// reported by `arrived` once, each peer's in order, its bytes already in when it is.
-void AllToAllSegmentsCase(int rank, Communicator& comm, std::string_view arg) {
-  const CaseArg a = Decode(arg);
-  const int n = comm.world_size();
-  auto cuts = [&](int from, int to) {
-    const size_t size = Count(a.bytes, from, to);
-    return std::vector<size_t>{size / 3, size - size / 3, 0};
-  };
-  std::vector<Bytes> out, in;
-  std::vector<std::vector<ConstBuffer>> sends(n);
-  std::vector<std::vector<MutableBuffer>> recvs(n);
-  for (int r = 0; r < n; ++r) {
-    out.emplace_back(Pattern(rank, r, Count(a.bytes, rank, r)), a.device);
-    in.emplace_back(Count(a.bytes, r, rank), 0xEE, a.device);
-  }
-  for (int r = 0; r < n; ++r) {
-    size_t at = 0;
-    for (size_t size : cuts(rank, r)) {
-      const MutableBuffer whole = out[r].buffer();
-      sends[r].emplace_back(static_cast<const uint8_t*>(whole.data) + at, size, whole.device);
-      at += size;
-    }
-    at = 0;
-    for (size_t size : cuts(r, rank)) {
-      const MutableBuffer whole = in[r].buffer();
-      recvs[r].emplace_back(static_cast<uint8_t*>(whole.data) + at, size, whole.device);
-      at += size;
-    }
-  }
-  std::vector<size_t> next(n, 0);
-  auto arrived = [&](int peer, size_t index) -> absl::Status {
-    EXPECT_EQ(index, next[peer]++) << "from " << peer;
-    size_t end = 0;
-    for (size_t i = 0; i <= index; ++i) end += cuts(peer, rank)[i];
-    const std::vector<uint8_t> expected = Pattern(peer, rank, in[peer].size());
-    const std::vector<uint8_t>& got = in[peer].Read();
-    EXPECT_TRUE(std::equal(got.begin(), got.begin() + end, expected.begin()))
-        << "segment " << index << " from " << peer << " reported before it arrived";
-    return absl::OkStatus();
-  };
-  const Communicator::SegmentArrived report(arrived);
-  SHARDKIT_ASSERT_OK(comm.AllToAllSegments(sends, recvs, /*check=*/7, {}, &report));
-  for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(next[r], 3u) << "segments from " << r << " reported";
-    EXPECT_EQ(in[r].Read(), Pattern(r, rank, in[r].size())) << "from " << r;
-  }
-}
-
-// Gathered sends (5-byte runs of a twice larger buffer, the bytes between them filler), then the
-// same segments as a continuation round: where the backend GathersSends() both arrive intact and
-// both are counted; elsewhere every rank is refused (the buffer named) and stays usable.
-void GatheredSegmentsCase(int rank, Communicator& comm, std::string_view arg) {
-  const CaseArg a = Decode(arg);
-  const int n = comm.world_size();
-  comm.ResetCounters();
-  std::vector<std::vector<uint8_t>> spread(n), in(n);
-  std::vector<std::vector<HostRun>> runs(n);
-  std::vector<std::vector<ConstBuffer>> sends(n);
-  std::vector<std::vector<MutableBuffer>> recvs(n);
-  int64_t sent = 0, received = 0;
-  bool any_gathered = false;
-  for (int r = 0; r < n; ++r) {
-    const std::vector<uint8_t> pattern = Pattern(rank, r, Count(a.bytes, rank, r));
-    spread[r].assign(2 * pattern.size(), 0xAB);
-    for (size_t at = 0; at < pattern.size(); at += 5) {
-      const size_t size = std::min<size_t>(5, pattern.size() - at);
-      std::copy_n(pattern.begin() + at, size, spread[r].begin() + 2 * at);
-      runs[r].push_back({spread[r].data() + 2 * at, size});
-    }
-    if (r == rank) spread[r] = pattern;  // to itself: contiguous (gathering is for peers)
-    ConstBuffer& out = sends[r].emplace_back(spread[r].data(), pattern.size());
-    if (r != rank) out.runs = runs[r];
-    in[r].assign(Count(a.bytes, r, rank), 0xEE);
-    recvs[r].emplace_back(in[r].data(), in[r].size());
-    sent += r == rank ? 0 : pattern.size();
-    received += r == rank ? 0 : in[r].size();
-    for (int to = 0; to < n; ++to) any_gathered |= r != to && Count(a.bytes, r, to) > 0;
-  }
-  const absl::Status status = comm.AllToAllSegments(sends, recvs, /*check=*/7);
-  if (!comm.GathersSends() && any_gathered) {
-    EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is gathered")));
-    SHARDKIT_EXPECT_OK(comm.Barrier());
-    return;
-  }
-  SHARDKIT_ASSERT_OK(status);
-  for (int round = 0; round < 2; ++round) {
-    for (int r = 0; r < n; ++r) {
-      EXPECT_EQ(in[r], Pattern(r, rank, in[r].size())) << "round " << round << " from " << r;
-      std::fill(in[r].begin(), in[r].end(), 0xEE);
-    }
-    if (round == 0) {
-      SHARDKIT_ASSERT_OK(::shardkit::internal::ContinueSegments(comm, sends, recvs, {}));
-    }
-  }
-  const OpCounters c = comm.counters(CollectiveOp::kAllToAll);
-  EXPECT_EQ(c.bytes_sent, 2 * sent);
-  EXPECT_EQ(c.bytes_received, 2 * received);
 }
 
 void BarrierCase(int rank, Communicator& comm, std::string_view arg) {

@@ -17,17 +17,17 @@
 
 namespace shardkit::cli {
 
-using flags::kHelpWidth;
-using flags::FlagParser;
 using flags::ExitCodeFor;
-using flags::ReportError;
-using flags::Positionals;
-using flags::ParseResult;
-using flags::ParseCommand;
+using flags::FlagParser;
 using flags::ForFlag;
+using flags::kHelpWidth;
 using flags::kSeeHelp;
-using flags::Require;
 using flags::ParseByteSize;
+using flags::ParseCommand;
+using flags::ParseResult;
+using flags::Positionals;
+using flags::ReportError;
+using flags::Require;
 
 // --memory-mib M of the commands that stream checkpoints (shard, gather): at most M MiB of tensor
 // data in memory on any rank at once; at least 1.

@@ -259,8 +259,8 @@ absl::Status Run(const Flags& f, Communicator& comm) {
 int Main(const std::vector<std::string>& args) {
   Flags f;
   flags::FlagParser parser(kCommand,
-                         "--trainer-ranks M [--steps S] [--push-every K] [--mib B] [--params P] "
-                         "[--server-plan PLAN.json [--allow-replicated-only]]");
+                           "--trainer-ranks M [--steps S] [--push-every K] [--mib B] [--params P] "
+                           "[--server-plan PLAN.json [--allow-replicated-only]]");
   parser.AddInt("trainer-ranks", &f.trainer_ranks, "ranks 0..M-1 train, the rest serve (required)",
                 1, 1 << 20);
   parser.AddInt("steps", &f.steps, "training steps (default 4)", 0, int64_t{1} << 30);

@@ -1,7 +1,5 @@
 #include "integration/flags/flags.h"
 
-
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>

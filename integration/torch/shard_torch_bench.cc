@@ -136,8 +136,9 @@ int main(int argc, char** argv) {
   parser.AddInt("mib", &f.mib, "total MiB (default 1024)", 1, 1 << 20);
   parser.AddInt("params", &f.params, "number of parameters (default 200)", 1, 1 << 20);
   parser.AddInt("repeats", &f.repeats, "rounds of each (default 3)", 1, 1000);
-  const shardkit::flags::ParseResult parsed = ParseCommand(
-      parser, std::vector<std::string>(argv + 1, argv + argc), shardkit::flags::Positionals::None());
+  const shardkit::flags::ParseResult parsed =
+      ParseCommand(parser, std::vector<std::string>(argv + 1, argv + argc),
+                   shardkit::flags::Positionals::None());
   if (parsed.done()) return parsed.exit_code();
   absl::Status status = shardkit::libtorch::Run(f);
   return status.ok() ? 0 : shardkit::flags::ReportError("shard_torch_bench", status);

@@ -55,10 +55,10 @@ absl::Status WriteMlpWeights(const std::string& path, const Tensor& fc1, const T
 }
 
 flags::ParseResult ParseTrainFlags(const std::string& command, const std::vector<std::string>& args,
-                                 bool save_shards_flag, TrainFlags* flags) {
+                                   bool save_shards_flag, TrainFlags* flags) {
   flags::FlagParser parser(command, absl::StrCat("--checkpoint IN.safetensors --steps N --lr LR "
-                                               "--out OUT.safetensors",
-                                               save_shards_flag ? " [--save-shards DIR]" : ""));
+                                                 "--out OUT.safetensors",
+                                                 save_shards_flag ? " [--save-shards DIR]" : ""));
   parser.AddString("checkpoint", &flags->checkpoint,
                    "F32 fc1.weight [H, D], fc2.weight [O, H], x [B, D], y [B, O] (required)");
   parser.AddInt("steps", &flags->steps, "SGD steps (required)", 0, int64_t{1} << 30);
@@ -69,7 +69,8 @@ flags::ParseResult ParseTrainFlags(const std::string& command, const std::vector
   }
   flags::ParseResult parsed = ParseCommand(parser, args, flags::Positionals::None());
   if (parsed.done()) return parsed;
-  absl::Status required = flags::Require(parser, {"checkpoint", "steps", "lr", "out"}, flags::kSeeHelp);
+  absl::Status required =
+      flags::Require(parser, {"checkpoint", "steps", "lr", "out"}, flags::kSeeHelp);
   if (required.ok()) return parsed;
   flags::ReportError(command, required);
   return flags::ParseResult(flags::ParseResult::Outcome::kError, required, {});

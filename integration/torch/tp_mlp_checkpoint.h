@@ -49,8 +49,8 @@ struct TrainFlags {
 // Parses the command line (argv without the program name) of `command`. done() means exit now
 // with exit_code() (help printed, or the error reported: exit 2).
 [[nodiscard]] flags::ParseResult ParseTrainFlags(const std::string& command,
-                                               const std::vector<std::string>& args,
-                                               bool save_shards_flag, TrainFlags* flags);
+                                                 const std::vector<std::string>& args,
+                                                 bool save_shards_flag, TrainFlags* flags);
 
 }  // namespace shardkit::tp_mlp
 

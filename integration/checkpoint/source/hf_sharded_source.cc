@@ -50,7 +50,8 @@ absl::StatusOr<std::map<std::string, Shape>> Offsets(const Reader& file) {
                                              " (every file of a sharded save has one)"));
   }
   using Offsets = std::map<std::string, Shape>;
-  SHARDKIT_ASSIGN_OR_RETURN(Offsets offsets, safetensors::ParseShardingInfo(it->second, file.path()));
+  SHARDKIT_ASSIGN_OR_RETURN(Offsets offsets,
+                            safetensors::ParseShardingInfo(it->second, file.path()));
   std::set<std::string> held;
   for (const TensorInfo& info : file.header().tensors) {
     held.insert(info.name);
@@ -67,8 +68,8 @@ absl::StatusOr<std::map<std::string, Shape>> Offsets(const Reader& file) {
   }
   for (const auto& [name, at] : offsets) {
     if (!held.contains(name)) {
-      return Invalid(file.path(), absl::StrCat(safetensors::kDcpShardingInfoKey, " places ", QuoteName(name),
-                                               ", which the file does not hold"));
+      return Invalid(file.path(), absl::StrCat(safetensors::kDcpShardingInfoKey, " places ",
+                                               QuoteName(name), ", which the file does not hold"));
     }
   }
   return offsets;

@@ -1,8 +1,9 @@
 // HfShardedSource: a directory of safetensors files whose tensors are pieces of larger ones, each
-// placed by its file's __metadata__ DCP_SHARDING_INFO (formats/safetensors/sharding_info.h) — what torch's
-// HuggingFaceStorageWriter writes with save_distributed=True (shard-RRRRR-model-….safetensors,
-// and no index) — as a TensorSource: every tensor whole over one virtual data region (name order),
-// each byte range read from the pieces that hold it, by range, as stored_tensor.h reads boxes.
+// placed by its file's __metadata__ DCP_SHARDING_INFO (formats/safetensors/sharding_info.h) — what
+// torch's HuggingFaceStorageWriter writes with save_distributed=True
+// (shard-RRRRR-model-….safetensors, and no index) — as a TensorSource: every tensor whole over one
+// virtual data region (name order), each byte range read from the pieces that hold it, by range, as
+// stored_tensor.h reads boxes.
 //
 //   if (HfShardedSource::Holds(dir)) {
 //     SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<HfShardedSource> source,

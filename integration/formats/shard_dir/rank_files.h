@@ -17,16 +17,16 @@
 #include "absl/status/statusor.h"
 #include "core/os/files.h"
 #include "core/tensor/shape.h"
-#include "integration/formats/safetensors/sharding_info.h"
 #include "integration/formats/safetensors/safetensors.h"
+#include "integration/formats/safetensors/sharding_info.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
 
-// Every rank file that holds a tensor carries safetensors::kDcpShardingInfoKey (formats/safetensors/sharding_info.h)
-// for torch's HuggingFaceStorageReader (docs/checkpoints.md, "Loading a shard directory with
-// torch"); index.json does not, and shardkit never reads it back from a shard directory: a
-// checkpoint's own metadata is index.json's.
+// Every rank file that holds a tensor carries safetensors::kDcpShardingInfoKey
+// (formats/safetensors/sharding_info.h) for torch's HuggingFaceStorageReader (docs/checkpoints.md,
+// "Loading a shard directory with torch"); index.json does not, and shardkit never reads it back
+// from a shard directory: a checkpoint's own metadata is index.json's.
 using safetensors::kDcpShardingInfoKey;
 
 // A rank file's __metadata__: `metadata` (the checkpoint's: index.json's "metadata") with

@@ -102,11 +102,20 @@ void AllToAllSegmentsCase(int rank, Communicator& comm, std::string_view arg) {
     return absl::OkStatus();
   };
   const Communicator::SegmentArrived report(arrived);
+  comm.ResetCounters();
   SHARDKIT_ASSERT_OK(comm.AllToAllSegments(sends, recvs, /*check=*/7, {}, &report));
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(next[r], 3u) << "segments from " << r << " reported";
     EXPECT_EQ(in[r].Read(), Pattern(r, rank, in[r].size())) << "from " << r;
   }
+  // Counted as a kind of its own, not as an AllToAll.
+  EXPECT_EQ(comm.counters(CollectiveOp::kAllToAllSegments).calls, 1);
+  EXPECT_EQ(comm.counters(CollectiveOp::kAllToAll).calls, 0);
+  // Ranks passing different check values fail alike, the call named for what it is.
+  if (n == 1) return;
+  EXPECT_THAT(comm.AllToAllSegments(sends, recvs, /*check=*/rank == 0 ? 7 : 8),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("ranks disagree on the AllToAllSegments check value")));
 }
 
 // Gathered sends (5-byte runs of a twice larger buffer, the bytes between them filler), then the
@@ -155,7 +164,7 @@ void GatheredSegmentsCase(int rank, Communicator& comm, std::string_view arg) {
       SHARDKIT_ASSERT_OK(::shardkit::internal::ContinueSegments(comm, sends, recvs, {}));
     }
   }
-  const OpCounters c = comm.counters(CollectiveOp::kAllToAll);
+  const OpCounters c = comm.counters(CollectiveOp::kAllToAllSegments);
   EXPECT_EQ(c.bytes_sent, 2 * sent);
   EXPECT_EQ(c.bytes_received, 2 * received);
 }

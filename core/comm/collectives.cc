@@ -320,7 +320,7 @@ absl::Status Communicator::AllToAllSegments(std::span<const std::vector<ConstBuf
                                             std::span<const std::vector<MutableBuffer>> recvs,
                                             uint64_t check, const CallOptions& options,
                                             const SegmentArrived* arrived) {
-  Call call = Begin(CollectiveOp::kAllToAll, options);
+  Call call = Begin(CollectiveOp::kAllToAllSegments, options);
   internal::Declaration& d = call.decl;
   d.pairwise = true;
   d.param = check;

@@ -48,6 +48,8 @@ const char* CollectiveOpName(CollectiveOp op) {
       return "Barrier";
     case CollectiveOp::kSplit:
       return "Split";
+    case CollectiveOp::kAllToAllSegments:
+      return "AllToAllSegments";
   }
   return "Unknown";
 }
@@ -322,13 +324,13 @@ absl::Status ContinueSegments(Communicator& comm, std::span<const std::vector<Co
   std::lock_guard<std::mutex> state_lock(comm.state_mu_);
   if (!status.ok()) {
     status =
-        Annotate(status, absl::StrCat(CollectiveOpName(CollectiveOp::kAllToAll),
+        Annotate(status, absl::StrCat(CollectiveOpName(CollectiveOp::kAllToAllSegments),
                                       " (backend=", comm.backend(), ", rank=", comm.rank(), "/",
                                       comm.world_size(), ", seq=", comm.seq_, ", a later round)"));
     if (comm.poisoned_.ok()) comm.poisoned_ = status;
     return status;
   }
-  OpCounters& c = comm.counters_[static_cast<int>(CollectiveOp::kAllToAll)];
+  OpCounters& c = comm.counters_[static_cast<int>(CollectiveOp::kAllToAllSegments)];
   c.bytes_sent += sent;
   c.bytes_received += received;
   return status;

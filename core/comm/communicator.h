@@ -132,8 +132,12 @@ enum class CollectiveOp : uint8_t {
   kAllToAll,
   kBarrier,
   kSplit,
+  // AllToAllSegments (and weight sync's later rounds of it): a kind of its own, since its header
+  // carries the caller's check value where AllToAll carries nothing. ScatterSegments is a
+  // Scatter (Scatter is ScatterSegments of one segment per rank) and counts as kScatter.
+  kAllToAllSegments,
 };
-inline constexpr int kNumCollectiveOps = 7;
+inline constexpr int kNumCollectiveOps = 8;
 
 // "Broadcast", "Scatter", …
 const char* CollectiveOpName(CollectiveOp op);

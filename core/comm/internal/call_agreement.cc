@@ -69,7 +69,7 @@ std::string DescribeParamMismatch(CollectiveOp op, int r0, uint64_t p0, int r, u
     return absl::StrCat("ranks disagree on the Split member list: rank ", r0, " and rank ", r,
                         " passed different lists");
   }
-  if (op == CollectiveOp::kAllToAll) {
+  if (op == CollectiveOp::kAllToAllSegments) {
     return absl::StrCat("ranks disagree on the AllToAllSegments check value (weight sync: the ",
                         "plan's fingerprint): rank ", r0, " passed ", p0, ", rank ", r, " passed ",
                         p);

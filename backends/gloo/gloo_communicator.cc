@@ -139,9 +139,9 @@ class GlooCommunicator final : public Communicator {
  protected:
   absl::Status Exchange(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
                         std::span<const RecvOp> recvs, absl::Time deadline) override {
-    return Transfer(tag, seq, sends, recvs, deadline, nullptr);
+    return Transfer(tag, seq, sends, recvs, deadline);
   }
-  // AllToAllSegments: over the control mesh, gathering (mesh_payload.h).
+  // AllToAllSegments: over the payload mesh, gathering (mesh_payload.h).
   absl::Status ExchangeReporting(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
                                  std::span<const RecvOp> recvs, absl::Time deadline,
                                  absl::FunctionRef<absl::Status(size_t)> arrived) override;
@@ -154,10 +154,9 @@ class GlooCommunicator final : public Communicator {
   bool GathersSends() const override { return true; }
 
  private:
-  // Exchange; with `arrived`, called as each receive completes (ExchangeReporting).
+  // Exchange over Gloo's pairs (the segment calls' payload goes over the payload mesh instead).
   absl::Status Transfer(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
-                        std::span<const RecvOp> recvs, absl::Time deadline,
-                        const absl::FunctionRef<absl::Status(size_t)>* arrived);
+                        std::span<const RecvOp> recvs, absl::Time deadline);
   // Makes the pairs still missing for an exchange with `peers` (see lazy_context.h), watched like
   // the exchange's waits.
   absl::Status ConnectPairs(const std::vector<int>& peers, uint64_t seq, absl::Time deadline);
@@ -220,8 +219,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(Communica
 }
 
 absl::Status GlooCommunicator::Transfer(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
-                                        std::span<const RecvOp> recvs, absl::Time deadline,
-                                        const absl::FunctionRef<absl::Status(size_t)>* arrived) {
+                                        std::span<const RecvOp> recvs, absl::Time deadline) {
   if (sends.empty() && recvs.empty()) return absl::OkStatus();
   const absl::Duration budget = deadline - absl::Now();
   const std::vector<int> peers = Peers(sends, recvs);
@@ -260,13 +258,6 @@ absl::Status GlooCommunicator::Transfer(uint64_t tag, uint64_t seq, std::span<co
       if (!in[recvs_done]->waitRecv(Remaining(deadline))) {
         status = absl::AbortedError(step);
         break;
-      }
-      if (arrived != nullptr) {
-        status = (*arrived)(recvs_done);
-        if (!status.ok()) {
-          ++recvs_done;  // its bytes are in
-          break;
-        }
       }
     }
     for (; status.ok() && sends_done < out.size(); ++sends_done) {

@@ -58,8 +58,8 @@ TEST(SwapDirTest, AMissingSideChangesNothing) {
 volatile sig_atomic_t hangups = 0;
 
 TEST(SwapDirTest, InterruptsWaitForTheBlockToEnd) {
-  struct sigaction count {
-  }, before{};
+  struct sigaction count = {};
+  struct sigaction before = {};
   count.sa_handler = [](int) { hangups = hangups + 1; };
   ASSERT_EQ(::sigaction(SIGHUP, &count, &before), 0);
   {

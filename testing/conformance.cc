@@ -28,6 +28,7 @@ using conformance_internal::Count;
 using conformance_internal::Decode;
 using conformance_internal::GatheredSegmentsCase;
 using conformance_internal::Pattern;
+using conformance_internal::PreparedTransferCase;
 using conformance_internal::ScatterSegmentsCase;
 using ::testing::HasSubstr;
 
@@ -255,6 +256,7 @@ TEST_P(CommunicatorConformanceTest, AllGather) { RunCase(&AllGatherCase); }
 TEST_P(CommunicatorConformanceTest, AllToAll) { RunCase(&AllToAllCase); }
 TEST_P(CommunicatorConformanceTest, AllToAllSegments) { RunCase(&AllToAllSegmentsCase); }
 TEST_P(CommunicatorConformanceTest, GatheredSegments) { RunCase(&GatheredSegmentsCase); }
+TEST_P(CommunicatorConformanceTest, PreparedTransfer) { RunCase(&PreparedTransferCase); }
 TEST_P(CommunicatorConformanceTest, Barrier) { RunCase(&BarrierCase); }
 TEST_P(CommunicatorConformanceTest, Split) { RunCase(&SplitCase); }
 

@@ -85,6 +85,7 @@ class Bytes {
 void ScatterSegmentsCase(int rank, Communicator& comm, std::string_view arg);
 void AllToAllSegmentsCase(int rank, Communicator& comm, std::string_view arg);
 void GatheredSegmentsCase(int rank, Communicator& comm, std::string_view arg);
+void PreparedTransferCase(int rank, Communicator& comm, std::string_view arg);
 
 }  // namespace shardkit::testing::conformance_internal
 

@@ -1,8 +1,9 @@
-// The conformance suite's cases for the segment calls: ScatterSegments, AllToAllSegments and
-// gathered sends (testing/conformance.h runs them on every backend).
+// The conformance suite's cases for the segment calls: ScatterSegments, AllToAllSegments, gathered
+// sends and PreparedTransfer (testing/conformance.h runs them on every backend).
 #include <array>
 
 #include "absl/strings/str_cat.h"
+#include "core/comm/prepared_transfer.h"
 #include "testing/conformance_cases.h"
 
 namespace shardkit::testing::conformance_internal {
@@ -119,8 +120,8 @@ void AllToAllSegmentsCase(int rank, Communicator& comm, std::string_view arg) {
 }
 
 // Gathered sends (5-byte runs of a twice larger buffer, the bytes between them filler), then the
-// same segments as a continuation round: where the backend GathersSends() both arrive intact and
-// both are counted; elsewhere every rank is refused (the buffer named) and stays usable.
+// same segments as a round of a prepared transfer: where the backend gathers both arrive intact
+// and both are counted; elsewhere every rank is refused (the buffer named) and stays usable.
 void GatheredSegmentsCase(int rank, Communicator& comm, std::string_view arg) {
   const CaseArg a = Decode(arg);
   const int n = comm.world_size();
@@ -149,7 +150,7 @@ void GatheredSegmentsCase(int rank, Communicator& comm, std::string_view arg) {
     for (int to = 0; to < n; ++to) any_gathered |= r != to && Count(a.bytes, r, to) > 0;
   }
   const absl::Status status = comm.AllToAllSegments(sends, recvs, /*check=*/7);
-  if (!comm.GathersSends() && any_gathered) {
+  if (!PreparedTransfer::Gathers(comm) && any_gathered) {
     EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is gathered")));
     SHARDKIT_EXPECT_OK(comm.Barrier());
     return;
@@ -161,12 +162,135 @@ void GatheredSegmentsCase(int rank, Communicator& comm, std::string_view arg) {
       std::fill(in[r].begin(), in[r].end(), 0xEE);
     }
     if (round == 0) {
-      SHARDKIT_ASSERT_OK(::shardkit::internal::ContinueSegments(comm, sends, recvs, {}));
+      SHARDKIT_ASSERT_OK_AND_ASSIGN(
+          PreparedTransfer again,
+          PreparedTransfer::Prepare(comm, {RoundShape::Of(sends, recvs)}, /*check=*/7));
+      SHARDKIT_ASSERT_OK(again.Run(0, sends, recvs));
+      SHARDKIT_ASSERT_OK(again.Close());
     }
   }
   const OpCounters c = comm.counters(CollectiveOp::kAllToAllSegments);
   EXPECT_EQ(c.bytes_sent, 2 * sent);
   EXPECT_EQ(c.bytes_received, 2 * received);
+}
+
+}  // namespace shardkit::testing::conformance_internal
+
+namespace shardkit::testing::conformance_internal {
+namespace {
+
+constexpr int kPreparedRounds = 3;
+
+uint64_t TotalSize(const std::vector<uint64_t>& sizes) {
+  uint64_t total = 0;
+  for (uint64_t size : sizes) total += size;
+  return total;
+}
+
+// Round k's segments from rank `from` to rank `to`: the pair's bytes for the round (they grow
+// with k) cut in two where k says (the first may be empty).
+std::vector<uint64_t> RoundCuts(int64_t bytes, int k, int from, int to) {
+  const uint64_t size = Count(bytes == 0 ? 0 : bytes + 3 * k, from, to);
+  const uint64_t cut = size / (k + 2);
+  return {cut, size - cut};
+}
+
+// Every round's shape, as rank `rank` sees it.
+std::vector<RoundShape> PreparedShapes(int64_t bytes, int rank, int n) {
+  std::vector<RoundShape> shapes(kPreparedRounds);
+  for (int k = 0; k < kPreparedRounds; ++k) {
+    for (int r = 0; r < n; ++r) {
+      shapes[k].sends.push_back(RoundCuts(bytes, k, rank, r));
+      shapes[k].recvs.push_back(RoundCuts(bytes, k, r, rank));
+    }
+  }
+  return shapes;
+}
+
+template <typename Buffer>
+std::vector<Buffer> Cut(Buffer whole, const std::vector<uint64_t>& cuts) {
+  std::vector<Buffer> pieces;
+  uint64_t at = 0;
+  for (uint64_t cut : cuts) {
+    pieces.emplace_back(static_cast<uint8_t*>(const_cast<void*>(whole.data)) + at, cut,
+                        whole.device);
+    at += cut;
+  }
+  return pieces;
+}
+
+}  // namespace
+
+// PreparedTransfer: three rounds of different shapes agreed once, run in order with a Barrier on
+// the same communicator between two of them, round 2 run once more, then closed: every byte
+// arrives, every segment is reported, only the preparation and the close count as calls. Then
+// ranks that prepare different round counts, or cut one pair's bytes differently in the last
+// round only, fail alike in the preparation, and the communicator stays usable.
+void PreparedTransferCase(int rank, Communicator& comm, std::string_view arg) {
+  const CaseArg a = Decode(arg);
+  const int n = comm.world_size();
+  comm.ResetCounters();
+  const std::vector<RoundShape> shapes = PreparedShapes(a.bytes, rank, n);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(PreparedTransfer transfer,
+                                PreparedTransfer::Prepare(comm, shapes, /*check=*/11));
+  EXPECT_EQ(transfer.rounds(), static_cast<size_t>(kPreparedRounds));
+  int64_t sent = 0, received = 0;
+  auto run = [&](int k) {
+    std::vector<Bytes> out, in;
+    for (int r = 0; r < n; ++r) {
+      out.emplace_back(Pattern(rank * 3 + k, r, TotalSize(shapes[k].sends[r])), a.device);
+      in.emplace_back(TotalSize(shapes[k].recvs[r]), 0xEE, a.device);
+    }
+    std::vector<std::vector<ConstBuffer>> sends;
+    std::vector<std::vector<MutableBuffer>> recvs;
+    for (int r = 0; r < n; ++r) {
+      sends.push_back(Cut<ConstBuffer>(out[r].buffer(), shapes[k].sends[r]));
+      recvs.push_back(Cut(in[r].buffer(), shapes[k].recvs[r]));
+      if (r != rank) sent += out[r].size(), received += in[r].size();
+    }
+    int reported = 0;
+    auto arrived = [&](int, size_t) {
+      ++reported;
+      return absl::OkStatus();
+    };
+    const Communicator::SegmentArrived report(arrived);
+    SHARDKIT_ASSERT_OK(transfer.Run(k, sends, recvs, &report));
+    EXPECT_EQ(reported, 2 * n) << "round " << k;
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(in[r].Read(), Pattern(r * 3 + k, rank, in[r].size()))
+          << "round " << k << " from " << r;
+    }
+  };
+  run(0);
+  SHARDKIT_ASSERT_OK(comm.Barrier());
+  run(1);
+  run(2);
+  run(2);
+  SHARDKIT_ASSERT_OK(transfer.Close());
+  const OpCounters c = comm.counters(CollectiveOp::kAllToAllSegments);
+  EXPECT_EQ(c.calls, 2);
+  EXPECT_EQ(c.bytes_sent, sent);
+  EXPECT_EQ(c.bytes_received, received);
+  if (n == 1) return;
+
+  EXPECT_THAT(PreparedTransfer::Prepare(comm, {}, 11).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("invalid arguments on rank 0: prepared a transfer of no rounds")));
+  std::vector<RoundShape> fewer(shapes.begin(), shapes.end() - (rank == 0 ? 1 : 0));
+  EXPECT_THAT(PreparedTransfer::Prepare(comm, fewer, 11).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("ranks disagree on the prepared transfer's round count: rank 0 "
+                                 "prepared 2, rank 1 prepared 3")));
+  const int last = n - 1;
+  const std::vector<uint64_t> cuts = RoundCuts(a.bytes, kPreparedRounds - 1, 0, last);
+  if (cuts[0] > 0 && cuts[1] > 0) {  // the same on every rank
+    std::vector<RoundShape> other = shapes;
+    if (rank == last) other.back().recvs[0] = {cuts[0] + cuts[1]};
+    EXPECT_THAT(PreparedTransfer::Prepare(comm, other, 11).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr(absl::StrCat("segment sizes disagree: rank 0 sends "))));
+  }
+  SHARDKIT_EXPECT_OK(comm.Barrier());
 }
 
 }  // namespace shardkit::testing::conformance_internal

@@ -124,7 +124,7 @@ class GlooCommunicator final : public Communicator {
   GlooCommunicator(CommunicatorOptions options, Endpoint endpoint,
                    std::shared_ptr<LazyContext> context, std::unique_ptr<ControlMesh> mesh,
                    std::unique_ptr<ControlMesh> payload_mesh)
-      : Communicator(std::move(options)),
+      : Communicator(std::move(options), /*gathers_sends=*/true),
         endpoint_(std::move(endpoint)),
         context_(std::move(context)),
         mesh_(std::move(mesh)),
@@ -141,17 +141,17 @@ class GlooCommunicator final : public Communicator {
                         std::span<const RecvOp> recvs, absl::Time deadline) override {
     return Transfer(tag, seq, sends, recvs, deadline);
   }
-  // AllToAllSegments: over the payload mesh, gathering (mesh_payload.h).
-  absl::Status ExchangeReporting(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
-                                 std::span<const RecvOp> recvs, absl::Time deadline,
-                                 absl::FunctionRef<absl::Status(size_t)> arrived) override;
+  // Segment rounds (AllToAllSegments, PreparedTransfer): over the payload mesh, gathering
+  // (mesh_payload.h).
+  absl::Status ExchangeSegments(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
+                                std::span<const RecvOp> recvs, absl::Time deadline,
+                                absl::FunctionRef<absl::Status(size_t)> arrived) override;
   absl::Status ExchangeControl(uint64_t tag, uint64_t seq, std::span<const SendOp> sends,
                                std::span<const RecvOp> recvs, absl::Time deadline) override;
   absl::StatusOr<std::unique_ptr<Communicator>> CreateSubgroup(const std::vector<int>& members,
                                                                int new_rank, uint64_t split_id,
                                                                absl::Time deadline) override;
   bool SupportsDevice(const Device& device) const override { return device.is_cpu(); }
-  bool GathersSends() const override { return true; }
 
  private:
   // Exchange over Gloo's pairs (the segment calls' payload goes over the payload mesh instead).
@@ -321,18 +321,17 @@ absl::Status GlooCommunicator::ExchangeControl(uint64_t /*tag*/, uint64_t seq,
   return status.ok() ? status : Fail(status, -1, mesh_->waited_on(), budget);
 }
 
-absl::Status GlooCommunicator::ExchangeReporting(uint64_t /*tag*/, uint64_t seq,
-                                                 std::span<const SendOp> sends,
-                                                 std::span<const RecvOp> recvs, absl::Time deadline,
-                                                 absl::FunctionRef<absl::Status(size_t)> arrived) {
+absl::Status GlooCommunicator::ExchangeSegments(uint64_t /*tag*/, uint64_t seq,
+                                                std::span<const SendOp> sends,
+                                                std::span<const RecvOp> recvs, absl::Time deadline,
+                                                absl::FunctionRef<absl::Status(size_t)> arrived) {
   if (!sends.empty() || !recvs.empty()) {
     const absl::Duration budget = deadline - absl::Now();
     MeshPayload payload = MeshPayload::Of(world_size(), seq, sends, recvs);
     if (absl::Status status = payload.Move(*payload_mesh_, deadline); !status.ok()) {
       const int cause = MeshPayload::CauseOfFailure(*mesh_, *payload_mesh_, status, rank(),
                                                     world_size(), kDepartureGrace);
-      return Fail(Annotate(status, "AllToAllSegments payload"), cause, payload_mesh_->waited_on(),
-                  budget);
+      return Fail(Annotate(status, "segment payload"), cause, payload_mesh_->waited_on(), budget);
     }
   }
   for (size_t i = 0; i < recvs.size(); ++i) SHARDKIT_RETURN_IF_ERROR(arrived(i));

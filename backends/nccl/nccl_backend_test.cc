@@ -14,7 +14,7 @@
 #include "core/comm/backend_registry.h"
 #include "core/comm/connect.h"
 #include "core/engine/shard_parameter.h"
-#include "core/engine/sync_plan.h"
+#include "core/engine/sync.h"
 #include "core/tensor/allocator.h"
 #include "core/tensor/tensor.h"
 #include "gmock/gmock.h"

@@ -72,9 +72,9 @@ class UcxCommunicator final : public Communicator {
                         std::span<const RecvOp> recvs, absl::Time deadline) override {
     return Transfer(tag, sends, recvs, deadline, nullptr);
   }
-  absl::Status ExchangeReporting(uint64_t tag, uint64_t /*seq*/, std::span<const SendOp> sends,
-                                 std::span<const RecvOp> recvs, absl::Time deadline,
-                                 absl::FunctionRef<absl::Status(size_t)> arrived) override {
+  absl::Status ExchangeSegments(uint64_t tag, uint64_t /*seq*/, std::span<const SendOp> sends,
+                                std::span<const RecvOp> recvs, absl::Time deadline,
+                                absl::FunctionRef<absl::Status(size_t)> arrived) override {
     return Transfer(tag, sends, recvs, deadline, &arrived);
   }
   absl::StatusOr<std::unique_ptr<Communicator>> CreateSubgroup(const std::vector<int>& members,

@@ -1,6 +1,6 @@
 // The bodies of the collectives: what each op declares for the agreement (roots, sizes, local
 // argument errors) and which sends and receives its payload phase posts. The call life cycle
-// they run inside is in communicator.cc.
+// they run inside is in communicator.cc; the segment calls are in segments.cc.
 #include <algorithm>
 #include <cstring>
 
@@ -8,16 +8,12 @@
 #include "core/comm/communicator.h"
 #include "core/comm/internal/call.h"
 #include "core/comm/internal/call_agreement.h"
+#include "core/comm/internal/segment_helpers.h"
 #include "core/tensor/allocator.h"
 
 namespace shardkit {
-namespace {
+namespace internal {
 
-using internal::LocalError;
-using internal::LocalProblem;
-using internal::Phase;
-
-// Keeps the first problem found.
 void Note(LocalProblem& problem, LocalProblem candidate) {
   if (problem.error == LocalError::kNone) problem = candidate;
 }
@@ -40,15 +36,11 @@ LocalProblem CheckSelfSize(size_t sent, size_t received) {
           .limit = static_cast<int64_t>(received)};
 }
 
-// A rank's copy to itself (its own chunk of a Scatter/Gather/AllToAll/AllGather), on whatever
-// devices the two buffers live.
 absl::Status CopyToSelf(ConstBuffer from, void* to, const Device& to_device, size_t size) {
   if (size == 0 || (from.data == to && from.device == to_device)) return absl::OkStatus();
   return CopyBytes(to, to_device, from.data, from.device, size);
 }
 
-// The root's own part of a segmented Scatter: `from` copied in order into `to` (same total size,
-// possibly cut differently).
 absl::Status CopySegmentsToSelf(std::span<const ConstBuffer> from,
                                 std::span<const MutableBuffer> to) {
   size_t i = 0, j = 0, from_at = 0, to_at = 0;
@@ -77,6 +69,22 @@ uint64_t TotalSize(std::span<const uint64_t> sizes) {
   return total;
 }
 
+}  // namespace internal
+
+namespace {
+
+using internal::CheckCount;
+using internal::CheckRoot;
+using internal::CheckSelfSize;
+using internal::CopySegmentsToSelf;
+using internal::CopyToSelf;
+using internal::LocalError;
+using internal::LocalProblem;
+using internal::Note;
+using internal::Phase;
+using internal::SegmentSizes;
+using internal::TotalSize;
+
 }  // namespace
 
 LocalProblem Communicator::CheckBuffer(const ConstBuffer& buffer, int index) const {
@@ -90,28 +98,6 @@ LocalProblem Communicator::CheckBuffer(const ConstBuffer& buffer, int index) con
     return {.error = LocalError::kDevice,
             .index = index,
             .value = internal::EncodeDevice(buffer.device)};
-  }
-  return {};
-}
-
-LocalProblem Communicator::CheckSegment(const ConstBuffer& segment, int peer) const {
-  if (segment.runs.empty()) return CheckBuffer(segment, peer);
-  if (!GathersSends() || peer == rank() || !segment.device.is_cpu()) {
-    return {.error = LocalError::kGather, .index = peer, .value = -1};
-  }
-  uint64_t total = 0;
-  for (const HostRun& run : segment.runs) {
-    if (run.size > 0 && run.data == nullptr) {
-      return {
-          .error = LocalError::kNullBuffer, .index = peer, .value = static_cast<int64_t>(run.size)};
-    }
-    total += run.size;
-  }
-  if (total != segment.size) {
-    return {.error = LocalError::kGather,
-            .index = peer,
-            .value = static_cast<int64_t>(total),
-            .limit = static_cast<int64_t>(segment.size)};
   }
   return {};
 }
@@ -314,93 +300,6 @@ absl::Status Communicator::AllToAll(std::span<const ConstBuffer> sends,
     }
     return Move(call, Phase::kPayload, out, in);
   });
-}
-
-absl::Status Communicator::AllToAllSegments(std::span<const std::vector<ConstBuffer>> sends,
-                                            std::span<const std::vector<MutableBuffer>> recvs,
-                                            uint64_t check, const CallOptions& options,
-                                            const SegmentArrived* arrived) {
-  Call call = Begin(CollectiveOp::kAllToAllSegments, options);
-  internal::Declaration& d = call.decl;
-  d.pairwise = true;
-  d.param = check;
-  d.check_param = true;
-  const int self = rank();
-  Note(d.problem, CheckCount(sends.size(), world_size()));
-  Note(d.problem, CheckCount(recvs.size(), world_size()));
-  std::vector<std::vector<ConstBuffer>> recv_views(recvs.size());
-  for (size_t r = 0; r < recvs.size(); ++r) {
-    recv_views[r].assign(recvs[r].begin(), recvs[r].end());
-    for (const ConstBuffer& segment : recv_views[r]) Note(d.problem, CheckBuffer(segment, r));
-  }
-  for (size_t r = 0; r < sends.size(); ++r) {
-    for (const ConstBuffer& segment : sends[r]) Note(d.problem, CheckSegment(segment, r));
-  }
-  if (d.problem.error == LocalError::kNone) {
-    Note(d.problem, CheckSelfSize(TotalSize(SegmentSizes(sends[self])),
-                                  TotalSize(SegmentSizes(recv_views[self]))));
-    for (int peer = 0; peer < world_size(); ++peer) {
-      if (peer == self) continue;
-      const std::vector<uint64_t> out = SegmentSizes(sends[peer]);
-      const std::vector<uint64_t> in = SegmentSizes(recv_views[peer]);
-      d.send_bytes[peer] = TotalSize(out);
-      d.send_segment_digest[peer] = internal::SegmentDigest(out);
-      d.recv_bytes[peer] = TotalSize(in);
-      d.recv_segment_digest[peer] = internal::SegmentDigest(in);
-    }
-  }
-  return Run(call, [&]() -> absl::Status {
-    return TransferSegments(sends, recvs, arrived, [&](auto out, auto in, const auto& reported) {
-      return Move(call, Phase::kPayload, out, in, &reported);
-    });
-  });
-}
-
-absl::Status Communicator::TransferSegments(std::span<const std::vector<ConstBuffer>> sends,
-                                            std::span<const std::vector<MutableBuffer>> recvs,
-                                            const SegmentArrived* arrived, SegmentMover move) {
-  const int self = rank();
-  SHARDKIT_RETURN_IF_ERROR(CopySegmentsToSelf(sends[self], recvs[self]));
-  std::vector<SendOp> out;
-  std::vector<RecvOp> in;
-  std::vector<std::pair<int, size_t>> origin;  // in[i] is recvs[peer][index]
-  for (int peer = 0; peer < world_size(); ++peer) {
-    if (peer == self) continue;
-    for (const ConstBuffer& s : sends[peer]) {
-      if (s.size > 0) out.push_back({peer, s.data, s.size, s.device, s.runs});
-    }
-    for (size_t index = 0; index < recvs[peer].size(); ++index) {
-      const MutableBuffer& r = recvs[peer][index];
-      if (r.size == 0) continue;
-      in.push_back({peer, r.data, r.size, r.device});
-      origin.emplace_back(peer, index);
-    }
-  }
-  // Every rank's payload goes through ExchangeReporting (the backend's path for segments), with
-  // or without `arrived`.
-  auto nothing = [](int, size_t) { return absl::OkStatus(); };
-  const SegmentArrived none(nothing);  // `nothing` must be named
-  if (arrived == nullptr) arrived = &none;
-  // Empty segments from `peer` from `index` on, until the next one with bytes: reported as soon
-  // as what comes before them has arrived.
-  auto empty_from = [&](int peer, size_t index) -> absl::Status {
-    for (; index < recvs[peer].size() && recvs[peer][index].size == 0; ++index) {
-      SHARDKIT_RETURN_IF_ERROR((*arrived)(peer, index));
-    }
-    return absl::OkStatus();
-  };
-  for (size_t index = 0; index < recvs[self].size(); ++index) {  // copied in already
-    SHARDKIT_RETURN_IF_ERROR((*arrived)(self, index));
-  }
-  for (int peer = 0; peer < world_size(); ++peer) {
-    if (peer != self) SHARDKIT_RETURN_IF_ERROR(empty_from(peer, 0));
-  }
-  auto report = [&](size_t i) -> absl::Status {
-    SHARDKIT_RETURN_IF_ERROR((*arrived)(origin[i].first, origin[i].second));
-    return empty_from(origin[i].first, origin[i].second + 1);
-  };
-  const absl::FunctionRef<absl::Status(size_t)> reported(report);  // `report` must be named
-  return move(out, in, reported);
 }
 
 absl::Status Communicator::Barrier(const CallOptions& options) {

@@ -14,6 +14,7 @@
 #include "core/comm/agreement_tree.h"
 #include "core/comm/internal/call.h"
 #include "core/comm/internal/call_agreement.h"
+#include "core/comm/prepared_transfer.h"
 
 namespace shardkit {
 namespace {
@@ -54,7 +55,8 @@ const char* CollectiveOpName(CollectiveOp op) {
   return "Unknown";
 }
 
-Communicator::Communicator(CommunicatorOptions options) : options_(std::move(options)) {}
+Communicator::Communicator(CommunicatorOptions options, bool gathers_sends)
+    : options_(std::move(options)), gathers_sends_(gathers_sends) {}
 
 Communicator::~Communicator() = default;
 
@@ -68,6 +70,19 @@ Communicator::Call Communicator::Begin(CollectiveOp op, const CallOptions& optio
   call.decl.recv_bytes.assign(world_size(), 0);
   call.decl.send_segment_digest.assign(world_size(), 0);
   call.decl.recv_segment_digest.assign(world_size(), 0);
+  call.payload_tag = internal::Tag(call.decl.seq, Phase::kPayload);
+  return call;
+}
+
+Communicator::Call Communicator::Resume(const PreparedTransfer& transfer) {
+  Call call{std::unique_lock<std::mutex>(call_mu_)};
+  call.decl.op = CollectiveOp::kAllToAllSegments;
+  // The backend's `seq` is the last call's: a peer that gave up during this round gave up on it.
+  call.decl.seq = seq_;
+  call.start = absl::Now();
+  call.deadline = transfer.deadline_;
+  call.payload_tag = internal::Tag(++raw_seq_, Phase::kRaw);
+  call.prepared_round = true;
   return call;
 }
 
@@ -78,6 +93,10 @@ absl::Time Communicator::Deadline(const CallOptions& options) const {
 }
 
 std::string Communicator::Context(const Call& call) const {
+  if (call.prepared_round) {
+    return absl::StrCat(CollectiveOpName(call.decl.op), " (backend=", backend(), ", rank=", rank(),
+                        "/", world_size(), ", ", call.round_label, ")");
+  }
   return absl::StrCat(CollectiveOpName(call.decl.op), " (backend=", backend(), ", rank=", rank(),
                       "/", world_size(), ", seq=", call.decl.seq, ")");
 }
@@ -87,11 +106,11 @@ absl::Status Communicator::Run(Call& call, absl::FunctionRef<absl::Status()> tra
     return absl::FailedPreconditionError(absl::StrCat(
         Context(call), ": communicator must be recreated after an earlier failure: ", p.message()));
   }
-  absl::Status status = Agree(call);
+  absl::Status status = call.prepared_round ? absl::OkStatus() : Agree(call);
   if (status.ok()) status = transfer();
   if (status.ok()) {
     std::lock_guard<std::mutex> lock(state_mu_);
-    ++counters_[static_cast<int>(call.decl.op)].calls;
+    if (!call.prepared_round) ++counters_[static_cast<int>(call.decl.op)].calls;
     return status;
   }
   status = Annotate(status, Context(call));
@@ -103,14 +122,24 @@ absl::Status Communicator::Run(Call& call, absl::FunctionRef<absl::Status()> tra
 }
 
 absl::Status Communicator::Move(Call& call, Phase phase, std::span<const SendOp> sends,
-                                std::span<const RecvOp> recvs,
-                                const absl::FunctionRef<absl::Status(size_t)>* arrived) {
-  const uint64_t tag = internal::Tag(call.decl.seq, phase);
+                                std::span<const RecvOp> recvs) {
+  absl::Status status = phase == Phase::kPayload
+                            ? Exchange(call.payload_tag, call.decl.seq, sends, recvs, call.deadline)
+                            : ExchangeControl(internal::Tag(call.decl.seq, phase), call.decl.seq,
+                                              sends, recvs, call.deadline);
+  return Moved(call, phase, std::move(status), sends, recvs);
+}
+
+absl::Status Communicator::MoveSegments(Call& call, std::span<const SendOp> sends,
+                                        std::span<const RecvOp> recvs,
+                                        absl::FunctionRef<absl::Status(size_t)> arrived) {
   absl::Status status =
-      arrived != nullptr
-          ? ExchangeReporting(tag, call.decl.seq, sends, recvs, call.deadline, *arrived)
-      : phase == Phase::kPayload ? Exchange(tag, call.decl.seq, sends, recvs, call.deadline)
-                                 : ExchangeControl(tag, call.decl.seq, sends, recvs, call.deadline);
+      ExchangeSegments(call.payload_tag, call.decl.seq, sends, recvs, call.deadline, arrived);
+  return Moved(call, Phase::kPayload, std::move(status), sends, recvs);
+}
+
+absl::Status Communicator::Moved(Call& call, Phase phase, absl::Status status,
+                                 std::span<const SendOp> sends, std::span<const RecvOp> recvs) {
   if (!status.ok()) {
     call.transport_failed = true;
     return Annotate(
@@ -128,10 +157,10 @@ absl::Status Communicator::Move(Call& call, Phase phase, std::span<const SendOp>
   return absl::OkStatus();
 }
 
-absl::Status Communicator::ExchangeReporting(uint64_t tag, uint64_t seq,
-                                             std::span<const SendOp> sends,
-                                             std::span<const RecvOp> recvs, absl::Time deadline,
-                                             absl::FunctionRef<absl::Status(size_t)> arrived) {
+absl::Status Communicator::ExchangeSegments(uint64_t tag, uint64_t seq,
+                                            std::span<const SendOp> sends,
+                                            std::span<const RecvOp> recvs, absl::Time deadline,
+                                            absl::FunctionRef<absl::Status(size_t)> arrived) {
   SHARDKIT_RETURN_IF_ERROR(Exchange(tag, seq, sends, recvs, deadline));
   for (size_t i = 0; i < recvs.size(); ++i) SHARDKIT_RETURN_IF_ERROR(arrived(i));
   return absl::OkStatus();
@@ -300,39 +329,6 @@ absl::Status RawExchange(Communicator& comm, std::span<const ConstBuffer> sends,
     std::lock_guard<std::mutex> state_lock(comm.state_mu_);
     if (comm.poisoned_.ok()) comm.poisoned_ = status;
   }
-  return status;
-}
-
-absl::Status ContinueSegments(Communicator& comm, std::span<const std::vector<ConstBuffer>> sends,
-                              std::span<const std::vector<MutableBuffer>> recvs,
-                              const CallOptions& options,
-                              const absl::FunctionRef<absl::Status(int, size_t)>* arrived) {
-  std::lock_guard<std::mutex> lock(comm.call_mu_);
-  const absl::Time deadline = comm.Deadline(options);  // as Begin: after the lock
-  SHARDKIT_RETURN_IF_ERROR(comm.poisoned());
-  int64_t sent = 0, received = 0;
-  auto move = [&](std::span<const Communicator::SendOp> out,
-                  std::span<const Communicator::RecvOp> in,
-                  const absl::FunctionRef<absl::Status(size_t)>& reported) {
-    for (const Communicator::SendOp& s : out) sent += s.size;
-    for (const Communicator::RecvOp& r : in) received += r.size;
-    // `seq` is the AllToAllSegments call's: a peer that gave up during this round gave up on it.
-    return comm.ExchangeReporting(internal::Tag(++comm.raw_seq_, Phase::kRaw), comm.seq_, out, in,
-                                  deadline, reported);
-  };
-  absl::Status status = comm.TransferSegments(sends, recvs, arrived, move);
-  std::lock_guard<std::mutex> state_lock(comm.state_mu_);
-  if (!status.ok()) {
-    status =
-        Annotate(status, absl::StrCat(CollectiveOpName(CollectiveOp::kAllToAllSegments),
-                                      " (backend=", comm.backend(), ", rank=", comm.rank(), "/",
-                                      comm.world_size(), ", seq=", comm.seq_, ", a later round)"));
-    if (comm.poisoned_.ok()) comm.poisoned_ = status;
-    return status;
-  }
-  OpCounters& c = comm.counters_[static_cast<int>(CollectiveOp::kAllToAllSegments)];
-  c.bytes_sent += sent;
-  c.bytes_received += received;
   return status;
 }
 

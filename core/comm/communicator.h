@@ -53,7 +53,9 @@
 
 namespace shardkit {
 class Communicator;
+class PreparedTransfer;
 struct CallOptions;
+struct RoundShape;
 struct ConstBuffer;
 struct MutableBuffer;
 
@@ -71,18 +73,6 @@ enum class Phase : int;
                                        std::span<const MutableBuffer> recvs,
                                        const CallOptions& options);
 
-// Another round of the AllToAllSegments call this rank made last, without an agreement of its
-// own: weight sync's rounds after the first, whose segment sizes every rank derives from the
-// plan that call's header checked, and which cannot fail locally between rounds (host memory,
-// tensors resolved before the first round). Moves through the same backend path as
-// AllToAllSegments, counts its bytes under it, and reports arrivals the same way. The caller
-// guarantees that both sides of every pair cut the same segments and that gathered sends are
-// allowed (AllToAllSegments' checks are not repeated). Errors: as AllToAllSegments' transfer
-// (the communicator is poisoned); kFailedPrecondition if it was poisoned already.
-[[nodiscard]] absl::Status ContinueSegments(
-    Communicator& comm, std::span<const std::vector<ConstBuffer>> sends,
-    std::span<const std::vector<MutableBuffer>> recvs, const CallOptions& options,
-    const absl::FunctionRef<absl::Status(int peer, size_t index)>* arrived = nullptr);
 }  // namespace internal
 
 // A read-only byte range in caller memory and the device holding it. Not owning.
@@ -103,9 +93,10 @@ struct ConstBuffer {
   const void* data = nullptr;
   size_t size = 0;
   Device device;
-  // A gathered buffer (AllToAllSegments sends to other ranks, on a backend that GathersSends()):
-  // its bytes are those of `runs` back to back, `size` their total, `data` the first run's. The
-  // runs must outlive the call. Weight sync sends a strided piece this way instead of packing it.
+  // A gathered buffer (segment sends to other ranks, on a backend whose segment path gathers:
+  // PreparedTransfer::Gathers): its bytes are those of `runs` back to back, `size` their total,
+  // `data` the first run's. The runs must outlive the call, so that a strided range need not be
+  // packed.
   std::span<const HostRun> runs;
 };
 
@@ -132,9 +123,10 @@ enum class CollectiveOp : uint8_t {
   kAllToAll,
   kBarrier,
   kSplit,
-  // AllToAllSegments (and weight sync's later rounds of it): a kind of its own, since its header
-  // carries the caller's check value where AllToAll carries nothing. ScatterSegments is a
-  // Scatter (Scatter is ScatterSegments of one segment per rank) and counts as kScatter.
+  // AllToAllSegments and PreparedTransfer (prepared_transfer.h: its preparation, rounds and
+  // closing): a kind of its own, since its header carries the caller's check value and round
+  // count where AllToAll carries neither. ScatterSegments is a Scatter (Scatter is
+  // ScatterSegments of one segment per rank) and counts as kScatter.
   kAllToAllSegments,
 };
 inline constexpr int kNumCollectiveOps = 8;
@@ -230,15 +222,16 @@ class Communicator {
   // order. Both sides of a pair cut the bytes into the same segments (the agreement checks the
   // total and the segment sizes of every pair); zero-size segments are skipped on both sides; a
   // rank's own sends[self] are copied in order into its recvs[self] (same total). `check` must be
-  // the same on every rank: a digest of what the callers agreed on earlier (weight sync passes its
-  // plan's fingerprint), compared in the header the call exchanges anyway, at no extra round.
+  // the same on every rank: a digest of whatever the callers agreed on earlier, compared in the
+  // header the call exchanges anyway, at no extra round. It is a PreparedTransfer of one round
+  // (prepared_transfer.h), which repeats a transfer without agreeing again.
   // Errors: as Scatter; kInvalidArgument (every rank) naming two ranks whose `check` differs.
   //
   // With `arrived`, arrived(peer, index) runs on the caller's thread once recvs[peer][index] holds
-  // its bytes, while later segments may still be on the wire (weight sync unpacks a strided piece
-  // as soon as it is in), each peer's segments in order; a backend that cannot tell (the default)
-  // calls it for every segment once all have arrived. An error it returns fails the call, and the
-  // communicator is poisoned (the transfer was under way).
+  // its bytes, while later segments may still be on the wire, each peer's segments in order; a
+  // backend that cannot tell (the default) calls it for every segment once all have arrived. An
+  // error it returns fails the call, and the communicator is poisoned (the transfer was under
+  // way).
   using SegmentArrived = absl::FunctionRef<absl::Status(int peer, size_t index)>;
   [[nodiscard]] absl::Status AllToAllSegments(std::span<const std::vector<ConstBuffer>> sends,
                                               std::span<const std::vector<MutableBuffer>> recvs,
@@ -271,10 +264,6 @@ class Communicator {
   // they are meant for small control data, not tensors.
   virtual bool SupportsDevice(const Device& device) const = 0;
 
-  // Whether AllToAllSegments takes gathered sends (ConstBuffer::runs): the backend writes the runs
-  // itself (Gloo: sendmsg on its own connections) so that a strided piece need not be packed.
-  virtual bool GathersSends() const { return false; }
-
   // Where this rank's tensors live when nothing names a device: the CPU when this backend moves
   // host memory, else the rank's current CUDA device (`cuda`: NCCL binds each rank to one).
   Device DefaultDevice() const {
@@ -282,7 +271,9 @@ class Communicator {
   }
 
  protected:
-  explicit Communicator(CommunicatorOptions options);
+  // `gathers_sends`: whether ExchangeSegments takes gathered sends (SendOp::runs), writing the
+  // runs itself (Gloo: sendmsg on its own connections); PreparedTransfer::Gathers reads it.
+  explicit Communicator(CommunicatorOptions options, bool gathers_sends = false);
 
   // One point-to-point payload. Sizes are never zero (zero-byte transfers are skipped on both
   // sides before the backend sees them). `device` is where `data` lives: control data (agreement
@@ -293,7 +284,7 @@ class Communicator {
     const void* data;
     size_t size;
     Device device = Device::Cpu();
-    std::span<const HostRun> runs = {};  // gathered (ConstBuffer::runs): only where GathersSends()
+    std::span<const HostRun> runs = {};  // gathered (ConstBuffer::runs): ExchangeSegments only
   };
   struct RecvOp {
     int peer;
@@ -313,13 +304,14 @@ class Communicator {
                                               std::span<const RecvOp> recvs,
                                               absl::Time deadline) = 0;
 
-  // Backend hook for AllToAllSegments' payload (every rank of such a call comes here, and only
-  // such calls do): Exchange, calling arrived(i) on the caller's thread once receive i (its index
-  // in `recvs`) has completed, before the call returns, in the order of `recvs` (an error from it
-  // fails the exchange). Sends may be gathered (SendOp::runs) where GathersSends(). The default
-  // calls Exchange, then `arrived` for every receive; a backend with a path of its own for
-  // segments (Gloo: ControlMesh, which gathers; UCX: one by one) overrides it.
-  [[nodiscard]] virtual absl::Status ExchangeReporting(
+  // Backend hook for the segment calls' payload: every round of a PreparedTransfer (and so of
+  // AllToAllSegments), and only those come here. Exchange, calling arrived(i) on the caller's
+  // thread once receive i (its index in `recvs`) has completed, before the call returns, in the
+  // order of `recvs` (an error from it fails the exchange). Sends may be gathered (SendOp::runs)
+  // where the backend said so at construction (`gathers_sends`). The default calls Exchange, then
+  // `arrived` for every receive; a backend with a path of its own for segments (Gloo: its payload
+  // mesh, which gathers; UCX: receives reported one by one) overrides it.
+  [[nodiscard]] virtual absl::Status ExchangeSegments(
       uint64_t tag, uint64_t seq, std::span<const SendOp> sends, std::span<const RecvOp> recvs,
       absl::Time deadline, absl::FunctionRef<absl::Status(size_t)> arrived);
 
@@ -341,18 +333,20 @@ class Communicator {
       const std::vector<int>& members, int new_rank, uint64_t split_id, absl::Time deadline) = 0;
 
  private:
-  friend absl::Status internal::ContinueSegments(
-      Communicator&, std::span<const std::vector<ConstBuffer>>,
-      std::span<const std::vector<MutableBuffer>>, const CallOptions&,
-      const absl::FunctionRef<absl::Status(int, size_t)>*);
+  friend class PreparedTransfer;
   friend absl::Status internal::RawExchange(Communicator&, std::span<const ConstBuffer>,
                                             std::span<const MutableBuffer>, const CallOptions&);
   struct Call;
 
   // Starts a call: takes the call lock, allocates the sequence number, computes the deadline.
   Call Begin(CollectiveOp op, const CallOptions& options);
-  // Runs one collective: refusal if poisoned, agreement, then `transfer` (only if agreement
-  // passed), with poisoning, counters and error annotation in one place.
+  // Starts a round of a prepared transfer (prepared_transfer.h): the call lock, the transfer's
+  // deadline, no sequence number of its own (the round's payload tag comes from raw_seq_) and
+  // no agreement (its preparation was agreed).
+  Call Resume(const PreparedTransfer& transfer);
+  // Runs one collective: refusal if poisoned, agreement (unless the call is a prepared round),
+  // then `transfer` (only if agreement passed), with poisoning, counters and error annotation in
+  // one place.
   absl::Status Run(Call& call, absl::FunctionRef<absl::Status()> transfer);
   absl::Status Agree(Call& call);
   // All-gathers over ExchangeControl up and down a binomial tree (see call_agreement.h):
@@ -363,32 +357,42 @@ class Communicator {
   absl::Status GatherControl(Call& call, internal::Phase phase, std::span<std::byte> all,
                              std::span<const size_t> sizes,
                              internal::AgreementVerdict* verdict = nullptr);
-  // Moves one phase of a call through Exchange (payload) or ExchangeControl (agreement) and
-  // counts its bytes.
+  // Moves one phase of a call through its path: ExchangeControl (agreement), Exchange (payload)
+  // or, with `arrived`, ExchangeSegments (a segment round's payload); counts its bytes.
   absl::Status Move(Call& call, internal::Phase phase, std::span<const SendOp> sends,
-                    std::span<const RecvOp> recvs,
-                    const absl::FunctionRef<absl::Status(size_t)>* arrived = nullptr);
+                    std::span<const RecvOp> recvs);
+  absl::Status MoveSegments(Call& call, std::span<const SendOp> sends,
+                            std::span<const RecvOp> recvs,
+                            absl::FunctionRef<absl::Status(size_t)> arrived);
+  // Annotates a failed Move (and marks the call's transport failed), or counts a good one.
+  absl::Status Moved(Call& call, internal::Phase phase, absl::Status status,
+                     std::span<const SendOp> sends, std::span<const RecvOp> recvs);
   // Adds to the counters of the call's op: payload or control bytes.
   void Count(const Call& call, bool payload, int64_t sent, int64_t received);
-  // AllToAllSegments' transfer (and ContinueSegments'): copies to itself, then the other pairs'
-  // segments through `move` (ExchangeReporting, reporting as AllToAllSegments says).
-  using SegmentMover =
-      absl::FunctionRef<absl::Status(std::span<const SendOp>, std::span<const RecvOp>,
-                                     const absl::FunctionRef<absl::Status(size_t)>&)>;
-  absl::Status TransferSegments(std::span<const std::vector<ConstBuffer>> sends,
+  // Declares `rounds` of segments (prepared_transfer.h) and `check` for the agreement of `call`,
+  // with the argument error `problem` found in the caller's buffers.
+  void DeclareSegments(Call& call, std::span<const RoundShape> rounds, uint64_t check,
+                       internal::LocalProblem problem);
+  // One round of segments (AllToAllSegments' payload, a prepared round): copies to itself, then
+  // the other pairs' segments through MoveSegments, reporting as AllToAllSegments says.
+  absl::Status TransferSegments(Call& call, std::span<const std::vector<ConstBuffer>> sends,
                                 std::span<const std::vector<MutableBuffer>> recvs,
-                                const SegmentArrived* arrived, SegmentMover move);
+                                const SegmentArrived* arrived);
   std::string Context(const Call& call) const;
   // The first argument error of one buffer / of a per-rank buffer list (index = position).
   internal::LocalProblem CheckBuffer(const ConstBuffer& buffer, int index) const;
   internal::LocalProblem CheckBuffers(std::span<const ConstBuffer> buffers) const;
-  // CheckBuffer for an AllToAllSegments send to `peer`, which may be gathered.
+  // CheckBuffer for a segment send to `peer`, which may be gathered.
   internal::LocalProblem CheckSegment(const ConstBuffer& segment, int peer) const;
+  // The first argument error of one round's segments, sends and receives.
+  internal::LocalProblem CheckSegments(std::span<const std::vector<ConstBuffer>> sends,
+                                       std::span<const std::vector<MutableBuffer>> recvs) const;
 
   const CommunicatorOptions options_;
+  const bool gathers_sends_;
   std::mutex call_mu_;    // one call at a time
   uint64_t seq_ = 0;      // guarded by call_mu_
-  uint64_t raw_seq_ = 0;  // guarded by call_mu_; RawExchange's own tags
+  uint64_t raw_seq_ = 0;  // guarded by call_mu_; the tags of RawExchange and prepared rounds
   mutable std::mutex state_mu_;
   absl::Status poisoned_;                                   // guarded by state_mu_
   std::array<OpCounters, kNumCollectiveOps + 1> counters_;  // guarded by state_mu_; [op]

@@ -8,6 +8,7 @@
 
 #include "absl/time/clock.h"
 #include "core/comm/internal/call_agreement.h"
+#include "core/comm/prepared_transfer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
@@ -15,8 +16,10 @@
 namespace shardkit {
 namespace {
 
+using ::shardkit::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::FieldsAre;
+using ::testing::HasSubstr;
 
 // Rank 1 of a world of two whose peer is a mirror: rank 0 answers the agreement header as if its
 // own were the same (rank 1 is a leaf of the agreement's tree: it sends its header to rank 0 and
@@ -116,6 +119,75 @@ TEST(Communicator, RawExchangeResolvesItsDeadlineLikeEveryCall) {
   EXPECT_EQ(seen[1].deadline, shared.deadline);
   EXPECT_GE(seen[2].deadline, before + absl::Seconds(2));
   EXPECT_LE(seen[2].deadline, after + absl::Seconds(2));
+}
+
+// Rank 1's segments to and from its mirror: `bytes` each way, cut in two halves (the mirror
+// answers each send with a receive of its size).
+RoundShape MirrorRound(uint64_t bytes) {
+  const std::vector<uint64_t> halves = {bytes / 2, bytes - bytes / 2};
+  return {{halves, {}}, {halves, {}}};
+}
+
+// Both halves of `v`.
+template <typename Buffer, typename T>
+std::vector<std::vector<Buffer>> Halves(T& v) {
+  return {
+      {Buffer(v.data(), v.size() / 2), Buffer(v.data() + v.size() / 2, v.size() - v.size() / 2)},
+      {}};
+}
+
+TEST(PreparedTransfer, RoundsArePayloadOnlyUnderTheirOwnTagsAndThePreparedDeadline) {
+  MirrorCommunicator comm;
+  std::vector<uint8_t> out(64, 7), in(64, 0);
+  CallOptions options;
+  options.deadline = absl::Now() + absl::Seconds(99);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(
+      PreparedTransfer t, PreparedTransfer::Prepare(comm, {MirrorRound(64)}, 5, options));  // seq 1
+  const auto sends = Halves<ConstBuffer>(out);
+  const auto recvs = Halves<MutableBuffer>(in);
+  SHARDKIT_ASSERT_OK(t.Run(0, sends, recvs));
+  SHARDKIT_ASSERT_OK(comm.Barrier());  // seq 2
+  SHARDKIT_ASSERT_OK(t.Run(0, sends, recvs));
+  SHARDKIT_ASSERT_OK(t.Close());  // seq 3: two rounds ran
+  EXPECT_EQ(in, out);
+  std::vector<std::pair<bool, uint64_t>> calls;
+  for (const auto& s : comm.seen()) calls.push_back({s.control, s.seq});
+  // A round is one payload exchange, reported under the last call's sequence number.
+  EXPECT_THAT(calls, ElementsAre(FieldsAre(true, 1), FieldsAre(false, 1), FieldsAre(true, 2),
+                                 FieldsAre(false, 2), FieldsAre(true, 3)));
+  EXPECT_NE(comm.seen()[1].tag, comm.seen()[3].tag);
+  EXPECT_EQ(comm.seen()[1].deadline, options.deadline);
+  EXPECT_EQ(comm.seen()[3].deadline, options.deadline);
+  const OpCounters c = comm.counters(CollectiveOp::kAllToAllSegments);
+  EXPECT_EQ(c.calls, 2);  // the preparation and the close
+  EXPECT_EQ(c.bytes_sent, 128);
+  EXPECT_EQ(c.bytes_received, 128);
+}
+
+TEST(PreparedTransfer, OneRoundNeedsNoClose) {
+  MirrorCommunicator comm;
+  std::vector<uint8_t> out(8, 3), in(8, 0);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(PreparedTransfer t,
+                                PreparedTransfer::Prepare(comm, {MirrorRound(8)}, 5));
+  SHARDKIT_ASSERT_OK(t.Run(0, Halves<ConstBuffer>(out), Halves<MutableBuffer>(in)));
+  SHARDKIT_ASSERT_OK(t.Close());
+  EXPECT_EQ(comm.seen().size(), 2u);  // the agreement and the round
+  EXPECT_EQ(in, out);
+}
+
+TEST(PreparedTransfer, BuffersOtherThanPreparedFailTheRoundAndPoison) {
+  MirrorCommunicator comm;
+  std::vector<uint8_t> out(64, 7), in(64, 0);
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(PreparedTransfer t,
+                                PreparedTransfer::Prepare(comm, {MirrorRound(64)}, 5));
+  const std::vector<std::vector<ConstBuffer>> whole = {{ConstBuffer(out)}, {}};
+  EXPECT_THAT(t.Run(0, whole, Halves<MutableBuffer>(in)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("round 1 of 1 of the transfer prepared at seq 1: segments to rank "
+                                 "0 are [64] bytes, prepared as [32, 32]")));
+  EXPECT_THAT(comm.Barrier(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("must be recreated")));
+  EXPECT_EQ(comm.seen().size(), 1u);  // nothing moved
 }
 
 }  // namespace

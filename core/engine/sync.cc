@@ -1,8 +1,11 @@
-// Sync: one plan, many calls. Per round: local pieces copied tensor to tensor, strided sends packed
-// into staging (or handed over as runs where the backend GathersSends()), one AllToAllSegments
-// (the plan's fingerprint in its header), strided receives unpacked as they arrive; contiguous
-// pieces move straight from and into tensor memory.
+// Sync: one plan, many calls. A call's rounds are one PreparedTransfer (the plan's fingerprint in
+// its agreement). Per round: local pieces copied tensor to tensor, strided sends packed into
+// staging (or handed over as runs where the backend gathers), one round of the transfer, strided
+// receives unpacked as they arrive; contiguous pieces move straight from and into tensor memory.
+#include "core/engine/sync.h"
+
 #include <algorithm>
+#include <optional>
 #include <span>
 #include <thread>
 #include <tuple>
@@ -13,12 +16,11 @@
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
 #include "core/comm/culprit.h"
+#include "core/comm/prepared_transfer.h"
 #include "core/engine/internal/sync_layout.h"
 #include "core/engine/internal/sync_merge.h"
 #include "core/engine/internal/sync_tensors.h"
-#include "core/engine/sync_plan.h"
-#include "nlohmann/json.hpp"
-#include "specs/fingerprint.h"
+#include "core/engine/internal/sync_verify.h"
 
 namespace shardkit {
 namespace {
@@ -78,7 +80,7 @@ class Pipeline {
         destinations_(plan, destination, SyncPlanAccess::positions(plan, 1), "destination"),
         local_sources_(plan, source, SyncPlanAccess::positions(plan, 2), "source"),
         recvs_(comm.world_size()),
-        gather_(comm.GathersSends()) {}
+        gather_(PreparedTransfer::Gathers(comm)) {}
 
   // Runs every round; done[i] counts the receives of parameter i that completed.
   absl::Status Run(const SyncCallOptions& options, const CallOptions& call, SyncReport& report,
@@ -100,14 +102,18 @@ class Pipeline {
 
   absl::Status Allocate();
   // Resolves every tensor of the call's pieces, so that a module other than the planned one fails
-  // the first round's agreement on every rank, not a later round (which has none: Continues()).
+  // the transfer's preparation on every rank, not a round (which has no agreement).
   absl::Status Resolve();
-  // Whether the rounds between the first and the last move without an agreement of their own
-  // (internal::ContinueSegments): in host memory nothing can fail locally once Resolve passed.
-  // The last round is agreed again, so that a rank that died or stalled in between fails every
-  // rank, also those that moved nothing with it. The same on every rank (the backend's default
-  // device).
-  bool Continues() const { return comm_.DefaultDevice().is_cpu(); }
+  // Whether the rounds are one PreparedTransfer, agreed once and closed once: in host memory
+  // nothing can fail locally once Resolve passed. On a device (a pack can fail) each round is an
+  // AllToAllSegments of its own. The same on every rank (the backend's default device).
+  bool Prepared() const { return comm_.DefaultDevice().is_cpu(); }
+  // Prepares the call's rounds (their shapes from the plan; with a local failure, empty rounds,
+  // which fail the agreement of every rank that expected bytes from this one).
+  absl::Status Prepare(const CallOptions& call, bool local_ok);
+  // A rank whose part failed before the rounds, prepared empty: runs the rounds moving nothing,
+  // then closes.
+  absl::Status StandBy();
   // The most send staging one round needs: with gathering, only for the pieces not gathered.
   int64_t SendStagingBytes() const;
   void Pack(int round, int slot);
@@ -120,6 +126,7 @@ class Pipeline {
   absl::Status Exchange(int round, const CallOptions& call, SyncReport& report);
 
   SyncPlan& plan_;
+  std::optional<PreparedTransfer> transfer_;  // Prepared()
   Communicator& comm_;
   SideTensors sources_;        // the packer's
   SideTensors destinations_;   // the caller's thread's
@@ -320,11 +327,27 @@ absl::Status Pipeline::Exchange(int round, const CallOptions& call, SyncReport& 
   auto arrived = [&](int peer, size_t index) { return Unpack(peer, index, report); };
   const Communicator::SegmentArrived unpack(arrived);  // `arrived` must be named
   const absl::Status moved =
-      Continues() && round > 0 && round + 1 < plan_.rounds()
-          ? internal::ContinueSegments(comm_, packed.sends, recvs_, call, &unpack)
+      transfer_.has_value()
+          ? transfer_->Run(round, packed.sends, recvs_, &unpack)
           : comm_.AllToAllSegments(packed.sends, recvs_, plan_.fingerprint_value(), call, &unpack);
   SHARDKIT_RETURN_IF_ERROR(local);
   return moved;
+}
+
+absl::Status Pipeline::Prepare(const CallOptions& call, bool local_ok) {
+  const int world = comm_.world_size();
+  std::vector<RoundShape> rounds;
+  for (int r = 0; r < plan_.rounds(); ++r) {
+    rounds.push_back(
+        local_ok ? internal::RoundSegments(plan_.sends(), plan_.receives(), r, world, gather_)
+                 : RoundShape{std::vector<std::vector<uint64_t>>(world),
+                              std::vector<std::vector<uint64_t>>(world)});
+  }
+  SHARDKIT_ASSIGN_OR_RETURN(
+      PreparedTransfer t,
+      PreparedTransfer::Prepare(comm_, std::move(rounds), plan_.fingerprint_value(), call));
+  transfer_.emplace(std::move(t));
+  return absl::OkStatus();
 }
 
 absl::Status Pipeline::Run(const SyncCallOptions& options, const CallOptions& call,
@@ -332,6 +355,17 @@ absl::Status Pipeline::Run(const SyncCallOptions& options, const CallOptions& ca
   packed_[0].status = Allocate();
   if (packed_[0].status.ok()) packed_[0].status = Resolve();
   if (packed_[0].status.ok()) Pack(0, 0);
+  if (Prepared()) {
+    const absl::Status local = packed_[0].status;
+    const absl::Status prepared = Prepare(call, local.ok());
+    if (!local.ok()) {
+      // Prepared empty (nobody expected bytes from this rank): it still takes part in the rounds
+      // and the close, so that no peer waits for it.
+      if (prepared.ok()) (void)StandBy();
+      return local;
+    }
+    SHARDKIT_RETURN_IF_ERROR(prepared);
+  }
   for (int r = 0; r < plan_.rounds(); ++r) {
     std::thread next;
     if (r + 1 < plan_.rounds()) {
@@ -352,86 +386,16 @@ absl::Status Pipeline::Run(const SyncCallOptions& options, const CallOptions& ca
         Annotate(status, absl::StrCat("Sync round ", r + 1, " of ", plan_.rounds())));
     for (const SyncPiece& p : InRound(plan_.receives(), r)) ++done[p.parameter];
   }
-  return absl::OkStatus();
+  return transfer_.has_value() ? transfer_->Close() : absl::OkStatus();
 }
 
-// A piece's name, the same on its sender and its receiver.
-std::string PieceId(const SyncPiece& p) {
-  return absl::StrCat(p.parameter, ".", p.destination_shard, ".", p.source_shard, ".", p.part);
-}
-
-// The first 8 bytes of SHA-256 of the piece's bytes, as hex.
-absl::StatusOr<std::string> Digest(const Tensor& view) {
-  Tensor host = view;
-  if (!view.device().is_cpu() || !view.IsContiguous()) {
-    SHARDKIT_ASSIGN_OR_RETURN(host, view.Clone(Device::Cpu()));
+absl::Status Pipeline::StandBy() {
+  const std::vector<std::vector<ConstBuffer>> sends(comm_.world_size());
+  const std::vector<std::vector<MutableBuffer>> recvs(comm_.world_size());
+  for (size_t r = 0; r < transfer_->rounds(); ++r) {
+    SHARDKIT_RETURN_IF_ERROR(transfer_->Run(r, sends, recvs));
   }
-  const specs::Sha256Digest d =
-      specs::Sha256(std::string_view(reinterpret_cast<const char*>(host.data()), host.nbytes()));
-  return specs::FormatFingerprint(d).substr(7, 16);
-}
-
-// This rank's digests: of what it sent (by piece id) and of what it received.
-absl::StatusOr<nlohmann::json> Digests(SyncPlan& plan, const Module* source,
-                                       const Module* destination) {
-  SideTensors sources(plan, source, SyncPlanAccess::positions(plan, 2), "source");
-  SideTensors destinations(plan, destination, SyncPlanAccess::positions(plan, 1), "destination");
-  auto digest = [](SideTensors& side, size_t parameter, size_t shard,
-                   const specs::Box& box) -> absl::StatusOr<std::string> {
-    SHARDKIT_ASSIGN_OR_RETURN(SideTensors::Resolved t, side.Get(parameter, shard));
-    SHARDKIT_ASSIGN_OR_RETURN(Tensor view, View(t, box));
-    return Digest(view);
-  };
-  nlohmann::json sent = nlohmann::json::object(), received = nlohmann::json::array();
-  for (const SyncPiece& p : plan.sends()) {
-    SHARDKIT_ASSIGN_OR_RETURN(sent[PieceId(p)],
-                              digest(sources, p.parameter, p.source_shard, p.box));
-  }
-  for (const SyncPiece& p : plan.receives()) {
-    SHARDKIT_ASSIGN_OR_RETURN(std::string got,
-                              digest(destinations, p.parameter, p.destination_shard, p.box));
-    if (p.from == p.to) {
-      SHARDKIT_ASSIGN_OR_RETURN(sent[PieceId(p)],
-                                digest(sources, p.parameter, p.source_shard, p.box));
-    }
-    received.push_back({PieceId(p), got, p.parameter, p.from, p.to, p.box.offsets, p.box.sizes});
-  }
-  return nlohmann::json{{"sent", sent}, {"received", received}};
-}
-
-// verify: every rank's digests of what it sent and received, all-gathered; every rank names the
-// same first mismatch (or the first rank that could not compute its digests).
-absl::Status Verify(SyncPlan& plan, const Module* source, const Module* destination,
-                    Communicator& comm, const CallOptions& call) {
-  absl::StatusOr<nlohmann::json> digests = Digests(plan, source, destination);
-  const std::string mine = digests.ok()
-                               ? digests->dump()
-                               : nlohmann::json{{"error", digests.status().ToString()}}.dump();
-  SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all, comm.AllGather(ConstBuffer(mine), call));
-  std::vector<nlohmann::json> views;
-  nlohmann::json senders = nlohmann::json::object();
-  for (size_t r = 0; r < all.size(); ++r) {
-    views.push_back(nlohmann::json::parse(all[r]));
-    if (views.back().contains("error")) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("Sync verify: rank ", r, ": ", views.back()["error"].get<std::string>()));
-    }
-    senders.update(views.back()["sent"]);
-  }
-  std::vector<nlohmann::json> bad;
-  for (const nlohmann::json& view : views) {
-    for (const nlohmann::json& r : view["received"]) {
-      if (senders.value(r[0].get<std::string>(), "") != r[1]) bad.push_back(r);
-    }
-  }
-  if (bad.empty()) return absl::OkStatus();
-  std::sort(bad.begin(), bad.end(), [](const auto& a, const auto& b) { return a[0] < b[0]; });
-  const nlohmann::json& r = bad.front();
-  return absl::DataLossError(absl::StrCat(
-      "Sync verify: parameter ", QuoteName(plan.names()[r[2].get<size_t>()]), " piece at ",
-      r[5].dump(), " of ", r[6].dump(), " from rank ", r[3].dump(), " to rank ", r[4].dump(),
-      ": the sender's digest is ", senders.value(r[0].get<std::string>(), "?"), ", the receiver's ",
-      r[1].get<std::string>(), " (", bad.size(), " pieces differ)"));
+  return transfer_->Close();
 }
 
 void ReportUpdated(const SyncPlan& plan, const Module* destination,
@@ -455,7 +419,8 @@ absl::Status Sync(SyncPlan& plan, const Module* source, Module* destination, Com
   absl::Status status = Pipeline(plan, source, destination, comm).Run(options, call, report, done);
   ReportUpdated(plan, destination, done, report);
   if (status.ok() && options.after_move_for_test) options.after_move_for_test();
-  if (status.ok() && options.verify) status = Verify(plan, source, destination, comm, call);
+  if (status.ok() && options.verify)
+    status = internal::VerifySync(plan, source, destination, comm, call);
   if (report_out != nullptr) *report_out = std::move(report);
   // A rank that died or stalled: the same first line on every rank, naming it.
   return LeadWithCulprit(status, "Sync");

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/engine/sync_plan.h"
+#include "core/engine/sync.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "specs/layout.h"

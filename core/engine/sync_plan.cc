@@ -1,7 +1,5 @@
 // PlanSync: the agreement on both layouts, then the rounds and this rank's pieces
 // (internal/sync_walk.h).
-#include "core/engine/sync_plan.h"
-
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -13,6 +11,7 @@
 #include "core/engine/internal/sync_layout.h"
 #include "core/engine/internal/sync_merge.h"
 #include "core/engine/internal/sync_walk.h"
+#include "core/engine/sync.h"
 #include "specs/fingerprint.h"
 
 namespace shardkit {

@@ -1,9 +1,11 @@
-// Weight sync (sync_plan.h) on real ranks: forked processes, Gloo over TCP on 127.0.0.1. One group
+// Weight sync (sync.h) on real ranks: forked processes, Gloo over TCP on 127.0.0.1. One group
 // of 8 runs every combination of source and destination group sizes 1-4, disjoint, overlapping,
 // identical and reversed groups, with every layout kind (chunk on any dim, enumerable, replicated;
 // uneven and zero-size shards) and several dtypes, each synced three times from changing sources
 // (the third with verify); then the agreement's errors, the per-call fingerprint check, verify's
 // mismatch and a source rank that dies mid-sync.
+#include "core/engine/sync.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -16,7 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/base/status_macros.h"
-#include "core/engine/sync_plan.h"
+#include "core/comm/prepared_transfer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "specs/layout.h"
@@ -232,7 +234,7 @@ void MergedRoundsCase(int rank, Communicator& comm, std::string_view arg) {
       SyncPlan plan,
       PlanSync(source ? &*source : nullptr, destination ? &*destination : nullptr,
                {.source = {0, 1}, .destination = {2, 3}}, comm, {.memory_bytes = 192 << 10}));
-  if (arg == "0 0" || (arg == "0 1" && comm.GathersSends())) {
+  if (arg == "0 0" || (arg == "0 1" && PreparedTransfer::Gathers(comm))) {
     EXPECT_EQ(plan.rounds(), 1);
   } else {
     EXPECT_GT(plan.rounds(), 8);  // 4 MiB through 64 KiB buckets

@@ -1,5 +1,5 @@
 // The rank side of `shardkit bench --strategy sync` (docs/cli.md): times repeated weight syncs
-// (core/engine/sync_plan.h) against a raw baseline — contiguous buffers of the same sizes between
+// (core/engine/sync.h) against a raw baseline — contiguous buffers of the same sizes between
 // the same pairs of ranks, moved with bare backend send/recv in one exchange.
 //
 // Method: `params` two-dimensional parameters ([rows, 4096 bytes / element size], `mib` MiB in

@@ -1,6 +1,6 @@
 // weight_sync --trainer-ranks M [--steps S] [--push-every K] [--mib B] [--params P]
 //             [--server-plan PLAN.json [--allow-replicated-only]]
-// Weight sync from a training group to a serving group (core/engine/sync_plan.h), every rank of
+// Weight sync from a training group to a serving group (core/engine/sync.h), every rank of
 // one `shardkit launch --nproc W` (ranks 0..M-1 train, M..W-1 serve) or of two launches joined
 // (`--world W --rank-offset K --store URL`):
 //
@@ -36,7 +36,7 @@
 #include "core/comm/collective_status.h"
 #include "core/comm/connect.h"
 #include "core/engine/module.h"
-#include "core/engine/sync_plan.h"
+#include "core/engine/sync.h"
 #include "core/os/files.h"
 #include "integration/flags/flags.h"
 #include "specs/layout.h"

@@ -61,7 +61,7 @@
 #include "core/comm/communicator.h"
 #include "core/engine/module.h"
 #include "core/engine/shard_parameter.h"
-#include "core/engine/sync_plan.h"
+#include "core/engine/sync.h"
 #include "integration/checkpoint/save_shards.h"
 #include "specs/plan.h"
 
@@ -126,7 +126,7 @@ struct TorchShards {
                                                               int group_size, int group_rank,
                                                               const Device& device = Device::Cpu());
 
-// Weight sync (core/engine/sync_plan.h) between LibTorch models: `source` on the source group's
+// Weight sync (core/engine/sync.h) between LibTorch models: `source` on the source group's
 // ranks (e.g. a trainer's ShardTorchModule result), `destination` on the destination group's
 // (e.g. a server's AllocateTorchModule result), nullptr elsewhere. Their `module` views share
 // memory with the models' parameters, so a SyncTorch call updates the destination model's

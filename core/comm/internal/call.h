@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -19,7 +20,7 @@ enum class Phase : int {
   kHeader = 0,   // agreement round 1: the headers
   kVerdict = 1,  // agreement round 2: declared transfers, only after the pair digests differ
   kPayload = 2,  // the data
-  kRaw = 3,      // RawExchange: its own sequence, never matched against collectives
+  kRaw = 3,      // RawExchange and prepared rounds: a sequence of their own (raw_seq_)
 };
 
 // The backend tag of `phase` of call `seq`. Control phases use fixed tags (matched in order per
@@ -42,6 +43,12 @@ struct Communicator::Call {
   std::vector<internal::ControlHeader> headers;
   internal::ControlHeader common;
   bool transport_failed = false;
+  // The payload's backend tag: Tag(seq, kPayload), or a prepared round's from raw_seq_.
+  uint64_t payload_tag = 0;
+  // A prepared round (Communicator::Resume): no agreement, not counted as a call; how its errors
+  // name it ("round 2 of 5 …").
+  bool prepared_round = false;
+  std::string round_label;
 
   // What rank r's header says of the op's arguments (its param and inline data).
   const internal::ControlHeader& header(int r) const {

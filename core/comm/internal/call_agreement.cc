@@ -14,8 +14,8 @@ namespace {
 constexpr uint32_t kHeaderMagic = 0x53484b31;   // "SHK1"
 constexpr uint32_t kVerdictMagic = 0x53484b56;  // "SHKV"
 // 4: headers all-gathered, pair sizes as digests. 5: headers gathered to rank 0, its verdict sent
-// down (the headers too only when needed).
-constexpr uint16_t kVersion = 5;
+// down (the headers too only when needed). 6: the header carries a prepared transfer's rounds.
+constexpr uint16_t kVersion = 6;
 
 std::string OpName(uint8_t op) {
   if (op >= 1 && op <= kNumCollectiveOps) {
@@ -52,6 +52,8 @@ std::string DescribeProblem(const ControlHeader& h) {
       return absl::StrCat("Split member list has rank ", value, ", outside the group");
     case LocalError::kSplitRankRepeated:
       return absl::StrCat("Split member list has rank ", value, " twice");
+    case LocalError::kNoRounds:
+      return "prepared a transfer of no rounds";
     case LocalError::kGather:
       if (value < 0) {
         return absl::StrCat(BufferName(h.error_index),
@@ -70,9 +72,8 @@ std::string DescribeParamMismatch(CollectiveOp op, int r0, uint64_t p0, int r, u
                         " passed different lists");
   }
   if (op == CollectiveOp::kAllToAllSegments) {
-    return absl::StrCat("ranks disagree on the AllToAllSegments check value (weight sync: the ",
-                        "plan's fingerprint): rank ", r0, " passed ", p0, ", rank ", r, " passed ",
-                        p);
+    return absl::StrCat("ranks disagree on the AllToAllSegments check value: rank ", r0, " passed ",
+                        p0, ", rank ", r, " passed ", p);
   }
   return absl::StrCat("ranks disagree on the buffer size: rank ", r0, " passed ", p0,
                       " bytes, rank ", r, " passed ", p, " bytes");
@@ -115,6 +116,15 @@ uint64_t PairTerm(int64_t sender, int64_t receiver, uint64_t bytes, uint64_t seg
 
 }  // namespace
 
+std::string DescribeLocalProblem(const LocalProblem& problem) {
+  ControlHeader h;
+  h.error = static_cast<uint8_t>(problem.error);
+  h.error_index = problem.index;
+  h.error_value = problem.value;
+  h.error_limit = problem.limit;
+  return DescribeProblem(h);
+}
+
 ControlHeader MakeHeader(const Declaration& d, int self) {
   ControlHeader h;
   h.magic = kHeaderMagic;
@@ -124,6 +134,7 @@ ControlHeader MakeHeader(const Declaration& d, int self) {
   h.seq = d.seq;
   h.root = d.root;
   h.param = d.param;
+  h.rounds = d.rounds;
   const std::vector<DeclaredPair> pairs = DeclaredPairs(d, self);
   for (const DeclaredPair& p : pairs) {
     if (p.sends) {
@@ -160,6 +171,11 @@ absl::Status CheckHeaders(const Declaration& mine, std::span<const ControlHeader
     if (mine.check_param && h.param != h0.param) {
       return absl::InvalidArgumentError(
           DescribeParamMismatch(mine.op, 0, h0.param, static_cast<int>(r), h.param));
+    }
+    if (h.rounds != h0.rounds) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ranks disagree on the prepared transfer's round count: rank 0 prepared ",
+                       h0.rounds, ", rank ", r, " prepared ", h.rounds));
     }
   }
   return absl::OkStatus();
@@ -282,6 +298,16 @@ uint64_t SegmentDigest(std::span<const uint64_t> segment_sizes) {
       digest ^= (size >> (8 * byte)) & 0xff;
       digest *= 0x100000001b3ULL;
     }
+  }
+  return digest;
+}
+
+uint64_t RoundsDigest(std::span<const std::vector<uint64_t>> rounds) {
+  uint64_t digest = rounds.empty() ? SegmentDigest({}) : SegmentDigest(rounds[0]);
+  for (size_t r = 1; r < rounds.size(); ++r) {
+    uint64_t bytes = 0;
+    for (uint64_t size : rounds[r]) bytes += size;
+    if (bytes > 0) digest = Mix(digest ^ Mix(r ^ Mix(SegmentDigest(rounds[r]))));
   }
   return digest;
 }

@@ -47,6 +47,7 @@ enum class LocalError : uint8_t {
   kSplitRankRepeated,    // value = the member listed twice
   kGather,               // index = the buffer; value = its runs' total, limit = its size; or
                          // value = -1: gathered where the op or backend cannot take it
+  kNoRounds,             // a PreparedTransfer of no rounds
 };
 
 struct LocalProblem {
@@ -73,9 +74,9 @@ struct ControlHeader {
   int64_t error_value = 0;       // LocalProblem::value
   int64_t error_limit = 0;       // LocalProblem::limit
   uint64_t pairs_declared = 0;   // its non-empty transfers (DeclaredPairs' length)
-  uint64_t reserved = 0;
-  uint32_t inline_size = 0;  // bytes of inline_data in use (Declaration::inline_data)
-  int32_t error_index = -1;  // LocalProblem::index
+  uint64_t rounds = 0;           // PreparedTransfer: its round count (0 for every other call)
+  uint32_t inline_size = 0;      // bytes of inline_data in use (Declaration::inline_data)
+  int32_t error_index = -1;      // LocalProblem::index
   uint8_t inline_data[kInlineBytes] = {};
 };
 static_assert(sizeof(ControlHeader) == 128);
@@ -115,6 +116,7 @@ struct Declaration {
   bool check_root = false;   // every rank must pass the same root
   bool check_param = false;  // every rank must pass the same param
   bool pairwise = false;     // per-pair sizes: run round 2
+  uint64_t rounds = 0;       // PreparedTransfer: its round count, checked equal on every rank
   LocalProblem problem;
   std::vector<uint64_t> send_bytes;           // per peer (pairwise ops)
   std::vector<uint64_t> recv_bytes;           // per peer (pairwise ops)
@@ -122,6 +124,9 @@ struct Declaration {
   std::vector<uint64_t> recv_segment_digest;  // per peer: SegmentDigest (pairwise ops)
   ConstBuffer inline_data;                    // copied into every header; at most kInlineBytes
 };
+
+// What a rank's argument error says, as the agreement words it ("buffer 2 has 8 bytes but …").
+std::string DescribeLocalProblem(const LocalProblem& problem);
 
 // This rank's header (`self` is its rank).
 ControlHeader MakeHeader(const Declaration& d, int self);
@@ -163,6 +168,10 @@ Device DecodeDevice(int64_t code);
 // Deterministic digest of the sizes of a transfer's non-empty segments, in order (a single
 // buffer is one segment): sender and receiver must cut a transfer into the same messages.
 uint64_t SegmentDigest(std::span<const uint64_t> segment_sizes);
+
+// The digest of one pair's segments over several rounds: SegmentDigest of round 0, with every
+// later round that moves bytes mixed in with its index (so one round equals SegmentDigest).
+uint64_t RoundsDigest(std::span<const std::vector<uint64_t>> rounds);
 
 // Deterministic digest of a member list (for Split's header).
 uint64_t DigestRanks(std::span<const int> ranks);

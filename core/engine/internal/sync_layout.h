@@ -1,4 +1,4 @@
-// Internal: one side's layout for weight sync (core/engine/sync_plan.h) — what a module's
+// Internal: one side's layout for weight sync (core/engine/sync.h) — what a module's
 // parameters look like across its group — in the compact form the agreement exchanges (each
 // parameter's name, dtype, shape and bound spec, distinct specs listed once), the boxes it
 // describes (computed once per distinct spec and shape), and the checks PlanSync makes.
@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "core/comm/communicator.h"
 #include "core/engine/module.h"
-#include "core/engine/sync_plan.h"
+#include "core/engine/sync.h"
 #include "nlohmann/json.hpp"
 #include "specs/fingerprint.h"
 #include "specs/shard_box_index.h"

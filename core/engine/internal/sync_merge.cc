@@ -6,15 +6,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/tensor/byte_runs.h"
 
 namespace shardkit::internal {
 
 int64_t RunCount(const specs::Box& shard, const specs::Box& box) {
-  int d = static_cast<int>(box.sizes.size()) - 1;
-  while (d >= 0 && box.sizes[d] == shard.sizes[d]) --d;  // whole trailing dimensions
-  int64_t runs = 1;
-  for (int e = 0; e < d; ++e) runs *= box.sizes[e];
-  return runs;
+  std::vector<int64_t> offsets(box.offsets.size());
+  for (size_t d = 0; d < offsets.size(); ++d) offsets[d] = box.offsets[d] - shard.offsets[d];
+  absl::StatusOr<ByteRuns> runs = RunsOf(shard.sizes, /*element_bits=*/8, offsets, box.sizes);
+  return runs.ok() ? runs->count : 1;  // bytes never cut: always ok
 }
 
 std::vector<int64_t> StagedPerRound(const std::vector<SyncPiece>& sends,
@@ -30,6 +30,34 @@ std::vector<int64_t> StagedPerRound(const std::vector<SyncPiece>& sends,
     if (p.staged_recv) staged[2 * p.round + 1] += p.bytes;
   }
   return staged;
+}
+
+RoundShape RoundSegments(const std::vector<SyncPiece>& sends,
+                         const std::vector<SyncPiece>& receives, int round, int world,
+                         bool backend_gathers) {
+  RoundShape shape{std::vector<std::vector<uint64_t>>(world),
+                   std::vector<std::vector<uint64_t>>(world)};
+  // Each side: the coalesced run of every peer first (when it has bytes), then the pieces.
+  auto side = [&](const std::vector<SyncPiece>& pieces, bool sending,
+                  std::vector<std::vector<uint64_t>>& out) {
+    std::vector<uint64_t> run(world);
+    for (const SyncPiece& p : pieces) {
+      if (p.round == round && p.coalesced && p.from != p.to)
+        run[sending ? p.to : p.from] += p.bytes;
+    }
+    for (int peer = 0; peer < world; ++peer) {
+      if (run[peer] > 0) out[peer].push_back(run[peer]);
+    }
+    for (const SyncPiece& p : pieces) {
+      if (p.round != round || p.from == p.to) continue;
+      const bool staged =
+          sending ? p.staged_send && !SentGathered(p, backend_gathers) : p.staged_recv;
+      if (!staged || !p.coalesced) out[sending ? p.to : p.from].push_back(p.bytes);
+    }
+  };
+  side(sends, true, shape.sends);
+  side(receives, false, shape.recvs);
+  return shape;
 }
 
 std::vector<int> MergeRounds(const std::vector<std::vector<int64_t>>& per_rank, int rounds,
@@ -61,7 +89,8 @@ absl::StatusOr<int> MergeRoundsAcrossRanks(std::vector<SyncPiece>& sends,
                                            int64_t bucket, Communicator& comm,
                                            const CallOptions& call) {
   if (rounds <= 1) return rounds;
-  const std::vector<int64_t> mine = StagedPerRound(sends, receives, rounds, comm.GathersSends());
+  const std::vector<int64_t> mine =
+      StagedPerRound(sends, receives, rounds, PreparedTransfer::Gathers(comm));
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all, comm.AllGather(ConstBuffer(mine), call));
   std::vector<std::vector<int64_t>> per_rank(all.size());
   for (size_t k = 0; k < all.size(); ++k) {

@@ -1,10 +1,11 @@
 #include "core/engine/internal/sync_tensors.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/base/check.h"
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
-#include "core/engine/internal/box_runs.h"
 #include "core/engine/internal/shard_copy.h"
+#include "core/tensor/byte_runs.h"
 #include "core/tensor/host_copy.h"
 
 namespace shardkit::internal {
@@ -17,6 +18,15 @@ absl::InlinedVector<int64_t, 8> Relative(const specs::Box& box, const Shape* ori
     for (size_t d = 0; d < rel.size(); ++d) rel[d] -= (*origin)[d];
   }
   return rel;
+}
+
+// The runs of `box` in `t`'s tensor (whole elements of whole bytes: never misaligned).
+ByteRuns BoxRuns(const SideTensors::Resolved& t, const specs::Box& box) {
+  const int64_t element_bits = 8 * static_cast<int64_t>(ElementSize(t.tensor->dtype()));
+  absl::StatusOr<ByteRuns> runs =
+      RunsOf(t.tensor->shape(), element_bits, Relative(box, t.offsets), box.sizes);
+  SHARDKIT_CHECK(runs.ok()) << runs.status();
+  return *std::move(runs);
 }
 
 }  // namespace
@@ -67,9 +77,7 @@ absl::StatusOr<Tensor> View(const SideTensors::Resolved& t, const specs::Box& bo
 
 // Where a contiguous piece starts in its tensor.
 std::byte* PieceStart(const SideTensors::Resolved& t, const specs::Box& box) {
-  const int64_t element = static_cast<int64_t>(ElementSize(t.tensor->dtype()));
-  return t.tensor->data() +
-         internal::BoxStartOffset(t.tensor->shape(), Relative(box, t.offsets), element);
+  return t.tensor->data() + BoxRuns(t, box).base;
 }
 
 bool BoxInside(const SideTensors::Resolved& t, const specs::Box& box) {
@@ -83,12 +91,10 @@ bool BoxInside(const SideTensors::Resolved& t, const specs::Box& box) {
 }
 
 void PieceRuns(const SideTensors::Resolved& t, const specs::Box& box, std::vector<HostRun>& runs) {
-  const int64_t element = static_cast<int64_t>(ElementSize(t.tensor->dtype()));
   const std::byte* base = t.tensor->data();
-  internal::ForEachBoxRun(t.tensor->shape(), Relative(box, t.offsets), box.sizes, element,
-                          [&](int64_t offset, int64_t n) {
-                            runs.push_back({base + offset, static_cast<size_t>(n)});
-                          });
+  ForEachRun(BoxRuns(t, box), [&](int64_t offset, int64_t n) {
+    runs.push_back({base + offset, static_cast<size_t>(n)});
+  });
 }
 
 // Copies the piece's box of `t` to the contiguous `bytes` (to_bytes) or back. On the CPU run by
@@ -103,16 +109,15 @@ absl::Status CopyPiece(const SideTensors::Resolved& t, const specs::Box& box, st
     // A large piece writes around the cache (core/tensor/host_copy.h).
     const HostRunCopier copier(static_cast<size_t>(total), /*overlapping=*/false);
     int64_t at = 0;
-    internal::ForEachBoxRun(t.tensor->shape(), Relative(box, t.offsets), box.sizes, element,
-                            [&](int64_t offset, int64_t n) {
-                              const size_t bytes_n = static_cast<size_t>(n);
-                              if (to_bytes) {
-                                copier.Copy(bytes + at, base + offset, bytes_n);
-                              } else {
-                                copier.Copy(base + offset, bytes + at, bytes_n);
-                              }
-                              at += n;
-                            });
+    ForEachRun(BoxRuns(t, box), [&](int64_t offset, int64_t n) {
+      const size_t bytes_n = static_cast<size_t>(n);
+      if (to_bytes) {
+        copier.Copy(bytes + at, base + offset, bytes_n);
+      } else {
+        copier.Copy(base + offset, bytes + at, bytes_n);
+      }
+      at += n;
+    });
     copier.Finish();
     return absl::OkStatus();
   }

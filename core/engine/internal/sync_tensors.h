@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "core/comm/communicator.h"
 #include "core/engine/module.h"
-#include "core/engine/sync_plan.h"
+#include "core/engine/sync.h"
 #include "core/tensor/tensor.h"
 #include "specs/shard_box_index.h"
 
@@ -66,7 +66,7 @@ std::byte* PieceStart(const SideTensors::Resolved& t, const specs::Box& box);
 bool BoxInside(const SideTensors::Resolved& t, const specs::Box& box);
 
 // Appends the runs of the piece's box of `t` (host memory) to `runs`, in order: what a backend
-// that GathersSends() writes instead of a packed copy.
+// that gathers (PreparedTransfer::Gathers) writes instead of a packed copy.
 void PieceRuns(const SideTensors::Resolved& t, const specs::Box& box, std::vector<HostRun>& runs);
 
 // Copies the piece's box of `t` to the contiguous `bytes` (to_bytes) or back. On the CPU run by

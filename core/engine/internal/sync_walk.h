@@ -1,4 +1,4 @@
-// Internal: PlanSync's second step (core/engine/sync_plan.h) — the rounds, the same on every rank,
+// Internal: PlanSync's second step (core/engine/sync.h) — the rounds, the same on every rank,
 // and this rank's pieces of each parameter.
 #ifndef SHARDKIT_CORE_ENGINE_INTERNAL_SYNC_WALK_H_
 #define SHARDKIT_CORE_ENGINE_INTERNAL_SYNC_WALK_H_
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/engine/internal/sync_layout.h"
-#include "core/engine/sync_plan.h"
+#include "core/engine/sync.h"
 
 namespace shardkit::internal {
 

@@ -9,10 +9,10 @@
 // boxes (specs/shard_box_index.h) and a read of tensor bytes looks up the rows those bytes lie in,
 // so finding them is a binary search per dimension plus the shards found — never all pairs of old
 // and new shards. From each old
-// shard the read takes one contiguous range of its own bytes (byte_runs.h) and nothing else: a
-// piece of 64 KiB or more, or a piece alone, with one pread straight into place, shorter pieces
-// through a reused staging buffer filled with exactly them (TensorBytesReader::Want). So the bytes
-// pread are the bytes asked for: a reader that wants a rank's columns asks for those pieces
+// shard the read takes one contiguous range of its own bytes (core/tensor/byte_runs.h) and nothing
+// else: a piece of 64 KiB or more, or a piece alone, with one pread straight into place, shorter
+// pieces through a reused staging buffer filled with exactly them (TensorBytesReader::Want). So the
+// bytes pread are the bytes asked for: a reader that wants a rank's columns asks for those pieces
 // (TensorBytesReader::Want), not for the rows around them. A replicated parameter is read from
 // index.json's src_rank copy, as `gather` does.
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_SOURCE_SHARD_DIR_SOURCE_H_

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "core/base/status_macros.h"
-#include "integration/checkpoint/stream/byte_runs.h"
+#include "core/tensor/byte_runs.h"
 
 namespace shardkit::checkpoint {
 

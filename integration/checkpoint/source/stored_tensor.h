@@ -13,9 +13,9 @@
 // A read touches only the boxes it overlaps: the boxes are indexed (specs/shard_box_index.h) and a
 // read of tensor bytes looks up the rows of dim 0 those bytes lie in, so finding them is a binary
 // search per dimension plus the boxes found — never all pairs of boxes. From each box the read
-// takes one contiguous range of the box's own bytes (byte_runs.h) and nothing else: the pieces go
-// through TensorBytesReader::Want (one pread straight into place for a long piece, staged reads of
-// exactly the short ones).
+// takes one contiguous range of the box's own bytes (core/tensor/byte_runs.h) and nothing else: the
+// pieces go through TensorBytesReader::Want (one pread straight into place for a long piece, staged
+// reads of exactly the short ones).
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_SOURCE_STORED_TENSOR_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_SOURCE_STORED_TENSOR_H_
 

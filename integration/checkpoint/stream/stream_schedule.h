@@ -7,10 +7,10 @@
 // (the layout tiles the tensor), and every byte of a replicated tensor goes to every rank, so a
 // round's bytes fit one window exactly. Within a round the window holds *blocks*: the bytes of
 // one shard that lie in the round (a contiguous range of the shard's own bytes however many rows
-// they cut: byte_runs.h), or the round's part of a replicated tensor (one block for all ranks).
-// Blocks are laid out replicated first, then rank by rank, so a rank's blocks are one run of
-// window bytes per tensor: the source sends them as they are, and the receiver writes each at its
-// final offset in its rank file (pieces may be smaller than a row; files are written in place).
+// they cut: core/tensor/byte_runs.h), or the round's part of a replicated tensor (one block for all
+// ranks). Blocks are laid out replicated first, then rank by rank, so a rank's blocks are one run
+// of window bytes per tensor: the source sends them as they are, and the receiver writes each at
+// its final offset in its rank file (pieces may be smaller than a row; files are written in place).
 //
 //   StreamSchedule schedule(tensors, world, window);
 //   for (int64_t k = 0; k < schedule.rounds(); ++k) {
@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/tensor/byte_runs.h"
 #include "core/tensor/dtype.h"
 #include "core/tensor/shape.h"
-#include "integration/checkpoint/stream/byte_runs.h"
 #include "specs/shard_metadata.h"
 
 namespace shardkit::checkpoint {

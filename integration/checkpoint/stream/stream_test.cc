@@ -2,10 +2,11 @@
 // shard's own row-major layout puts it, for shards cut on every dim and for every round size.
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <vector>
 
+#include "core/tensor/byte_runs.h"
 #include "gtest/gtest.h"
-#include "integration/checkpoint/stream/byte_runs.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/checkpoint/stream/stream_shard.h"
 
@@ -75,6 +76,27 @@ TEST(ByteRunsTest, PiecesMatchBruteForceForEveryRange) {
       }
     }
   }
+}
+
+// ForEachRun (what weight sync packs and gathers by) walks the same bytes in the shard's order, for
+// shards cut on every dim, whole, empty and of a scalar.
+TEST(ByteRunsTest, ForEachRunWalksEveryByteInTheShardsOrder) {
+  const Shape shape = {4, 5, 3};
+  const std::vector<specs::ShardMetadata> shards = {
+      Shard({0, 0, 0}, {4, 5, 3}), Shard({1, 0, 0}, {2, 5, 3}), Shard({0, 1, 0}, {4, 3, 3}),
+      Shard({1, 2, 1}, {3, 2, 2}), Shard({0, 0, 2}, {4, 5, 1}), Shard({2, 3, 0}, {1, 1, 3}),
+      Shard({0, 0, 0}, {0, 5, 3}), Shard({3, 4, 2}, {1, 1, 1})};
+  for (const specs::ShardMetadata& shard : shards) {
+    std::vector<int64_t> got;
+    ForEachRun(*RunsOf(shape, 16, shard), [&](int64_t at, int64_t bytes) {
+      for (int64_t b = 0; b < bytes; ++b) got.push_back(at + b);
+    });
+    EXPECT_EQ(got, BruteForce(shape, 2, shard)) << specs::ShardToString(shard);
+  }
+  std::vector<std::pair<int64_t, int64_t>> scalar;
+  ForEachRun(*RunsOf({}, 32, Shard({}, {})),
+             [&](int64_t at, int64_t bytes) { scalar.emplace_back(at, bytes); });
+  EXPECT_EQ(scalar, (std::vector<std::pair<int64_t, int64_t>>{{0, 4}}));
 }
 
 TEST(ByteRunsTest, PiecesInOrderMergeEveryShardsPiecesByTensorOffset) {

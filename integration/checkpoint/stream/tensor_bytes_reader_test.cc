@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/tensor/byte_runs.h"
 #include "gtest/gtest.h"
-#include "integration/checkpoint/stream/byte_runs.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "specs/shard_metadata.h"
 #include "testing/status_matchers.h"

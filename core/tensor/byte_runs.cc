@@ -1,14 +1,15 @@
-#include "integration/checkpoint/stream/byte_runs.h"
+#include "core/tensor/byte_runs.h"
 
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit {
 
 absl::StatusOr<ByteRuns> RunsOf(const Shape& shape, int64_t element_bits,
-                                const specs::ShardMetadata& shard) {
+                                std::span<const int64_t> offsets, std::span<const int64_t> sizes) {
   ByteRuns runs;  // computed in bits, returned in bytes
   const size_t dims = shape.size();
   std::vector<int64_t> strides(dims);
@@ -18,26 +19,26 @@ absl::StatusOr<ByteRuns> RunsOf(const Shape& shape, int64_t element_bits,
     stride *= shape[k];
   }
   int64_t elements = 1;
-  for (int64_t size : shard.sizes) elements *= size;
+  for (int64_t size : sizes) elements *= size;
   if (elements == 0) return runs;
-  for (size_t k = 0; k < dims; ++k) runs.base += shard.offsets[k] * strides[k];
+  for (size_t k = 0; k < dims; ++k) runs.base += offsets[k] * strides[k];
   // The last dim the shard does not cover whole; the dims after it are whole, so a run spans that
   // dim's part and everything inside it.
   size_t cut = 0;
   for (size_t k = dims; k-- > 0;) {
-    if (shard.sizes[k] != shape[k]) {
+    if (sizes[k] != shape[k]) {
       cut = k;
       break;
     }
   }
   runs.length = element_bits;
-  for (size_t k = cut; k < dims; ++k) runs.length *= shard.sizes[k];
+  for (size_t k = cut; k < dims; ++k) runs.length *= sizes[k];
   runs.count = 1;
   for (size_t k = 0; k < cut; ++k) {
-    if (shard.sizes[k] == 1) continue;  // a dim of one index adds nothing to the run space
-    runs.outer_sizes.push_back(shard.sizes[k]);
+    if (sizes[k] == 1) continue;  // a dim of one index adds nothing to the run space
+    runs.outer_sizes.push_back(sizes[k]);
     runs.outer_strides.push_back(strides[k]);
-    runs.count *= shard.sizes[k];
+    runs.count *= sizes[k];
   }
   // Every run starts at base + a sum of outer strides: all on byte boundaries iff these are.
   int64_t misaligned = -1;
@@ -67,6 +68,22 @@ int64_t ByteRuns::Offset(int64_t n) const {
     n /= outer_sizes[k];
   }
   return offset;
+}
+
+void ForEachRun(const ByteRuns& runs, absl::FunctionRef<void(int64_t, int64_t)> fn) {
+  if (runs.count == 0) return;
+  const size_t dims = runs.outer_sizes.size();
+  absl::InlinedVector<int64_t, 8> index(dims, 0);
+  int64_t at = runs.base;
+  for (int64_t n = 0; n < runs.count; ++n) {
+    fn(at, runs.length);
+    for (size_t k = dims; k-- > 0;) {  // the odometer: the innermost index that can advance
+      at += runs.outer_strides[k];
+      if (++index[k] < runs.outer_sizes[k]) break;
+      at -= index[k] * runs.outer_strides[k];
+      index[k] = 0;
+    }
+  }
 }
 
 int64_t ByteRuns::FirstEndingAfter(int64_t at) const {
@@ -170,4 +187,4 @@ void ForEachPieceInOrder(std::span<const ByteRuns* const> runs, int64_t begin, i
   }
 }
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit

@@ -1,7 +1,9 @@
-// ByteRuns: where a shard's bytes lie inside a row-major tensor, for the streaming paths that move
-// checkpoint bytes between files and windows without ever holding a whole tensor.
+// ByteRuns: where a box's bytes lie inside a row-major tensor — the one box-to-runs geometry of the
+// tree: weight sync's packing, unpacking and gathered sends (core/engine), and the checkpoint
+// streams that move bytes between files and windows without ever holding a whole tensor.
 //
-// A shard (offsets, sizes) of a contiguous tensor of `shape` is `count` runs of `length` bytes:
+// A box (offsets, sizes; a shard) of a contiguous tensor of `shape` is `count` runs of `length`
+// bytes:
 // run n starts Offset(n) bytes into the tensor, and runs are in increasing order, the same order as
 // the shard's own row-major bytes — so run n is bytes [n * length, (n + 1) * length) of the shard
 // as it is stored on its own (in a rank file). A range [begin, end) of the tensor's bytes therefore
@@ -9,8 +11,9 @@
 //
 //   ByteRuns runs = RunsOf({4096, 4096}, 4, shard);    // chunk on dim 1 of 4: 4096 runs of 4 KiB
 //   ForEachPiece(runs, begin, end, [&](int64_t tensor_at, int64_t shard_at, int64_t n) { ... });
-#ifndef SHARDKIT_INTEGRATION_CHECKPOINT_STREAM_BYTE_RUNS_H_
-#define SHARDKIT_INTEGRATION_CHECKPOINT_STREAM_BYTE_RUNS_H_
+//   ForEachRun(runs, [&](int64_t tensor_at, int64_t n) { ... });  // every run, in order
+#ifndef SHARDKIT_CORE_TENSOR_BYTE_RUNS_H_
+#define SHARDKIT_CORE_TENSOR_BYTE_RUNS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -21,9 +24,8 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "core/tensor/shape.h"
-#include "specs/shard_metadata.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit {
 
 struct ByteRuns {
   int64_t length = 0;  // bytes per run (0 for an empty shard)
@@ -39,12 +41,22 @@ struct ByteRuns {
   int64_t bytes() const { return length * count; }
 };
 
-// The runs of `shard` (validated: inside `shape`) of a contiguous tensor of `shape` whose elements
-// are `element_bits` bits (sub-byte dtypes are packed: 4 or 6 bits).
+// The runs of the box at `offsets` with `sizes` (validated: inside `shape`) of a contiguous tensor
+// of `shape` whose elements are `element_bits` bits (sub-byte dtypes are packed: 4 or 6 bits).
 // Errors: kInvalidArgument when a run would start or end inside a byte (a sub-byte tensor's shard
 // must start and end on byte boundaries in the flat element order), naming the bit offset.
 [[nodiscard]] absl::StatusOr<ByteRuns> RunsOf(const Shape& shape, int64_t element_bits,
-                                              const specs::ShardMetadata& shard);
+                                              std::span<const int64_t> offsets,
+                                              std::span<const int64_t> sizes);
+// The same for anything with `offsets` and `sizes` (specs::ShardMetadata, specs::Box).
+template <typename Box>
+[[nodiscard]] absl::StatusOr<ByteRuns> RunsOf(const Shape& shape, int64_t element_bits,
+                                              const Box& box) {
+  return RunsOf(shape, element_bits, box.offsets, box.sizes);
+}
+
+// Calls fn(tensor_offset, bytes) for every run, in order (no division per run).
+void ForEachRun(const ByteRuns& runs, absl::FunctionRef<void(int64_t, int64_t)> fn);
 
 // The shard's bytes inside tensor bytes [begin, end): {first index in the shard's own bytes,
 // count}. {k, 0} when none.
@@ -61,6 +73,6 @@ void ForEachPiece(const ByteRuns& runs, int64_t begin, int64_t end,
 void ForEachPieceInOrder(std::span<const ByteRuns* const> runs, int64_t begin, int64_t end,
                          absl::FunctionRef<void(size_t, int64_t, int64_t, int64_t)> fn);
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit
 
-#endif  // SHARDKIT_INTEGRATION_CHECKPOINT_STREAM_BYTE_RUNS_H_
+#endif  // SHARDKIT_CORE_TENSOR_BYTE_RUNS_H_

@@ -279,8 +279,18 @@ void PreparedTransferCase(int rank, Communicator& comm, std::string_view arg) {
   std::vector<RoundShape> fewer(shapes.begin(), shapes.end() - (rank == 0 ? 1 : 0));
   EXPECT_THAT(PreparedTransfer::Prepare(comm, fewer, 11).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("ranks disagree on the prepared transfer's round count: rank 0 "
-                                 "prepared 2, rank 1 prepared 3")));
+                       HasSubstr("ranks disagree on the transfer: rank 0 prepared a transfer of 2 "
+                                 "rounds, rank 1 prepared a transfer of 3 rounds")));
+  // AllToAllSegments on one rank, a prepared transfer of one round on the others: refused alike.
+  const std::vector<std::vector<ConstBuffer>> no_sends(n);
+  const std::vector<std::vector<MutableBuffer>> no_recvs(n);
+  const RoundShape empty{std::vector<std::vector<uint64_t>>(n),
+                         std::vector<std::vector<uint64_t>>(n)};
+  EXPECT_THAT(rank == 0 ? comm.AllToAllSegments(no_sends, no_recvs, 11)
+                        : PreparedTransfer::Prepare(comm, {empty}, 11).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("rank 0 called AllToAllSegments, rank 1 prepared a transfer of 1 "
+                                 "round")));
   const int last = n - 1;
   const std::vector<uint64_t> cuts = RoundCuts(a.bytes, kPreparedRounds - 1, 0, last);
   if (cuts[0] > 0 && cuts[1] > 0) {  // the same on every rank

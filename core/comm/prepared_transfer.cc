@@ -92,11 +92,10 @@ absl::Status PreparedTransfer::Run(size_t round, std::span<const std::vector<Con
   }
   ++runs_;
   return comm_.Run(call, [&]() -> absl::Status {
-    if (!local.ok()) {
-      call.transport_failed = true;  // the peers are moving this round already
-      return local;
-    }
-    return comm_.TransferSegments(call, sends, recvs, arrived);
+    // Whatever fails a round poisons: the peers are moving it already.
+    absl::Status status = local.ok() ? comm_.TransferSegments(call, sends, recvs, arrived) : local;
+    if (!status.ok()) call.transport_failed = true;
+    return status;
   });
 }
 

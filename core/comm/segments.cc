@@ -96,7 +96,9 @@ absl::Status Communicator::AllToAllSegments(std::span<const std::vector<ConstBuf
   std::vector<RoundShape> round;
   if (problem.error == LocalError::kNone) round.push_back(RoundShape::Of(sends, recvs));
   DeclareSegments(call, round, check, problem);
-  call.decl.rounds = 1;
+  // 0, not 1: a rank calling AllToAllSegments while another prepares a transfer of one round
+  // fails the agreement instead of moving its payload under another tag.
+  call.decl.rounds = 0;
   return Run(call, [&] { return TransferSegments(call, sends, recvs, arrived); });
 }
 

@@ -109,7 +109,7 @@ class Pipeline {
   // AllToAllSegments of its own. The same on every rank (the backend's default device).
   bool Prepared() const { return comm_.DefaultDevice().is_cpu(); }
   // Prepares the call's rounds (their shapes from the plan; with a local failure, empty rounds,
-  // which fail the agreement of every rank that expected bytes from this one).
+  // which fail the preparation on every rank if this one had bytes to move with any).
   absl::Status Prepare(const CallOptions& call, bool local_ok);
   // A rank whose part failed before the rounds, prepared empty: runs the rounds moving nothing,
   // then closes.
@@ -289,10 +289,11 @@ absl::Status Pipeline::Unpack(int peer, size_t index, SyncReport& report) {
 }
 
 // Round `round`'s receives and local copies, then its exchange (its sends packed already), strided
-// receives unpacked as they arrive. A
-// local failure (staging memory, a module other than the planned one) must not leave peers
-// waiting: this rank still takes part, with nothing to move, and the sizes' agreement fails
-// everywhere.
+// receives unpacked as they arrive. A local failure here (a device copy; on host memory nothing
+// fails once Resolve passed) must not leave peers waiting: on a device each round is an
+// AllToAllSegments, so this rank still takes part with nothing to move and the sizes' agreement
+// fails everywhere; in a prepared transfer the round is refused and the communicator poisoned, so
+// its peers fail at the deadline.
 absl::Status Pipeline::Exchange(int round, const CallOptions& call, SyncReport& report) {
   for (auto& v : recvs_) v.clear();
   unpack_.clear();
@@ -338,10 +339,9 @@ absl::Status Pipeline::Prepare(const CallOptions& call, bool local_ok) {
   const int world = comm_.world_size();
   std::vector<RoundShape> rounds;
   for (int r = 0; r < plan_.rounds(); ++r) {
-    rounds.push_back(
-        local_ok ? internal::RoundSegments(plan_.sends(), plan_.receives(), r, world, gather_)
-                 : RoundShape{std::vector<std::vector<uint64_t>>(world),
-                              std::vector<std::vector<uint64_t>>(world)});
+    rounds.push_back(local_ok ? internal::RoundSegments(plan_.sends(), plan_.receives(), r, world)
+                              : RoundShape{std::vector<std::vector<uint64_t>>(world),
+                                           std::vector<std::vector<uint64_t>>(world)});
   }
   SHARDKIT_ASSIGN_OR_RETURN(
       PreparedTransfer t,

@@ -42,7 +42,7 @@ using Sizes = std::vector<std::vector<uint64_t>>;
 
 TEST(RoundSegments, ContiguousPiecesAreASegmentEachInPlanOrder) {
   const std::vector<SyncPiece> sends = {Piece(0, 1, 100), Piece(0, 2, 7), Piece(0, 1, 30)};
-  const RoundShape shape = RoundSegments(sends, {}, 0, 3, false);
+  const RoundShape shape = RoundSegments(sends, {}, 0, 3);
   EXPECT_EQ(shape.sends, (Sizes{{}, {100, 30}, {7}}));
   EXPECT_EQ(shape.recvs, (Sizes{{}, {}, {}}));
 }
@@ -50,21 +50,22 @@ TEST(RoundSegments, ContiguousPiecesAreASegmentEachInPlanOrder) {
 TEST(RoundSegments, CoalescedPiecesOfAPairTravelAsOneSegmentAheadOfTheRest) {
   const std::vector<SyncPiece> receives = {Piece(1, 0, 500), Coalesced(1, 0, 10),
                                            Coalesced(2, 0, 4), Coalesced(1, 0, 20)};
-  const RoundShape shape = RoundSegments({}, receives, 0, 3, false);
+  const RoundShape shape = RoundSegments({}, receives, 0, 3);
   EXPECT_EQ(shape.recvs, (Sizes{{}, {30, 500}, {4}}));
 }
 
 TEST(RoundSegments, LocalPiecesAndOtherRoundsPostNothing) {
   const std::vector<SyncPiece> receives = {Piece(0, 0, 64), Piece(1, 0, 8, /*round=*/1),
                                            Coalesced(1, 0, 3, /*round=*/1), Piece(1, 0, 9)};
-  EXPECT_EQ(RoundSegments({}, receives, 0, 2, false).recvs, (Sizes{{}, {9}}));
-  EXPECT_EQ(RoundSegments({}, receives, 1, 2, false).recvs, (Sizes{{}, {3, 8}}));
+  EXPECT_EQ(RoundSegments({}, receives, 0, 2).recvs, (Sizes{{}, {9}}));
+  EXPECT_EQ(RoundSegments({}, receives, 1, 2).recvs, (Sizes{{}, {3, 8}}));
 }
 
-TEST(RoundSegments, AStridedSendIsOneSegmentPackedOrGathered) {
-  const std::vector<SyncPiece> sends = {Strided(0, 1, 4096, 16), Coalesced(0, 1, 5)};
-  EXPECT_EQ(RoundSegments(sends, {}, 0, 2, false).sends, (Sizes{{}, {5, 4096}}));
-  EXPECT_EQ(RoundSegments(sends, {}, 0, 2, true).sends, (Sizes{{}, {5, 4096}}));
+// Gathered or packed, a strided piece is one segment, the same size on its receiver.
+TEST(RoundSegments, AStridedPieceIsASegmentOfItsOwnOnBothSides) {
+  const std::vector<SyncPiece> pieces = {Strided(0, 1, 4096, 16), Coalesced(0, 1, 5)};
+  EXPECT_EQ(RoundSegments(pieces, {}, 0, 2).sends, (Sizes{{}, {5, 4096}}));
+  EXPECT_EQ(RoundSegments({}, pieces, 0, 2).recvs, (Sizes{{5, 4096}, {}}));
 }
 
 TEST(SentGathered, OnlyStridedUncoalescedPiecesOfLongEnoughRunsOnABackendThatGathers) {
@@ -278,7 +279,7 @@ void CheckRandomLayout(uint32_t seed) {
   for (int round = 0; round < total; ++round) {
     std::vector<RoundShape> shapes;
     for (int r = 0; r < world; ++r) {
-      shapes.push_back(RoundSegments(sends[r], receives[r], round, world, gathers));
+      shapes.push_back(RoundSegments(sends[r], receives[r], round, world));
     }
     for (int a = 0; a < world; ++a) {
       for (int b = 0; b < world; ++b) {

@@ -66,6 +66,12 @@ std::string DescribeProblem(const ControlHeader& h) {
   return absl::StrCat("unknown argument error ", h.error);
 }
 
+// What a rank's header says it called, by its round count (ControlHeader::rounds).
+std::string DescribeRounds(uint64_t rounds) {
+  if (rounds == 0) return "called AllToAllSegments";
+  return absl::StrCat("prepared a transfer of ", rounds, rounds == 1 ? " round" : " rounds");
+}
+
 std::string DescribeParamMismatch(CollectiveOp op, int r0, uint64_t p0, int r, uint64_t p) {
   if (op == CollectiveOp::kSplit) {
     return absl::StrCat("ranks disagree on the Split member list: rank ", r0, " and rank ", r,
@@ -173,9 +179,9 @@ absl::Status CheckHeaders(const Declaration& mine, std::span<const ControlHeader
           DescribeParamMismatch(mine.op, 0, h0.param, static_cast<int>(r), h.param));
     }
     if (h.rounds != h0.rounds) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ranks disagree on the prepared transfer's round count: rank 0 prepared ",
-                       h0.rounds, ", rank ", r, " prepared ", h.rounds));
+      return absl::InvalidArgumentError(absl::StrCat("ranks disagree on the transfer: rank 0 ",
+                                                     DescribeRounds(h0.rounds), ", rank ", r, " ",
+                                                     DescribeRounds(h.rounds)));
     }
   }
   return absl::OkStatus();

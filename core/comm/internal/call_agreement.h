@@ -74,9 +74,10 @@ struct ControlHeader {
   int64_t error_value = 0;       // LocalProblem::value
   int64_t error_limit = 0;       // LocalProblem::limit
   uint64_t pairs_declared = 0;   // its non-empty transfers (DeclaredPairs' length)
-  uint64_t rounds = 0;           // PreparedTransfer: its round count (0 for every other call)
-  uint32_t inline_size = 0;      // bytes of inline_data in use (Declaration::inline_data)
-  int32_t error_index = -1;      // LocalProblem::index
+  uint64_t rounds =
+      0;  // PreparedTransfer: its round count (0 for every other call, AllToAllSegments too)
+  uint32_t inline_size = 0;  // bytes of inline_data in use (Declaration::inline_data)
+  int32_t error_index = -1;  // LocalProblem::index
   uint8_t inline_data[kInlineBytes] = {};
 };
 static_assert(sizeof(ControlHeader) == 128);

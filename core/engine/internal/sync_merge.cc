@@ -33,8 +33,7 @@ std::vector<int64_t> StagedPerRound(const std::vector<SyncPiece>& sends,
 }
 
 RoundShape RoundSegments(const std::vector<SyncPiece>& sends,
-                         const std::vector<SyncPiece>& receives, int round, int world,
-                         bool backend_gathers) {
+                         const std::vector<SyncPiece>& receives, int round, int world) {
   RoundShape shape{std::vector<std::vector<uint64_t>>(world),
                    std::vector<std::vector<uint64_t>>(world)};
   // Each side: the coalesced run of every peer first (when it has bytes), then the pieces.
@@ -49,10 +48,9 @@ RoundShape RoundSegments(const std::vector<SyncPiece>& sends,
       if (run[peer] > 0) out[peer].push_back(run[peer]);
     }
     for (const SyncPiece& p : pieces) {
-      if (p.round != round || p.from == p.to) continue;
-      const bool staged =
-          sending ? p.staged_send && !SentGathered(p, backend_gathers) : p.staged_recv;
-      if (!staged || !p.coalesced) out[sending ? p.to : p.from].push_back(p.bytes);
+      if (p.round == round && p.from != p.to && !p.coalesced) {
+        out[sending ? p.to : p.from].push_back(p.bytes);
+      }
     }
   };
   side(sends, true, shape.sends);

@@ -44,11 +44,11 @@ std::vector<int64_t> StagedPerRound(const std::vector<SyncPiece>& sends,
                                     bool backend_gathers);
 
 // The segments of round `round` as Sync's exchange posts them, for PreparedTransfer: per peer,
-// the pair's coalesced pieces as one segment first, then each other piece of the round in plan
-// order (sent straight, gathered or packed; received straight or staged), local pieces none.
+// the pair's coalesced pieces (staged on both sides) as one segment first, then each other piece
+// of the round in plan order, a segment of its own however it is sent (straight, gathered or
+// packed) or received (straight or staged); local pieces none.
 RoundShape RoundSegments(const std::vector<SyncPiece>& sends,
-                         const std::vector<SyncPiece>& receives, int round, int world,
-                         bool backend_gathers);
+                         const std::vector<SyncPiece>& receives, int round, int world);
 
 // Every rank's StagedPerRound (all-gathered) -> the merged round of each round: consecutive rounds
 // join while no rank stages more than `bucket` per direction in the merged round.

@@ -83,6 +83,7 @@ Communicator::Call Communicator::Resume(const PreparedTransfer& transfer) {
   call.deadline = transfer.deadline_;
   call.payload_tag = internal::Tag(++raw_seq_, Phase::kRaw);
   call.prepared_round = true;
+  call.transfer = &transfer;
   return call;
 }
 
@@ -95,7 +96,7 @@ absl::Time Communicator::Deadline(const CallOptions& options) const {
 std::string Communicator::Context(const Call& call) const {
   if (call.prepared_round) {
     return absl::StrCat(CollectiveOpName(call.decl.op), " (backend=", backend(), ", rank=", rank(),
-                        "/", world_size(), ", ", call.round_label, ")");
+                        "/", world_size(), ", ", call.transfer->RoundLabel(call.round), ")");
   }
   return absl::StrCat(CollectiveOpName(call.decl.op), " (backend=", backend(), ", rank=", rank(),
                       "/", world_size(), ", seq=", call.decl.seq, ")");

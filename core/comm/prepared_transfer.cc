@@ -58,22 +58,28 @@ absl::Status PreparedTransfer::CheckShape(size_t round,
     return absl::InvalidArgumentError(
         absl::StrCat("round ", round + 1, " of a transfer prepared with ", shapes_.size()));
   }
-  const RoundShape got = RoundShape::Of(sends, recvs);
   const RoundShape& want = shapes_[round];
-  if (got.sends.size() != want.sends.size() || got.recvs.size() != want.recvs.size()) {
+  if (sends.size() != want.sends.size() || recvs.size() != want.recvs.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(RoundLabel(round), ": ", got.sends.size(), " send and ", got.recvs.size(),
+        absl::StrCat(RoundLabel(round), ": ", sends.size(), " send and ", recvs.size(),
                      " receive lists, not one per rank (", want.sends.size(), ")"));
   }
-  for (size_t peer = 0; peer < want.sends.size(); ++peer) {
-    for (int sending = 1; sending >= 0; --sending) {
-      const std::vector<uint64_t>& g = sending ? got.sends[peer] : got.recvs[peer];
-      const std::vector<uint64_t>& w = sending ? want.sends[peer] : want.recvs[peer];
-      if (g == w) continue;
-      return absl::InvalidArgumentError(
-          absl::StrCat(RoundLabel(round), ": segments ", sending ? "to" : "from", " rank ", peer,
-                       " are ", Sizes(g), " bytes, prepared as ", Sizes(w)));
+  // Compared in place (a round's hot path); the sizes are listed only for the message.
+  auto same = [](const auto& buffers, const std::vector<uint64_t>& sizes) {
+    if (buffers.size() != sizes.size()) return false;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (buffers[i].size != sizes[i]) return false;
     }
+    return true;
+  };
+  for (size_t peer = 0; peer < want.sends.size(); ++peer) {
+    if (same(sends[peer], want.sends[peer]) && same(recvs[peer], want.recvs[peer])) continue;
+    const RoundShape got = RoundShape::Of(sends, recvs);
+    const bool sending = got.sends[peer] != want.sends[peer];
+    return absl::InvalidArgumentError(
+        absl::StrCat(RoundLabel(round), ": segments ", sending ? "to" : "from", " rank ", peer,
+                     " are ", Sizes(sending ? got.sends[peer] : got.recvs[peer]),
+                     " bytes, prepared as ", Sizes(sending ? want.sends[peer] : want.recvs[peer])));
   }
   return absl::OkStatus();
 }
@@ -82,7 +88,7 @@ absl::Status PreparedTransfer::Run(size_t round, std::span<const std::vector<Con
                                    std::span<const std::vector<MutableBuffer>> recvs,
                                    const Communicator::SegmentArrived* arrived) {
   Communicator::Call call = comm_.Resume(*this);
-  call.round_label = RoundLabel(round);
+  call.round = round;
   absl::Status local = CheckShape(round, sends, recvs);
   if (local.ok()) {
     const internal::LocalProblem problem = comm_.CheckSegments(sends, recvs);

@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <mutex>
-#include <string>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -45,10 +44,11 @@ struct Communicator::Call {
   bool transport_failed = false;
   // The payload's backend tag: Tag(seq, kPayload), or a prepared round's from raw_seq_.
   uint64_t payload_tag = 0;
-  // A prepared round (Communicator::Resume): no agreement, not counted as a call; how its errors
-  // name it ("round 2 of 5 …").
+  // A prepared round (Communicator::Resume): no agreement, not counted as a call; its errors name
+  // it by transfer->RoundLabel(round) ("round 2 of 5 …"), made only when one is reported.
   bool prepared_round = false;
-  std::string round_label;
+  const PreparedTransfer* transfer = nullptr;
+  size_t round = 0;
 
   // What rank r's header says of the op's arguments (its param and inline data).
   const internal::ControlHeader& header(int r) const {

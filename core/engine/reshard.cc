@@ -1,14 +1,27 @@
+// Reshard: the box mover (internal/box_mover.h) with the same group of ranks on both sides. The
+// descriptor agreement stands in for weight sync's agreement on layouts (both specs bound, the
+// same on every rank); the one planner (internal/sync_walk.h) cuts rounds and this rank's pieces
+// from the two specs' boxes; this rank's part (its new shards, the executor's staging) is
+// allocated before one status round, so that a rank's failure is every rank's error before any
+// byte moves; then the executor runs the rounds.
 #include "core/engine/reshard.h"
 
-#include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/base/status_macros.h"
 #include "core/comm/collective_status.h"
+#include "core/engine/internal/box_mover.h"
 #include "core/engine/internal/descriptor_agreement.h"
 #include "core/engine/internal/shard_copy.h"
+#include "core/engine/internal/sync_layout.h"
+#include "core/engine/internal/sync_walk.h"
+#include "core/engine/module.h"
+#include "specs/fingerprint.h"
 #include "specs/layout.h"
 #include "specs/spec_json.h"
 
@@ -17,91 +30,50 @@ namespace {
 
 using specs::ShardMetadata;
 
-// The region two shards share, if it has positive volume.
-std::optional<ShardMetadata> Intersect(const ShardMetadata& a, const ShardMetadata& b) {
-  ShardMetadata box{a.offsets, a.sizes, b.placement};
-  for (size_t d = 0; d < a.offsets.size(); ++d) {
-    const int64_t lo = std::max(a.offsets[d], b.offsets[d]);
-    const int64_t hi = std::min(a.offsets[d] + a.sizes[d], b.offsets[d] + b.sizes[d]);
-    if (hi <= lo) return std::nullopt;
-    box.offsets[d] = lo;
-    box.sizes[d] = hi - lo;
-  }
-  return box;
+// Staging per rank, as weight sync's default budget: three buckets of a third (two to send, one
+// to receive), reused round after round; contiguous pieces move straight between the shards.
+constexpr int64_t kMemoryBytes = int64_t{64} << 20;
+constexpr char kName[] = "tensor";
+
+// One tensor's layout (bound `spec`): what weight sync's agreement would have exchanged.
+internal::SyncLayout LayoutOf(const specs::ShardingSpec& spec, const ShardedTensor& tensor) {
+  return {{specs::CanonicalJson(spec)}, {{kName, tensor.dtype(), tensor.global_shape(), 0}}};
 }
 
-// `box` (global coordinates) relative to `shard`'s origin.
-ShardMetadata Relative(const ShardMetadata& box, const ShardMetadata& shard) {
-  ShardMetadata rel = box;
-  for (size_t d = 0; d < box.offsets.size(); ++d) rel.offsets[d] -= shard.offsets[d];
-  return rel;
+// The plan: both specs' boxes over every rank, walked as one parameter. Collective (the rounds'
+// merge); its errors are every rank's.
+absl::Status Plan(const internal::SyncLayout& source, const internal::SyncLayout& destination,
+                  Communicator& comm, const CallOptions& call, absl::Time start, SyncPlan& plan) {
+  internal::SyncBoxCache source_boxes(source, comm.world_size());
+  internal::SyncBoxCache destination_boxes(destination, comm.world_size());
+  SHARDKIT_ASSIGN_OR_RETURN(const internal::SyncBoxes* a,
+                            source_boxes.Get(source.parameters.front()));
+  SHARDKIT_ASSIGN_OR_RETURN(const internal::SyncBoxes* b,
+                            destination_boxes.Get(destination.parameters.front()));
+  std::vector<int> all(comm.world_size());
+  for (int r = 0; r < comm.world_size(); ++r) all[r] = r;
+  return internal::PlanMoves({{kName, a, b, source.parameters.front().dtype}}, {all, all},
+                             kMemoryBytes / 3, comm, call, start, plan);
 }
 
-struct Piece {
-  size_t old_index;
-  size_t new_index;
-  ShardMetadata box;
-  int from;
-  int to;
-};
-
-// Every intersection, in (new shard, old shard) order: the wire order of every pair of ranks.
-std::vector<Piece> PlanPieces(const std::vector<ShardMetadata>& old_shards,
-                              const std::vector<ShardMetadata>& new_shards) {
-  std::vector<Piece> pieces;
-  for (size_t j = 0; j < new_shards.size(); ++j) {
-    for (size_t i = 0; i < old_shards.size(); ++i) {
-      if (auto box = Intersect(old_shards[i], new_shards[j])) {
-        pieces.push_back({i, j, *std::move(box), static_cast<int>(old_shards[i].placement.rank()),
-                          static_cast<int>(new_shards[j].placement.rank())});
-      }
-    }
-  }
-  return pieces;
-}
-
-// Copies `piece` between the old shard tensor and a contiguous buffer or the new shard tensor.
-absl::Status CopyPiece(const Piece& piece, const std::vector<ShardMetadata>& old_shards,
-                       const std::vector<ShardMetadata>& new_shards, const Tensor* old_tensor,
-                       Tensor* new_tensor, std::byte* wire, const Device& wire_device,
-                       DType dtype) {
-  Tensor from;
-  Tensor to;
-  if (old_tensor != nullptr) {
-    SHARDKIT_ASSIGN_OR_RETURN(
-        from, NarrowToShard(*old_tensor, Relative(piece.box, old_shards[piece.old_index])));
-  } else {
-    SHARDKIT_ASSIGN_OR_RETURN(from,
-                              internal::TensorOverBytes(wire, piece.box.sizes, dtype, wire_device));
-  }
-  if (new_tensor != nullptr) {
-    SHARDKIT_ASSIGN_OR_RETURN(
-        to, NarrowToShard(*new_tensor, Relative(piece.box, new_shards[piece.new_index])));
-  } else {
-    SHARDKIT_ASSIGN_OR_RETURN(to,
-                              internal::TensorOverBytes(wire, piece.box.sizes, dtype, wire_device));
-  }
-  return to.CopyFrom(from);
-}
-
-// This rank's side of one reshard: its new shards and the two wires (per peer, the pieces in plan
-// order, back to back).
+// This rank's side: the old tensor and the new one, each in a module of one slot (the form the
+// executor reads; tensors share storage), and the executor.
 struct Side {
-  std::vector<LocalShard> local;   // this rank's new shards, ascending
-  std::vector<Tensor*> new_local;  // by new shard index: into `local`, or nullptr
-  std::vector<int64_t> send_at, send_bytes, recv_at, recv_bytes;  // by peer
-  std::shared_ptr<Storage> send_wire, recv_wire;
+  Module from, to;
+  std::optional<ShardedTensor> result;
+  internal::MoverState state;
+  std::optional<internal::BoxMover> mover;
 };
 
-// Everything this rank can do before bytes move, all of which can fail on this rank alone:
-// allocating its new shards and both wires, packing what it sends and copying what it keeps.
-// Errors: as Storage::Allocate and Tensor::CopyFrom, naming the step.
-absl::Status PrepareSide(const ShardedTensor& tensor, const std::vector<ShardMetadata>& new_shards,
-                         const std::vector<Piece>& pieces, const Device& wire_device,
+// Everything this rank can do before bytes move, all of which can fail on this rank alone: its
+// new shards (allocated where their placements say) and the executor's staging. Errors: as
+// Tensor::Empty naming the new shard, and BoxMover::Ready.
+absl::Status PrepareSide(const ShardedTensor& tensor, const specs::ShardingSpec& bound,
+                         const std::vector<ShardMetadata>& new_shards, const SyncPlan& plan,
                          Communicator& comm, Side& side) {
-  const int me = comm.rank();
+  std::vector<LocalShard> local;
   for (size_t j = 0; j < new_shards.size(); ++j) {
-    if (new_shards[j].placement.rank() != me) continue;
+    if (new_shards[j].placement.rank() != comm.rank()) continue;
     absl::StatusOr<Tensor> t =
         Tensor::Empty(new_shards[j].sizes, tensor.dtype(),
                       internal::PlacementDevice(new_shards[j].placement, comm));
@@ -109,57 +81,21 @@ absl::Status PrepareSide(const ShardedTensor& tensor, const std::vector<ShardMet
       return Annotate(t.status(), absl::StrCat("new shard ", j, " (",
                                                specs::ShardToString(new_shards[j]), ")"));
     }
-    side.local.push_back({j, *std::move(t)});
+    local.push_back({j, *std::move(t)});
   }
-  side.new_local.assign(new_shards.size(), nullptr);
-  for (LocalShard& shard : side.local) side.new_local[shard.index] = &shard.tensor;
-
-  const size_t world = static_cast<size_t>(comm.world_size());
-  side.send_bytes.assign(world, 0);
-  side.recv_bytes.assign(world, 0);
-  for (const Piece& p : pieces) {
-    const int64_t n = internal::ShardBytes(p.box, tensor.dtype());
-    if (p.from == me && p.to != me) side.send_bytes[p.to] += n;
-    if (p.to == me && p.from != me) side.recv_bytes[p.from] += n;
+  SHARDKIT_ASSIGN_OR_RETURN(
+      side.result,
+      ShardedTensor::Create(tensor.global_shape(), tensor.dtype(), tensor.requires_grad(), bound,
+                            new_shards, std::move(local), comm.rank()));
+  const std::pair<Module*, const ShardedTensor*> slots[] = {{&side.from, &tensor},
+                                                            {&side.to, &*side.result}};
+  for (auto [module, slot] : slots) {
+    SHARDKIT_ASSIGN_OR_RETURN(Tensor meta, Tensor::Meta(slot->global_shape(), slot->dtype()));
+    SHARDKIT_RETURN_IF_ERROR(module->AddParameter(kName, std::move(meta)));
+    SHARDKIT_RETURN_IF_ERROR(module->SetSharded(kName, *slot));
   }
-  side.send_at.assign(world, 0);
-  side.recv_at.assign(world, 0);
-  for (size_t r = 1; r < world; ++r) {
-    side.send_at[r] = side.send_at[r - 1] + side.send_bytes[r - 1];
-    side.recv_at[r] = side.recv_at[r - 1] + side.recv_bytes[r - 1];
-  }
-  const int64_t send_total = side.send_at[world - 1] + side.send_bytes[world - 1];
-  const int64_t recv_total = side.recv_at[world - 1] + side.recv_bytes[world - 1];
-  absl::StatusOr<std::shared_ptr<Storage>> send =
-      Storage::Allocate(wire_device, static_cast<size_t>(send_total));
-  if (!send.ok()) {
-    return Annotate(send.status(), "send wire");
-  }
-  side.send_wire = *std::move(send);
-  absl::StatusOr<std::shared_ptr<Storage>> recv =
-      Storage::Allocate(wire_device, static_cast<size_t>(recv_total));
-  if (!recv.ok()) {
-    return Annotate(recv.status(), "receive wire");
-  }
-  side.recv_wire = *std::move(recv);
-
-  const std::vector<ShardMetadata>& old_shards = tensor.shards();
-  std::vector<const Tensor*> old_local(old_shards.size(), nullptr);
-  for (const LocalShard& shard : tensor.local_shards()) old_local[shard.index] = &shard.tensor;
-  std::byte* send_wire = side.send_wire->data();
-  std::vector<int64_t> send_cursor = side.send_at;
-  for (const Piece& p : pieces) {
-    if (p.from != me) continue;
-    std::byte* wire = p.to == me ? nullptr : send_wire + send_cursor[p.to];
-    absl::Status copied = CopyPiece(p, old_shards, new_shards, old_local[p.old_index],
-                                    p.to == me ? side.new_local[p.new_index] : nullptr, wire,
-                                    wire_device, tensor.dtype());
-    if (!copied.ok()) {
-      return Annotate(copied, absl::StrCat("packing old shard ", p.old_index, " for rank ", p.to));
-    }
-    if (p.to != me) send_cursor[p.to] += internal::ShardBytes(p.box, tensor.dtype());
-  }
-  return absl::OkStatus();
+  side.mover.emplace(plan, side.state, &side.from, &side.to, comm, "Reshard");
+  return side.mover->Ready();
 }
 
 }  // namespace
@@ -167,7 +103,9 @@ absl::Status PrepareSide(const ShardedTensor& tensor, const std::vector<ShardMet
 absl::StatusOr<ShardedTensor> Reshard(const ShardedTensor& tensor,
                                       const specs::ShardingSpec& new_spec, Communicator& comm,
                                       const CallOptions& options) {
-  const int me = comm.rank();
+  const absl::Time start = absl::Now();
+  CallOptions call = options;
+  call.deadline = comm.Deadline(options);
   std::vector<std::string> errors;
   absl::StatusOr<specs::ShardingSpec> bound =
       specs::Bind(new_spec, tensor.global_shape(), comm.world_size());
@@ -179,44 +117,22 @@ absl::StatusOr<ShardedTensor> Reshard(const ShardedTensor& tensor,
                                {"dtype", DTypeName(tensor.dtype())},
                                {"from", specs::CanonicalJson(tensor.spec())},
                                {"to", specs::CanonicalJson(bound.ok() ? *bound : new_spec)}};
-  SHARDKIT_RETURN_IF_ERROR(
-      internal::AgreeOnDescriptor(comm, descriptor, errors, "Reshard", options));
+  SHARDKIT_RETURN_IF_ERROR(internal::AgreeOnDescriptor(comm, descriptor, errors, "Reshard", call));
 
-  // The wire lives where this rank's old shards do (else the backend's default device); new shards
-  // where their placements say.
-  const Device wire_device = tensor.local_shards().empty()
-                                 ? comm.DefaultDevice()
-                                 : tensor.local_shards().front().tensor.device();
-  const std::vector<Piece> pieces = PlanPieces(tensor.shards(), *new_shards);
+  SyncPlan plan;
+  internal::SyncPlanAccess::Init(plan, specs::Sha256(descriptor.dump()), kMemoryBytes);
+  SHARDKIT_RETURN_IF_ERROR(Annotate(
+      Plan(LayoutOf(tensor.spec(), tensor), LayoutOf(*bound, tensor), comm, call, start, plan),
+      "Reshard"));
   // A failure here is this rank's alone: the status round turns it into every rank's same error
-  // before any byte moves (ShardParameters carries its receive allocations into its agreement).
+  // before any byte moves.
   Side side;
   SHARDKIT_RETURN_IF_ERROR(AgreeOnStatus(
-      comm, PrepareSide(tensor, *new_shards, pieces, wire_device, comm, side), "Reshard", options));
-
-  const size_t world = static_cast<size_t>(comm.world_size());
-  std::byte* send_wire = side.send_wire->data();
-  std::byte* recv_wire = side.recv_wire->data();
-  std::vector<ConstBuffer> sends(world);
-  std::vector<MutableBuffer> recvs(world);
-  for (size_t r = 0; r < world; ++r) {
-    sends[r] = ConstBuffer(send_wire + side.send_at[r], static_cast<size_t>(side.send_bytes[r]),
-                           wire_device);
-    recvs[r] = MutableBuffer(recv_wire + side.recv_at[r], static_cast<size_t>(side.recv_bytes[r]),
-                             wire_device);
-  }
-  SHARDKIT_RETURN_IF_ERROR(comm.AllToAll(sends, recvs, options));
-  std::vector<int64_t> recv_cursor = side.recv_at;
-  for (const Piece& p : pieces) {
-    if (p.to != me || p.from == me) continue;
-    SHARDKIT_RETURN_IF_ERROR(CopyPiece(p, tensor.shards(), *new_shards, nullptr,
-                                       side.new_local[p.new_index], recv_wire + recv_cursor[p.from],
-                                       wire_device, tensor.dtype()));
-    recv_cursor[p.from] += internal::ShardBytes(p.box, tensor.dtype());
-  }
-  return ShardedTensor::Create(tensor.global_shape(), tensor.dtype(), tensor.requires_grad(),
-                               *std::move(bound), *std::move(new_shards), std::move(side.local),
-                               me);
+      comm, PrepareSide(tensor, *bound, *new_shards, plan, comm, side), "Reshard", call));
+  SyncReport report;
+  std::vector<int64_t> done(1, 0);
+  SHARDKIT_RETURN_IF_ERROR(side.mover->Run({}, call, report, done));
+  return *std::move(side.result);
 }
 
 }  // namespace shardkit

@@ -116,6 +116,7 @@ struct SyncReport {
 
 namespace internal {
 struct SyncPlanAccess;
+struct MoverState;
 }  // namespace internal
 
 class SyncPlan {
@@ -146,12 +147,10 @@ class SyncPlan {
   int64_t memory_bytes_ = 0;
   absl::Duration planning_time_;
   std::vector<int64_t> receives_per_parameter_;  // this rank's receive count per parameter
-  std::shared_ptr<Storage> send_staging_[2];     // reused by every Sync call (double buffered)
-  std::shared_ptr<Storage> recv_staging_;
-  int64_t staging_bytes_[2] = {0, 0};  // the most one round stages: sends, receives
-  // Each parameter's slot in the source module (the packer's), the destination module and the
-  // source module (the caller thread's, for local pieces).
-  std::vector<size_t> positions_[3];
+  int64_t staging_bytes_[2] = {0, 0};            // the most one round stages: sends, receives
+  // Not the plan: the executor's staging and caches (internal/box_mover.h), kept with the plan so
+  // that every Sync call reuses them. Made by the first call.
+  std::shared_ptr<internal::MoverState> mover_state_;
 };
 
 // Collective over every rank of `comm`. `source` is non-null exactly on the source group's ranks,

@@ -165,23 +165,16 @@ absl::StatusOr<SyncPlan> PlanSync(const Module* source, const Module* destinatio
       budget);
   // Three buckets of a third of the budget: two to send (one packed while the other is on the
   // wire), one to receive.
-  internal::SyncWalker walker(groups, comm.rank(), comm.world_size(), budget / 3);
   absl::flat_hash_map<std::string_view, const SyncLayout::Parameter*> by_name;
   for (const SyncLayout::Parameter& p : source_layout.parameters) by_name[p.name] = &p;
-  std::vector<std::string> names;
+  std::vector<internal::MoveParameter> parameters;
   for (const SyncLayout::Parameter& d : destination_layout.parameters) {
     SHARDKIT_ASSIGN_OR_RETURN(const internal::SyncBoxes* from, source_boxes.Get(*by_name[d.name]));
     SHARDKIT_ASSIGN_OR_RETURN(const internal::SyncBoxes* to, destination_boxes.Get(d));
-    walker.Parameter(names.size(), *from, *to, d.dtype);
-    names.push_back(d.name);
+    parameters.push_back({d.name, from, to, d.dtype});
   }
-  std::vector<SyncPiece> sends = walker.TakeSends(), receives = walker.TakeReceives();
-  SHARDKIT_ASSIGN_OR_RETURN(
-      const int rounds,
-      internal::MergeRoundsAcrossRanks(sends, receives, walker.rounds(), budget / 3, comm, call));
-  internal::SyncPlanAccess::Finish(plan, std::move(names), rounds, std::move(sends),
-                                   std::move(receives), std::move(walker.receives_per_parameter),
-                                   absl::Now() - start);
+  SHARDKIT_RETURN_IF_ERROR(
+      internal::PlanMoves(parameters, groups, budget / 3, comm, call, start, plan));
   return plan;
 }
 

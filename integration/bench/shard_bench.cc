@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "core/base/status_macros.h"
 #include "core/engine/module.h"
+#include "core/engine/reshard.h"
 #include "core/engine/shard_parameter.h"
 #include "core/os/proc_status.h"
 #include "core/tensor/allocator.h"
@@ -22,10 +23,11 @@ namespace {
 
 constexpr int64_t kRowBytes = 4096;
 
-// Every rank's chunk of dim 0, on `device` ("cpu", or "cuda": each rank's own).
-std::string SpecJson(const Device& device) {
-  return absl::StrCat(R"({"type": "chunk", "dim": 0, "placements": {"ranks": "all", "device": ")",
-                      device.ToString(), R"("}})");
+// Every rank's chunk of `dim`, on `device` ("cpu", or "cuda": each rank's own).
+std::string SpecJson(const Device& device, int dim = 0) {
+  return absl::StrCat(R"({"type": "chunk", "dim": )", dim,
+                      R"(, "placements": {"ranks": "all", "device": ")", device.ToString(),
+                      R"("}})");
 }
 
 // Waits until the device has finished what this process queued on it. CUDA's device-to-device
@@ -213,6 +215,16 @@ absl::Status ShardOnce(Communicator& comm, Setup& setup, const ShardBenchOptions
   return absl::OkStatus();
 }
 
+// One timed Reshard of every (scattered) parameter from rows to columns; the results dropped.
+absl::Status ReshardOnce(Communicator& comm, const Setup& setup, const specs::ShardingSpec& to,
+                         const CallOptions& call) {
+  for (const std::string& name : setup.names) {
+    SHARDKIT_ASSIGN_OR_RETURN(const ShardedTensor* st, setup.module.GetSharded(name));
+    SHARDKIT_RETURN_IF_ERROR(Reshard(*st, to, comm, call).status());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<BenchStrategy> ParseBenchStrategy(std::string_view name) {
@@ -220,8 +232,10 @@ absl::StatusOr<BenchStrategy> ParseBenchStrategy(std::string_view name) {
   if (name == "broadcast") return BenchStrategy::kBroadcast;
   if (name == "raw") return BenchStrategy::kRaw;
   if (name == "copy") return BenchStrategy::kCopy;
-  return absl::InvalidArgumentError(absl::StrCat("unknown strategy \"", std::string(name),
-                                                 "\" (expected scatter, broadcast, raw or copy)"));
+  if (name == "reshard") return BenchStrategy::kReshard;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown strategy \"", std::string(name),
+                   "\" (expected scatter, broadcast, raw, copy or reshard)"));
 }
 
 std::string_view BenchStrategyName(BenchStrategy strategy) {
@@ -234,6 +248,8 @@ std::string_view BenchStrategyName(BenchStrategy strategy) {
       return "raw";
     case BenchStrategy::kCopy:
       return "copy";
+    case BenchStrategy::kReshard:
+      return "reshard";
   }
   return "unknown";
 }
@@ -287,6 +303,9 @@ absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBe
   if (o.strategy == BenchStrategy::kCopy) {
     SHARDKIT_RETURN_IF_ERROR(copy.Prepare(comm, setup, device));
   }
+  const bool reshard = o.strategy == BenchStrategy::kReshard;
+  SHARDKIT_ASSIGN_OR_RETURN(specs::ShardingSpec to, specs::ParseSpec(SpecJson(device, 1)));
+  if (reshard) SHARDKIT_RETURN_IF_ERROR(ShardOnce(comm, setup, o, spec, nullptr));
   comm.ResetCounters();
   std::vector<double> seconds, agree, check;
   for (int64_t i = 0; i < o.repeats; ++i) {
@@ -297,6 +316,8 @@ absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBe
       SHARDKIT_RETURN_IF_ERROR(raw.Move(comm, o.call));
     } else if (o.strategy == BenchStrategy::kCopy) {
       SHARDKIT_RETURN_IF_ERROR(copy.Move());
+    } else if (reshard) {
+      SHARDKIT_RETURN_IF_ERROR(ReshardOnce(comm, setup, to, o.call));
     } else {
       SHARDKIT_RETURN_IF_ERROR(ShardOnce(comm, setup, o, spec, &stats));
     }
@@ -309,7 +330,7 @@ absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBe
       result.agree_begin_us = absl::ToUnixMicros(stats.agree_begin);
       result.agree_end_us = absl::ToUnixMicros(stats.agree_end);
     }
-    SHARDKIT_RETURN_IF_ERROR(ResetSlots(setup));  // frees this round's shards
+    if (!reshard) SHARDKIT_RETURN_IF_ERROR(ResetSlots(setup));  // frees this round's shards
   }
   result.median_s = Median(seconds);
   result.min_s = *std::min_element(seconds.begin(), seconds.end());
@@ -325,6 +346,11 @@ absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBe
     result.bytes_received = raw.bytes_received();
   } else if (o.strategy == BenchStrategy::kCopy) {
     result.bytes_received = copy.bytes();
+  } else if (reshard) {
+    const OpCounters moved = comm.counters(CollectiveOp::kAllToAllSegments);
+    const OpCounters all_to_all = comm.counters(CollectiveOp::kAllToAll);
+    result.bytes_sent = (moved.bytes_sent + all_to_all.bytes_sent) / o.repeats;
+    result.bytes_received = (moved.bytes_received + all_to_all.bytes_received) / o.repeats;
   } else {
     const OpCounters scatter = comm.counters(CollectiveOp::kScatter);
     const OpCounters broadcast = comm.counters(CollectiveOp::kBroadcast);

@@ -29,9 +29,12 @@ namespace shardkit::bench {
 // kCopy: no communication at all; each rank copies the bytes its chunk holds from one buffer to
 // another on its device (memcpy on the CPU, cudaMemcpy device-to-device on CUDA): the memory-copy
 // floor a one-host transfer is measured against.
-enum class BenchStrategy { kScatter, kBroadcast, kRaw, kCopy };
+// kReshard: the parameter(s) scattered once by rows (untimed), then each round is a Reshard
+// (core/engine/reshard.h) of every parameter to columns over the same ranks, the result dropped.
+enum class BenchStrategy { kScatter, kBroadcast, kRaw, kCopy, kReshard };
 
-// "scatter" / "broadcast" / "raw" / "copy". Errors: kInvalidArgument naming the string.
+// "scatter" / "broadcast" / "raw" / "copy" / "reshard". Errors: kInvalidArgument naming the
+// string.
 [[nodiscard]] absl::StatusOr<BenchStrategy> ParseBenchStrategy(std::string_view name);
 std::string_view BenchStrategyName(BenchStrategy strategy);
 

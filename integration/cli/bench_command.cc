@@ -1,4 +1,5 @@
-// `shardkit bench --nproc N --mib M [--strategy scatter|broadcast|raw|copy|sync] [--repeats K]
+// `shardkit bench --nproc N --mib M [--strategy scatter|broadcast|raw|copy|reshard|sync] [--repeats
+// K]
 // [--dtype D] [--params P] [--backend B] [--timeout S]`, and for sync [--sources S] [--same-ranks]
 // [--from-dim D] [--to-dim D] [--varied] [--budget-mib B]: launches N local ranks of this binary
 // (LaunchSelf, with the hidden flag --rank-worker) that each run integration/bench's RunShardBench
@@ -44,17 +45,19 @@ struct BenchFlags {
 };
 
 FlagParser BenchFlagParser(BenchFlags* out) {
-  FlagParser flags(kCommand,
-                   "--nproc N --mib M [--strategy scatter|broadcast|raw|copy|sync] [--repeats K] "
-                   "[--dtype D] [--params P] [--backend B] [--timeout S] [--sources S] "
-                   "[--same-ranks] [--from-dim D] [--to-dim D] [--varied] [--budget-mib B]");
+  FlagParser flags(
+      kCommand,
+      "--nproc N --mib M [--strategy scatter|broadcast|raw|copy|reshard|sync] [--repeats K] "
+      "[--dtype D] [--params P] [--backend B] [--timeout S] [--sources S] "
+      "[--same-ranks] [--from-dim D] [--to-dim D] [--varied] [--budget-mib B]");
   AddRankFlags(flags, &out->ranks, {RankFlag::kNproc});
   flags.AddInt("mib", &out->bench.mib, "parameter size in MiB (required)", 1, int64_t{1} << 30);
   flags.AddString(
       "strategy", &out->strategy,
       "scatter (default), broadcast, raw (bare backend send/recv: the transport's floor), or copy "
       "(no transport: each rank copies its chunk's bytes on its own device, the memory-copy "
-      "floor), or sync (weight sync from source ranks to destination ranks, repeated, beside a "
+      "floor), or reshard (the parameter scattered by rows once, then resharded to columns each "
+      "round), or sync (weight sync from source ranks to destination ranks, repeated, beside a "
       "raw baseline)");
   flags.AddInt("repeats", &out->bench.repeats, "timed rounds (default 5)", 1, 1 << 20);
   flags.AddString("dtype", &out->dtype, "element type (default float32)");

@@ -115,13 +115,8 @@ struct SyncPlanAccess {
   static const std::vector<int64_t>& receives_per_parameter(const SyncPlan& plan) {
     return plan.receives_per_parameter_;
   }
-  static std::shared_ptr<Storage>& send_staging(SyncPlan& plan, int slot) {
-    return plan.send_staging_[slot];
-  }
-  static std::shared_ptr<Storage>& recv_staging(SyncPlan& plan) { return plan.recv_staging_; }
-  // Where each parameter was found last time: in the source module by the packer (0), in the
-  // destination module (1), in the source module by the caller's thread (2).
-  static std::vector<size_t>& positions(SyncPlan& plan, int side) { return plan.positions_[side]; }
+  // The executor's state kept with the plan (internal/box_mover.h); nullptr until a call made it.
+  static std::shared_ptr<MoverState>& mover_state(SyncPlan& plan) { return plan.mover_state_; }
 };
 
 }  // namespace shardkit::internal

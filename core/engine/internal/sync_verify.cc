@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
+#include "core/engine/internal/box_mover.h"
 #include "core/engine/internal/sync_layout.h"
 #include "core/engine/internal/sync_tensors.h"
 #include "nlohmann/json.hpp"
@@ -32,10 +33,10 @@ absl::StatusOr<std::string> Digest(const Tensor& view) {
 }
 
 // This rank's digests: of what it sent (by piece id) and of what it received.
-absl::StatusOr<nlohmann::json> Digests(SyncPlan& plan, const Module* source,
-                                       const Module* destination) {
-  SideTensors sources(plan, source, SyncPlanAccess::positions(plan, 2), "source");
-  SideTensors destinations(plan, destination, SyncPlanAccess::positions(plan, 1), "destination");
+absl::StatusOr<nlohmann::json> Digests(const SyncPlan& plan, MoverState& state,
+                                       const Module* source, const Module* destination) {
+  SideTensors sources(plan, source, state.positions[2], "source");
+  SideTensors destinations(plan, destination, state.positions[1], "destination");
   auto digest = [](SideTensors& side, size_t parameter, size_t shard,
                    const specs::Box& box) -> absl::StatusOr<std::string> {
     SHARDKIT_ASSIGN_OR_RETURN(SideTensors::Resolved t, side.Get(parameter, shard));
@@ -63,9 +64,9 @@ absl::StatusOr<nlohmann::json> Digests(SyncPlan& plan, const Module* source,
 // same first mismatch (or the first rank that could not compute its digests).
 }  // namespace
 
-absl::Status VerifySync(SyncPlan& plan, const Module* source, const Module* destination,
-                        Communicator& comm, const CallOptions& call) {
-  absl::StatusOr<nlohmann::json> digests = Digests(plan, source, destination);
+absl::Status VerifySync(const SyncPlan& plan, MoverState& state, const Module* source,
+                        const Module* destination, Communicator& comm, const CallOptions& call) {
+  absl::StatusOr<nlohmann::json> digests = Digests(plan, state, source, destination);
   const std::string mine = digests.ok()
                                ? digests->dump()
                                : nlohmann::json{{"error", digests.status().ToString()}}.dump();

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "core/comm/communicator.h"
+#include "core/engine/internal/box_mover.h"
 #include "core/engine/module.h"
 #include "core/engine/sync.h"
 
@@ -13,8 +14,8 @@ namespace shardkit::internal {
 // Every rank's digests of what it sent and received, all-gathered; every rank names the same first
 // mismatch (kDataLoss), or the first rank that could not compute its digests
 // (kFailedPrecondition). Collective over `comm`.
-absl::Status VerifySync(SyncPlan& plan, const Module* source, const Module* destination,
-                        Communicator& comm, const CallOptions& call);
+absl::Status VerifySync(const SyncPlan& plan, MoverState& state, const Module* source,
+                        const Module* destination, Communicator& comm, const CallOptions& call);
 
 }  // namespace shardkit::internal
 

@@ -4,6 +4,8 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/time/clock.h"
+#include "core/base/status_macros.h"
 #include "core/engine/internal/shard_copy.h"
 #include "core/engine/internal/sync_merge.h"
 
@@ -246,6 +248,24 @@ std::vector<SyncPiece> SyncWalker::TakeReceives() {
   std::sort(receives_.begin(), receives_.end(),
             [](const SyncPiece& a, const SyncPiece& b) { return Key(a) < Key(b); });
   return std::move(receives_);
+}
+
+absl::Status PlanMoves(const std::vector<MoveParameter>& parameters, const SyncGroups& groups,
+                       int64_t bucket, Communicator& comm, const CallOptions& call,
+                       absl::Time start, SyncPlan& plan) {
+  SyncWalker walker(groups, comm.rank(), comm.world_size(), bucket);
+  std::vector<std::string> names;
+  for (const MoveParameter& p : parameters) {
+    walker.Parameter(names.size(), *p.source, *p.destination, p.dtype);
+    names.push_back(p.name);
+  }
+  std::vector<SyncPiece> sends = walker.TakeSends(), receives = walker.TakeReceives();
+  SHARDKIT_ASSIGN_OR_RETURN(
+      const int rounds,
+      MergeRoundsAcrossRanks(sends, receives, walker.rounds(), bucket, comm, call));
+  SyncPlanAccess::Finish(plan, std::move(names), rounds, std::move(sends), std::move(receives),
+                         std::move(walker.receives_per_parameter), absl::Now() - start);
+  return absl::OkStatus();
 }
 
 }  // namespace shardkit::internal

@@ -4,8 +4,12 @@
 #define SHARDKIT_CORE_ENGINE_INTERNAL_SYNC_WALK_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/comm/communicator.h"
 #include "core/engine/internal/sync_layout.h"
 #include "core/engine/sync.h"
 
@@ -54,6 +58,23 @@ class SyncWalker {
   std::vector<int64_t> send_need_, recv_need_;
   std::vector<SyncPiece> sends_, receives_;
 };
+
+// One parameter for the planner: its name, dtype and boxes on both sides (from SyncBoxCaches).
+struct MoveParameter {
+  std::string name;
+  const SyncBoxes* source;
+  const SyncBoxes* destination;
+  DType dtype;
+};
+
+// The box mover's one planner, for weight sync (PlanSync) and Reshard: walks `parameters` in
+// order (SyncWalker, `bucket` per rank, direction and round), merges rounds where every rank's
+// staging fits (MergeRoundsAcrossRanks: one all-gather over `comm`) and completes `plan` (whose
+// fingerprint is already set) with the names, the rounds, this rank's pieces and the time since
+// `start`. The same rounds on every rank for the same inputs. Errors: the all-gather's.
+[[nodiscard]] absl::Status PlanMoves(const std::vector<MoveParameter>& parameters,
+                                     const SyncGroups& groups, int64_t bucket, Communicator& comm,
+                                     const CallOptions& call, absl::Time start, SyncPlan& plan);
 
 }  // namespace shardkit::internal
 

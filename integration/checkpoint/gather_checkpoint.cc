@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/background_stage.h"
+#include "core/base/slot_pipe.h"
 #include "core/base/status_macros.h"
 #include "core/os/dir_lock.h"
 #include "core/os/files.h"
@@ -20,8 +22,6 @@
 #include "integration/checkpoint/progress.h"
 #include "integration/checkpoint/source/saved_directory.h"
 #include "integration/checkpoint/source/shard_dir_source.h"
-#include "integration/checkpoint/stream/background_stage.h"
-#include "integration/checkpoint/stream/slot_pipe.h"
 #include "integration/checkpoint/stream/stream_buffer.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/checkpoint/stream/stream_shard.h"

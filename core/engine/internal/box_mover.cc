@@ -7,13 +7,15 @@
 #include <algorithm>
 #include <optional>
 #include <span>
-#include <thread>
 #include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/base/background_stage.h"
+#include "core/base/check.h"
 #include "core/base/quote.h"
+#include "core/base/slot_pipe.h"
 #include "core/base/status_macros.h"
 #include "core/comm/prepared_transfer.h"
 #include "core/engine/internal/sync_layout.h"
@@ -301,22 +303,30 @@ absl::Status BoxMover::Run(const SyncCallOptions& options, const CallOptions& ca
     }
     SHARDKIT_RETURN_IF_ERROR(prepared);
   }
+  // While round r is on the wire, round r + 1's sends are packed into the other slot: on the CPU
+  // by a background stage; on a device on this thread after round r (a helper thread would act on
+  // another CUDA device than the rank's).
+  SlotPipe pipe(2);
+  std::optional<BackgroundStage> packer;
+  if (comm_.DefaultDevice().is_cpu() && plan_.rounds() > 1) {
+    (void)pipe.AcquireFree();  // slot 0: round 0, packed above
+    pipe.Publish(0, absl::OkStatus());
+    packer.emplace(pipe, BackgroundStage::kProducer, plan_.rounds() - 1,
+                   [this](int64_t k, size_t slot) {
+                     Pack(static_cast<int>(k) + 1, static_cast<int>(slot));
+                     return absl::OkStatus();  // a failed pack: its round's Exchange reports it
+                   });
+  }
   for (int r = 0; r < plan_.rounds(); ++r) {
-    std::thread next;
-    if (r + 1 < plan_.rounds()) {
-      // On a device the next round is packed after this one (a helper thread would act on
-      // another CUDA device than the rank's).
-      if (comm_.DefaultDevice().is_cpu()) {
-        next = std::thread([this, r] { Pack(r + 1, (r + 1) % 2); });
-      }
+    if (packer.has_value()) {
+      const std::optional<SlotPipe::Filled> filled = pipe.WaitFilled();
+      SHARDKIT_CHECK(filled.has_value() && filled->slot == static_cast<size_t>(r % 2));
+    } else if (r > 0) {
+      Pack(r, r % 2);
     }
     if (options.before_round_for_test) options.before_round_for_test(r);
-    absl::Status status = Exchange(r, call, report);
-    if (next.joinable()) {
-      next.join();
-    } else if (r + 1 < plan_.rounds()) {
-      Pack(r + 1, (r + 1) % 2);
-    }
+    const absl::Status status = Exchange(r, call, report);
+    if (packer.has_value()) pipe.Release(r % 2);
     SHARDKIT_RETURN_IF_ERROR(
         Annotate(status, absl::StrCat(std::string(op_), " round ", r + 1, " of ", plan_.rounds())));
     for (const SyncPiece& p : InRound(plan_.receives(), r)) ++done[p.parameter];

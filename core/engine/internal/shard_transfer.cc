@@ -2,11 +2,12 @@
 // moving them (PrepareTransfer and TransferJobs in shard_jobs.h).
 #include <algorithm>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/background_stage.h"
 #include "core/base/quote.h"
+#include "core/base/slot_pipe.h"
 #include "core/base/status_macros.h"
 #include "core/engine/internal/shard_copy.h"
 #include "core/engine/internal/shard_jobs.h"
@@ -54,26 +55,34 @@ absl::StatusOr<std::vector<LocalShard>> AllocateOwnShards(
   return local;
 }
 
-// ScatterSegments from the source, its own shards copied meanwhile on a second thread — or first,
-// on this one, when they are too small to be worth a thread (under kStreamFrom in all).
+// ScatterSegments from the source, its own shards copied meanwhile by a background stage of one
+// round — or first, on this thread, when they are too small to be worth a thread (under
+// kStreamFrom in all).
 absl::Status ScatterFromSource(Communicator& comm, const ShardOptions& options,
                                PreparedTransfer& prepared) {
-  absl::Status copied;
-  auto copy_own = [&prepared, &copied] {
+  auto copy_own = [&prepared]() -> absl::Status {
     for (auto& [shard, region] : prepared.own_copies) {
-      if (copied.ok()) copied = Annotate(shard.CopyFrom(region), "copying the source's own shard");
+      SHARDKIT_RETURN_IF_ERROR(Annotate(shard.CopyFrom(region), "copying the source's own shard"));
     }
+    return absl::OkStatus();
   };
   int64_t own_bytes = 0;
   for (const auto& copy : prepared.own_copies) own_bytes += copy.first.nbytes();
-  std::thread copier;
+  absl::Status copied;
+  SlotPipe pipe(1);
+  std::optional<BackgroundStage> copier;
   if (own_bytes >= static_cast<int64_t>(kStreamFrom)) {
-    copier = std::thread(copy_own);
+    copier.emplace(pipe, BackgroundStage::kProducer, 1,
+                   [&copy_own](int64_t, size_t) { return copy_own(); });
   } else {
-    copy_own();
+    copied = copy_own();
   }
-  absl::Status scattered = comm.ScatterSegments(prepared.sends, {}, options.src_rank, options.call);
-  if (copier.joinable()) copier.join();
+  const absl::Status scattered =
+      comm.ScatterSegments(prepared.sends, {}, options.src_rank, options.call);
+  if (copier.has_value()) {
+    std::optional<SlotPipe::Filled> done = pipe.WaitFilled();  // the copy's status
+    copied = done.has_value() ? done->status : absl::InternalError("the copier stopped");
+  }
   prepared.own_copies.clear();
   return scattered.ok() ? copied : scattered;
 }

@@ -9,11 +9,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/background_stage.h"
 #include "core/base/check.h"
+#include "core/base/slot_pipe.h"
 #include "core/base/status_macros.h"
 #include "core/comm/collective_status.h"
-#include "integration/checkpoint/stream/background_stage.h"
-#include "integration/checkpoint/stream/slot_pipe.h"
 #include "integration/checkpoint/stream/stream_buffer.h"
 #include "integration/checkpoint/stream/tensor_bytes_reader.h"
 

@@ -1,8 +1,8 @@
-#include "integration/checkpoint/stream/slot_pipe.h"
+#include "core/base/slot_pipe.h"
 
 #include <utility>
 
-namespace shardkit::checkpoint {
+namespace shardkit {
 
 std::optional<size_t> SlotPipe::AcquireFree() {
   std::unique_lock<std::mutex> lock(mu_);
@@ -47,4 +47,4 @@ void SlotPipe::Close() {
   changed_.notify_all();
 }
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit

@@ -1,6 +1,9 @@
 // BackgroundStage: one side of a SlotPipe (slot_pipe.h) run on a thread of its own, round by
-// round — the reader that fills windows while the caller sends them, or the writer that writes
-// buffers while the caller receives the next ones (stream_shard.h, gather_checkpoint.h).
+// round — the one background stage of every double-buffered loop in the tree: the checkpoint
+// stream's reader that fills windows while the caller sends them, the writers that write buffers
+// while the caller receives the next ones (stream_shard.h, gather_checkpoint.h), the box mover's
+// packer that packs round r + 1 while round r is on the wire (core/engine/internal/box_mover.h),
+// and ShardParameter's copier of the source's own shards during the scatter (one round).
 //
 //   SlotPipe pipe(2);
 //   BackgroundStage writer(pipe, BackgroundStage::kConsumer, rounds,
@@ -19,8 +22,8 @@
 // slot in turn, runs `fn(k, slot)` and releases it; its first error is kept (status()), the pipe
 // closed (waking the caller) and the stage stops. Either stops when the pipe is closed. The
 // destructor closes the pipe and joins. status() is thread-safe; the others are for the owner.
-#ifndef SHARDKIT_INTEGRATION_CHECKPOINT_STREAM_BACKGROUND_STAGE_H_
-#define SHARDKIT_INTEGRATION_CHECKPOINT_STREAM_BACKGROUND_STAGE_H_
+#ifndef SHARDKIT_CORE_BASE_BACKGROUND_STAGE_H_
+#define SHARDKIT_CORE_BASE_BACKGROUND_STAGE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -29,9 +32,9 @@
 #include <thread>
 
 #include "absl/status/status.h"
-#include "integration/checkpoint/stream/slot_pipe.h"
+#include "core/base/slot_pipe.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit {
 
 class BackgroundStage {
  public:
@@ -60,6 +63,6 @@ class BackgroundStage {
   std::thread thread_;
 };
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit
 
-#endif  // SHARDKIT_INTEGRATION_CHECKPOINT_STREAM_BACKGROUND_STAGE_H_
+#endif  // SHARDKIT_CORE_BASE_BACKGROUND_STAGE_H_

@@ -11,8 +11,8 @@
 //
 // Slots are filled and consumed in order 0, 1, …, n-1, 0, …. Close() (either side, any thread)
 // wakes both sides, after which AcquireFree and WaitFilled return nullopt. Thread-safe.
-#ifndef SHARDKIT_INTEGRATION_CHECKPOINT_STREAM_SLOT_PIPE_H_
-#define SHARDKIT_INTEGRATION_CHECKPOINT_STREAM_SLOT_PIPE_H_
+#ifndef SHARDKIT_CORE_BASE_SLOT_PIPE_H_
+#define SHARDKIT_CORE_BASE_SLOT_PIPE_H_
 
 #include <condition_variable>
 #include <cstddef>
@@ -22,7 +22,7 @@
 
 #include "absl/status/status.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit {
 
 class SlotPipe {
  public:
@@ -51,6 +51,6 @@ class SlotPipe {
   bool closed_ = false;
 };
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit
 
-#endif  // SHARDKIT_INTEGRATION_CHECKPOINT_STREAM_SLOT_PIPE_H_
+#endif  // SHARDKIT_CORE_BASE_SLOT_PIPE_H_

@@ -1,13 +1,13 @@
-#include "integration/checkpoint/stream/background_stage.h"
+#include "core/base/background_stage.h"
 
 #include <cstdint>
 #include <optional>
 #include <vector>
 
+#include "core/base/slot_pipe.h"
 #include "gtest/gtest.h"
-#include "integration/checkpoint/stream/slot_pipe.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit {
 namespace {
 
 // A producer stage fills two slots in turn for 5 rounds; the owner consumes them in order.
@@ -61,4 +61,4 @@ TEST(BackgroundStage, DestructorStopsAWaitingStage) {
 }
 
 }  // namespace
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit

@@ -1,9 +1,9 @@
-#include "integration/checkpoint/stream/background_stage.h"
+#include "core/base/background_stage.h"
 
 #include <optional>
 #include <utility>
 
-namespace shardkit::checkpoint {
+namespace shardkit {
 
 BackgroundStage::BackgroundStage(SlotPipe& pipe, Side side, int64_t rounds, RoundFn fn)
     : pipe_(pipe), fn_(std::move(fn)), thread_([this, side, rounds] { Run(side, rounds); }) {}
@@ -45,4 +45,4 @@ void BackgroundStage::Run(Side side, int64_t rounds) {
   }
 }
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit

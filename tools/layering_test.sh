@@ -11,7 +11,7 @@ cd "$ws"
 mapfile -t files < <(find -L core specs backends integration testing -name '*.h' -o -name '*.cc' | sort)
 [ "${#files[@]}" -ge 150 ] || fail "only ${#files[@]} source files in the runfiles"
 for folder in core/base core/tensor core/json core/os core/store core/comm core/engine specs \
-              backends/control_mesh backends/gloo integration/cli integration/checkpoint \
+              backends/socket_mesh backends/gloo integration/cli integration/checkpoint \
               integration/formats testing; do
   [[ " ${files[*]} " == *" $folder/"* ]] || fail "no files of $folder were checked"
 done

@@ -13,11 +13,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "backends/control_mesh/control_mesh.h"
 #include "backends/gloo/gloo_status.h"
 #include "backends/gloo/lazy_context.h"
 #include "backends/gloo/mesh_payload.h"
 #include "backends/gloo/peer_watch.h"
+#include "backends/socket_mesh/socket_mesh.h"
 #include "core/base/deadline.h"
 #include "core/base/env.h"
 #include "core/base/rank_text.h"
@@ -68,11 +68,11 @@ TransferProgress Progress(std::span<const SendOp> sends, std::span<const RecvOp>
   return progress;
 }
 
-// What a departure that fails an exchange says of why (ControlMesh::Close's cause).
-int CauseOf(const ControlMesh::Departure& d) {
-  using How = ControlMesh::Departure::How;
+// What a departure that fails an exchange says of why (SocketMesh::Close's cause).
+int CauseOf(const SocketMesh::Departure& d) {
+  using How = SocketMesh::Departure::How;
   if (d.how == How::kVanished) return d.peer;
-  if (d.how == How::kConnectionClosed) return d.peer | ControlMesh::kClosedCause;
+  if (d.how == How::kConnectionClosed) return d.peer | SocketMesh::kClosedCause;
   return d.how == How::kGaveUp ? d.cause : -1;
 }
 
@@ -122,8 +122,8 @@ struct Endpoint {
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(CommunicatorOptions options, Endpoint endpoint,
-                   std::shared_ptr<LazyContext> context, std::unique_ptr<ControlMesh> mesh,
-                   std::unique_ptr<ControlMesh> payload_mesh)
+                   std::shared_ptr<LazyContext> context, std::unique_ptr<SocketMesh> mesh,
+                   std::unique_ptr<SocketMesh> payload_mesh)
       : Communicator(std::move(options), /*gathers_sends=*/true),
         endpoint_(std::move(endpoint)),
         context_(std::move(context)),
@@ -182,10 +182,10 @@ class GlooCommunicator final : public Communicator {
 
   const Endpoint endpoint_;
   const std::shared_ptr<LazyContext> context_;  // null for a world of one
-  const std::unique_ptr<ControlMesh> mesh_;     // null for a world of one
+  const std::unique_ptr<SocketMesh> mesh_;      // null for a world of one
   // AllToAllSegments' payload (mesh_payload.h): connections of their own, so that the control
   // mesh's stay at message boundaries, where a rank that gives up can leave its marker and cause.
-  const std::unique_ptr<ControlMesh> payload_mesh_;  // null for a world of one
+  const std::unique_ptr<SocketMesh> payload_mesh_;  // null for a world of one
   const std::unique_ptr<PeerWatch> watch_;  // of mesh_ (destroyed first); null for a world of one
 };
 
@@ -193,7 +193,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(Communica
                                                                        Endpoint endpoint,
                                                                        absl::Time deadline) {
   std::shared_ptr<LazyContext> context;
-  std::unique_ptr<ControlMesh> mesh, payload_mesh;
+  std::unique_ptr<SocketMesh> mesh, payload_mesh;
   if (options.world_size > 1) {
     SHARDKIT_RETURN_IF_ERROR(AwaitMembers(*endpoint.store, endpoint.key_prefix, options.rank,
                                           options.world_size, deadline));
@@ -206,12 +206,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(Communica
           absl::StrCat("Gloo context (rank ", options.rank, "/", options.world_size, ")"));
     }
     SHARDKIT_ASSIGN_OR_RETURN(
-        mesh, ControlMesh::Connect(*endpoint.store, endpoint.key_prefix, options.rank,
-                                   options.world_size, endpoint.address, deadline));
+        mesh, SocketMesh::Connect(*endpoint.store, endpoint.key_prefix, options.rank,
+                                  options.world_size, endpoint.address, deadline));
     SHARDKIT_ASSIGN_OR_RETURN(
         payload_mesh,
-        ControlMesh::Connect(*endpoint.store, absl::StrCat(endpoint.key_prefix, "/payload"),
-                             options.rank, options.world_size, endpoint.address, deadline));
+        SocketMesh::Connect(*endpoint.store, absl::StrCat(endpoint.key_prefix, "/payload"),
+                            options.rank, options.world_size, endpoint.address, deadline));
   }
   return std::unique_ptr<Communicator>(new GlooCommunicator(std::move(options), std::move(endpoint),
                                                             std::move(context), std::move(mesh),
@@ -270,32 +270,32 @@ absl::Status GlooCommunicator::Transfer(uint64_t tag, uint64_t seq, std::span<co
   } catch (...) {
     status = FromException(std::current_exception(), step);
   }
-  std::optional<ControlMesh::Departure> lost = watch_->Disarm();  // nothing aborts after
+  std::optional<SocketMesh::Departure> lost = watch_->Disarm();  // nothing aborts after
   // Gloo closes this rank's own pair connections when one of its waits times out: a connection
   // seen closed once the deadline has passed says nothing of the peer.
   const bool timed_out = absl::Now() >= deadline;
   if (!status.ok() && timed_out &&
-      (!lost.has_value() || lost->how == ControlMesh::Departure::How::kConnectionClosed)) {
+      (!lost.has_value() || lost->how == SocketMesh::Departure::How::kConnectionClosed)) {
     lost.reset();
     status = absl::DeadlineExceededError(absl::StrCat(step, ": timed out"));
   }
   if (!status.ok() && lost.has_value() &&
-      lost->how == ControlMesh::Departure::How::kConnectionClosed &&
+      lost->how == SocketMesh::Departure::How::kConnectionClosed &&
       FinishAfterClose(in, out, recvs_done, sends_done, deadline)) {
     status = absl::OkStatus();  // the peer left after its part had all arrived
   }
   if (status.ok()) return status;
   if (lost.has_value()) {
     status = absl::UnavailableError(
-        absl::StrCat(step, ": wait aborted: ", ControlMesh::DescribeDeparture(*lost)));
+        absl::StrCat(step, ": wait aborted: ", SocketMesh::DescribeDeparture(*lost)));
   }
   const TransferProgress progress =
       Progress(sends, recvs, in, out, recvs_done, sends_done, /*probe=*/!lost.has_value());
   status = Annotate(status, progress.ToString());
   // Peers without a control connection: say which of them closed their pairs' connections.
   if (!lost.has_value() && !timed_out) {
-    for (const ControlMesh::Departure& d : ClosedSockets(PairSockets(peers))) {
-      status = Annotate(status, ControlMesh::DescribeDeparture(d));
+    for (const SocketMesh::Departure& d : ClosedSockets(PairSockets(peers))) {
+      status = Annotate(status, SocketMesh::DescribeDeparture(d));
       if (!lost.has_value()) lost = d;
     }
   }
@@ -312,8 +312,8 @@ absl::Status GlooCommunicator::ExchangeControl(uint64_t /*tag*/, uint64_t seq,
                                                std::span<const SendOp> sends,
                                                std::span<const RecvOp> recvs, absl::Time deadline) {
   if (sends.empty() && recvs.empty()) return absl::OkStatus();
-  std::vector<ControlMesh::Send> out;
-  std::vector<ControlMesh::Recv> in;
+  std::vector<SocketMesh::Send> out;
+  std::vector<SocketMesh::Recv> in;
   for (const SendOp& s : sends) out.push_back({s.peer, s.data, s.size});
   for (const RecvOp& r : recvs) in.push_back({r.peer, r.data, r.size});
   const absl::Duration budget = deadline - absl::Now();
@@ -347,12 +347,12 @@ absl::Status GlooCommunicator::Fail(absl::Status status, int cause,
     const int stalled = FindStalledRank(*endpoint_.store, endpoint_.key_prefix, rank(), waited_on,
                                         StallGrace(budget));
     if (stalled >= 0) {
-      cause = stalled | ControlMesh::kStalledCause;
-      status = Annotate(status, DescribeCulprit(*ControlMesh::CulpritOf(cause)));
+      cause = stalled | SocketMesh::kStalledCause;
+      status = Annotate(status, DescribeCulprit(*SocketMesh::CulpritOf(cause)));
     }
   }
   CloseConnections(cause);
-  if (std::optional<Culprit> culprit = ControlMesh::CulpritOf(mesh_->cause())) {
+  if (std::optional<Culprit> culprit = SocketMesh::CulpritOf(mesh_->cause())) {
     SetCulprit(status, *culprit);
   }
   return status;
@@ -398,12 +398,12 @@ absl::Status GlooCommunicator::ConnectPairs(const std::vector<int>& peers, uint6
   // connect until the deadline: the watch ends those waits too.
   watch_->Arm(peers, seq, [this] { context_->AbortConnect(); });
   absl::Status status = context_->ConnectPairs(peers, deadline);
-  const std::optional<ControlMesh::Departure> lost = watch_->Disarm();
+  const std::optional<SocketMesh::Departure> lost = watch_->Disarm();
   if (status.ok()) return status;
   if (lost.has_value()) {
     // The step that was waiting ("connecting Gloo pair to rank 3: connect aborted") and why.
     status = absl::UnavailableError(
-        absl::StrCat(status.message(), ": ", ControlMesh::DescribeDeparture(*lost)));
+        absl::StrCat(status.message(), ": ", SocketMesh::DescribeDeparture(*lost)));
   }
   if (std::string departures = DescribeDepartures(peers, status); !departures.empty()) {
     status = Annotate(status, departures);

@@ -1,5 +1,5 @@
 // Connections are made on first use (Gloo pairs: lazy_context.h; control connections:
-// backends/control_mesh): the exact TCP connection counts (/proc/self/fd) after scatters and an
+// backends/socket_mesh): the exact TCP connection counts (/proc/self/fd) after scatters and an
 // all-to-all at worlds 8 and 32, and the faults of the connect step itself (a peer that never
 // comes, a peer killed meanwhile).
 #include <signal.h>

@@ -28,9 +28,9 @@ void MeshPayload::Recv(int peer, void* data, size_t size) {
   expected_[peer] += size;
 }
 
-absl::Status MeshPayload::Move(ControlMesh& mesh, absl::Time deadline) {
-  std::vector<ControlMesh::Send> sends;
-  std::vector<ControlMesh::Recv> recvs;
+absl::Status MeshPayload::Move(SocketMesh& mesh, absl::Time deadline) {
+  std::vector<SocketMesh::Send> sends;
+  std::vector<SocketMesh::Recv> recvs;
   for (size_t peer = 0; peer < out_.size(); ++peer) {
     const int p = static_cast<int>(peer);
     if (!out_[peer].empty()) {
@@ -54,7 +54,7 @@ absl::Status MeshPayload::Move(ControlMesh& mesh, absl::Time deadline) {
   return absl::OkStatus();
 }
 
-int MeshPayload::CauseOfFailure(ControlMesh& control, const ControlMesh& payload,
+int MeshPayload::CauseOfFailure(SocketMesh& control, const SocketMesh& payload,
                                 const absl::Status& status, int rank, int world_size,
                                 absl::Duration grace) {
   if (control.cause() < 0 && absl::IsUnavailable(status)) {

@@ -1,5 +1,5 @@
 // MeshPayload: AllToAllSegments' payload on the Gloo backend, moved over a mesh of its own (a
-// second ControlMesh: the payload mesh) instead of Gloo's pairs. Gloo sends one contiguous buffer
+// second SocketMesh: the payload mesh) instead of Gloo's pairs. Gloo sends one contiguous buffer
 // per message, after a ready-to-receive handshake; weight sync's strided pieces (a column block of
 // a row chunk) would have to be packed first, a third copy per byte on hosts whose cores are busy
 // with the kernel's two. The mesh writes each peer's segments as one message with sendmsg,
@@ -19,7 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "backends/control_mesh/control_mesh.h"
+#include "backends/socket_mesh/socket_mesh.h"
 
 namespace shardkit::gloo_backend {
 
@@ -46,16 +46,16 @@ class MeshPayload {
   void Send(int peer, const void* data, size_t size);
   void Recv(int peer, void* data, size_t size);
 
-  // Writes and reads every message through `mesh` by `deadline` (ControlMesh::Exchange), then
+  // Writes and reads every message through `mesh` by `deadline` (SocketMesh::Exchange), then
   // checks each arrived header. Errors: Exchange's; kInternal naming a peer whose header does not
   // say this call and these bytes.
-  absl::Status Move(ControlMesh& mesh, absl::Time deadline);
+  absl::Status Move(SocketMesh& mesh, absl::Time deadline);
 
   // After Move failed with `status` on `payload` (rank `rank` of `world_size`): the cause to
-  // blame, ControlMesh's encoding, or -1. A payload connection can end mid-message, where a rank
+  // blame, SocketMesh's encoding, or -1. A payload connection can end mid-message, where a rank
   // that gave up cannot leave its marker, so the control mesh's markers (waited for up to `grace`
   // after a lost connection) come first, then what the payload mesh saw.
-  static int CauseOfFailure(ControlMesh& control, const ControlMesh& payload,
+  static int CauseOfFailure(SocketMesh& control, const SocketMesh& payload,
                             const absl::Status& status, int rank, int world_size,
                             absl::Duration grace);
 
@@ -64,7 +64,7 @@ class MeshPayload {
     uint64_t seq = 0;
     uint64_t bytes = 0;
   };
-  static_assert(sizeof(Header) == ControlMesh::kMinMessage);
+  static_assert(sizeof(Header) == SocketMesh::kMinMessage);
 
   const uint64_t seq_;
   std::vector<Header> out_headers_, in_headers_;  // [peer]

@@ -21,8 +21,8 @@ constexpr absl::Duration kSocketLookInterval = absl::Milliseconds(10);
 
 }  // namespace
 
-std::vector<ControlMesh::Departure> ClosedSockets(const std::vector<std::pair<int, int>>& sockets) {
-  std::vector<ControlMesh::Departure> closed;
+std::vector<SocketMesh::Departure> ClosedSockets(const std::vector<std::pair<int, int>>& sockets) {
+  std::vector<SocketMesh::Departure> closed;
   std::vector<pollfd> polled;
   for (const auto& [peer, fd] : sockets) polled.push_back({fd, POLLRDHUP, 0});
   if (polled.empty() || ::poll(polled.data(), polled.size(), 0) <= 0) return closed;
@@ -33,12 +33,12 @@ std::vector<ControlMesh::Departure> ClosedSockets(const std::vector<std::pair<in
     if ((ended & POLLNVAL) == 0 && ::ioctl(polled[i].fd, FIONREAD, &unread) == 0 && unread > 0) {
       continue;  // Gloo has yet to read what the peer sent before it left
     }
-    closed.push_back({sockets[i].first, ControlMesh::Departure::How::kConnectionClosed});
+    closed.push_back({sockets[i].first, SocketMesh::Departure::How::kConnectionClosed});
   }
   return closed;
 }
 
-PeerWatch::PeerWatch(const ControlMesh& mesh)
+PeerWatch::PeerWatch(const SocketMesh& mesh)
     : mesh_(mesh), stop_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 PeerWatch::~PeerWatch() {
@@ -76,7 +76,7 @@ void PeerWatch::Arm(std::vector<int> peers, uint64_t call, std::function<void()>
   cv_.notify_all();
 }
 
-std::optional<ControlMesh::Departure> PeerWatch::Disarm() {
+std::optional<SocketMesh::Departure> PeerWatch::Disarm() {
   std::lock_guard<std::mutex> lock(mu_);
   ++generation_;
   armed_ = false;
@@ -93,13 +93,13 @@ void PeerWatch::Run() {
     std::vector<int> peers = peers_;
     const std::vector<std::pair<int, int>> sockets = sockets_;
     lock.unlock();
-    std::vector<ControlMesh::Departure> departed =
+    std::vector<SocketMesh::Departure> departed =
         mesh_.Departures(peers, sockets.empty() ? kLookInterval : kSocketLookInterval, stop_fd_);
     if (departed.empty()) departed = ClosedSockets(sockets);
     lock.lock();
     if (stop_ || generation != generation_) continue;
-    for (const ControlMesh::Departure& d : departed) {
-      using How = ControlMesh::Departure::How;
+    for (const SocketMesh::Departure& d : departed) {
+      using How = SocketMesh::Departure::How;
       const bool finished_its_part =
           d.how == How::kGoodbye || (d.how == How::kGaveUp && d.call > call_);
       if (finished_its_part) {

@@ -7,7 +7,7 @@
 // call or an earlier one, it calls the exchange's abort function (Gloo's abortWaitRecv/
 // abortWaitSend) and records the departure. A peer that said goodbye, or gave up on a later call,
 // has finished its part of this one: it is left alone, the data it sent may still be in flight.
-// Looking is ControlMesh::Departures, so a peer seen to vanish is also noted by the mesh as the
+// Looking is SocketMesh::Departures, so a peer seen to vanish is also noted by the mesh as the
 // cause its Close will send on. Peers with no mesh connection (a rank keeps mesh connections only
 // to its agreement-tree peers) are watched by their Gloo pairs' sockets instead (ClosedSockets):
 // such a connection that ends with nothing left unread is a kConnectionClosed departure; the
@@ -25,18 +25,18 @@
 #include <utility>
 #include <vector>
 
-#include "backends/control_mesh/control_mesh.h"
+#include "backends/socket_mesh/socket_mesh.h"
 
 namespace shardkit::gloo_backend {
 
 // The peers among `sockets` (peer, descriptor of its Gloo pair's socket) whose connection has
 // ended (the peer's end closed, or Gloo closed the socket on seeing that) with nothing left
 // unread: they have sent all they ever will. Departures of kind kConnectionClosed. Only looks.
-std::vector<ControlMesh::Departure> ClosedSockets(const std::vector<std::pair<int, int>>& sockets);
+std::vector<SocketMesh::Departure> ClosedSockets(const std::vector<std::pair<int, int>>& sockets);
 
 class PeerWatch {
  public:
-  explicit PeerWatch(const ControlMesh& mesh);
+  explicit PeerWatch(const SocketMesh& mesh);
   PeerWatch(const PeerWatch&) = delete;
   PeerWatch& operator=(const PeerWatch&) = delete;
   ~PeerWatch();
@@ -50,26 +50,26 @@ class PeerWatch {
   void Arm(std::vector<int> peers, uint64_t call, std::function<void()> abort,
            std::vector<std::pair<int, int>> sockets = {});
   // Stops watching. Returns the departure that aborted the exchange, if one did (for a peer that
-  // gave up, with the cause its marker named; ControlMesh::DescribeDeparture words it).
-  std::optional<ControlMesh::Departure> Disarm();
+  // gave up, with the cause its marker named; SocketMesh::DescribeDeparture words it).
+  std::optional<SocketMesh::Departure> Disarm();
   // Ends the thread for good (later Arms watch nothing); the mesh may then be closed.
   void Stop();
 
  private:
   void Run();
 
-  const ControlMesh& mesh_;
+  const SocketMesh& mesh_;
   const int stop_fd_;  // eventfd: wakes the thread out of its look when the watch is destroyed
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;                           // guarded by mu_
-  uint64_t generation_ = 0;                     // guarded by mu_; changes on every Arm and Disarm
-  bool armed_ = false;                          // guarded by mu_
-  std::vector<int> peers_;                      // guarded by mu_
-  std::vector<std::pair<int, int>> sockets_;    // guarded by mu_
-  uint64_t call_ = 0;                           // guarded by mu_
-  std::function<void()> abort_;                 // guarded by mu_
-  std::optional<ControlMesh::Departure> lost_;  // guarded by mu_
+  bool stop_ = false;                          // guarded by mu_
+  uint64_t generation_ = 0;                    // guarded by mu_; changes on every Arm and Disarm
+  bool armed_ = false;                         // guarded by mu_
+  std::vector<int> peers_;                     // guarded by mu_
+  std::vector<std::pair<int, int>> sockets_;   // guarded by mu_
+  uint64_t call_ = 0;                          // guarded by mu_
+  std::function<void()> abort_;                // guarded by mu_
+  std::optional<SocketMesh::Departure> lost_;  // guarded by mu_
   std::thread thread_;
 };
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "backends/control_mesh/control_mesh.h"
+#include "backends/socket_mesh/socket_mesh.h"
 #include "core/store/store_url.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -28,9 +28,9 @@ namespace {
 
 using ::shardkit::testing::ForkRanks;
 using ::shardkit::testing::RankOptions;
-using How = ControlMesh::Departure::How;
+using How = SocketMesh::Departure::How;
 
-std::unique_ptr<ControlMesh> ConnectMesh(const std::string& store_url, int rank, int world = 2) {
+std::unique_ptr<SocketMesh> ConnectMesh(const std::string& store_url, int rank, int world = 2) {
   // Open for the rank's (forked process's) life: the mesh reads addresses when it connects peers.
   static absl::StatusOr<std::unique_ptr<Store>>& store =
       *new absl::StatusOr<std::unique_ptr<Store>>(OpenStore(store_url));
@@ -40,8 +40,8 @@ std::unique_ptr<ControlMesh> ConnectMesh(const std::string& store_url, int rank,
   auto* in = reinterpret_cast<sockaddr_in*>(&address);
   in->sin_family = AF_INET;
   in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  absl::StatusOr<std::unique_ptr<ControlMesh>> mesh =
-      ControlMesh::Connect(**store, "test", rank, world, address, absl::Now() + absl::Seconds(10));
+  absl::StatusOr<std::unique_ptr<SocketMesh>> mesh =
+      SocketMesh::Connect(**store, "test", rank, world, address, absl::Now() + absl::Seconds(10));
   EXPECT_TRUE(mesh.ok()) << mesh.status();
   return mesh.ok() ? *std::move(mesh) : nullptr;
 }
@@ -50,9 +50,9 @@ std::unique_ptr<ControlMesh> ConnectMesh(const std::string& store_url, int rank,
 // 0) whether the watch aborted within `wait`, and the departure it reported.
 struct Outcome {
   bool aborted = false;
-  std::optional<ControlMesh::Departure> lost;
+  std::optional<SocketMesh::Departure> lost;
 };
-Outcome WatchWhileRank1Leaves(ControlMesh& mesh, absl::Duration wait) {
+Outcome WatchWhileRank1Leaves(SocketMesh& mesh, absl::Duration wait) {
   PeerWatch watch(mesh);
   std::atomic<bool> aborted{false};
   watch.Arm({1}, /*call=*/3, [&] { aborted = true; });
@@ -65,10 +65,10 @@ Outcome WatchWhileRank1Leaves(ControlMesh& mesh, absl::Duration wait) {
 }
 
 // A message exchanged first, so that rank 1's parting marker follows real traffic.
-void ExchangeOnce(ControlMesh& mesh, int rank, uint64_t call) {
+void ExchangeOnce(SocketMesh& mesh, int rank, uint64_t call) {
   std::array<uint64_t, 2> mine{1, 2}, theirs{};
-  std::vector<ControlMesh::Send> sends = {{1 - rank, &mine, sizeof(mine)}};
-  std::vector<ControlMesh::Recv> recvs = {{1 - rank, &theirs, sizeof(theirs)}};
+  std::vector<SocketMesh::Send> sends = {{1 - rank, &mine, sizeof(mine)}};
+  std::vector<SocketMesh::Recv> recvs = {{1 - rank, &theirs, sizeof(theirs)}};
   SHARDKIT_EXPECT_OK(mesh.Exchange(sends, recvs, absl::Now() + absl::Seconds(10), call));
 }
 
@@ -78,7 +78,7 @@ TEST(PeerWatch, KilledPeerAbortsAtOnce) {
   SHARDKIT_EXPECT_OK(ForkRanks(
       2,
       [&](int rank, const std::string& url) {
-        std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank);
+        std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank);
         ASSERT_NE(mesh, nullptr);
         ExchangeOnce(*mesh, rank, 3);
         if (rank == 1) raise(SIGKILL);
@@ -95,7 +95,7 @@ TEST(PeerWatch, KilledPeerAbortsAtOnce) {
 
 TEST(PeerWatch, PeerThatGaveUpOnThisCallAborts) {
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank);
+    std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank);
     ASSERT_NE(mesh, nullptr);
     ExchangeOnce(*mesh, rank, 3);
     if (rank == 1) {
@@ -116,7 +116,7 @@ TEST(PeerWatch, PeerThatGaveUpOnThisCallAborts) {
 // Rank 1 gives up because rank 2 (a payload peer, say) vanished: the departure names rank 2.
 TEST(PeerWatch, DepartureOfAPeerThatGaveUpCarriesItsCause) {
   SHARDKIT_EXPECT_OK(ForkRanks(3, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 3);
+    std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, 3);
     ASSERT_NE(mesh, nullptr);
     if (rank == 2) return;  // never connected to the mesh
     ExchangeOnce(*mesh, rank, 3);
@@ -131,7 +131,7 @@ TEST(PeerWatch, DepartureOfAPeerThatGaveUpCarriesItsCause) {
     ASSERT_TRUE(outcome.lost.has_value());
     EXPECT_EQ(outcome.lost->how, How::kGaveUp);
     EXPECT_EQ(outcome.lost->cause, 2);
-    EXPECT_EQ(ControlMesh::DescribeDeparture(*outcome.lost),
+    EXPECT_EQ(SocketMesh::DescribeDeparture(*outcome.lost),
               "rank 1 gave up after rank 2 went away without closing its communicator (killed or "
               "crashed?)");
   }));
@@ -142,7 +142,7 @@ TEST(PeerWatch, DepartureOfAPeerThatGaveUpCarriesItsCause) {
 TEST(PeerWatch, GoodbyeOrGivingUpLaterDoesNotAbort) {
   for (const bool gave_up_later : {false, true}) {
     SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
-      std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank);
+      std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank);
       ASSERT_NE(mesh, nullptr);
       ExchangeOnce(*mesh, rank, 3);
       if (rank == 1) {
@@ -167,7 +167,7 @@ TEST(PeerWatch, NothingAbortsAfterDisarmOrStop) {
   SHARDKIT_EXPECT_OK(ForkRanks(
       2,
       [&](int rank, const std::string& url) {
-        std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank);
+        std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank);
         ASSERT_NE(mesh, nullptr);
         ExchangeOnce(*mesh, rank, 3);
         if (rank == 1) {

@@ -317,7 +317,7 @@ class Communicator {
 
   // Backend hook for the agreement's control messages: one small host-memory message per peer
   // and phase (headers, verdicts) of call `seq`, same contract as Exchange. The default is
-  // Exchange; a backend with a cheaper path for small messages (Gloo: ControlMesh) overrides it.
+  // Exchange; a backend with a cheaper path for small messages (Gloo: SocketMesh) overrides it.
   [[nodiscard]] virtual absl::Status ExchangeControl(uint64_t tag, uint64_t seq,
                                                      std::span<const SendOp> sends,
                                                      std::span<const RecvOp> recvs,

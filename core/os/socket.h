@@ -1,5 +1,5 @@
 // TCP sockets under a deadline, for the tcp:// store (core/store) and the control mesh
-// (backends/control_mesh): connecting, listening, accepting, and moving bytes on non-blocking
+// (backends/socket_mesh): connecting, listening, accepting, and moving bytes on non-blocking
 // sockets. Every socket made here is non-blocking and close-on-exec; connected ones have
 // TCP_NODELAY.
 //

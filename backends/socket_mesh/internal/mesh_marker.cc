@@ -1,9 +1,9 @@
-#include "backends/control_mesh/internal/mesh_marker.h"
+#include "backends/socket_mesh/internal/mesh_marker.h"
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "backends/control_mesh/control_mesh.h"
+#include "backends/socket_mesh/socket_mesh.h"
 
 namespace shardkit::internal {
 namespace {
@@ -78,10 +78,10 @@ std::string DescribeCause(int cause) {
   if (culprit.how == Culprit::How::kStalled)
     return absl::StrCat(" after ", DescribeCulprit(culprit));
   return absl::StrCat(" after rank ", culprit.rank,
-                      ControlMesh::DescribeHow(culprit.how == Culprit::How::kLeft
-                                                   ? ControlMesh::Departure::How::kConnectionClosed
-                                                   : ControlMesh::Departure::How::kVanished,
-                                               true));
+                      SocketMesh::DescribeHow(culprit.how == Culprit::How::kLeft
+                                                  ? SocketMesh::Departure::How::kConnectionClosed
+                                                  : SocketMesh::Departure::How::kVanished,
+                                              true));
 }
 
 }  // namespace shardkit::internal

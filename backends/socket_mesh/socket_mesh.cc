@@ -1,4 +1,4 @@
-#include "backends/control_mesh/control_mesh.h"
+#include "backends/socket_mesh/socket_mesh.h"
 
 #include <poll.h>
 #include <sys/ioctl.h>
@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "backends/control_mesh/internal/mesh_marker.h"
+#include "backends/socket_mesh/internal/mesh_marker.h"
 #include "core/base/deadline.h"
 #include "core/base/rank_text.h"
 #include "core/base/status_macros.h"
@@ -32,22 +32,22 @@ using os::SocketError;
 // most are ever unread).
 constexpr int kMaxUnreadLook = 64 << 10;
 
-static_assert(ControlMesh::kClosedCause == MeshMarker::kClosedFlag);
-static_assert(ControlMesh::kStalledCause == MeshMarker::kStalledFlag);
+static_assert(SocketMesh::kClosedCause == MeshMarker::kClosedFlag);
+static_assert(SocketMesh::kStalledCause == MeshMarker::kStalledFlag);
 
 std::string RankName(int rank) { return absl::StrCat("rank ", rank); }
 
 // DescribeHow, or " gave up after rank 3 went away ..." for ranks that gave up with a known cause.
-std::string HowWithCause(ControlMesh::Departure::How how, int cause, bool one) {
-  if (how == ControlMesh::Departure::How::kGaveUp && cause >= 0) {
+std::string HowWithCause(SocketMesh::Departure::How how, int cause, bool one) {
+  if (how == SocketMesh::Departure::How::kGaveUp && cause >= 0) {
     return absl::StrCat(" gave up", internal::DescribeCause(cause));
   }
-  return ControlMesh::DescribeHow(how, one);
+  return SocketMesh::DescribeHow(how, one);
 }
 
-ControlMesh::Departure::How HowOf(const MeshMarker& marker) {
-  return marker.kind == MeshMarker::kGoodbye ? ControlMesh::Departure::How::kGoodbye
-                                             : ControlMesh::Departure::How::kGaveUp;
+SocketMesh::Departure::How HowOf(const MeshMarker& marker) {
+  return marker.kind == MeshMarker::kGoodbye ? SocketMesh::Departure::How::kGoodbye
+                                             : SocketMesh::Departure::How::kGaveUp;
 }
 
 // Per peer, the messages of one direction in order: the first unfinished one in O(1), so that an
@@ -109,7 +109,7 @@ void Advance(std::span<const iovec> runs, RunCursor& at, size_t n) {
 }  // namespace
 
 // The transfers of one Exchange: how far each send and receive has got.
-class ControlMesh::Transfers {
+class SocketMesh::Transfers {
  public:
   Transfers(size_t world_size, std::span<const Send> sends, std::span<const Recv> recvs)
       : sends_(sends),
@@ -208,14 +208,14 @@ class ControlMesh::Transfers {
   std::vector<int> peers_;
 };
 
-ControlMesh::~ControlMesh() {
+SocketMesh::~SocketMesh() {
   AdoptPending();  // a peer that dialled for a later exchange hears the goodbye too
   SendMarkers(MeshMarker::kGoodbye);
   CloseSockets(/*abortive=*/false);
 }
 
-absl::Status ControlMesh::Exchange(std::span<const Send> sends, std::span<const Recv> recvs,
-                                   absl::Time deadline, uint64_t call) {
+absl::Status SocketMesh::Exchange(std::span<const Send> sends, std::span<const Recv> recvs,
+                                  absl::Time deadline, uint64_t call) {
   std::vector<int> peers;
   absl::Status usable;
   auto check = [&](int peer, size_t size, std::span<const iovec> runs) {
@@ -253,7 +253,7 @@ absl::Status ControlMesh::Exchange(std::span<const Send> sends, std::span<const 
                                   progress.ToString(), departures.empty() ? "" : "; ", departures));
 }
 
-absl::Status ControlMesh::PollUntilDone(Transfers& transfers, absl::Time deadline, int& current) {
+absl::Status SocketMesh::PollUntilDone(Transfers& transfers, absl::Time deadline, int& current) {
   std::vector<pollfd> polled;
   std::vector<int> peers;
   for (bool first = true;; first = false) {
@@ -290,24 +290,24 @@ absl::Status ControlMesh::PollUntilDone(Transfers& transfers, absl::Time deadlin
   }
 }
 
-void ControlMesh::Heard(int peer, const MeshMarker& marker) noexcept {
+void SocketMesh::Heard(int peer, const MeshMarker& marker) noexcept {
   heard_cause_[peer].store(marker.cause);
   heard_[peer].store(marker.kind);
   if (marker.kind == MeshMarker::kGaveUp) NoteMarkerCause(peer, marker.cause);
 }
 
-void ControlMesh::NoteCause(int cause) const noexcept {
+void SocketMesh::NoteCause(int cause) const noexcept {
   int none = -1;
   if (cause >= 0) cause_.compare_exchange_strong(none, cause);
 }
 
-void ControlMesh::NoteMarkerCause(int peer, int cause) const noexcept {
+void SocketMesh::NoteMarkerCause(int peer, int cause) const noexcept {
   int vanished = peer;  // cause_'s encoding of "peer vanished"
   if (cause >= 0 && !cause_.compare_exchange_strong(vanished, cause)) NoteCause(cause);
 }
 
-absl::Status ControlMesh::CheckNoneGaveUp(std::span<const int> peers, uint64_t call,
-                                          int& current) const {
+absl::Status SocketMesh::CheckNoneGaveUp(std::span<const int> peers, uint64_t call,
+                                         int& current) const {
   for (const Departure& d : Departures(peers)) {
     // The marker right after the message just read: the peer gave up on this very call.
     char next[kMeshMarkerSize];
@@ -325,9 +325,9 @@ absl::Status ControlMesh::CheckNoneGaveUp(std::span<const int> peers, uint64_t c
   return absl::OkStatus();
 }
 
-std::vector<ControlMesh::Departure> ControlMesh::Departures(std::span<const int> peers,
-                                                            absl::Duration wait,
-                                                            int interrupt_fd) const {
+std::vector<SocketMesh::Departure> SocketMesh::Departures(std::span<const int> peers,
+                                                          absl::Duration wait,
+                                                          int interrupt_fd) const {
   std::vector<pollfd> polled;
   std::vector<int> polled_peers;
   for (int peer : peers) {
@@ -353,7 +353,7 @@ std::vector<ControlMesh::Departure> ControlMesh::Departures(std::span<const int>
   return departed;
 }
 
-ControlMesh::Departure ControlMesh::HowItEnded(int peer, int fd) const {
+SocketMesh::Departure SocketMesh::HowItEnded(int peer, int fd) const {
   if (const char kind = heard_[peer].load(); kind != 0) {
     return {peer, HowOf(MeshMarker{kind}), call_.load(),
             kind == MeshMarker::kGaveUp ? heard_cause_[peer].load() : -1};
@@ -375,7 +375,7 @@ ControlMesh::Departure ControlMesh::HowItEnded(int peer, int fd) const {
           marker->kind == MeshMarker::kGaveUp ? marker->cause : -1};
 }
 
-std::string ControlMesh::DescribeDepartures() const {
+std::string SocketMesh::DescribeDepartures() const {
   using How = Departure::How;
   std::vector<int> everyone(fds_.size());
   for (size_t peer = 0; peer < fds_.size(); ++peer) everyone[peer] = static_cast<int>(peer);
@@ -390,16 +390,16 @@ std::string ControlMesh::DescribeDepartures() const {
   return absl::StrJoin(parts, "; ");
 }
 
-std::optional<Culprit> ControlMesh::CulpritOf(int cause) {
+std::optional<Culprit> SocketMesh::CulpritOf(int cause) {
   if (cause < 0) return std::nullopt;
   return internal::CulpritOfCause(cause);
 }
 
-std::string ControlMesh::DescribeDeparture(const Departure& d) {
+std::string SocketMesh::DescribeDeparture(const Departure& d) {
   return absl::StrCat(FormatRanks(std::vector<int>{d.peer}), HowWithCause(d.how, d.cause, true));
 }
 
-std::string ControlMesh::DescribeHow(Departure::How how, bool one) {
+std::string SocketMesh::DescribeHow(Departure::How how, bool one) {
   switch (how) {
     case Departure::How::kVanished:
       return one ? " went away without closing its communicator (killed or crashed?)"
@@ -415,7 +415,7 @@ std::string ControlMesh::DescribeHow(Departure::How how, bool one) {
   return " left";
 }
 
-void ControlMesh::SendMarkers(char kind) noexcept {
+void SocketMesh::SendMarkers(char kind) noexcept {
   const int cause = kind == MeshMarker::kGaveUp ? cause_.load() : -1;
   const std::string marker = internal::EncodeMarker(MeshMarker{kind, call_.load(), cause});
   for (size_t peer = 0; peer < fds_.size(); ++peer) {
@@ -425,7 +425,7 @@ void ControlMesh::SendMarkers(char kind) noexcept {
   }
 }
 
-void ControlMesh::Close(int cause) noexcept {
+void SocketMesh::Close(int cause) noexcept {
   NoteCause(cause);  // unless a cause was noted already
   AdoptPending();    // a peer that dialled for a later exchange learns that this rank gave up
   SendMarkers(MeshMarker::kGaveUp);

@@ -1,4 +1,4 @@
-#include "backends/control_mesh/control_mesh_test_util.h"
+#include "backends/socket_mesh/socket_mesh_test_util.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -10,7 +10,7 @@
 #include "core/store/store_url.h"
 #include "gtest/gtest.h"
 
-namespace shardkit::control_mesh_testing {
+namespace shardkit::socket_mesh_testing {
 
 sockaddr_storage Loopback() {
   sockaddr_storage address{};
@@ -29,17 +29,17 @@ Store* KeptStore(const std::string& store_url) {
   return store;
 }
 
-std::unique_ptr<ControlMesh> ConnectMesh(const std::string& store_url, int rank, int world) {
+std::unique_ptr<SocketMesh> ConnectMesh(const std::string& store_url, int rank, int world) {
   Store* store = KeptStore(store_url);
   if (store == nullptr) return nullptr;
-  absl::StatusOr<std::unique_ptr<ControlMesh>> mesh = ControlMesh::Connect(
-      *store, "test", rank, world, Loopback(), absl::Now() + absl::Seconds(10));
+  absl::StatusOr<std::unique_ptr<SocketMesh>> mesh =
+      SocketMesh::Connect(*store, "test", rank, world, Loopback(), absl::Now() + absl::Seconds(10));
   EXPECT_TRUE(mesh.ok()) << mesh.status();
   return mesh.ok() ? *std::move(mesh) : nullptr;
 }
 
-std::unique_ptr<ControlMesh> ConnectFullMesh(const std::string& store_url, int rank, int world) {
-  std::unique_ptr<ControlMesh> mesh = ConnectMesh(store_url, rank, world);
+std::unique_ptr<SocketMesh> ConnectFullMesh(const std::string& store_url, int rank, int world) {
+  std::unique_ptr<SocketMesh> mesh = ConnectMesh(store_url, rank, world);
   if (mesh == nullptr) return nullptr;
   std::vector<int> others;
   for (int peer = 0; peer < world; ++peer) {
@@ -50,11 +50,11 @@ std::unique_ptr<ControlMesh> ConnectFullMesh(const std::string& store_url, int r
   return status.ok() ? std::move(mesh) : nullptr;
 }
 
-absl::Status ExchangeWords(ControlMesh& mesh, int rank, const std::vector<int>& peers,
-                           uint64_t call, absl::Duration timeout) {
+absl::Status ExchangeWords(SocketMesh& mesh, int rank, const std::vector<int>& peers, uint64_t call,
+                           absl::Duration timeout) {
   std::vector<Word> out(peers.size()), in(peers.size());
-  std::vector<ControlMesh::Send> sends;
-  std::vector<ControlMesh::Recv> recvs;
+  std::vector<SocketMesh::Send> sends;
+  std::vector<SocketMesh::Recv> recvs;
   for (size_t i = 0; i < peers.size(); ++i) {
     out[i] = {static_cast<uint64_t>(rank), static_cast<uint64_t>(peers[i])};
     sends.push_back({peers[i], &out[i], sizeof(Word)});
@@ -68,4 +68,4 @@ absl::Status ExchangeWords(ControlMesh& mesh, int rank, const std::vector<int>& 
   return status;
 }
 
-}  // namespace shardkit::control_mesh_testing
+}  // namespace shardkit::socket_mesh_testing

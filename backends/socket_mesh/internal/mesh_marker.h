@@ -1,4 +1,4 @@
-// The parting marker of a control mesh connection (backends/control_mesh/control_mesh.h): the last
+// The parting marker of a control mesh connection (backends/socket_mesh/socket_mesh.h): the last
 // kMeshMarkerSize bytes a rank sends a peer, saying why it leaves ("goodbye": its communicator was
 // closed; "gave up": it failed), during which call, and for a gave-up marker the rank whose
 // departure without a word made it give up, if it knows one. Its magic never begins an agreement
@@ -7,8 +7,8 @@
 //
 // Wire: magic (4 bytes: ff ff 'M' 'K'), kind (1), cause + 1 (3, little-endian; 0: none known),
 // call (8). Markers from before the cause was carried have zero there: they parse as no cause.
-#ifndef SHARDKIT_BACKENDS_CONTROL_MESH_INTERNAL_MESH_MARKER_H_
-#define SHARDKIT_BACKENDS_CONTROL_MESH_INTERNAL_MESH_MARKER_H_
+#ifndef SHARDKIT_BACKENDS_SOCKET_MESH_INTERNAL_MESH_MARKER_H_
+#define SHARDKIT_BACKENDS_SOCKET_MESH_INTERNAL_MESH_MARKER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -62,4 +62,4 @@ std::string DescribeCause(int cause);
 
 }  // namespace shardkit::internal
 
-#endif  // SHARDKIT_BACKENDS_CONTROL_MESH_INTERNAL_MESH_MARKER_H_
+#endif  // SHARDKIT_BACKENDS_SOCKET_MESH_INTERNAL_MESH_MARKER_H_

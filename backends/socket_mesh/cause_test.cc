@@ -13,9 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "backends/control_mesh/control_mesh.h"
-#include "backends/control_mesh/control_mesh_test_util.h"
-#include "backends/control_mesh/internal/mesh_marker.h"
+#include "backends/socket_mesh/internal/mesh_marker.h"
+#include "backends/socket_mesh/socket_mesh.h"
+#include "backends/socket_mesh/socket_mesh_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/multiprocess.h"
@@ -24,10 +24,10 @@
 namespace shardkit {
 namespace {
 
-using ::shardkit::control_mesh_testing::ConnectMesh;
-using ::shardkit::control_mesh_testing::ExchangeWords;
-using ::shardkit::control_mesh_testing::Word;
 using ::shardkit::internal::MeshMarker;
+using ::shardkit::socket_mesh_testing::ConnectMesh;
+using ::shardkit::socket_mesh_testing::ExchangeWords;
+using ::shardkit::socket_mesh_testing::Word;
 using ::shardkit::testing::ForkRanks;
 using ::shardkit::testing::RankOptions;
 using ::shardkit::testing::StatusIs;
@@ -37,7 +37,7 @@ using ::testing::Field;
 using ::testing::HasSubstr;
 using ::testing::Optional;
 using ::testing::StrEq;
-using How = ControlMesh::Departure::How;
+using How = SocketMesh::Departure::How;
 
 constexpr char kWentAway[] = " went away without closing its communicator (killed or crashed?)";
 
@@ -79,26 +79,26 @@ TEST(MeshMarker, DescriptionNamesTheCause) {
             "rank 5 gave up on operation 7 (see its own error)");
 }
 
-TEST(ControlMeshCause, DescribeDepartureWordsEachKind) {
-  EXPECT_EQ(ControlMesh::DescribeDeparture({5, How::kVanished}), absl::StrCat("rank 5", kWentAway));
-  EXPECT_EQ(ControlMesh::DescribeDeparture({5, How::kGaveUp, 7, 3}),
+TEST(SocketMeshCause, DescribeDepartureWordsEachKind) {
+  EXPECT_EQ(SocketMesh::DescribeDeparture({5, How::kVanished}), absl::StrCat("rank 5", kWentAway));
+  EXPECT_EQ(SocketMesh::DescribeDeparture({5, How::kGaveUp, 7, 3}),
             absl::StrCat("rank 5 gave up after rank 3", kWentAway));
-  EXPECT_EQ(ControlMesh::DescribeDeparture({5, How::kGaveUp, 7}),
+  EXPECT_EQ(SocketMesh::DescribeDeparture({5, How::kGaveUp, 7}),
             "rank 5 gave up after an error of its own");
-  EXPECT_EQ(ControlMesh::DescribeDeparture({5, How::kGoodbye, 7}),
+  EXPECT_EQ(SocketMesh::DescribeDeparture({5, How::kGoodbye, 7}),
             "rank 5 has closed its communicator");
 }
 
 // A chain of 5 ranks (rank r exchanges with r ± 1 only). Rank 0 is killed: only rank 1 sees it
 // vanish; it gives up, which fails rank 2, and so on. Every rank still names rank 0.
-TEST(ControlMeshCause, CascadeNamesTheRankThatWentAway) {
+TEST(SocketMeshCause, CascadeNamesTheRankThatWentAway) {
   constexpr int kWorld = 5;
   RankOptions options;
   options.may_die = {0};
   SHARDKIT_EXPECT_OK(ForkRanks(
       kWorld,
       [&](int rank, const std::string& url) {
-        std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, kWorld);
+        std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, kWorld);
         ASSERT_NE(mesh, nullptr);
         std::vector<int> neighbours;
         if (rank > 0) neighbours.push_back(rank - 1);
@@ -130,9 +130,9 @@ TEST(ControlMeshCause, CascadeNamesTheRankThatWentAway) {
 }
 
 // The peer watch saw a payload peer (here rank 2) vanish: Close's cause is what the markers say.
-TEST(ControlMeshCause, CloseWithACauseSendsIt) {
+TEST(SocketMeshCause, CloseWithACauseSendsIt) {
   SHARDKIT_EXPECT_OK(ForkRanks(3, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 3);
+    std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, 3);
     ASSERT_NE(mesh, nullptr);
     if (rank == 2) return;  // never connected
     SHARDKIT_ASSERT_OK(ExchangeWords(*mesh, rank, {1 - rank}, 1));
@@ -142,16 +142,16 @@ TEST(ControlMeshCause, CloseWithACauseSendsIt) {
       usleep(500000);
       return;
     }
-    const std::vector<ControlMesh::Departure> departed =
+    const std::vector<SocketMesh::Departure> departed =
         mesh->Departures(std::vector<int>{0}, absl::Seconds(10));
-    ASSERT_THAT(departed, ElementsAre(AllOf(Field(&ControlMesh::Departure::how, How::kGaveUp),
-                                            Field(&ControlMesh::Departure::call, 1u),
-                                            Field(&ControlMesh::Departure::cause, 2))));
+    ASSERT_THAT(departed, ElementsAre(AllOf(Field(&SocketMesh::Departure::how, How::kGaveUp),
+                                            Field(&SocketMesh::Departure::call, 1u),
+                                            Field(&SocketMesh::Departure::cause, 2))));
     const std::string words = absl::StrCat("rank 0 gave up after rank 2", kWentAway);
-    EXPECT_EQ(ControlMesh::DescribeDeparture(departed[0]), words);
+    EXPECT_EQ(SocketMesh::DescribeDeparture(departed[0]), words);
     EXPECT_EQ(mesh->DescribeDepartures(), words);
     Word word{};
-    std::vector<ControlMesh::Recv> recvs = {{0, &word, sizeof(word)}};
+    std::vector<SocketMesh::Recv> recvs = {{0, &word, sizeof(word)}};
     EXPECT_THAT(mesh->Exchange({}, recvs, absl::Now() + absl::Seconds(5), /*call=*/2),
                 StatusIs(absl::StatusCode::kUnavailable,
                          HasSubstr(absl::StrCat(

@@ -1,8 +1,9 @@
-// ControlMesh: a mesh of TCP connections between the ranks of one communicator, for the
-// small fixed-size control messages of every collective's agreement (headers, verdicts, inline
-// AllGather data). Messages are written and read by the calling thread itself with poll(2): no
-// helper thread, no hand-off, no rendezvous round per message. Connected peers that exit are seen
-// at once (end of stream), not at the deadline.
+// SocketMesh: a mesh of TCP connections between the ranks of one communicator. Gloo runs two:
+// the control mesh, for the small fixed-size control messages of every collective's agreement
+// (headers, verdicts, inline AllGather data), and the payload mesh, for the bytes of the segment
+// rounds (backends/gloo/mesh_payload.h). Messages are written and read by the calling thread itself
+// with poll(2): no helper thread, no hand-off, no rendezvous round per message. Connected peers
+// that exit are seen at once (end of stream), not at the deadline.
 //
 // Why not the data backend: Gloo's TCP transport moves every message through its device thread
 // with a ready-to-receive handshake, and that thread busy-polls while the caller holds a pair
@@ -28,8 +29,8 @@
 // vanish (in an Exchange or Departures), or the cause named by a gave-up marker it met, or the one
 // given to Close. Errors and descriptions then say "rank 5 gave up on operation 7 after rank 3 went
 // away without closing its communicator (killed or crashed?)".
-#ifndef SHARDKIT_BACKENDS_CONTROL_MESH_CONTROL_MESH_H_
-#define SHARDKIT_BACKENDS_CONTROL_MESH_CONTROL_MESH_H_
+#ifndef SHARDKIT_BACKENDS_SOCKET_MESH_CONTROL_MESH_H_
+#define SHARDKIT_BACKENDS_SOCKET_MESH_CONTROL_MESH_H_
 
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -54,7 +55,7 @@ namespace internal {
 struct MeshMarker;
 }  // namespace internal
 
-class ControlMesh {
+class SocketMesh {
  public:
   // A message is `size` bytes at `data`, or gathered from / scattered into `runs` in order (then
   // `size` is their total and `data` the first run's, which must hold kMinMessage bytes: a
@@ -77,15 +78,15 @@ class ControlMesh {
   // (port ignored) and publishes its address; connects nothing (see EnsureConnected). A world of
   // one neither listens nor publishes. `deadline` is unused (kept for callers).
   // Errors: kUnavailable on socket errors; the store's on publishing.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ControlMesh>> Connect(
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<SocketMesh>> Connect(
       Store& store, const std::string& key_prefix, int rank, int world_size,
       const sockaddr_storage& address, absl::Time deadline);
 
-  ControlMesh(const ControlMesh&) = delete;
-  ControlMesh& operator=(const ControlMesh&) = delete;
+  SocketMesh(const SocketMesh&) = delete;
+  SocketMesh& operator=(const SocketMesh&) = delete;
   // Says goodbye to every connected peer (a marker after the last message), including those whose
   // connection was waiting in the listen backlog, and closes the connections and the listener.
-  ~ControlMesh();
+  ~SocketMesh();
 
   // Connects to every peer in `peers` (other ranks of the world; repeats allowed) not yet
   // connected, by `deadline`: dials the lower ranks, then accepts from the higher ones, keeping
@@ -180,7 +181,7 @@ class ControlMesh {
  private:
   class Transfers;
 
-  ControlMesh(Store& store, std::string key_prefix, int rank, int world_size);
+  SocketMesh(Store& store, std::string key_prefix, int rank, int world_size);
   // EnsureConnected's steps (connect.cc). Dials `peer` and says hello.
   absl::Status DialPeer(int peer, absl::Time deadline);
   // Accepts until every rank in `awaited` (higher ranks) is connected.
@@ -238,4 +239,4 @@ class ControlMesh {
 
 }  // namespace shardkit
 
-#endif  // SHARDKIT_BACKENDS_CONTROL_MESH_CONTROL_MESH_H_
+#endif  // SHARDKIT_BACKENDS_SOCKET_MESH_CONTROL_MESH_H_

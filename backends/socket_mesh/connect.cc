@@ -1,5 +1,5 @@
-// ControlMesh's connections: Connect publishes the listener's address in the store, EnsureConnected
-// dials and accepts peers on demand (see control_mesh.h).
+// SocketMesh's connections: Connect publishes the listener's address in the store, EnsureConnected
+// dials and accepts peers on demand (see socket_mesh.h).
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "backends/control_mesh/control_mesh.h"
+#include "backends/socket_mesh/socket_mesh.h"
 #include "core/base/rank_text.h"
 #include "core/base/status_macros.h"
 #include "core/os/socket.h"
@@ -64,7 +64,7 @@ absl::StatusOr<PeerAddress> ParseAddress(const std::string& value, int peer) {
 
 }  // namespace
 
-ControlMesh::ControlMesh(Store& store, std::string key_prefix, int rank, int world_size)
+SocketMesh::SocketMesh(Store& store, std::string key_prefix, int rank, int world_size)
     : store_(store),
       key_prefix_(std::move(key_prefix)),
       rank_(rank),
@@ -76,13 +76,13 @@ ControlMesh::ControlMesh(Store& store, std::string key_prefix, int rank, int wor
   for (std::atomic<int>& cause : heard_cause_) cause.store(-1);
 }
 
-absl::StatusOr<std::unique_ptr<ControlMesh>> ControlMesh::Connect(Store& store,
-                                                                  const std::string& key_prefix,
-                                                                  int rank, int world_size,
-                                                                  const sockaddr_storage& address,
-                                                                  absl::Time /*deadline*/) {
+absl::StatusOr<std::unique_ptr<SocketMesh>> SocketMesh::Connect(Store& store,
+                                                                const std::string& key_prefix,
+                                                                int rank, int world_size,
+                                                                const sockaddr_storage& address,
+                                                                absl::Time /*deadline*/) {
   // Owns the listener from the start, so that every error path closes it.
-  std::unique_ptr<ControlMesh> mesh(new ControlMesh(store, key_prefix, rank, world_size));
+  std::unique_ptr<SocketMesh> mesh(new SocketMesh(store, key_prefix, rank, world_size));
   if (world_size == 1) return mesh;
   // Every peer may dial before this rank accepts: the backlog holds them all.
   absl::StatusOr<os::Listener> listener =
@@ -95,7 +95,7 @@ absl::StatusOr<std::unique_ptr<ControlMesh>> ControlMesh::Connect(Store& store,
   return mesh;
 }
 
-absl::Status ControlMesh::EnsureConnected(std::span<const int> peers, absl::Time deadline) {
+absl::Status SocketMesh::EnsureConnected(std::span<const int> peers, absl::Time deadline) {
   if (closed_) return absl::FailedPreconditionError("the control mesh is closed");
   std::vector<int> higher;
   for (int peer : peers) {
@@ -117,17 +117,17 @@ absl::Status ControlMesh::EnsureConnected(std::span<const int> peers, absl::Time
   return AcceptUntilConnected(higher, deadline);
 }
 
-int ControlMesh::connections() const {
+int SocketMesh::connections() const {
   int connected = 0;
   for (const std::atomic<int>& fd : fds_) connected += fd.load() >= 0 ? 1 : 0;
   return connected;
 }
 
-bool ControlMesh::connected(int peer) const {
+bool SocketMesh::connected(int peer) const {
   return peer >= 0 && peer < static_cast<int>(fds_.size()) && fds_[peer].load() >= 0;
 }
 
-absl::Status ControlMesh::DialPeer(int peer, absl::Time deadline) {
+absl::Status SocketMesh::DialPeer(int peer, absl::Time deadline) {
   absl::StatusOr<std::string> value = store_.Get(Key(key_prefix_, peer), deadline - absl::Now());
   if (!value.ok()) {
     return Annotate(value.status(),
@@ -146,7 +146,7 @@ absl::Status ControlMesh::DialPeer(int peer, absl::Time deadline) {
   return absl::OkStatus();
 }
 
-absl::Status ControlMesh::AcceptUntilConnected(std::span<const int> awaited, absl::Time deadline) {
+absl::Status SocketMesh::AcceptUntilConnected(std::span<const int> awaited, absl::Time deadline) {
   auto absent = [&] {
     std::set<int> ranks;
     for (int peer : awaited) {
@@ -165,7 +165,7 @@ absl::Status ControlMesh::AcceptUntilConnected(std::span<const int> awaited, abs
   return absl::OkStatus();
 }
 
-void ControlMesh::AdoptIfValid(int fd, absl::Time deadline) {
+void SocketMesh::AdoptIfValid(int fd, absl::Time deadline) {
   Hello hello;
   const bool valid = os::RecvAll(fd, &hello, sizeof(hello), deadline).ok() &&
                      hello.magic == kHelloMagic && hello.token == token_ && hello.rank > rank_ &&
@@ -177,7 +177,7 @@ void ControlMesh::AdoptIfValid(int fd, absl::Time deadline) {
   }
 }
 
-void ControlMesh::AdoptPending() noexcept {
+void SocketMesh::AdoptPending() noexcept {
   if (listen_fd_ < 0) return;
   // Their hellos were sent with the handshake: a short grace covers one still in flight.
   const absl::Time grace = absl::Now() + kPendingHelloGrace;
@@ -188,7 +188,7 @@ void ControlMesh::AdoptPending() noexcept {
   }
 }
 
-void ControlMesh::CloseSockets(bool abortive) noexcept {
+void SocketMesh::CloseSockets(bool abortive) noexcept {
   if (listen_fd_ >= 0) ::close(listen_fd_);
   listen_fd_ = -1;
   for (std::atomic<int>& entry : fds_) {

@@ -1,4 +1,4 @@
-// ControlMesh's connections made on demand, over real forked processes and real TCP on
+// SocketMesh's connections made on demand, over real forked processes and real TCP on
 // 127.0.0.1: only the peers of exchanges are connected, a higher rank that dials early is kept,
 // peers that never connect are named, and departures and markers involve connected peers only.
 #include <signal.h>
@@ -13,8 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "backends/control_mesh/control_mesh.h"
-#include "backends/control_mesh/control_mesh_test_util.h"
+#include "backends/socket_mesh/socket_mesh.h"
+#include "backends/socket_mesh/socket_mesh_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/faults.h"
@@ -24,9 +24,9 @@
 namespace shardkit {
 namespace {
 
-using ::shardkit::control_mesh_testing::ConnectMesh;
-using ::shardkit::control_mesh_testing::ExchangeWords;
-using ::shardkit::control_mesh_testing::Word;
+using ::shardkit::socket_mesh_testing::ConnectMesh;
+using ::shardkit::socket_mesh_testing::ExchangeWords;
+using ::shardkit::socket_mesh_testing::Word;
 using ::shardkit::testing::ForkRanks;
 using ::shardkit::testing::RankOptions;
 using ::shardkit::testing::SharedTime;
@@ -37,13 +37,13 @@ using ::testing::ElementsAre;
 using ::testing::Field;
 using ::testing::HasSubstr;
 using ::testing::StrEq;
-using How = ControlMesh::Departure::How;
+using How = SocketMesh::Departure::How;
 
 // Connect connects nothing; an exchange with the neighbours connects just them.
-TEST(ControlMeshConnect, ConnectionsAreMadeOnlyForExchanges) {
+TEST(SocketMeshConnect, ConnectionsAreMadeOnlyForExchanges) {
   constexpr int kWorld = 8;
   SHARDKIT_EXPECT_OK(ForkRanks(kWorld, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, kWorld);
+    std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, kWorld);
     ASSERT_NE(mesh, nullptr);
     EXPECT_EQ(mesh->connections(), 0);
     std::vector<int> neighbours;
@@ -58,10 +58,10 @@ TEST(ControlMeshConnect, ConnectionsAreMadeOnlyForExchanges) {
 
 // Rank 3 dials rank 0 for their exchange while rank 0 still waits for rank 1 (late): rank 0 keeps
 // rank 3's connection and later exchanges over it without accepting again.
-TEST(ControlMeshConnect, EarlyConnectionFromAHigherRankIsKept) {
+TEST(SocketMeshConnect, EarlyConnectionFromAHigherRankIsKept) {
   SharedTime rank3_dials;
   SHARDKIT_EXPECT_OK(ForkRanks(4, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 4);
+    std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, 4);
     ASSERT_NE(mesh, nullptr);
     switch (rank) {
       case 0:
@@ -88,13 +88,13 @@ TEST(ControlMeshConnect, EarlyConnectionFromAHigherRankIsKept) {
 }
 
 // A higher rank that never connects is named at the deadline; a lower one that never published.
-TEST(ControlMeshConnect, PeerThatNeverConnectsIsNamed) {
+TEST(SocketMeshConnect, PeerThatNeverConnectsIsNamed) {
   RankOptions options;
   options.absent = {0, 3};
   SHARDKIT_EXPECT_OK(ForkRanks(
       4,
       [&](int rank, const std::string& url) {
-        std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 4);
+        std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, 4);
         ASSERT_NE(mesh, nullptr);
         const absl::Time start = absl::Now();
         const std::vector<int> peers = {3 - rank, 3};  // rank 1: 2, 3; rank 2: 1, 3
@@ -106,7 +106,7 @@ TEST(ControlMeshConnect, PeerThatNeverConnectsIsNamed) {
                              HasSubstr(absl::StrCat("rank 3 did not connect to rank ", rank))));
         EXPECT_EQ(mesh->connections(), 1);  // ranks 1 and 2 connected each other
         Word word{};
-        std::vector<ControlMesh::Recv> recvs = {{0, &word, sizeof(word)}};
+        std::vector<SocketMesh::Recv> recvs = {{0, &word, sizeof(word)}};
         EXPECT_THAT(mesh->Exchange({}, recvs, absl::Now() + absl::Milliseconds(300)),
                     StatusIs(absl::StatusCode::kDeadlineExceeded,
                              HasSubstr("rank 0 did not publish its address")));
@@ -115,21 +115,21 @@ TEST(ControlMeshConnect, PeerThatNeverConnectsIsNamed) {
 }
 
 // Over lazily connected peers, a killed peer is a departure; one never connected is not.
-TEST(ControlMeshConnect, KilledPeerIsSeenButNeverConnectedOnesAreNot) {
+TEST(SocketMeshConnect, KilledPeerIsSeenButNeverConnectedOnesAreNot) {
   RankOptions options;
   options.may_die = {1, 2};
   SHARDKIT_EXPECT_OK(ForkRanks(
       3,
       [&](int rank, const std::string& url) {
-        std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 3);
+        std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, 3);
         ASSERT_NE(mesh, nullptr);
         if (rank == 2) raise(SIGKILL);  // published its address, never connected
         SHARDKIT_ASSERT_OK(ExchangeWords(*mesh, rank, {1 - rank}, 1));
         if (rank == 1) raise(SIGKILL);
         const absl::Time start = absl::Now();
         EXPECT_THAT(mesh->Departures(std::vector<int>{1, 2}, absl::Seconds(10)),
-                    ElementsAre(AllOf(Field(&ControlMesh::Departure::peer, 1),
-                                      Field(&ControlMesh::Departure::how, How::kVanished))));
+                    ElementsAre(AllOf(Field(&SocketMesh::Departure::peer, 1),
+                                      Field(&SocketMesh::Departure::how, How::kVanished))));
         EXPECT_LT(absl::Now() - start, absl::Seconds(5));
         EXPECT_THAT(mesh->DescribeDepartures(),
                     StrEq("rank 1 went away without closing its communicator (killed "
@@ -139,11 +139,11 @@ TEST(ControlMeshConnect, KilledPeerIsSeenButNeverConnectedOnesAreNot) {
 }
 
 // Close tells the connected peer that this rank gave up, and refuses later dials at once.
-TEST(ControlMeshConnect, CloseMarksConnectedPeersAndRefusesLaterOnes) {
+TEST(SocketMeshConnect, CloseMarksConnectedPeersAndRefusesLaterOnes) {
   // The ranks' order, shown to each other rather than guessed with sleeps.
   SharedTime call7_done, closed, refused;
   SHARDKIT_EXPECT_OK(ForkRanks(3, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 3);
+    std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, 3);
     ASSERT_NE(mesh, nullptr);
     if (rank == 0) {
       SHARDKIT_ASSERT_OK(ExchangeWords(*mesh, 0, {1}, 7));
@@ -160,8 +160,8 @@ TEST(ControlMeshConnect, CloseMarksConnectedPeersAndRefusesLaterOnes) {
       SHARDKIT_ASSERT_OK(ExchangeWords(*mesh, 1, {0}, 7));
       call7_done.Stamp();
       EXPECT_THAT(mesh->Departures(std::vector<int>{0, 2}, absl::Seconds(10)),
-                  ElementsAre(AllOf(Field(&ControlMesh::Departure::how, How::kGaveUp),
-                                    Field(&ControlMesh::Departure::call, 7u))));
+                  ElementsAre(AllOf(Field(&SocketMesh::Departure::how, How::kGaveUp),
+                                    Field(&SocketMesh::Departure::call, 7u))));
       return;
     }
     ASSERT_TRUE(closed.Await().has_value());
@@ -176,10 +176,10 @@ TEST(ControlMeshConnect, CloseMarksConnectedPeersAndRefusesLaterOnes) {
 
 // Rank 1 has dialled rank 0, which closes its mesh without ever accepting: the connection waiting
 // in the listen backlog still hears the goodbye.
-TEST(ControlMeshConnect, ConnectionInTheBacklogHearsTheGoodbye) {
+TEST(SocketMeshConnect, ConnectionInTheBacklogHearsTheGoodbye) {
   SharedTime dialing, failed;
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
+    std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
     if (rank == 0) {
       // Rank 1's connection waits in the backlog (its dial takes far less than 300 ms).
@@ -198,10 +198,10 @@ TEST(ControlMeshConnect, ConnectionInTheBacklogHearsTheGoodbye) {
 }
 
 // Departures runs on another thread (as the Gloo peer watch does) while Exchanges connect peers.
-TEST(ControlMeshConnect, DeparturesWhileExchangesConnect) {
+TEST(SocketMeshConnect, DeparturesWhileExchangesConnect) {
   constexpr int kWorld = 6;
   SHARDKIT_EXPECT_OK(ForkRanks(kWorld, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, kWorld);
+    std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, kWorld);
     ASSERT_NE(mesh, nullptr);
     std::vector<int> everyone;
     for (int peer = 0; peer < kWorld; ++peer) everyone.push_back(peer);
@@ -210,7 +210,7 @@ TEST(ControlMeshConnect, DeparturesWhileExchangesConnect) {
       while (!done.load()) {
         // Ranks that finished early say goodbye; nothing else may be seen.
         EXPECT_THAT(mesh->Departures(everyone, absl::Milliseconds(1)),
-                    Each(Field(&ControlMesh::Departure::how, How::kGoodbye)));
+                    Each(Field(&SocketMesh::Departure::how, How::kGoodbye)));
         EXPECT_LE(mesh->connections(), kWorld - 1);
       }
     });

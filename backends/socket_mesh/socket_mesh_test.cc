@@ -1,8 +1,8 @@
-// ControlMesh over real forked processes and real TCP on 127.0.0.1: delivery in order, large
+// SocketMesh over real forked processes and real TCP on 127.0.0.1: delivery in order, large
 // messages that need several writes, a peer that leaves, a silent peer, a stray connection and
 // Close. Each case connects its peers first, as Connect did before connections were made on demand
 // (connect_test.cc has those).
-#include "backends/control_mesh/control_mesh.h"
+#include "backends/socket_mesh/socket_mesh.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "backends/control_mesh/control_mesh_test_util.h"
+#include "backends/socket_mesh/socket_mesh_test_util.h"
 #include "core/os/socket.h"
 #include "core/store/store_url.h"
 #include "gmock/gmock.h"
@@ -29,10 +29,10 @@
 namespace shardkit {
 namespace {
 
-using ::shardkit::control_mesh_testing::ConnectFullMesh;
-using ::shardkit::control_mesh_testing::ConnectMesh;
-using ::shardkit::control_mesh_testing::Loopback;
-using ::shardkit::control_mesh_testing::Word;
+using ::shardkit::socket_mesh_testing::ConnectFullMesh;
+using ::shardkit::socket_mesh_testing::ConnectMesh;
+using ::shardkit::socket_mesh_testing::Loopback;
+using ::shardkit::socket_mesh_testing::Word;
 using ::shardkit::testing::ForkRanks;
 using ::shardkit::testing::RankOptions;
 using ::shardkit::testing::SharedTime;
@@ -48,16 +48,16 @@ uint8_t Pattern(int from, int to, int m, size_t i) {
   return static_cast<uint8_t>(from * 31 + to * 7 + m * 3 + i * 13);
 }
 
-TEST(ControlMesh, AllToAllInOrderWithLargeMessages) {
+TEST(SocketMesh, AllToAllInOrderWithLargeMessages) {
   constexpr int kWorld = 4;
   // Two messages per pair and direction: a small one, then one larger than any socket buffer.
   const std::vector<size_t> sizes = {128, 8 << 20};
   SHARDKIT_EXPECT_OK(ForkRanks(kWorld, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, kWorld);
+    std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, kWorld);
     ASSERT_NE(mesh, nullptr);
     std::vector<std::vector<uint8_t>> out, in;
-    std::vector<ControlMesh::Send> sends;
-    std::vector<ControlMesh::Recv> recvs;
+    std::vector<SocketMesh::Send> sends;
+    std::vector<SocketMesh::Recv> recvs;
     out.reserve(2 * kWorld);
     in.reserve(2 * kWorld);
     for (int peer = 0; peer < kWorld; ++peer) {
@@ -86,10 +86,10 @@ TEST(ControlMesh, AllToAllInOrderWithLargeMessages) {
 
 // Messages gathered from runs and scattered into runs, larger than a socket buffer and of more
 // runs than one sendmsg takes: every byte lands where it belongs, both ways at once.
-TEST(ControlMesh, GathersAndScattersRuns) {
+TEST(SocketMesh, GathersAndScattersRuns) {
   constexpr size_t kBytes = 6 << 20, kSendRun = 1000, kRecvRun = 777;
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
+    std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
     const int peer = 1 - rank;
     std::vector<uint8_t> spread(2 * kBytes), in(kBytes + kBytes / kRecvRun + 1, 0xEE);
@@ -103,8 +103,8 @@ TEST(ControlMesh, GathersAndScattersRuns) {
     for (size_t at = 0; at < kBytes; at += kRecvRun) {
       recv_runs.push_back({in.data() + at + at / kRecvRun, std::min(kRecvRun, kBytes - at)});
     }
-    const ControlMesh::Send send{peer, spread.data(), kBytes, send_runs};
-    const ControlMesh::Recv recv{peer, in.data(), kBytes, recv_runs};
+    const SocketMesh::Send send{peer, spread.data(), kBytes, send_runs};
+    const SocketMesh::Recv recv{peer, in.data(), kBytes, recv_runs};
     SHARDKIT_ASSERT_OK(mesh->Exchange({&send, 1}, {&recv, 1}, absl::Now() + absl::Seconds(10)));
     for (size_t i = 0; i < kBytes; ++i) {
       ASSERT_EQ(in[i + i / kRecvRun], Pattern(peer, rank, 0, i)) << "byte " << i;
@@ -114,20 +114,20 @@ TEST(ControlMesh, GathersAndScattersRuns) {
     }
     // Runs that do not add up to the message's size are refused, and so is a first run under
     // kMinMessage bytes (a parting marker is looked for there).
-    const ControlMesh::Send uneven{peer, spread.data(), kBytes + 1, send_runs};
+    const SocketMesh::Send uneven{peer, spread.data(), kBytes + 1, send_runs};
     EXPECT_THAT(mesh->Exchange({&uneven, 1}, {}, absl::Now() + absl::Seconds(10)),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          HasSubstr(absl::StrCat("gathered from runs of ", kBytes, " bytes"))));
     const std::vector<iovec> short_first = {{spread.data(), 8}, {spread.data() + 8, 8}};
-    const ControlMesh::Send bad{peer, spread.data(), 16, short_first};
+    const SocketMesh::Send bad{peer, spread.data(), 16, short_first};
     EXPECT_THAT(
         mesh->Exchange({&bad, 1}, {}, absl::Now() + absl::Seconds(10)),
         StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("whose first run has 8 bytes")));
   }));
 }
-TEST(ControlMesh, PeerThatLeavesFailsOthersAtOnce) {
+TEST(SocketMesh, PeerThatLeavesFailsOthersAtOnce) {
   SHARDKIT_EXPECT_OK(ForkRanks(3, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectFullMesh(url, rank, 3);
+    std::unique_ptr<SocketMesh> mesh = ConnectFullMesh(url, rank, 3);
     ASSERT_NE(mesh, nullptr);
     if (rank == 2) {
       mesh.reset();  // closes its mesh: a goodbye marker, then the end of the stream
@@ -136,9 +136,9 @@ TEST(ControlMesh, PeerThatLeavesFailsOthersAtOnce) {
     // Seen as a clean departure (goodbye) before anything reads the stream.
     EXPECT_THAT(
         mesh->Departures(std::vector<int>{2}, absl::Seconds(10)),
-        ElementsAre(Field(&ControlMesh::Departure::how, ControlMesh::Departure::How::kGoodbye)));
+        ElementsAre(Field(&SocketMesh::Departure::how, SocketMesh::Departure::How::kGoodbye)));
     Word word{};
-    std::vector<ControlMesh::Recv> recvs = {{2, &word, sizeof(word)}};
+    std::vector<SocketMesh::Recv> recvs = {{2, &word, sizeof(word)}};
     const absl::Time start = absl::Now();
     const absl::Status status = mesh->Exchange({}, recvs, absl::Now() + absl::Seconds(20));
     EXPECT_THAT(status,
@@ -151,38 +151,38 @@ TEST(ControlMesh, PeerThatLeavesFailsOthersAtOnce) {
 }
 
 // A killed rank says no goodbye: Departures tells it from a clean close, without waiting long.
-TEST(ControlMesh, KilledPeerIsADepartureWithoutGoodbye) {
+TEST(SocketMesh, KilledPeerIsADepartureWithoutGoodbye) {
   RankOptions options;
   options.may_die = {1};
   SHARDKIT_EXPECT_OK(ForkRanks(
       2,
       [&](int rank, const std::string& url) {
-        std::unique_ptr<ControlMesh> mesh = ConnectFullMesh(url, rank, 2);
+        std::unique_ptr<SocketMesh> mesh = ConnectFullMesh(url, rank, 2);
         ASSERT_NE(mesh, nullptr);
         if (rank == 1) raise(SIGKILL);
         const absl::Time start = absl::Now();
-        std::vector<ControlMesh::Departure> departed =
+        std::vector<SocketMesh::Departure> departed =
             mesh->Departures(std::vector<int>{1}, absl::Seconds(10));
         EXPECT_LT(absl::Now() - start, absl::Seconds(5));
         ASSERT_EQ(departed.size(), 1u);
         EXPECT_EQ(departed[0].peer, 1);
-        EXPECT_EQ(departed[0].how, ControlMesh::Departure::How::kVanished);
+        EXPECT_EQ(departed[0].how, SocketMesh::Departure::How::kVanished);
       },
       options));
 }
 
-TEST(ControlMesh, SilentPeerTimesOutNamingIt) {
+TEST(SocketMesh, SilentPeerTimesOutNamingIt) {
   SharedTime timed_out;
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectFullMesh(url, rank, 2);
+    std::unique_ptr<SocketMesh> mesh = ConnectFullMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
     Word word{7, 7};
     if (rank == 1) {
       timed_out.Await();  // alive, connected, silent past rank 0's deadline
       return;
     }
-    std::vector<ControlMesh::Send> sends = {{1, &word, sizeof(word)}};
-    std::vector<ControlMesh::Recv> recvs = {{1, &word, sizeof(word)}};
+    std::vector<SocketMesh::Send> sends = {{1, &word, sizeof(word)}};
+    std::vector<SocketMesh::Recv> recvs = {{1, &word, sizeof(word)}};
     const absl::Time start = absl::Now();
     EXPECT_THAT(mesh->Exchange(sends, recvs, start + absl::Milliseconds(300)),
                 StatusIs(absl::StatusCode::kDeadlineExceeded,
@@ -197,7 +197,7 @@ TEST(ControlMesh, SilentPeerTimesOutNamingIt) {
 }
 
 // A client that is not a rank (wrong token) connects first; the mesh drops it and still forms.
-TEST(ControlMesh, StrayConnectionIsDropped) {
+TEST(SocketMesh, StrayConnectionIsDropped) {
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
     int stray = -1;
     if (rank == 1) {
@@ -214,21 +214,21 @@ TEST(ControlMesh, StrayConnectionIsDropped) {
       const char junk[16] = "not a hello";
       SHARDKIT_ASSERT_OK(os::SendAll(stray, junk, sizeof(junk), absl::Now() + absl::Seconds(5)));
     }
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
+    std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
     Word mine{100u + rank, 0}, theirs{};
-    std::vector<ControlMesh::Send> sends = {{1 - rank, &mine, sizeof(mine)}};
-    std::vector<ControlMesh::Recv> recvs = {{1 - rank, &theirs, sizeof(theirs)}};
+    std::vector<SocketMesh::Send> sends = {{1 - rank, &mine, sizeof(mine)}};
+    std::vector<SocketMesh::Recv> recvs = {{1 - rank, &theirs, sizeof(theirs)}};
     SHARDKIT_ASSERT_OK(mesh->Exchange(sends, recvs, absl::Now() + absl::Seconds(10)));
     EXPECT_EQ(theirs[0], 101u - rank);
     if (stray >= 0) close(stray);
   }));
 }
 
-TEST(ControlMesh, CloseFailsBlockedPeersAtOnce) {
+TEST(SocketMesh, CloseFailsBlockedPeersAtOnce) {
   SharedTime closed, heard;
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
+    std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
     if (rank == 0) {
       usleep(100000);
@@ -238,7 +238,7 @@ TEST(ControlMesh, CloseFailsBlockedPeersAtOnce) {
       return;
     }
     Word word{};
-    std::vector<ControlMesh::Recv> recvs = {{0, &word, sizeof(word)}};
+    std::vector<SocketMesh::Recv> recvs = {{0, &word, sizeof(word)}};
     const absl::Time start = absl::Now();
     EXPECT_THAT(mesh->Exchange({}, recvs, start + absl::Seconds(20)),
                 StatusIs(absl::StatusCode::kUnavailable,
@@ -252,14 +252,14 @@ TEST(ControlMesh, CloseFailsBlockedPeersAtOnce) {
 
 // Rank 0 sends its message, gives up waiting for rank 1's and closes. Rank 1, arriving later,
 // must fail too, not complete the exchange with the message rank 0 sent before giving up.
-TEST(ControlMesh, MessageFromARankThatGaveUpDoesNotCompleteAnExchange) {
+TEST(SocketMesh, MessageFromARankThatGaveUpDoesNotCompleteAnExchange) {
   SharedTime closed;
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectFullMesh(url, rank, 2);
+    std::unique_ptr<SocketMesh> mesh = ConnectFullMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
     Word mine{1, 1}, theirs{};
-    std::vector<ControlMesh::Send> sends = {{1 - rank, &mine, sizeof(mine)}};
-    std::vector<ControlMesh::Recv> recvs = {{1 - rank, &theirs, sizeof(theirs)}};
+    std::vector<SocketMesh::Send> sends = {{1 - rank, &mine, sizeof(mine)}};
+    std::vector<SocketMesh::Recv> recvs = {{1 - rank, &theirs, sizeof(theirs)}};
     if (rank == 0) {
       EXPECT_THAT(mesh->Exchange(sends, recvs, absl::Now() + absl::Milliseconds(200), /*call=*/5),
                   StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("timed out")));
@@ -282,13 +282,13 @@ TEST(ControlMesh, MessageFromARankThatGaveUpDoesNotCompleteAnExchange) {
 
 // Rank 0 finishes call 1 (it only sends), then gives up on call 2. Rank 1, late for call 1,
 // still completes it: the marker names call 2. Its call 2 fails.
-TEST(ControlMesh, GivingUpOnALaterCallDoesNotFailAnEarlierOne) {
+TEST(SocketMesh, GivingUpOnALaterCallDoesNotFailAnEarlierOne) {
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
+    std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
     Word word{42, 43};
-    std::vector<ControlMesh::Send> sends = {{1, &word, sizeof(word)}};
-    std::vector<ControlMesh::Recv> recvs = {{1 - rank, &word, sizeof(word)}};
+    std::vector<SocketMesh::Send> sends = {{1, &word, sizeof(word)}};
+    std::vector<SocketMesh::Recv> recvs = {{1 - rank, &word, sizeof(word)}};
     if (rank == 0) {
       SHARDKIT_EXPECT_OK(mesh->Exchange(sends, {}, absl::Now() + absl::Seconds(5), /*call=*/1));
       EXPECT_THAT(mesh->Exchange({}, recvs, absl::Now() + absl::Milliseconds(100), /*call=*/2),
@@ -309,15 +309,15 @@ TEST(ControlMesh, GivingUpOnALaterCallDoesNotFailAnEarlierOne) {
 // Rank 0 gives up with a message half written (rank 1 is not reading): it must not append its
 // marker (whose bytes would complete the message), only reset. Rank 1 then fails, it does not
 // complete the message with foreign bytes.
-TEST(ControlMesh, HalfWrittenMessageIsNeverCompleted) {
+TEST(SocketMesh, HalfWrittenMessageIsNeverCompleted) {
   constexpr size_t kBig = 32 << 20;  // more than both socket buffers hold
   SharedTime closed;
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectFullMesh(url, rank, 2);
+    std::unique_ptr<SocketMesh> mesh = ConnectFullMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
     std::vector<char> big(kBig, 'x');
     if (rank == 0) {
-      std::vector<ControlMesh::Send> sends = {{1, big.data(), big.size()}};
+      std::vector<SocketMesh::Send> sends = {{1, big.data(), big.size()}};
       EXPECT_THAT(mesh->Exchange(sends, {}, absl::Now() + absl::Milliseconds(200), /*call=*/1),
                   StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("sends to rank 1")));
       mesh->Close();
@@ -325,7 +325,7 @@ TEST(ControlMesh, HalfWrittenMessageIsNeverCompleted) {
       return;
     }
     ASSERT_TRUE(closed.Await().has_value()) << "rank 0 never closed";
-    std::vector<ControlMesh::Recv> recvs = {{0, big.data(), big.size()}};
+    std::vector<SocketMesh::Recv> recvs = {{0, big.data(), big.size()}};
     EXPECT_THAT(
         mesh->Exchange({}, recvs, absl::Now() + absl::Seconds(5), /*call=*/1),
         StatusIs(absl::StatusCode::kUnavailable, AllOf(HasSubstr("rank 0 reset its connection"),
@@ -333,12 +333,12 @@ TEST(ControlMesh, HalfWrittenMessageIsNeverCompleted) {
   }));
 }
 
-TEST(ControlMesh, MessagesShorterThanAMarkerAreRefused) {
+TEST(SocketMesh, MessagesShorterThanAMarkerAreRefused) {
   SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
-    std::unique_ptr<ControlMesh> mesh = ConnectMesh(url, rank, 2);
+    std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, 2);
     ASSERT_NE(mesh, nullptr);
     uint64_t small = 0;
-    std::vector<ControlMesh::Send> sends = {{1 - rank, &small, sizeof(small)}};
+    std::vector<SocketMesh::Send> sends = {{1 - rank, &small, sizeof(small)}};
     EXPECT_THAT(mesh->Exchange(sends, {}, absl::Now() + absl::Seconds(1)),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          HasSubstr("a 8-byte message (the minimum is 16)")));

@@ -4,11 +4,13 @@
 # agreement times, connections; then the device), and a non-source rank
 # receives exactly its shard's bytes (512 KiB) per round; the source sends exactly the others'.
 # copy moves nothing between ranks: each rank copies its own chunk (512 KiB) on its device.
+# reshard (rows to columns over the same 2 ranks) sends each rank's quarter the other holds
+# (256 KiB) and receives as much.
 set -u
 bin="$TEST_SRCDIR/shardkit/integration/shardkit"
 export TMPDIR="$TEST_TMPDIR"
 failures=0
-for strategy in scatter broadcast raw copy; do
+for strategy in scatter broadcast raw copy reshard; do
   out=$("$bin" bench --nproc 2 --mib 1 --repeats 2 --strategy "$strategy" 2>"$TEST_TMPDIR/err")
   rc=$?
   [ $rc = 0 ] || { echo "FAIL $strategy: exit $rc: $(cat "$TEST_TMPDIR/err")"; failures=$((failures + 1)); continue; }
@@ -28,10 +30,11 @@ for line in lines:
     assert list(row) == keys + extra, f"{strategy}: keys {list(row)}"
     assert row["startup_s"] > 0 and row["agree_max_s"] >= row["agree_median_s"], row
     # Two ranks: one control connection (agreement, peer watch) and one Gloo pair each; copy
-    # never sends, so its Gloo pair (connected on first use) is never made.
-    assert row["connections"] == (1 if strategy == "copy" else 2), row
+    # never sends, so its Gloo pair (connected on first use) is never made; reshard's rounds add
+    # the payload mesh's connection.
+    assert row["connections"] == {"copy": 1, "reshard": 3}.get(strategy, 2), row
     assert 0 <= row["agree_end_us"] - row["agree_begin_us"] < 60e6, row
-    assert (row["agree_begin_us"] == 0) == (strategy in ("raw", "copy")), row
+    assert (row["agree_begin_us"] == 0) == (strategy in ("raw", "copy", "reshard")), row
     assert row["device"] == "cpu", row  # Gloo moves host memory
     assert row["world"] == 2 and row["mib"] == 1 and row["strategy"] == strategy, row
     assert 0 < row["min_s"] <= row["median_s"], row
@@ -40,6 +43,11 @@ for line in lines:
     rows[row["rank"]] = row
 shard = 512 * 1024
 full = 1024 * 1024
+if strategy == "reshard":
+    for r in (0, 1):
+        assert rows[r]["bytes_sent"] == rows[r]["bytes_received"] == shard // 2, rows[r]
+    print(f"ok {strategy}")
+    sys.exit(0)
 expected = full if strategy == "broadcast" else shard
 assert rows[1]["bytes_received"] == expected, (strategy, rows[1])
 assert rows[1]["bytes_sent"] == 0, rows[1]

@@ -26,8 +26,8 @@ folder it lives in limits what it may include from the repository's own folders:
   integration/torch, integration/examples
                           nothing of integration/cli (their flags: integration/flags)
   integration/formats/F   of the other folders of formats/, only the containers every format may
-                          build on (output_file, safetensors); a format (dcp, hf, shard_dir)
-                          includes no other format. KNOWN_CROSSINGS lists the crossings still
+                          build on (output_file, safetensors, pickle, torch_zip); a format (dcp,
+                          hf, shard_dir) includes no other format, a container no format. KNOWN_CROSSINGS lists the crossings still
                           there, each with why; no new one may be added.
 
 Prints one line per violation (`file:line: includes "x": reason`) and exits 1 if there are any.
@@ -78,8 +78,10 @@ FORBIDDEN = [
 
 FORMATS = "integration/formats/"
 # Folders of formats/ that every format may build on: a file writer's rules, the safetensors
-# container (a shard directory's rank files and a Hugging Face folder's files are safetensors).
-FORMAT_CONTAINERS = ("output_file", "safetensors")
+# container (a shard directory's rank files and a Hugging Face folder's files are safetensors),
+# the pickle machine and torch.save's zip container (DCP's `.metadata` is a pickle, each item of
+# its `.distcp` files a torch.save archive).
+FORMAT_CONTAINERS = ("output_file", "safetensors", "pickle", "torch_zip")
 # (file, included): format-to-format includes that are still there, and why. Shrink, never grow.
 KNOWN_CROSSINGS = {
     ("integration/formats/shard_dir/output_directory.cc", "integration/formats/dcp/dcp_files.h"):
@@ -121,6 +123,8 @@ def format_violation(path, included):
         return None
     if (path, included) in KNOWN_CROSSINGS:
         return None
+    if own in FORMAT_CONTAINERS:
+        return f"a container includes no format (formats/{own} -> formats/{other})"
     return f"a format includes no other format (formats/{own} -> formats/{other})"
 
 

@@ -57,6 +57,9 @@ write integration/formats/hf/bad_dcp.cc integration/formats/dcp/metadata.h
 write integration/formats/shard_dir/bad_hf.h integration/formats/hf/hf_output.h
 write integration/formats/hf/good_container.cc integration/formats/safetensors/safetensors.h
 write integration/formats/dcp/good_output_file.cc integration/formats/output_file/output_file.h
+write integration/formats/dcp/good_pickle.cc integration/formats/pickle/pickle_reader.h
+write integration/formats/torch_zip/good_pickle.cc integration/formats/pickle/pickle_reader.h
+write integration/formats/pickle/bad_dcp.h integration/formats/dcp/metadata.h
 set +e
 out=$(python3 "$check" --root "$tree" 2>/dev/null)
 rc=$?
@@ -77,6 +80,7 @@ integration/flags/bad_checkpoint.h:1: includes "integration/checkpoint/save_shar
 integration/formats/hf/bad_backend.cc:1: includes "backends/gloo/gloo_communicator.h": programs reach backends through //backends:all only
 integration/formats/hf/bad_cli.h:1: includes "integration/cli/flags.h": formats are bytes on disk: no Communicator, nothing of integration/checkpoint or cli
 integration/formats/hf/bad_dcp.cc:1: includes "integration/formats/dcp/metadata.h": a format includes no other format (formats/hf -> formats/dcp)
+integration/formats/pickle/bad_dcp.h:1: includes "integration/formats/dcp/metadata.h": a container includes no format (formats/pickle -> formats/dcp)
 integration/formats/safetensors/bad_comm.cc:1: includes "core/comm/communicator.h": formats are bytes on disk: no Communicator, nothing of integration/checkpoint or cli
 integration/formats/shard_dir/bad_checkpoint.cc:1: includes "integration/checkpoint/stream/stream_shard.h": formats are bytes on disk: no Communicator, nothing of integration/checkpoint or cli
 integration/formats/shard_dir/bad_hf.h:1: includes "integration/formats/hf/hf_output.h": a format includes no other format (formats/shard_dir -> formats/hf)
@@ -88,4 +92,4 @@ specs/fuzz/bad_fuzzer.cc:1: includes "core/engine/module.h": specs may include c
 testing/bad_integration.cc:1: includes "integration/checkpoint/save_shards.h": test helpers must not include backends or the CLI'
 [ "$out" = "$expected" ] || fail "unexpected report:
 $out"
-echo "layering_test: ${#files[@]} files clean; the bad tree gave the 24 expected violations"
+echo "layering_test: ${#files[@]} files clean; the bad tree gave the 25 expected violations"

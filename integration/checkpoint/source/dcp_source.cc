@@ -18,7 +18,7 @@
 #include "core/os/fd.h"
 #include "core/tensor/dtype.h"
 #include "integration/checkpoint/stream/stream_buffer.h"
-#include "integration/formats/dcp/torch_zip.h"
+#include "integration/formats/torch_zip/torch_zip.h"
 
 namespace shardkit::checkpoint {
 namespace {
@@ -74,9 +74,9 @@ absl::StatusOr<size_t> DcpSource::FileOf(const std::string& dir, const std::stri
 // The zip record of `chunk` in its file (`*f`: the file's index), checked to hold the chunk's dtype
 // and shape. A record that is not there, or not what the metadata says, is blamed on the metadata:
 // the usual cause is a metadata file copied from another checkpoint.
-absl::StatusOr<dcp::TensorRecord> DcpSource::RecordOf(const std::string& dir,
-                                                      const dcp::TensorEntry& entry,
-                                                      const dcp::Chunk& chunk, size_t* f) {
+absl::StatusOr<torch_zip::TensorRecord> DcpSource::RecordOf(const std::string& dir,
+                                                            const dcp::TensorEntry& entry,
+                                                            const dcp::Chunk& chunk, size_t* f) {
   const auto blame = [&](const absl::Status& status) {
     return absl::Status(
         status.code(),
@@ -89,7 +89,7 @@ absl::StatusOr<dcp::TensorRecord> DcpSource::RecordOf(const std::string& dir,
   if (!file.ok()) return blame(file.status());
   *f = *file;
   const os::OpenedFile& opened = files_[*f];
-  absl::StatusOr<dcp::TensorRecord> record = dcp::ReadTensorRecord(
+  absl::StatusOr<torch_zip::TensorRecord> record = torch_zip::ReadTensorRecord(
       opened.fd(), opened.size(), chunk.item.offset, chunk.item.length, opened.path());
   if (!record.ok()) return blame(record.status());
   if (record->dtype != entry.dtype || record->shape != chunk.sizes) {
@@ -118,7 +118,8 @@ absl::Status DcpSource::IndexTensors(const std::string& dir) {
     std::set<size_t> files;
     for (const dcp::Chunk& chunk : entry.chunks) {
       size_t f = 0;
-      SHARDKIT_ASSIGN_OR_RETURN(const dcp::TensorRecord record, RecordOf(dir, entry, chunk, &f));
+      SHARDKIT_ASSIGN_OR_RETURN(const torch_zip::TensorRecord record,
+                                RecordOf(dir, entry, chunk, &f));
       ChunkBytes& at = tensor.at.emplace_back();
       at.file = f;
       at.data_offset = record.data_offset;

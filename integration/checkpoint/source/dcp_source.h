@@ -2,14 +2,14 @@
 // `.metadata` or `__R.metadata`, `__R_K.distcp` files) as a TensorSource, for `shardkit reshard
 // --in`, `gather` and `inspect` — every tensor whole over one virtual data region (name order),
 // each byte range read from the saved chunks that hold it, straight from their torch.save zip
-// records (integration/formats/dcp/torch_zip.h), by range, as stored_tensor.h reads boxes.
+// records (integration/formats/torch_zip/torch_zip.h), by range, as stored_tensor.h reads boxes.
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<DcpSource> dcp, DcpSource::Open("ckpt", staging));
 //   SHARDKIT_RETURN_IF_ERROR(dcp->ReadBytes(t, offset, n, dst));  // bytes of tensor t
 //
 // Open reads and checks the metadata (dcp::ReadMetadata) and then, for every chunk, its zip record
-// (dcp::ReadTensorRecord: a few small preads per chunk, no tensor bytes): the record's dtype and
-// shape must be the chunk's. Bytes move exactly as saved: no dtype conversion. Non-tensor items
+// (torch_zip::ReadTensorRecord: a few small preads per chunk, no tensor bytes): the record's dtype
+// and shape must be the chunk's. Bytes move exactly as saved: no dtype conversion. Non-tensor items
 // (BytesStorageMetadata: step counters, dataloader state) are not read; skipped() names them.
 // A chunk saved with strides that are not row-major (a clone() of a transposed tensor keeps its
 // strides) is read element run by element run (one pread per run of elements that lie next to
@@ -33,8 +33,8 @@
 #include "integration/checkpoint/source/tensor_source.h"
 #include "integration/checkpoint/stream/tensor_bytes_reader.h"
 #include "integration/formats/dcp/metadata.h"
-#include "integration/formats/dcp/torch_zip.h"
 #include "integration/formats/safetensors/safetensors.h"
+#include "integration/formats/torch_zip/torch_zip.h"
 
 namespace shardkit::checkpoint {
 
@@ -47,7 +47,7 @@ class DcpSource : public TensorSource {
   // Reads the metadata of `dir` and every chunk's zip record, opening each `.distcp` file once.
   // The staging buffer for short pieces has `staging_bytes` (> 0) and is allocated here.
   // Errors: kNotFound (no such directory, a missing `.distcp` file); kInvalidArgument naming the
-  // file, the key, the item's byte range (dcp::ReadMetadata's and dcp::ReadTensorRecord's
+  // file, the key, the item's byte range (dcp::ReadMetadata's and torch_zip::ReadTensorRecord's
   // checks, a record whose dtype or shape is not its chunk's, a chunk not row-major);
   // kUnavailable for I/O errors; kResourceExhausted if the staging buffer cannot be allocated.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<DcpSource>> Open(const std::string& dir,
@@ -107,8 +107,9 @@ class DcpSource : public TensorSource {
   absl::Status OpenFiles(const std::string& dir);
   absl::Status IndexTensors(const std::string& dir);
   absl::StatusOr<size_t> FileOf(const std::string& dir, const std::string& name);
-  absl::StatusOr<dcp::TensorRecord> RecordOf(const std::string& dir, const dcp::TensorEntry& entry,
-                                             const dcp::Chunk& chunk, size_t* f);
+  absl::StatusOr<torch_zip::TensorRecord> RecordOf(const std::string& dir,
+                                                   const dcp::TensorEntry& entry,
+                                                   const dcp::Chunk& chunk, size_t* f);
   static uint64_t ElementAt(const ChunkBytes& chunk, int64_t k);
   // Row-major bytes [from, from + n) of a chunk that is not row-major, into dst.
   absl::Status ReadStrided(const ChunkBytes& chunk, int64_t from, int64_t n, std::byte* dst) const;

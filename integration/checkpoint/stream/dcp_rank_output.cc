@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "integration/formats/dcp/dcp_files.h"
-#include "integration/formats/dcp/torch_zip_writer.h"
+#include "integration/formats/torch_zip/torch_zip_writer.h"
 
 namespace shardkit::checkpoint {
 namespace {
@@ -50,12 +50,12 @@ absl::Status ForEachBox(const std::vector<StreamTensor>& tensors, int rank, int 
 
 // Calls `fn` for every archive of rank `rank`'s file, in file order.
 absl::Status ForEachItem(const std::vector<StreamTensor>& tensors, int rank, int src_rank,
-                         absl::FunctionRef<void(const Item&, const dcp::TensorArchive&)> fn) {
+                         absl::FunctionRef<void(const Item&, const torch_zip::TensorArchive&)> fn) {
   uint64_t offset = 0;
   return ForEachBox(
       tensors, rank, src_rank, [&](size_t t, int64_t s, const Shape& sizes) -> absl::Status {
-        absl::StatusOr<dcp::TensorArchive> archive =
-            dcp::MakeTensorArchive(tensors[t].dtype, sizes);
+        absl::StatusOr<torch_zip::TensorArchive> archive =
+            torch_zip::MakeTensorArchive(tensors[t].dtype, sizes);
         if (!archive.ok()) {
           return absl::InvalidArgumentError(
               absl::StrCat("parameter \"", tensors[t].name, "\": ", archive.status().message()));
@@ -80,7 +80,7 @@ absl::Status CreateDcpRankFile(const std::string& dir, int rank, int src_rank,
   uint64_t end = 0;
   absl::Status written;
   SHARDKIT_RETURN_IF_ERROR(ForEachItem(
-      tensors, rank, src_rank, [&](const Item& item, const dcp::TensorArchive& archive) {
+      tensors, rank, src_rank, [&](const Item& item, const torch_zip::TensorArchive& archive) {
         const uint64_t values = item.offset + archive.prefix.size();
         output.dest[item.tensor][static_cast<size_t>(std::max<int64_t>(item.shard, 0))] =
             static_cast<int64_t>(values);
@@ -126,7 +126,7 @@ absl::StatusOr<dcp::Metadata> MakeDcpMetadata(const std::vector<StreamTensor>& t
   for (int rank = 0; rank < world; ++rank) {
     const std::string file = dcp::DistcpFileName(rank);
     SHARDKIT_RETURN_IF_ERROR(ForEachItem(
-        tensors, rank, src_rank, [&](const Item& item, const dcp::TensorArchive& archive) {
+        tensors, rank, src_rank, [&](const Item& item, const torch_zip::TensorArchive& archive) {
           if (rank == src_rank) source_end = item.offset + archive.size();
           const StreamTensor& tensor = tensors[item.tensor];
           dcp::Chunk chunk{

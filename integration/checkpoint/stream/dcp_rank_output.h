@@ -1,7 +1,7 @@
 // The `--format dcp` output of a stream (stream_shard.h): a PyTorch DCP checkpoint directory that
 // torch's dcp.load reads into tensors of any layout. Rank R writes `__R_0.distcp`: one torch.save
-// archive (integration/formats/dcp/torch_zip_writer.h) per shard placed on R, and on the source
-// rank one per replicated tensor (written once, not once per rank), back to back in schedule
+// archive (integration/formats/torch_zip/torch_zip_writer.h) per shard placed on R, and on the
+// source rank one per replicated tensor (written once, not once per rank), back to back in schedule
 // order; every archive is written whole now but its values, which the stream writes in place.
 // The source writes `.metadata` last (MakeDcpMetadata): every rank computes every file's layout
 // the same way, so no rank needs to hear the others' offsets.

@@ -16,11 +16,14 @@
 #include "core/base/status_macros.h"
 #include "core/os/files.h"
 #include "integration/formats/dcp/internal/metadata_pickle.h"
-#include "integration/formats/dcp/pickle_reader.h"
+#include "integration/formats/pickle/pickle_reader.h"
 #include "specs/fingerprint.h"
 #include "specs/shard_metadata.h"
 
 namespace shardkit::dcp {
+
+using ::shardkit::pickle::kMaxPickleBytes;
+using ::shardkit::pickle::Pickle;
 namespace {
 
 namespace fs = std::filesystem;

@@ -6,9 +6,11 @@
 
 #include "core/tensor/dtype.h"
 #include "core/tensor/shape.h"
-#include "integration/formats/dcp/pickle_writer.h"
+#include "integration/formats/pickle/pickle_writer.h"
 
 namespace shardkit::dcp {
+
+using ::shardkit::pickle::PickleWriter;
 namespace {
 
 constexpr char kMeta[] = "torch.distributed.checkpoint.metadata";

@@ -1,4 +1,4 @@
-#include "integration/formats/dcp/pickle_reader.h"
+#include "integration/formats/pickle/pickle_reader.h"
 
 #include <chrono>
 #include <string>
@@ -12,6 +12,10 @@
 #include "testing/status_matchers.h"
 
 namespace shardkit::dcp {
+
+using ::shardkit::pickle::Pickle;
+using ::shardkit::pickle::PickleGlobal;
+using ::shardkit::pickle::PickleKind;
 namespace {
 
 using ::shardkit::testing::IsOk;

@@ -3,9 +3,11 @@
 #include <cstdlib>
 #include <string>
 
-#include "integration/formats/dcp/pickle_writer.h"
+#include "integration/formats/pickle/pickle_writer.h"
 
 namespace shardkit::dcp::testing {
+
+using ::shardkit::pickle::PickleWriter;
 namespace {
 
 constexpr char kMeta[] = "torch.distributed.checkpoint.metadata";

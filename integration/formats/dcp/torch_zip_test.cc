@@ -1,4 +1,4 @@
-#include "integration/formats/dcp/torch_zip.h"
+#include "integration/formats/torch_zip/torch_zip.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -18,6 +18,9 @@
 #include "testing/test_dir.h"
 
 namespace shardkit::dcp {
+
+using ::shardkit::torch_zip::ReadTensorRecord;
+using ::shardkit::torch_zip::TensorRecord;
 namespace {
 
 using ::shardkit::dcp::testing::FixturePath;

@@ -14,9 +14,12 @@
 #include "absl/strings/str_join.h"
 #include "integration/formats/dcp/metadata.h"
 #include "integration/formats/dcp/metadata_writer.h"
-#include "integration/formats/dcp/torch_zip_writer.h"
+#include "integration/formats/torch_zip/torch_zip_writer.h"
 
 namespace shardkit::dcp {
+
+using ::shardkit::torch_zip::MakeTensorArchive;
+using ::shardkit::torch_zip::TensorArchive;
 namespace {
 
 struct Sample {

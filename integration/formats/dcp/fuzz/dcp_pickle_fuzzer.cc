@@ -16,9 +16,12 @@
 #include "absl/status/statusor.h"
 #include "core/base/check.h"
 #include "integration/formats/dcp/metadata.h"
-#include "integration/formats/dcp/pickle_reader.h"
+#include "integration/formats/pickle/pickle_reader.h"
 
 namespace shardkit::dcp {
+
+using ::shardkit::pickle::Pickle;
+using ::shardkit::pickle::PickleKind;
 namespace {
 
 // Every value is reached without meeting one still on the path: a depth-first walk, iterative

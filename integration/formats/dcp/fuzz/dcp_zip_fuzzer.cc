@@ -16,10 +16,13 @@
 #include "absl/status/statusor.h"
 #include "core/base/check.h"
 #include "core/tensor/dtype.h"
-#include "integration/formats/dcp/torch_zip.h"
+#include "integration/formats/torch_zip/torch_zip.h"
 #include "specs/fuzz/memory_file.h"
 
 namespace shardkit::dcp {
+
+using ::shardkit::torch_zip::ReadTensorRecord;
+using ::shardkit::torch_zip::TensorRecord;
 namespace {
 
 void FuzzOne(const uint8_t* data, size_t size) {

@@ -14,6 +14,10 @@
 #include "core/base/status_macros.h"
 
 namespace shardkit::dcp::internal {
+
+using ::shardkit::pickle::Pickle;
+using ::shardkit::pickle::PickleGlobal;
+using ::shardkit::pickle::PickleKind;
 namespace {
 
 using Id = Pickle::Id;

@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "integration/formats/dcp/metadata.h"
-#include "integration/formats/dcp/pickle_reader.h"
+#include "integration/formats/pickle/pickle_reader.h"
 
 namespace shardkit::dcp::internal {
 
@@ -14,7 +14,7 @@ namespace shardkit::dcp::internal {
 // Errors: kInvalidArgument "pickle byte N: <what>: ..." or naming the key (an fqn twice, a chunk
 // or bytes item without its storage_data entry, an entry that belongs to nothing, dims over
 // kMaxDims, transform_descriptors, a dtype or layout shardkit cannot read).
-[[nodiscard]] absl::StatusOr<Metadata> MetadataFromPickle(const Pickle& pickle);
+[[nodiscard]] absl::StatusOr<Metadata> MetadataFromPickle(const pickle::Pickle& pickle);
 
 }  // namespace shardkit::dcp::internal
 

@@ -1,9 +1,9 @@
-#include "integration/formats/dcp/pickle_writer.h"
+#include "integration/formats/pickle/pickle_writer.h"
 
 #include <string>
 #include <utility>
 
-namespace shardkit::dcp {
+namespace shardkit::pickle {
 namespace {
 
 std::string LittleEndian(uint64_t value, int bytes) {
@@ -114,4 +114,4 @@ void PickleWriter::Get(std::string_view key) {
   if (!Fetch(std::string(key))) out_ += "<no memo entry " + std::string(key) + ">";
 }
 
-}  // namespace shardkit::dcp
+}  // namespace shardkit::pickle

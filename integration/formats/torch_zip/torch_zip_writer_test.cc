@@ -1,4 +1,4 @@
-#include "integration/formats/dcp/torch_zip_writer.h"
+#include "integration/formats/torch_zip/torch_zip_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,12 +10,12 @@
 #include "core/os/fd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "integration/formats/dcp/internal/crc32.h"
-#include "integration/formats/dcp/torch_zip.h"
+#include "integration/formats/torch_zip/internal/crc32.h"
+#include "integration/formats/torch_zip/torch_zip.h"
 #include "testing/status_matchers.h"
 #include "testing/test_dir.h"
 
-namespace shardkit::dcp {
+namespace shardkit::torch_zip {
 namespace {
 
 using ::shardkit::testing::StatusIs;
@@ -133,4 +133,4 @@ TEST(TorchZipWriterTest, RefusesWhatTorchSaveCannotHoldThatWay) {
 }
 
 }  // namespace
-}  // namespace shardkit::dcp
+}  // namespace shardkit::torch_zip

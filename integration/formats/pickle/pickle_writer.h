@@ -11,8 +11,8 @@
 //   std::string bytes = w.Finish();              // ... STOP
 //
 // No errors: every input has an encoding.
-#ifndef SHARDKIT_INTEGRATION_FORMATS_DCP_PICKLE_WRITER_H_
-#define SHARDKIT_INTEGRATION_FORMATS_DCP_PICKLE_WRITER_H_
+#ifndef SHARDKIT_INTEGRATION_FORMATS_PICKLE_PICKLE_WRITER_H_
+#define SHARDKIT_INTEGRATION_FORMATS_PICKLE_PICKLE_WRITER_H_
 
 #include <cstdint>
 #include <string>
@@ -21,7 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "core/tensor/shape.h"
 
-namespace shardkit::dcp {
+namespace shardkit::pickle {
 
 class PickleWriter {
  public:
@@ -74,6 +74,6 @@ class PickleWriter {
   uint32_t next_memo_ = 0;
 };
 
-}  // namespace shardkit::dcp
+}  // namespace shardkit::pickle
 
-#endif  // SHARDKIT_INTEGRATION_FORMATS_DCP_PICKLE_WRITER_H_
+#endif  // SHARDKIT_INTEGRATION_FORMATS_PICKLE_PICKLE_WRITER_H_

@@ -1,4 +1,4 @@
-#include "integration/formats/dcp/internal/zip_directory.h"
+#include "integration/formats/torch_zip/internal/zip_directory.h"
 
 #include <algorithm>
 #include <cstring>
@@ -10,7 +10,7 @@
 #include "core/base/status_macros.h"
 #include "core/os/fd.h"
 
-namespace shardkit::dcp::internal {
+namespace shardkit::torch_zip::internal {
 namespace {
 
 constexpr uint32_t kLocalHeader = 0x04034b50;    // "PK\3\4"
@@ -276,4 +276,4 @@ absl::StatusOr<std::string> ZipDirectory::ReadRecord(const ZipEntry& entry,
   return bytes;
 }
 
-}  // namespace shardkit::dcp::internal
+}  // namespace shardkit::torch_zip::internal

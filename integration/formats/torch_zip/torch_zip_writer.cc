@@ -1,4 +1,4 @@
-#include "integration/formats/dcp/torch_zip_writer.h"
+#include "integration/formats/torch_zip/torch_zip_writer.h"
 
 #include <algorithm>
 #include <optional>
@@ -10,12 +10,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
-#include "integration/formats/dcp/internal/crc32.h"
-#include "integration/formats/dcp/internal/pickle_globals.h"
-#include "integration/formats/dcp/metadata.h"
-#include "integration/formats/dcp/pickle_writer.h"
+#include "integration/formats/pickle/internal/pickle_globals.h"
+#include "integration/formats/pickle/pickle_writer.h"
+#include "integration/formats/torch_zip/internal/crc32.h"
+#include "integration/formats/torch_zip/torch_zip.h"
 
-namespace shardkit::dcp {
+namespace shardkit::torch_zip {
+
+using ::shardkit::pickle::PickleWriter;
 namespace {
 
 constexpr uint32_t kLocalHeader = 0x04034b50;
@@ -172,7 +174,7 @@ class ZipLayout {
 // untyped one. The storage is the persistent id ("storage", class, "0", "cpu", numel): elements
 // for a typed storage, bytes for an untyped one.
 std::string DataPkl(DType dtype, const Shape& shape, const ShapeSize& size) {
-  const std::optional<std::string_view> typed = internal::TypedStorageName(dtype);
+  const std::optional<std::string_view> typed = pickle::internal::TypedStorageName(dtype);
   const size_t args = typed ? 6 : 7;
   PickleWriter w;
   w.Global("torch._utils", typed ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
@@ -253,4 +255,4 @@ absl::StatusOr<TensorArchive> MakeTensorArchive(DType dtype, const Shape& shape)
   return archive;
 }
 
-}  // namespace shardkit::dcp
+}  // namespace shardkit::torch_zip

@@ -1,9 +1,9 @@
-#include "integration/formats/dcp/internal/pickle_globals.h"
+#include "integration/formats/pickle/internal/pickle_globals.h"
 
 #include <array>
 #include <utility>
 
-namespace shardkit::dcp {
+namespace shardkit::pickle {
 namespace internal {
 namespace {
 
@@ -143,4 +143,4 @@ std::string_view PickleGlobalName(PickleGlobal global) {
   return "?";
 }
 
-}  // namespace shardkit::dcp
+}  // namespace shardkit::pickle

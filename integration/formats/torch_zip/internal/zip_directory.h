@@ -2,8 +2,8 @@
 // a file, its directories read and checked, its records located through their local headers.
 // Offsets in messages are absolute in the file; those in ZipEntry and ZipRecord are relative to
 // the archive's start (as the archive records them).
-#ifndef SHARDKIT_INTEGRATION_FORMATS_DCP_INTERNAL_ZIP_DIRECTORY_H_
-#define SHARDKIT_INTEGRATION_FORMATS_DCP_INTERNAL_ZIP_DIRECTORY_H_
+#ifndef SHARDKIT_INTEGRATION_FORMATS_TORCH_ZIP_INTERNAL_ZIP_DIRECTORY_H_
+#define SHARDKIT_INTEGRATION_FORMATS_TORCH_ZIP_INTERNAL_ZIP_DIRECTORY_H_
 
 #include <cstdint>
 #include <string>
@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace shardkit::dcp::internal {
+namespace shardkit::torch_zip::internal {
 
 struct ZipEntry {
   std::string name;           // the whole name, "archive/data.pkl"
@@ -69,6 +69,6 @@ class ZipDirectory {
 // first (it shrank); kUnavailable naming the OS error.
 [[nodiscard]] absl::Status ReadAt(int fd, uint64_t offset, size_t size, void* out);
 
-}  // namespace shardkit::dcp::internal
+}  // namespace shardkit::torch_zip::internal
 
-#endif  // SHARDKIT_INTEGRATION_FORMATS_DCP_INTERNAL_ZIP_DIRECTORY_H_
+#endif  // SHARDKIT_INTEGRATION_FORMATS_TORCH_ZIP_INTERNAL_ZIP_DIRECTORY_H_

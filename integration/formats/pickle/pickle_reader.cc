@@ -1,4 +1,4 @@
-#include "integration/formats/dcp/pickle_reader.h"
+#include "integration/formats/pickle/pickle_reader.h"
 
 #include <optional>
 #include <utility>
@@ -8,9 +8,9 @@
 #include "absl/strings/str_format.h"
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
-#include "integration/formats/dcp/internal/pickle_globals.h"
+#include "integration/formats/pickle/internal/pickle_globals.h"
 
-namespace shardkit::dcp {
+namespace shardkit::pickle {
 namespace {
 
 using internal::GlobalUse;
@@ -481,4 +481,4 @@ absl::StatusOr<Pickle> Pickle::Parse(std::string_view bytes) {
   return pickle;
 }
 
-}  // namespace shardkit::dcp
+}  // namespace shardkit::pickle

@@ -32,8 +32,8 @@
 // Cost: one pass, time and memory linear in the input (about 40 bytes per value plus the input,
 // which the tree keeps: strings are views into it). A memo reference is shared, never copied, so
 // interpreters must not walk the tree in a way that expands shared values repeatedly.
-#ifndef SHARDKIT_INTEGRATION_FORMATS_DCP_PICKLE_READER_H_
-#define SHARDKIT_INTEGRATION_FORMATS_DCP_PICKLE_READER_H_
+#ifndef SHARDKIT_INTEGRATION_FORMATS_PICKLE_PICKLE_READER_H_
+#define SHARDKIT_INTEGRATION_FORMATS_PICKLE_PICKLE_READER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -45,7 +45,7 @@
 #include "absl/status/statusor.h"
 #include "core/tensor/dtype.h"
 
-namespace shardkit::dcp {
+namespace shardkit::pickle {
 
 // Largest pickle read (ids are 32-bit; a `.metadata` of a million chunks is about 150 MB).
 inline constexpr uint64_t kMaxPickleBytes = uint64_t{1} << 31;
@@ -186,6 +186,6 @@ class Pickle {
   Id root_ = kNoValue;
 };
 
-}  // namespace shardkit::dcp
+}  // namespace shardkit::pickle
 
-#endif  // SHARDKIT_INTEGRATION_FORMATS_DCP_PICKLE_READER_H_
+#endif  // SHARDKIT_INTEGRATION_FORMATS_PICKLE_PICKLE_READER_H_

@@ -1,4 +1,4 @@
-#include "integration/formats/dcp/torch_zip.h"
+#include "integration/formats/torch_zip/torch_zip.h"
 
 #include <string>
 #include <utility>
@@ -8,11 +8,14 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
-#include "integration/formats/dcp/internal/zip_directory.h"
-#include "integration/formats/dcp/metadata.h"
-#include "integration/formats/dcp/pickle_reader.h"
+#include "integration/formats/pickle/pickle_reader.h"
+#include "integration/formats/torch_zip/internal/zip_directory.h"
 
-namespace shardkit::dcp {
+namespace shardkit::torch_zip {
+
+using ::shardkit::pickle::Pickle;
+using ::shardkit::pickle::PickleGlobal;
+using ::shardkit::pickle::PickleKind;
 namespace {
 
 using internal::ZipDirectory;
@@ -215,4 +218,4 @@ absl::StatusOr<TensorRecord> ReadTensorRecord(int fd, uint64_t file_size, uint64
   return record;
 }
 
-}  // namespace shardkit::dcp
+}  // namespace shardkit::torch_zip

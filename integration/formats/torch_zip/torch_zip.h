@@ -5,8 +5,8 @@
 // read by range, straight from the zip record.
 //
 //   os::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-//   SHARDKIT_ASSIGN_OR_RETURN(dcp::TensorRecord record,
-//                             dcp::ReadTensorRecord(fd.get(), file_size, chunk.item.offset,
+//   SHARDKIT_ASSIGN_OR_RETURN(torch_zip::TensorRecord record,
+//                             torch_zip::ReadTensorRecord(fd.get(), file_size, chunk.item.offset,
 //                                                   chunk.item.length, path));
 //   // The caller compares record.dtype and record.shape with the chunk's (a mismatch is a bad
 //   // checkpoint). If record.row_major, the chunk's values are the bytes
@@ -35,9 +35,10 @@
 // a flipped byte, and torch.serialization.set_crc32_options(False) writes zeros), so reading by
 // range cannot need them. A writer of these archives should still compute them: zip tools
 // (Python's zipfile, unzip) report a bad CRC as corruption.
-#ifndef SHARDKIT_INTEGRATION_FORMATS_DCP_TORCH_ZIP_H_
-#define SHARDKIT_INTEGRATION_FORMATS_DCP_TORCH_ZIP_H_
+#ifndef SHARDKIT_INTEGRATION_FORMATS_TORCH_ZIP_TORCH_ZIP_H_
+#define SHARDKIT_INTEGRATION_FORMATS_TORCH_ZIP_TORCH_ZIP_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -45,12 +46,14 @@
 #include "core/tensor/dtype.h"
 #include "core/tensor/shape.h"
 
-namespace shardkit::dcp {
+namespace shardkit::torch_zip {
 
 // Largest central directory read (a tensor archive has 7 entries, about 500 bytes).
 inline constexpr uint64_t kMaxCentralDirectoryBytes = 1 << 20;
 // Largest data.pkl read (a tensor's is under 200 bytes; a 64-dimension one about 1 KiB).
 inline constexpr uint64_t kMaxDataPklBytes = 1 << 20;
+// The most dimensions a tensor of an archive may have (as many as DCP metadata allows).
+inline constexpr size_t kMaxDims = 64;
 
 // Where a tensor item's values are. Offsets are absolute in the file.
 struct TensorRecord {
@@ -77,6 +80,6 @@ struct TensorRecord {
                                                             uint64_t offset, uint64_t length,
                                                             std::string_view source);
 
-}  // namespace shardkit::dcp
+}  // namespace shardkit::torch_zip
 
-#endif  // SHARDKIT_INTEGRATION_FORMATS_DCP_TORCH_ZIP_H_
+#endif  // SHARDKIT_INTEGRATION_FORMATS_TORCH_ZIP_TORCH_ZIP_H_

@@ -1,8 +1,8 @@
-#include "integration/formats/dcp/internal/crc32.h"
+#include "integration/formats/torch_zip/internal/crc32.h"
 
 #include <array>
 
-namespace shardkit::dcp::internal {
+namespace shardkit::torch_zip::internal {
 namespace {
 
 constexpr std::array<uint32_t, 256> MakeTable() {
@@ -25,4 +25,4 @@ uint32_t Crc32(std::string_view bytes) {
   return crc ^ 0xffffffffu;
 }
 
-}  // namespace shardkit::dcp::internal
+}  // namespace shardkit::torch_zip::internal

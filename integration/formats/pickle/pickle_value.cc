@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
-#include "integration/formats/dcp/pickle_reader.h"
+#include "integration/formats/pickle/pickle_reader.h"
 
-namespace shardkit::dcp {
+namespace shardkit::pickle {
 namespace {
 
 // Debian's Abseil takes its own string_view in StrCat, not std::string_view.
@@ -160,4 +160,4 @@ absl::StatusOr<std::vector<Pickle::Id>> Pickle::ReduceArgs(Id id, PickleGlobal g
   return Tuple(args(id), absl::StrCat(AbslView(what), " arguments"), count);
 }
 
-}  // namespace shardkit::dcp
+}  // namespace shardkit::pickle

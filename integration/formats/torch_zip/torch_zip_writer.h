@@ -3,8 +3,8 @@
 // lays it out, split around the tensor's values so that the caller can write them itself, by
 // range, without holding them in memory:
 //
-//   SHARDKIT_ASSIGN_OR_RETURN(dcp::TensorArchive archive,
-//                             dcp::MakeTensorArchive(DType::kBFloat16, {4096, 4096}));
+//   SHARDKIT_ASSIGN_OR_RETURN(torch_zip::TensorArchive archive,
+//                             torch_zip::MakeTensorArchive(DType::kBFloat16, {4096, 4096}));
 //   // item = [at, at + archive.size()) of the file:
 //   //   archive.prefix at `at`, the values at `at + archive.prefix.size()` (data_length bytes,
 //   //   row-major, little-endian), archive.suffix after them.
@@ -29,8 +29,8 @@
 // torch_zip_writer_torch_test, which also checks that the archive equals torch.save's own of
 // the same tensor byte for byte, serialization_id and data/0's CRC-32 aside). Python's zipfile
 // reports a bad CRC-32 when it reads data/0 through to its end, and `unzip -t` too.
-#ifndef SHARDKIT_INTEGRATION_FORMATS_DCP_TORCH_ZIP_WRITER_H_
-#define SHARDKIT_INTEGRATION_FORMATS_DCP_TORCH_ZIP_WRITER_H_
+#ifndef SHARDKIT_INTEGRATION_FORMATS_TORCH_ZIP_TORCH_ZIP_WRITER_H_
+#define SHARDKIT_INTEGRATION_FORMATS_TORCH_ZIP_TORCH_ZIP_WRITER_H_
 
 #include <cstdint>
 #include <string>
@@ -39,7 +39,7 @@
 #include "core/tensor/dtype.h"
 #include "core/tensor/shape.h"
 
-namespace shardkit::dcp {
+namespace shardkit::torch_zip {
 
 // A torch.save archive of one row-major tensor, whose values the caller writes at
 // [prefix.size(), prefix.size() + data_length) of the item.
@@ -56,6 +56,6 @@ struct TensorArchive {
 // and for a shape whose byte size does not fit 63 bits (named).
 [[nodiscard]] absl::StatusOr<TensorArchive> MakeTensorArchive(DType dtype, const Shape& shape);
 
-}  // namespace shardkit::dcp
+}  // namespace shardkit::torch_zip
 
-#endif  // SHARDKIT_INTEGRATION_FORMATS_DCP_TORCH_ZIP_WRITER_H_
+#endif  // SHARDKIT_INTEGRATION_FORMATS_TORCH_ZIP_TORCH_ZIP_WRITER_H_

@@ -27,8 +27,9 @@ folder it lives in limits what it may include from the repository's own folders:
                           nothing of integration/cli (their flags: integration/flags)
   integration/formats/F   of the other folders of formats/, only the containers every format may
                           build on (output_file, safetensors, pickle, torch_zip); a format (dcp,
-                          hf, shard_dir) includes no other format, a container no format. KNOWN_CROSSINGS lists the crossings still
-                          there, each with why; no new one may be added.
+                          hf, shard_dir) includes no other format, a container no format.
+                          KNOWN_CROSSINGS lists the crossings still there, each with why (none
+                          today); no new one may be added.
 
 Prints one line per violation (`file:line: includes "x": reason`) and exits 1 if there are any.
 """
@@ -83,12 +84,7 @@ FORMATS = "integration/formats/"
 # its `.distcp` files a torch.save archive).
 FORMAT_CONTAINERS = ("output_file", "safetensors", "pickle", "torch_zip")
 # (file, included): format-to-format includes that are still there, and why. Shrink, never grow.
-KNOWN_CROSSINGS = {
-    ("integration/formats/shard_dir/output_directory.cc", "integration/formats/dcp/dcp_files.h"):
-        "OutputDirectory recognises DCP outputs until each writer states its own directory rules",
-    ("integration/formats/shard_dir/shard_dir.cc", "integration/formats/dcp/dcp_files.h"):
-        "ReadIndex's not-found error names an unfinished DCP save found in its place",
-}
+KNOWN_CROSSINGS = {}
 
 
 # Sources of test targets whose names do not end in _test (manual benchmarks run as tests) and of

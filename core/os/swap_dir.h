@@ -1,7 +1,7 @@
 // Replacing a whole directory in one step: ExchangeDirectories swaps what two paths of one file
 // system name (renameat2's RENAME_EXCHANGE), so that a reader of either path sees the directory it
 // held before or the one it holds after, never a mix and never nothing; RemoveTree removes what
-// was swapped out. The shard directory writers (integration/formats/shard_dir/output_directory.h)
+// was swapped out. The shard directory writers (integration/formats/output_file/output_directory.h)
 // build a new output beside the old one and swap them as their commit.
 //
 //   SHARDKIT_RETURN_IF_ERROR(ExchangeDirectories("parent/.out.new", "parent/out"));

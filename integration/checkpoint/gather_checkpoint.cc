@@ -90,7 +90,7 @@ absl::StatusOr<GatherInput> OpenInput(const std::string& in_dir, const GatherOpt
   if (IsDcpSaved(in_dir)) {
     SHARDKIT_ASSIGN_OR_RETURN(saved, OpenSavedDirectory(in_dir, staging));
   } else {
-    SHARDKIT_ASSIGN_OR_RETURN(ShardIndex index, ReadIndex(in_dir));
+    SHARDKIT_ASSIGN_OR_RETURN(ShardIndex index, ReadSavedIndex(in_dir));
     saved.files = index.world_size;
     saved.files_kind = "rank files";
     SHARDKIT_ASSIGN_OR_RETURN(saved.source,

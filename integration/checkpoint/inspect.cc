@@ -14,6 +14,7 @@
 #include "integration/checkpoint/source/checkpoint_source.h"
 #include "integration/checkpoint/source/dcp_source.h"
 #include "integration/checkpoint/source/hf_sharded_source.h"
+#include "integration/checkpoint/source/saved_directory.h"
 #include "integration/formats/dcp/metadata.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "integration/formats/shard_dir/rank_files.h"
@@ -72,7 +73,7 @@ std::vector<std::string> ShardsPerRank(const IndexParameter& parameter, int64_t 
 }
 
 absl::StatusOr<Inspection> InspectDirectory(const std::string& dir) {
-  SHARDKIT_ASSIGN_OR_RETURN(ShardIndex index, ReadIndex(dir));
+  SHARDKIT_ASSIGN_OR_RETURN(ShardIndex index, ReadSavedIndex(dir));
   SHARDKIT_RETURN_IF_ERROR(OpenRankFiles(dir, index).status());
   return InspectShardIndex(index);
 }

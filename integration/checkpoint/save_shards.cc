@@ -20,7 +20,7 @@
 #include "integration/checkpoint/stream/stream_shard.h"
 #include "integration/formats/dcp/dcp_files.h"
 #include "integration/formats/dcp/metadata_writer.h"
-#include "integration/formats/shard_dir/output_directory.h"
+#include "integration/formats/output_file/output_directory.h"
 #include "integration/formats/shard_dir/rank_files.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 #include "specs/parameter_layout.h"
@@ -133,8 +133,8 @@ absl::Status CheckLayoutsAndDir(Save& save) {
           parameter.spec_json, " over this communicator's ", save.comm.world_size(), " ranks"));
     }
   }
-  SHARDKIT_ASSIGN_OR_RETURN(
-      save.out, OutputDirectory::Prepare(save.dir, save.options.format, save.comm.rank() == 0));
+  SHARDKIT_ASSIGN_OR_RETURN(save.out,
+                            PrepareOutput(save.dir, save.options.format, save.comm.rank() == 0));
   return absl::OkStatus();
 }
 

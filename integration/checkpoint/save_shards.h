@@ -64,6 +64,7 @@
 #include "absl/status/statusor.h"
 #include "core/comm/communicator.h"
 #include "core/engine/module.h"
+#include "integration/checkpoint/output_format.h"
 #include "integration/checkpoint/stream/memory_budget.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 #include "specs/plan.h"

@@ -33,8 +33,8 @@
 #include "integration/formats/dcp/dcp_files.h"
 #include "integration/formats/dcp/metadata.h"
 #include "integration/formats/dcp/metadata_writer.h"
+#include "integration/formats/output_file/output_directory.h"
 #include "integration/formats/safetensors/safetensors.h"
-#include "integration/formats/shard_dir/output_directory.h"
 #include "integration/formats/shard_dir/rank_files.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 
@@ -163,9 +163,9 @@ absl::Status LoadInputs(Run& run) {
   // Only the source creates a missing DIR, so that on a shared file system the rank that holds
   // the lock knows whether this run created DIR (CleanUpAfterFailure). The others check an existing
   // one, and create theirs in step 4 should it still be missing (another host's disk).
-  SHARDKIT_ASSIGN_OR_RETURN(
-      run.out, OutputDirectory::Prepare(run.options.write.out_dir, run.options.write.format,
-                                        /*owner=*/run.is_source()));
+  SHARDKIT_ASSIGN_OR_RETURN(run.out,
+                            PrepareOutput(run.options.write.out_dir, run.options.write.format,
+                                          /*owner=*/run.is_source()));
   if (run.is_source()) {
     run.out->ReportInterrupts(run.reshard() ? "shardkit reshard" : "shardkit shard",
                               run.comm.world_size() > 1 ? "here (every rank removes its own)" : "");

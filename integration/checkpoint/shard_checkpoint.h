@@ -57,6 +57,7 @@
 #include "absl/status/status.h"
 #include "core/comm/communicator.h"
 #include "integration/checkpoint/fp8_scales.h"
+#include "integration/checkpoint/output_format.h"
 #include "integration/checkpoint/shard_run_report.h"
 #include "integration/checkpoint/source/selected_source.h"
 #include "integration/checkpoint/stream/memory_budget.h"

@@ -8,6 +8,7 @@
 #include "integration/checkpoint/source/dcp_source.h"
 #include "integration/checkpoint/source/hf_sharded_source.h"
 #include "integration/checkpoint/source/shard_dir_source.h"
+#include "integration/formats/dcp/dcp_files.h"
 #include "integration/formats/dcp/metadata.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 
@@ -56,6 +57,16 @@ absl::StatusOr<std::unique_ptr<TensorSource>> SelectSaved(SavedDirectory& saved,
     if (!dropped.empty()) warnings->push_back(std::move(dropped));
   }
   return SelectTensors(std::move(saved.source), select, items, warnings);
+}
+
+absl::StatusOr<ShardIndex> ReadSavedIndex(const std::string& dir) {
+  absl::StatusOr<ShardIndex> index = ReadIndex(dir);
+  if (absl::IsNotFound(index.status())) {
+    if (std::string unfinished = dcp::UnfinishedSave(dir); !unfinished.empty()) {
+      return absl::NotFoundError(unfinished);
+    }
+  }
+  return index;
 }
 
 }  // namespace shardkit::checkpoint

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "integration/checkpoint/source/selected_source.h"
 #include "integration/checkpoint/source/tensor_source.h"
+#include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
 
@@ -33,6 +34,11 @@ struct SavedDirectory {
   std::string files_kind;  // "rank files", ".distcp files", "safetensors files"
   std::string last_file;   // what lists its tensors: "index.json", the metadata file(s), the files
 };
+
+// A shard directory's index (ReadIndex), for the commands that name what they found instead when
+// there is none: a PyTorch DCP save without its metadata (dcp::UnfinishedSave) is named as one.
+// Errors: as ReadIndex (kNotFound naming the unfinished DCP save where there is one).
+[[nodiscard]] absl::StatusOr<ShardIndex> ReadSavedIndex(const std::string& dir);
 
 // Whether `dir` is saved by PyTorch DCP: it holds DCP metadata (dcp::IsDcpDirectory) or the
 // sharded safetensors files of its Hugging Face writer (HfShardedSource::Holds).

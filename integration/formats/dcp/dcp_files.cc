@@ -1,12 +1,18 @@
 #include "integration/formats/dcp/dcp_files.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/quote.h"
 
 namespace shardkit::dcp {
 namespace {
+
+namespace fs = std::filesystem;
 
 // A non-empty run of ASCII digits, as a number (-1 if not one, or too large).
 int64_t Digits(std::string_view text) {
@@ -48,6 +54,22 @@ bool IsDcpFileName(std::string_view name) {
   if (name == kMetadataFileName) return true;
   if (Strip(name, ".metadata", &middle)) return Digits(middle) >= 0;
   return DcpFileRank(name) >= 0;
+}
+
+std::string UnfinishedSave(const std::string& dir) {
+  std::vector<std::string> data;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (DcpFileRank(name) >= 0) data.push_back(name);
+  }
+  if (data.empty()) return "";
+  std::sort(data.begin(), data.end());
+  return absl::StrCat(
+      dir, ": a PyTorch DCP checkpoint folder without its metadata (.metadata): it holds ",
+      JoinFirst(data, 1),
+      " but no .metadata, which torch writes last — an unfinished save (or one still being "
+      "written)");
 }
 
 }  // namespace shardkit::dcp

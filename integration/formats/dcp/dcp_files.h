@@ -25,6 +25,11 @@ int64_t DcpFileRank(std::string_view name);
 // Whether `name` is a file of a DCP checkpoint: `.metadata`, `__R.metadata` or `__R_K.distcp`.
 bool IsDcpFileName(std::string_view name);
 
+// For a directory holding a DCP save's data files but no metadata, what it is and what is
+// missing ("DIR: a PyTorch DCP checkpoint folder without its metadata (.metadata): it holds
+// __0_0.distcp and 3 more but no .metadata, …"); else "" (also when DIR cannot be listed).
+std::string UnfinishedSave(const std::string& dir);
+
 }  // namespace shardkit::dcp
 
 #endif  // SHARDKIT_INTEGRATION_FORMATS_DCP_DCP_FILES_H_

@@ -16,7 +16,6 @@
 #include "core/base/status_macros.h"
 #include "core/json/json_reader.h"
 #include "core/os/files.h"
-#include "integration/formats/dcp/dcp_files.h"
 #include "specs/spec_json.h"
 
 namespace shardkit::checkpoint {
@@ -232,24 +231,6 @@ absl::StatusOr<ShardIndex> ParseIndexJson(const Json& json) {
   return index;
 }
 
-// For a directory holding a DCP save's data files but no metadata, what it is and what is
-// missing; else "".
-std::string UnfinishedDcpSave(const std::string& dir) {
-  std::vector<std::string> data;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (dcp::DcpFileRank(name) >= 0) data.push_back(name);
-  }
-  if (data.empty()) return "";
-  std::sort(data.begin(), data.end());
-  return absl::StrCat(
-      dir, ": a PyTorch DCP checkpoint folder without its metadata (.metadata): it holds ",
-      JoinFirst(data, 1),
-      " but no .metadata, which torch writes last — an unfinished save (or one still being "
-      "written)");
-}
-
 }  // namespace
 
 std::string RankFileName(int64_t rank) { return absl::StrFormat("rank-%05d.safetensors", rank); }
@@ -391,7 +372,6 @@ absl::StatusOr<ShardIndex> ReadIndex(const std::string& dir) {
   const std::string path = (fs::path(dir) / kIndexFileName).string();
   absl::StatusOr<std::string> text = os::ReadWholeFile(path);
   if (absl::IsNotFound(text.status())) {
-    if (std::string dcp = UnfinishedDcpSave(dir); !dcp.empty()) return absl::NotFoundError(dcp);
     return absl::NotFoundError(absl::StrCat(
         path, ": no such file (not a shard directory, or the run that wrote it failed)"));
   }

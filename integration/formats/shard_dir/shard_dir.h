@@ -48,12 +48,6 @@ std::vector<std::string> ShardTensorNames(std::string_view name,
 // Errors: kInvalidArgument if `name` contains '#' (reserved for NAME#K).
 [[nodiscard]] absl::Status CheckNoShardSuffix(std::string_view name);
 
-// What an output directory holds: a shardkit shard directory (index.json and rank files), or a
-// PyTorch DCP checkpoint (`.metadata` and `__R_0.distcp` files: integration/formats/dcp/
-// dcp_files.h) — `shard`, `reshard` and SaveShards with `--format dcp`. How either is written and
-// replaced: output_directory.h.
-enum class OutputFormat { kShardkit, kDcp };
-
 // The rank R of a rank file's name "rank-RRRRR.safetensors" (at least 5 digits), else -1.
 int64_t RankOfFileName(std::string_view name);
 

@@ -1,13 +1,15 @@
 // OutputDirectory: the directory that `shardkit shard`, `shardkit reshard` and SaveShards write
-// their output into (a shard directory, shard_dir.h, or a PyTorch DCP checkpoint, dcp_files.h),
-// and how a run replaces what it holds without ever losing it.
+// their output into, and how a run replaces what it holds without ever losing it. What an output
+// is comes from the formats' own rules (OutputKind, output_kind.h): the format being written and
+// every format whose earlier output DIR may hold (the checkpoint library passes them:
+// integration/checkpoint/output_format.h — a shard directory, formats/shard_dir/shard_dir_output.h,
+// and a PyTorch DCP checkpoint, formats/dcp/dcp_output.h).
 //
-// What DIR may hold before a run: nothing, or shardkit's own output only — a shard directory
-// (an index.json that begins with {"format":"shardkit-shards"}, rank files), a DCP checkpoint that
-// shardkit wrote (it holds kDcpMarkerName beside `.metadata`), and what an interrupted run of
-// either leaves (rank files, `.distcp` files with the marker, temporaries, `.shardkit.lock`).
-// Anything else refuses the run, naming it: a DCP checkpoint torch wrote (same file names, no
-// marker), a foreign index.json, any other file.
+// What DIR may hold before a run: nothing, or shardkit's own output only — files that some
+// known format names as its output (IsOutputFile), their temporaries, `.shardkit.lock`, each
+// format's files accepted by that format (Examine: e.g. an index.json that begins with
+// {"format":"shardkit-shards"}; `.distcp` files only beside shardkit's marker). Anything else
+// refuses the run, naming it.
 //
 // How a run writes (the commit is the step after which DIR holds the new output):
 //  - DIR holds no complete output (missing, empty, or an interrupted run's files): the run clears
@@ -30,7 +32,7 @@
 // The ranks of a run (one of them the owner: the source, or rank 0), between agreement rounds:
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(OutputDirectory out,                     // every rank
-//                             OutputDirectory::Prepare(dir, format, /*owner=*/is_owner));
+//                             OutputDirectory::Prepare(dir, writing, known, /*owner=*/is_owner));
 //   if (is_owner) SHARDKIT_RETURN_IF_ERROR(out.Begin());  // lock, clear, choose
 //   ... the owner's out.place() reaches every rank (an AllGather) ...
 //   if (!is_owner) SHARDKIT_RETURN_IF_ERROR(out.Follow(place));
@@ -43,8 +45,8 @@
 // system (another host's disk) and fails the run: replacing an output needs a file system every
 // rank shares. (Into a DIR without a complete output, ranks on other hosts write into their own
 // DIR, as before.) Not thread-safe; one run per object.
-#ifndef SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_OUTPUT_DIRECTORY_H_
-#define SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_OUTPUT_DIRECTORY_H_
+#ifndef SHARDKIT_INTEGRATION_FORMATS_OUTPUT_FILE_OUTPUT_DIRECTORY_H_
+#define SHARDKIT_INTEGRATION_FORMATS_OUTPUT_FILE_OUTPUT_DIRECTORY_H_
 
 #include <memory>
 #include <optional>
@@ -57,32 +59,31 @@
 #include "core/os/dir_lock.h"
 #include "core/os/files.h"
 #include "core/os/interrupt.h"
-#include "integration/formats/shard_dir/shard_dir.h"
+#include "integration/formats/output_file/output_kind.h"
 
-namespace shardkit::checkpoint {
-
-// The file that marks a DCP checkpoint as shardkit's (torch ignores it): written first, before any
-// `.distcp` file, so that even an interrupted run's files are recognised as shardkit's.
-inline constexpr char kDcpMarkerName[] = ".shardkit-output";
+namespace shardkit::formats {
 
 // What a directory holds, as far as replacing it goes.
 struct OutputContents {
-  bool complete = false;  // a complete shardkit output: index.json, or `.metadata` and the marker
+  bool complete = false;  // a complete shardkit output of some format (OutputKind::Examine)
   bool any = false;       // any output file (complete or an interrupted run's), lock aside
 };
 
-// Examines DIR's entries (see the file comment). A missing DIR holds nothing.
-// Errors: kInvalidArgument naming DIR and the first entry that is not shardkit's (a DCP
-// checkpoint torch wrote is named as one, listing its files), or the OS error.
-[[nodiscard]] absl::StatusOr<OutputContents> ExamineOutputDir(const std::string& dir);
+// Examines DIR's entries against `kinds` (see the file comment). A missing DIR holds nothing.
+// Errors: kInvalidArgument naming DIR and the first entry that is no known format's, or a
+// format's own refusal (OutputKind::Examine), or the OS error.
+[[nodiscard]] absl::StatusOr<OutputContents> ExamineOutputDir(const std::string& dir,
+                                                              const OutputKinds& kinds);
 
 class OutputDirectory {
  public:
-  // Every rank, first: checks what DIR holds (ExamineOutputDir). The owner creates a missing DIR
-  // and its missing parents (removed again by Abandon); the others leave it to Follow.
+  // Every rank, first: checks what DIR holds (ExamineOutputDir with `known`, which includes
+  // `writing`: the format this run writes; both outlive the object). The owner creates a missing
+  // DIR and its missing parents (removed again by Abandon); the others leave it to Follow.
   // Errors: as ExamineOutputDir; as os::CreatedDirectories::Make.
   [[nodiscard]] static absl::StatusOr<OutputDirectory> Prepare(const std::string& dir,
-                                                               OutputFormat format, bool owner);
+                                                               const OutputKind& writing,
+                                                               OutputKinds known, bool owner);
 
   OutputDirectory(OutputDirectory&&) = default;
   OutputDirectory& operator=(OutputDirectory&&) = default;
@@ -90,10 +91,11 @@ class OutputDirectory {
   // The owner, once every rank prepared: takes DIR's lock (held until Commit or Abandon), examines
   // DIR again under it, removes what killed runs left beside DIR, and chooses where this run
   // writes: into DIR (cleared of an interrupted run's files) or into a new directory beside it.
-  // A DCP output gets its marker there now. Errors: kInvalidArgument as Prepare, when another
-  // run holds the lock, when DIR holds a complete output that cannot be replaced here (DIR is `/`
-  // or a mount point, PARENT is not writable or is sticky and DIR another user's), naming why, or
-  // when an interrupted run's files cannot be removed; kUnavailable if DIR cannot be synced.
+  // The format's marker (OutputKind::marker), if it has one, is written there now. Errors:
+  // kInvalidArgument as Prepare, when another run holds the lock, when DIR holds a complete output
+  // that cannot be replaced here (DIR is `/` or a mount point, PARENT is not writable or is sticky
+  // and DIR another user's), naming why, or when an interrupted run's files cannot be removed;
+  // kUnavailable if DIR cannot be synced.
   [[nodiscard]] absl::Status Begin();
 
   // What the owner shares with the other ranks after Begin: "" (DIR itself) or the name of the
@@ -111,8 +113,8 @@ class OutputDirectory {
   const std::string& write_dir() const { return write_dir_; }
   // Whether this run replaces a complete earlier output (writes beside DIR).
   bool replacing() const { return !place_.empty(); }
-  // The file the owner writes last into write_dir(), before Commit: index.json, or a DCP
-  // checkpoint's .metadata.
+  // The file the owner writes last into write_dir(), before Commit (OutputKind::last_file_name:
+  // index.json, or a DCP checkpoint's .metadata).
   std::string last_file_name() const;
   // What Begin found worth a word: an interrupted run's temporary files left alone because their
   // process still runs (os::LeftAloneWarning), for the caller to print.
@@ -154,7 +156,8 @@ class OutputDirectory {
   std::string Removed() const;
 
   std::string dir_;  // as given
-  OutputFormat format_ = OutputFormat::kShardkit;
+  const OutputKind* writing_ = nullptr;
+  OutputKinds known_;
   bool owner_ = false;
   OutputContents contents_;                // as Prepare (then Begin) found DIR
   os::CreatedDirectories created_;         // DIR and its parents, if this rank made them
@@ -172,6 +175,6 @@ class OutputDirectory {
   std::unique_ptr<os::ScopedInterruptReport> report_;
 };
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::formats
 
-#endif  // SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_OUTPUT_DIRECTORY_H_
+#endif  // SHARDKIT_INTEGRATION_FORMATS_OUTPUT_FILE_OUTPUT_DIRECTORY_H_

@@ -1,10 +1,9 @@
-// OutputDirectory on real directories: what DIR may hold (shardkit's own output only: a DCP
-// checkpoint torch wrote, a foreign index.json or any other file is refused), writing in place
+// OutputDirectory on real directories, with both formats' rules (output_format.h: a shard
+// directory's and shardkit's DCP checkpoint's): what DIR may hold (shardkit's own output only: a
+// DCP checkpoint torch wrote, a foreign index.json or any other file is refused), writing in place
 // over an interrupted run's files, replacing a complete output beside it and swapping (through a
 // symbolic link too), a failed run's cleanup, what killed runs left beside DIR, the lock, and a
 // rank that does not see the owner's directory.
-#include "integration/formats/shard_dir/output_directory.h"
-
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +14,9 @@
 #include <vector>
 
 #include "core/os/dir_lock.h"
+#include "integration/checkpoint/output_format.h"
+#include "integration/formats/dcp/dcp_output.h"
+#include "integration/formats/shard_dir/shard_dir.h"
 #include "testing/status_matchers.h"
 #include "testing/test_dir.h"
 
@@ -62,12 +64,12 @@ void WriteShardOutput(const std::string& dir, const std::string& tag) {
 TEST(OutputDirectoryTest, ForeignContentsAreRefusedNamingThem) {
   const std::string dir = testing::FreshTestDir("foreign");
   Write(dir + "/notes.txt");
-  EXPECT_THAT(OutputDirectory::Prepare(dir, OutputFormat::kShardkit, true),
+  EXPECT_THAT(PrepareOutput(dir, OutputFormat::kShardkit, true),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("holds \"notes.txt\", which is not shardkit output")));
   fs::remove(dir + "/notes.txt");
   Write(dir + "/.shardkit.lock.old");  // only the exact name counts
-  EXPECT_THAT(ExamineOutputDir(dir),
+  EXPECT_THAT(ExamineOutput(dir),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\".shardkit.lock.old\"")));
   fs::remove(dir + "/.shardkit.lock.old");
 
@@ -75,60 +77,58 @@ TEST(OutputDirectoryTest, ForeignContentsAreRefusedNamingThem) {
   Write(dir + "/.metadata");
   Write(dir + "/__0_0.distcp");
   Write(dir + "/__1_0.distcp");
-  EXPECT_THAT(OutputDirectory::Prepare(dir, OutputFormat::kDcp, true),
+  EXPECT_THAT(PrepareOutput(dir, OutputFormat::kDcp, true),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr(dir + ": holds a PyTorch DCP checkpoint that shardkit did not "
                                        "write (.metadata, __0_0.distcp, __1_0.distcp; no "
                                        ".shardkit-output)")));
   fs::remove(dir + "/.metadata");  // a save that has not written its metadata yet
-  EXPECT_THAT(ExamineOutputDir(dir),
+  EXPECT_THAT(ExamineOutput(dir),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("the files of an unfinished PyTorch DCP save")));
-  Write(dir + "/" + kDcpMarkerName);  // the same files, marked as shardkit's: an interrupted run
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputContents contents, ExamineOutputDir(dir));
+  Write(dir + "/" + dcp::kMarkerName);  // the same files, marked as shardkit's: an interrupted run
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(formats::OutputContents contents, ExamineOutput(dir));
   EXPECT_TRUE(contents.any);
   EXPECT_FALSE(contents.complete);
   Write(dir + "/.metadata");
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(contents, ExamineOutputDir(dir));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(contents, ExamineOutput(dir));
   EXPECT_TRUE(contents.complete);
 
   const std::string other = testing::FreshTestDir("foreign_index");
   Write(other + "/index.json", "{\"weight_map\": {}}");
-  EXPECT_THAT(ExamineOutputDir(other),
+  EXPECT_THAT(ExamineOutput(other),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("holds an index.json that is not a shardkit shard index")));
   Write(other + "/index.json", " {\n  \"format\" : \"shardkit-shards\", \"version\": 1}");
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(contents, ExamineOutputDir(other));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(contents, ExamineOutput(other));
   EXPECT_TRUE(contents.complete);
 
   Write(testing::TestPath("regular"));
-  EXPECT_THAT(
-      OutputDirectory::Prepare(testing::TestPath("regular/out"), OutputFormat::kShardkit, true),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Not a directory")));
-  EXPECT_THAT(OutputDirectory::Prepare(testing::TestPath("regular"), OutputFormat::kShardkit, true),
+  EXPECT_THAT(PrepareOutput(testing::TestPath("regular/out"), OutputFormat::kShardkit, true),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Not a directory")));
+  EXPECT_THAT(PrepareOutput(testing::TestPath("regular"), OutputFormat::kShardkit, true),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a directory")));
 }
 
 TEST(OutputDirectoryTest, AFreshDirectoryIsWrittenInPlace) {
   const std::string dir = testing::TestPath("fresh/a/b");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory other,
-                                OutputDirectory::Prepare(dir, OutputFormat::kShardkit, false));
+                                PrepareOutput(dir, OutputFormat::kShardkit, false));
   EXPECT_FALSE(fs::exists(testing::TestPath("fresh")));  // only the owner creates it
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory out,
-                                OutputDirectory::Prepare(dir, OutputFormat::kDcp, true));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory out, PrepareOutput(dir, OutputFormat::kDcp, true));
   EXPECT_TRUE(fs::is_directory(dir));
   ASSERT_THAT(out.Begin(), IsOk());
   EXPECT_FALSE(out.replacing());
   EXPECT_EQ(out.place(), "");
   EXPECT_EQ(out.write_dir(), dir);
-  EXPECT_TRUE(fs::exists(dir + "/" + kDcpMarkerName));  // before any data file
+  EXPECT_TRUE(fs::exists(dir + "/" + dcp::kMarkerName));  // before any data file
   ASSERT_THAT(other.Follow(out.place()), IsOk());
   EXPECT_EQ(other.write_dir(), dir);
   Write(dir + "/__0_0.distcp");
   Write(dir + "/.metadata");
   ASSERT_THAT(out.Commit(), IsOk());
   EXPECT_THAT(Names(dir), UnorderedElementsAreArray(std::vector<std::string>{
-                              ".metadata", "__0_0.distcp", std::string(kDcpMarkerName)}));
+                              ".metadata", "__0_0.distcp", std::string(dcp::kMarkerName)}));
 }
 
 TEST(OutputDirectoryTest, AnInterruptedRunsFilesAreClearedInPlace) {
@@ -141,7 +141,7 @@ TEST(OutputDirectoryTest, AnInterruptedRunsFilesAreClearedInPlace) {
   Write(dir + "/rank-00001.safetensors.tmp." + live);  // a running process's: left alone
   Write(dir + "/.shardkit.lock");                      // an earlier run's lock file
   SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory out,
-                                OutputDirectory::Prepare(dir, OutputFormat::kShardkit, true));
+                                PrepareOutput(dir, OutputFormat::kShardkit, true));
   ASSERT_THAT(out.Begin(), IsOk());
   EXPECT_FALSE(out.replacing());
   EXPECT_THAT(Names(dir),
@@ -164,8 +164,7 @@ TEST(OutputDirectoryTest, ACompleteOutputIsReplacedBesideItAndSwapped) {
   WriteShardOutput(dir, "old");
   Write(dir + "/rank-00001.safetensors", "old 1");
   ::chmod(dir.c_str(), 0750);
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory out,
-                                OutputDirectory::Prepare(dir, OutputFormat::kDcp, true));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory out, PrepareOutput(dir, OutputFormat::kDcp, true));
   ASSERT_THAT(out.Begin(), IsOk());
   ASSERT_TRUE(out.replacing());
   EXPECT_EQ(fs::path(out.write_dir()).parent_path(), fs::path(root));
@@ -176,7 +175,7 @@ TEST(OutputDirectoryTest, ACompleteOutputIsReplacedBesideItAndSwapped) {
   EXPECT_EQ(info.st_mode & 07777, 0750u);
   // A second run is refused while this one holds the lock.
   SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory second,
-                                OutputDirectory::Prepare(dir, OutputFormat::kDcp, true));
+                                PrepareOutput(dir, OutputFormat::kDcp, true));
   EXPECT_THAT(second.Begin(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("another shardkit run")));
   // Until the commit, DIR holds the earlier output.
@@ -185,12 +184,12 @@ TEST(OutputDirectoryTest, ACompleteOutputIsReplacedBesideItAndSwapped) {
   EXPECT_EQ(Read(dir + "/rank-00000.safetensors"), "old");
   EXPECT_EQ(Read(dir + "/index.json"), kOurIndex);
   SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory other,
-                                OutputDirectory::Prepare(dir, OutputFormat::kDcp, false));
+                                PrepareOutput(dir, OutputFormat::kDcp, false));
   ASSERT_THAT(other.Follow(out.place()), IsOk());
   EXPECT_EQ(fs::canonical(other.write_dir()), fs::canonical(out.write_dir()));
   ASSERT_THAT(out.Commit(), IsOk());
   EXPECT_THAT(Names(dir), UnorderedElementsAreArray(std::vector<std::string>{
-                              ".metadata", "__0_0.distcp", std::string(kDcpMarkerName)}));
+                              ".metadata", "__0_0.distcp", std::string(dcp::kMarkerName)}));
   EXPECT_THAT(Names(root), UnorderedElementsAreArray(
                                std::vector<std::string>{"out"}));  // the earlier output is gone
   ASSERT_EQ(::stat(dir.c_str(), &info), 0);
@@ -202,7 +201,7 @@ TEST(OutputDirectoryTest, AFailedReplacementLeavesTheEarlierOutput) {
   const std::string dir = root + "/out";
   WriteShardOutput(dir, "old");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory out,
-                                OutputDirectory::Prepare(dir, OutputFormat::kShardkit, true));
+                                PrepareOutput(dir, OutputFormat::kShardkit, true));
   ASSERT_THAT(out.Begin(), IsOk());
   Write(out.write_dir() + "/rank-00000.safetensors", "new");
   out.Abandon();
@@ -214,7 +213,7 @@ TEST(OutputDirectoryTest, AFailedReplacementLeavesTheEarlierOutput) {
   fs::create_directories(root + "/.out.shardkit-new-0123456789abcdef/x");
   fs::create_directories(root + "/.out.shardkit-new-keep");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory next,
-                                OutputDirectory::Prepare(dir, OutputFormat::kShardkit, true));
+                                PrepareOutput(dir, OutputFormat::kShardkit, true));
   ASSERT_THAT(next.Begin(), IsOk());
   EXPECT_THAT(Names(root), UnorderedElementsAreArray(std::vector<std::string>{
                                "out", ".out.shardkit-new-keep", next.place()}));
@@ -224,8 +223,7 @@ TEST(OutputDirectoryTest, AFailedReplacementLeavesTheEarlierOutput) {
 TEST(OutputDirectoryTest, AFailedRunInPlaceRemovesWhatItWroteAndTheDirectoryItMade) {
   const std::string root = testing::FreshTestDir("abandon_in_place");
   const std::string dir = root + "/a/out";
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory out,
-                                OutputDirectory::Prepare(dir, OutputFormat::kDcp, true));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory out, PrepareOutput(dir, OutputFormat::kDcp, true));
   ASSERT_THAT(out.Begin(), IsOk());
   Write(dir + "/__0_0.distcp");
   out.Abandon();
@@ -233,7 +231,7 @@ TEST(OutputDirectoryTest, AFailedRunInPlaceRemovesWhatItWroteAndTheDirectoryItMa
   // A directory that was there before stays, emptied of this run's files.
   fs::create_directories(dir);
   SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory again,
-                                OutputDirectory::Prepare(dir, OutputFormat::kDcp, true));
+                                PrepareOutput(dir, OutputFormat::kDcp, true));
   ASSERT_THAT(again.Begin(), IsOk());
   Write(dir + "/__0_0.distcp");
   again.Abandon();
@@ -242,7 +240,7 @@ TEST(OutputDirectoryTest, AFailedRunInPlaceRemovesWhatItWroteAndTheDirectoryItMa
   // A refused run touches nothing: a torch checkpoint stays as it was.
   Write(dir + "/.metadata");
   Write(dir + "/__0_0.distcp");
-  absl::StatusOr<OutputDirectory> refused = OutputDirectory::Prepare(dir, OutputFormat::kDcp, true);
+  absl::StatusOr<OutputDirectory> refused = PrepareOutput(dir, OutputFormat::kDcp, true);
   EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("did not write")));
   EXPECT_THAT(Names(dir),
               UnorderedElementsAreArray(std::vector<std::string>{".metadata", "__0_0.distcp"}));
@@ -252,8 +250,8 @@ TEST(OutputDirectoryTest, ALinkedDirectoryIsReplacedWhereItPoints) {
   const std::string root = testing::FreshTestDir("linked");
   WriteShardOutput(root + "/real", "old");
   fs::create_directory_symlink(root + "/real", root + "/link");
-  SHARDKIT_ASSERT_OK_AND_ASSIGN(
-      OutputDirectory out, OutputDirectory::Prepare(root + "/link", OutputFormat::kShardkit, true));
+  SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory out,
+                                PrepareOutput(root + "/link", OutputFormat::kShardkit, true));
   ASSERT_THAT(out.Begin(), IsOk());
   Write(out.write_dir() + "/rank-00000.safetensors", "new");
   Write(out.write_dir() + "/index.json", kOurIndex);
@@ -271,7 +269,7 @@ TEST(OutputDirectoryTest, WithoutAnExchangeTheEarlierOutputIsSetAsideAndPutBack)
   const std::string dir = root + "/out";
   WriteShardOutput(dir, "old");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory out,
-                                OutputDirectory::Prepare(dir, OutputFormat::kShardkit, true));
+                                PrepareOutput(dir, OutputFormat::kShardkit, true));
   ASSERT_THAT(out.Begin(), IsOk());
   out.SetAsideForTest();
   Write(out.write_dir() + "/rank-00000.safetensors", "new");
@@ -285,7 +283,7 @@ TEST(OutputDirectoryTest, WithoutAnExchangeTheEarlierOutputIsSetAsideAndPutBack)
   fs::rename(dir, root + "/.out.shardkit-old-00000000000000aa");
   WriteShardOutput(root + "/.out.shardkit-new-00000000000000aa", "newer");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory next,
-                                OutputDirectory::Prepare(dir, OutputFormat::kShardkit, true));
+                                PrepareOutput(dir, OutputFormat::kShardkit, true));
   EXPECT_EQ(Read(dir + "/rank-00000.safetensors"), "new");  // put back before anything else
   ASSERT_THAT(next.Begin(), IsOk());
   ASSERT_TRUE(next.replacing());
@@ -299,7 +297,7 @@ TEST(OutputDirectoryTest, WithoutAnExchangeTheEarlierOutputIsSetAsideAndPutBack)
   fs::remove_all(dir);
   fs::create_directories(dir);
   SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory empty,
-                                OutputDirectory::Prepare(dir, OutputFormat::kShardkit, true));
+                                PrepareOutput(dir, OutputFormat::kShardkit, true));
   ASSERT_THAT(empty.Begin(), IsOk());
   EXPECT_TRUE(fs::exists(root + "/.out.shardkit-old-00000000000000bb/notes"));
   empty.Abandon();
@@ -311,7 +309,7 @@ TEST(OutputDirectoryTest, InPlaceOverAnotherDisksCompleteOutputIsRefused) {
   const std::string dir = testing::FreshTestDir("other_disk");
   WriteShardOutput(dir, "theirs");
   SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory other,
-                                OutputDirectory::Prepare(dir, OutputFormat::kShardkit, false));
+                                PrepareOutput(dir, OutputFormat::kShardkit, false));
   EXPECT_THAT(other.Follow(""),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("holds a complete earlier output on this rank that the source "
@@ -323,7 +321,7 @@ TEST(OutputDirectoryTest, ARankThatDoesNotSeeTheNewDirectoryFails) {
   const std::string root = testing::FreshTestDir("follow");
   const std::string dir = root + "/out";
   SHARDKIT_ASSERT_OK_AND_ASSIGN(OutputDirectory other,
-                                OutputDirectory::Prepare(dir, OutputFormat::kShardkit, false));
+                                PrepareOutput(dir, OutputFormat::kShardkit, false));
   EXPECT_THAT(other.Follow(".out.shardkit-new-0000000000000000"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("which this rank does not see: replacing an output needs a file "

@@ -4,16 +4,17 @@
 // output set aside for the instant between two renames (kOldInfix) — and how a later run finds,
 // removes or puts back what a killed run left there. Not API: OutputDirectory's
 // (output_directory.h).
-#ifndef SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_INTERNAL_BESIDE_H_
-#define SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_INTERNAL_BESIDE_H_
+#ifndef SHARDKIT_INTEGRATION_FORMATS_OUTPUT_FILE_INTERNAL_BESIDE_H_
+#define SHARDKIT_INTEGRATION_FORMATS_OUTPUT_FILE_INTERNAL_BESIDE_H_
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "integration/formats/output_file/output_kind.h"
 
-namespace shardkit::checkpoint::internal {
+namespace shardkit::formats::internal {
 
 inline constexpr char kNewInfix[] = ".shardkit-new-";
 inline constexpr char kProbeInfix[] = ".shardkit-probe-";
@@ -29,8 +30,8 @@ void RemoveBesideOf(const std::filesystem::path& real, bool set_aside);
 
 // Where a file system cannot swap, the commit sets DIR aside and moves the new output in: a run
 // killed between the two renames leaves no DIR and the earlier output beside it. Puts it back,
-// when DIR is missing and a complete output was set aside. Best effort.
-void RecoverSetAside(const std::string& dir);
+// when DIR is missing and a complete output (of one of `kinds`) was set aside. Best effort.
+void RecoverSetAside(const std::string& dir, const OutputKinds& kinds);
 
 // Before anything is written, what a commit of `fresh` onto `real` will need (`suffix`: the run's
 // hex digits, for its probe): a rename that does not cross a mount (a bind mount shares st_dev:
@@ -41,6 +42,6 @@ void RecoverSetAside(const std::string& dir);
 [[nodiscard]] absl::StatusOr<bool> CanSwapInto(const std::string& fresh, const std::string& real,
                                                const std::string& suffix);
 
-}  // namespace shardkit::checkpoint::internal
+}  // namespace shardkit::formats::internal
 
-#endif  // SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_INTERNAL_BESIDE_H_
+#endif  // SHARDKIT_INTEGRATION_FORMATS_OUTPUT_FILE_INTERNAL_BESIDE_H_

@@ -1,4 +1,4 @@
-#include "integration/formats/shard_dir/internal/beside.h"
+#include "integration/formats/output_file/internal/beside.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,9 +15,9 @@
 #include "core/os/fd.h"
 #include "core/os/files.h"
 #include "core/os/swap_dir.h"
-#include "integration/formats/shard_dir/output_directory.h"
+#include "integration/formats/output_file/output_directory.h"
 
-namespace shardkit::checkpoint::internal {
+namespace shardkit::formats::internal {
 namespace {
 
 namespace fs = std::filesystem;
@@ -52,12 +52,12 @@ void RemoveBesideOf(const fs::path& real, bool set_aside) {
   }
 }
 
-void RecoverSetAside(const std::string& dir) {
+void RecoverSetAside(const std::string& dir, const OutputKinds& kinds) {
   std::error_code ec;
   const fs::path path = fs::absolute(dir, ec).lexically_normal();
   if (ec || fs::symlink_status(path, ec).type() != fs::file_type::not_found) return;
   for (const fs::path& aside : BesideOf(path, kOldInfix)) {
-    absl::StatusOr<OutputContents> contents = ExamineOutputDir(aside.string());
+    absl::StatusOr<OutputContents> contents = ExamineOutputDir(aside.string(), kinds);
     if (contents.ok() && contents->complete && ::rename(aside.c_str(), path.c_str()) == 0) {
       (void)os::SyncDirectory(path.parent_path().string());
       return;
@@ -91,4 +91,4 @@ absl::StatusOr<bool> CanSwapInto(const std::string& fresh, const std::string& re
   return swapped;
 }
 
-}  // namespace shardkit::checkpoint::internal
+}  // namespace shardkit::formats::internal

@@ -1,4 +1,4 @@
-#include "integration/formats/shard_dir/output_directory.h"
+#include "integration/formats/output_file/output_directory.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -21,10 +21,9 @@
 #include "core/base/status_macros.h"
 #include "core/os/fd.h"
 #include "core/os/swap_dir.h"
-#include "integration/formats/dcp/dcp_files.h"
-#include "integration/formats/shard_dir/internal/beside.h"
+#include "integration/formats/output_file/internal/beside.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit::formats {
 namespace {
 
 using internal::CanSwapInto;
@@ -35,69 +34,22 @@ using internal::RemoveBesideOf;
 
 namespace fs = std::filesystem;
 
-constexpr char kMarkerText[] =
-    "{\"format\": \"dcp\", \"written_by\": \"shardkit\", \"version\": 1}\n";
-constexpr size_t kIndexHeadBytes = 4096;
-
-// A file an output (of either format) or an interrupted run of one may leave, by its own name.
-bool IsOutputFile(std::string_view name) {
-  return name == kIndexFileName || name == kDcpMarkerName || RankOfFileName(name) >= 0 ||
-         dcp::IsDcpFileName(name);
+// A file of one of `kinds`' outputs, or a temporary name of one (os::AtomicFile's).
+bool IsOutputFile(const OutputKinds& kinds, std::string_view name) {
+  for (const OutputKind* kind : kinds) {
+    if (kind->IsOutputFile(name)) return true;
+  }
+  return false;
 }
 
-// An output file, or a temporary name of one (os::AtomicFile's).
-bool IsOutputEntry(std::string_view name) {
+bool IsOutputEntry(const OutputKinds& kinds, std::string_view name) {
   const std::optional<os::TemporaryName> temp = os::ParseTemporaryName(name);
-  return IsOutputFile(temp ? temp->base : name);
+  return IsOutputFile(kinds, temp ? temp->base : name);
 }
 
 absl::Status ListError(const std::string& dir, const std::error_code& ec) {
   return absl::InvalidArgumentError(
       absl::StrCat(dir, ": cannot list the output directory: ", ec.message()));
-}
-
-// Whether the JSON text begins with {"format": "shardkit-shards" (whitespace allowed).
-bool BeginsAsShardIndex(std::string_view text) {
-  size_t at = 0;
-  const auto skip = [&] {
-    while (at < text.size() && absl::ascii_isspace(static_cast<unsigned char>(text[at]))) ++at;
-  };
-  const auto take = [&](std::string_view token) {
-    skip();
-    if (text.substr(at, token.size()) != token) return false;
-    at += token.size();
-    return true;
-  };
-  return take("{") && take("\"format\"") && take(":") &&
-         take(absl::StrCat("\"", kIndexFormat, "\""));
-}
-
-absl::Status CheckIndexIsOurs(const std::string& dir) {
-  const std::string path = (fs::path(dir) / kIndexFileName).string();
-  std::string head(kIndexHeadBytes, '\0');
-  const os::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  ssize_t n = fd.valid() ? ::pread(fd.get(), head.data(), head.size(), 0) : -1;
-  if (n < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read: ", os::ErrnoText(errno)));
-  }
-  head.resize(static_cast<size_t>(n));
-  if (BeginsAsShardIndex(head)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      dir,
-      ": holds an index.json that is not a shardkit shard index (it does not begin with "
-      "{\"format\": \"shardkit-shards\"}): shardkit replaces only its own output; use a new "
-      "or empty directory"));
-}
-
-absl::Status ForeignDcp(const std::string& dir, std::vector<std::string> files, bool metadata) {
-  std::sort(files.begin(), files.end());
-  const std::string list = JoinFirst(files, 4);
-  return absl::InvalidArgumentError(absl::StrCat(
-      dir, ": holds ",
-      metadata ? "a PyTorch DCP checkpoint" : "the files of an unfinished PyTorch DCP save",
-      " that shardkit did not write (", list, "; no ", kDcpMarkerName,
-      "): shardkit replaces only its own output; use a new or empty directory (a DCP output of a "
-      "shardkit older than the marker has none either: remove it yourself)"));
 }
 
 // Whether `path` is a mount point of the file system its parent is on too (a bind mount): the
@@ -120,18 +72,32 @@ std::string RandomSuffix() {
   return absl::StrFormat("%08x%08x", random(), random());
 }
 
+// Whether `name` is the marker of one of `kinds`.
+bool IsMarker(const OutputKinds& kinds, std::string_view name) {
+  for (const OutputKind* kind : kinds) {
+    if (!kind->marker().empty() && kind->marker() == name) return true;
+  }
+  return false;
+}
+
 // Removes DIR's output files but a running process's temporaries (named in `left_alone`; the lock
-// stays), the marker last: while any output file is left, it says whose they are.
-absl::Status RemoveOutputFiles(const std::string& dir, std::vector<std::string>* left_alone) {
-  SHARDKIT_RETURN_IF_ERROR(os::RemoveDeadTemporaries(dir, IsOutputFile, left_alone).status());
+// stays), the markers last: while any output file is left, they say whose they are.
+absl::Status RemoveOutputFiles(const std::string& dir, const OutputKinds& kinds,
+                               std::vector<std::string>* left_alone) {
+  SHARDKIT_RETURN_IF_ERROR(
+      os::RemoveDeadTemporaries(
+          dir, [&kinds](std::string_view name) { return IsOutputFile(kinds, name); }, left_alone)
+          .status());
   std::error_code ec;
   std::vector<fs::path> files;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (IsOutputFile(name) && name != kDcpMarkerName) files.push_back(it->path());
+    if (IsOutputFile(kinds, name) && !IsMarker(kinds, name)) files.push_back(it->path());
   }
   if (ec) return ListError(dir, ec);
-  files.push_back(fs::path(dir) / kDcpMarkerName);
+  for (const OutputKind* kind : kinds) {
+    if (!kind->marker().empty()) files.push_back(fs::path(dir) / std::string(kind->marker()));
+  }
   for (const fs::path& path : files) {
     if (!fs::remove(path, ec) && ec) {
       return absl::InvalidArgumentError(
@@ -143,16 +109,15 @@ absl::Status RemoveOutputFiles(const std::string& dir, std::vector<std::string>*
 
 }  // namespace
 
-absl::StatusOr<OutputContents> ExamineOutputDir(const std::string& dir) {
+absl::StatusOr<OutputContents> ExamineOutputDir(const std::string& dir, const OutputKinds& kinds) {
   OutputContents contents;
   std::error_code ec;
   if (fs::status(dir, ec).type() == fs::file_type::not_found) return contents;
-  bool index = false, marker = false, metadata = false, any_metadata = false;
-  std::vector<std::string> dcp_files;
+  std::vector<std::vector<std::string>> names(kinds.size());  // per kind, its files
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (name == os::kLockFileName) continue;
-    if (!IsOutputEntry(name)) {
+    if (!IsOutputEntry(kinds, name)) {
       return absl::InvalidArgumentError(absl::StrCat(
           dir, ": holds \"", name,
           "\", which is not shardkit output (shardkit replaces only its own output: use a new or "
@@ -160,33 +125,33 @@ absl::StatusOr<OutputContents> ExamineOutputDir(const std::string& dir) {
     }
     contents.any = true;
     if (os::ParseTemporaryName(name)) continue;
-    index = index || name == kIndexFileName;
-    marker = marker || name == kDcpMarkerName;
-    if (dcp::IsDcpFileName(name)) {
-      dcp_files.push_back(name);
-      metadata = metadata || name == dcp::kMetadataFileName;             // what shardkit writes
-      any_metadata = any_metadata || absl::EndsWith(name, ".metadata");  // or __R.metadata
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      if (kinds[k]->IsOutputFile(name)) names[k].push_back(name);
     }
   }
   if (ec) return ListError(dir, ec);
-  if (!dcp_files.empty() && !marker) return ForeignDcp(dir, std::move(dcp_files), any_metadata);
-  if (index) SHARDKIT_RETURN_IF_ERROR(CheckIndexIsOurs(dir));
-  contents.complete = index || (metadata && marker);
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    if (names[k].empty()) continue;
+    SHARDKIT_ASSIGN_OR_RETURN(const bool complete, kinds[k]->Examine(dir, names[k]));
+    contents.complete = contents.complete || complete;
+  }
   return contents;
 }
 
 absl::StatusOr<OutputDirectory> OutputDirectory::Prepare(const std::string& dir,
-                                                         OutputFormat format, bool owner) {
+                                                         const OutputKind& writing,
+                                                         OutputKinds known, bool owner) {
   OutputDirectory out;
   out.dir_ = dir;
   out.write_dir_ = dir;
-  out.format_ = format;
+  out.writing_ = &writing;
+  out.known_ = std::move(known);
   out.owner_ = owner;
   if (owner) {
-    RecoverSetAside(dir);
+    RecoverSetAside(dir, out.known_);
     SHARDKIT_ASSIGN_OR_RETURN(out.created_, os::CreatedDirectories::Make(dir));
   }
-  absl::StatusOr<OutputContents> contents = ExamineOutputDir(dir);
+  absl::StatusOr<OutputContents> contents = ExamineOutputDir(dir, out.known_);
   if (!contents.ok()) {
     out.created_.RemoveIfEmpty();
     return contents.status();
@@ -196,13 +161,13 @@ absl::StatusOr<OutputDirectory> OutputDirectory::Prepare(const std::string& dir,
 }
 
 std::string OutputDirectory::last_file_name() const {
-  return format_ == OutputFormat::kDcp ? dcp::kMetadataFileName : kIndexFileName;
+  return std::string(writing_->last_file_name());
 }
 
 absl::Status OutputDirectory::Begin() {
   SHARDKIT_ASSIGN_OR_RETURN(lock_, os::DirectoryLock::Acquire(dir_));
   created_.AddOwnFile(lock_->path());  // removed with DIR, if this run created DIR
-  SHARDKIT_ASSIGN_OR_RETURN(contents_, ExamineOutputDir(dir_));  // again, under the lock
+  SHARDKIT_ASSIGN_OR_RETURN(contents_, ExamineOutputDir(dir_, known_));  // again, under the lock
   std::error_code ec;
   real_ = fs::canonical(dir_, ec).string();
   if (ec) {
@@ -212,15 +177,14 @@ absl::Status OutputDirectory::Begin() {
   if (real_ != "/") RemoveBesideOf(real_, /*set_aside=*/contents_.complete);
   SHARDKIT_RETURN_IF_ERROR(contents_.complete ? ChooseReplacing() : ClearInPlace());
   SetReport(/*committed=*/false);
-  if (format_ != OutputFormat::kDcp) return absl::OkStatus();
-  return os::WriteFileAtomically((fs::path(write_dir_) / kDcpMarkerName).string(), kMarkerText);
+  return writing_->WriteMarker(write_dir_);
 }
 
 absl::Status OutputDirectory::ClearInPlace() {
   cleared_ = true;  // DIR was examined under the lock: its output files are an earlier run's
   if (!contents_.any) return absl::OkStatus();
   std::vector<std::string> left;
-  SHARDKIT_RETURN_IF_ERROR(RemoveOutputFiles(dir_, &left));
+  SHARDKIT_RETURN_IF_ERROR(RemoveOutputFiles(dir_, known_, &left));
   for (const std::string& name : left) warnings_.push_back(os::LeftAloneWarning(dir_, name));
   return absl::OkStatus();
 }
@@ -281,7 +245,7 @@ absl::Status OutputDirectory::Follow(std::string_view place) {
     write_dir_ = dir_;
     // The owner saw no complete output; one here is another disk's, which writing in place would
     // mix with this run's files.
-    SHARDKIT_ASSIGN_OR_RETURN(contents_, ExamineOutputDir(dir_));
+    SHARDKIT_ASSIGN_OR_RETURN(contents_, ExamineOutputDir(dir_, known_));
     if (contents_.complete) {
       return absl::InvalidArgumentError(absl::StrCat(
           dir_,
@@ -374,7 +338,7 @@ void OutputDirectory::Abandon() {
     os::RemoveTree(write_dir_);
     staging_cleanup_.Release();
   } else if (owner_ && cleared_) {
-    (void)RemoveOutputFiles(dir_, nullptr);  // best effort: the run failed already
+    (void)RemoveOutputFiles(dir_, known_, nullptr);  // best effort: the run failed already
   }
   created_.RemoveIfEmpty();  // the lock file first, while it is still held
   lock_.reset();
@@ -425,4 +389,4 @@ void OutputDirectory::SetReport(bool committed) {
                 .state_if_probe_present = done});
 }
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::formats

@@ -1,0 +1,34 @@
+#include "integration/checkpoint/output_format.h"
+
+#include "integration/formats/dcp/dcp_output.h"
+#include "integration/formats/shard_dir/shard_dir_output.h"
+
+namespace shardkit::checkpoint {
+namespace {
+
+const ShardDirOutput kShardDir;
+const dcp::DcpOutput kDcp;
+
+}  // namespace
+
+const formats::OutputKind& OutputKindOf(OutputFormat format) {
+  if (format == OutputFormat::kDcp) return kDcp;
+  return kShardDir;
+}
+
+const formats::OutputKinds& KnownOutputKinds() {
+  // DCP first: files torch wrote are named as such before anything else is said of them.
+  static const formats::OutputKinds* const kinds = new formats::OutputKinds{&kDcp, &kShardDir};
+  return *kinds;
+}
+
+absl::StatusOr<OutputDirectory> PrepareOutput(const std::string& dir, OutputFormat format,
+                                              bool owner) {
+  return OutputDirectory::Prepare(dir, OutputKindOf(format), KnownOutputKinds(), owner);
+}
+
+absl::StatusOr<formats::OutputContents> ExamineOutput(const std::string& dir) {
+  return formats::ExamineOutputDir(dir, KnownOutputKinds());
+}
+
+}  // namespace shardkit::checkpoint

@@ -1,0 +1,41 @@
+// The output formats a run can write (`--format`), and each one's directory rules
+// (formats::OutputKind) — the one place that knows every format, so that OutputDirectory
+// (formats/output_file/output_directory.h) and the formats themselves need not know each other.
+//
+//   SHARDKIT_ASSIGN_OR_RETURN(OutputDirectory out,
+//                             PrepareOutput(dir, OutputFormat::kDcp, /*owner=*/rank == 0));
+#ifndef SHARDKIT_INTEGRATION_CHECKPOINT_OUTPUT_FORMAT_H_
+#define SHARDKIT_INTEGRATION_CHECKPOINT_OUTPUT_FORMAT_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "integration/formats/output_file/output_directory.h"
+#include "integration/formats/output_file/output_kind.h"
+
+namespace shardkit::checkpoint {
+
+using formats::OutputDirectory;
+
+// What an output directory holds: a shardkit shard directory (index.json and rank files:
+// formats/shard_dir), or a PyTorch DCP checkpoint (`.metadata` and `__R_0.distcp` files:
+// formats/dcp) — `shard`, `reshard` and SaveShards with `--format dcp`.
+enum class OutputFormat { kShardkit, kDcp };
+
+// The rules of `format`'s output.
+const formats::OutputKind& OutputKindOf(OutputFormat format);
+
+// Every format whose earlier output a run may find, and replace, in its directory.
+const formats::OutputKinds& KnownOutputKinds();
+
+// OutputDirectory::Prepare writing `format` into `dir`, any known format's earlier output
+// replaceable. Errors: as OutputDirectory::Prepare.
+[[nodiscard]] absl::StatusOr<OutputDirectory> PrepareOutput(const std::string& dir,
+                                                            OutputFormat format, bool owner);
+
+// ExamineOutputDir with every known format. Errors: as ExamineOutputDir.
+[[nodiscard]] absl::StatusOr<formats::OutputContents> ExamineOutput(const std::string& dir);
+
+}  // namespace shardkit::checkpoint
+
+#endif  // SHARDKIT_INTEGRATION_CHECKPOINT_OUTPUT_FORMAT_H_

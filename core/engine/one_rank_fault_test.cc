@@ -4,6 +4,7 @@
 // ranks over real Gloo on 127.0.0.1: every rank returns the same error (the same first line), at
 // once, not at the operation's deadline. The victim does not leave early: like a program that
 // goes on, it lives until every rank has its result (a file each, in a directory of the test).
+// Also: a reshard into shards on a device the backend cannot move fails on every rank alike.
 #include <unistd.h>
 
 #include <cstdio>
@@ -34,6 +35,7 @@ using ::shardkit::testing::AllocationFault;
 using ::shardkit::testing::FreshTestDir;
 using ::shardkit::testing::RankOptions;
 using ::shardkit::testing::RunRanks;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -225,6 +227,30 @@ TEST_P(OneRankFaults, ShardScatterSourceOwnShardCopy) {
                             .victim_is_dst = true,
                             .skip = 0,
                             .step = "parameter \"w\": copying own shard 0"});
+}
+
+// A reshard into shards on a device Gloo cannot move (CUDA, placed by the spec): every rank
+// refuses before any byte moves, naming the new shard and the device, and the input is kept.
+TEST(ReshardDevices, AShardTheBackendCannotMoveIsEveryRanksError) {
+  SHARDKIT_EXPECT_OK(RunRanks(2, "gloo", [](int rank, Communicator& comm) {
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor full, Tensor::Arange({8, 4}, DType::kFloat32));
+    Module module;
+    SHARDKIT_ASSERT_OK(
+        module.AddParameter("w", rank == 0 ? full : *Tensor::Meta(full.shape(), full.dtype())));
+    SHARDKIT_ASSERT_OK(ShardParameter(module, "w", ChunkSpec(0), comm));
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(const ShardedTensor* st, module.GetSharded("w"));
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(
+        specs::ShardingSpec to,
+        specs::ParseSpec(
+            R"({"type":"chunk","dim":1,"placements":{"ranks":"all","device":"cuda"}})"));
+    const absl::Status status = Reshard(*st, to, comm).status();
+    EXPECT_THAT(status, testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                          AllOf(HasSubstr("new shard"),
+                                                HasSubstr("which this backend cannot move"))));
+    EXPECT_THAT(status.message(), HasSubstr("rank 0"));  // the same first line on every rank
+    EXPECT_EQ(st->local_shards().size(), 1u);
+    EXPECT_EQ(st->local_shards().front().tensor.device(), Device::Cpu());
+  }));
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, OneRankFaults, ::testing::Values(2, 4),

@@ -71,12 +71,26 @@ struct Side {
 absl::Status PrepareSide(const ShardedTensor& tensor, const specs::ShardingSpec& bound,
                          const std::vector<ShardMetadata>& new_shards, const SyncPlan& plan,
                          Communicator& comm, Side& side) {
+  // The executor moves a shard's contiguous pieces straight from and into its memory: the backend
+  // must reach it (CUDA memory on Gloo, or host memory on NCCL, it does not).
+  auto unreachable = [&comm](const Device& device) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("is on ", device.ToString(), ", which this backend cannot move"));
+  };
+  for (const LocalShard& shard : tensor.local_shards()) {
+    if (!comm.SupportsDevice(shard.tensor.device())) {
+      return Annotate(unreachable(shard.tensor.device()), absl::StrCat("shard ", shard.index));
+    }
+  }
   std::vector<LocalShard> local;
   for (size_t j = 0; j < new_shards.size(); ++j) {
     if (new_shards[j].placement.rank() != comm.rank()) continue;
-    absl::StatusOr<Tensor> t =
-        Tensor::Empty(new_shards[j].sizes, tensor.dtype(),
-                      internal::PlacementDevice(new_shards[j].placement, comm));
+    const Device device = internal::PlacementDevice(new_shards[j].placement, comm);
+    if (!comm.SupportsDevice(device)) {
+      return Annotate(unreachable(device), absl::StrCat("new shard ", j, " (",
+                                                        specs::ShardToString(new_shards[j]), ")"));
+    }
+    absl::StatusOr<Tensor> t = Tensor::Empty(new_shards[j].sizes, tensor.dtype(), device);
     if (!t.ok()) {
       return Annotate(t.status(), absl::StrCat("new shard ", j, " (",
                                                specs::ShardToString(new_shards[j]), ")"));

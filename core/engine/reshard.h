@@ -26,7 +26,9 @@ namespace shardkit {
 // rank, its new shards and staging allocated; one status round; the rounds, one PreparedTransfer
 // on host memory (core/comm/prepared_transfer.h), an AllToAllSegments each on a device.
 // Errors: kInvalidArgument (same on every rank) if a rank's `new_spec` does not bind to the global
-// shape and world, or ranks disagree on it; a rank's failure to allocate a new shard or its
+// shape and world, or ranks disagree on it; kInvalidArgument (every rank) naming the rank and
+// shard when a shard, old or new, is on a device the backend cannot move (CUDA memory on Gloo,
+// host memory on NCCL); a rank's failure to allocate a new shard or its
 // staging ("send wire staging", "receive wire staging"; e.g. kResourceExhausted), the same on
 // every rank, naming that rank, before any byte moves; transport errors as the Communicator's.
 [[nodiscard]] absl::StatusOr<ShardedTensor> Reshard(const ShardedTensor& tensor,

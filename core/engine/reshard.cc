@@ -35,25 +35,19 @@ using specs::ShardMetadata;
 constexpr int64_t kMemoryBytes = int64_t{64} << 20;
 constexpr char kName[] = "tensor";
 
-// One tensor's layout (bound `spec`): what weight sync's agreement would have exchanged.
-internal::SyncLayout LayoutOf(const specs::ShardingSpec& spec, const ShardedTensor& tensor) {
-  return {{specs::CanonicalJson(spec)}, {{kName, tensor.dtype(), tensor.global_shape(), 0}}};
-}
-
-// The plan: both specs' boxes over every rank, walked as one parameter. Collective (the rounds'
-// merge); its errors are every rank's.
-absl::Status Plan(const internal::SyncLayout& source, const internal::SyncLayout& destination,
+// The plan: both layouts' boxes over every rank (from the shards already built: no spec parsed or
+// bound again), walked as one parameter. Collective (the rounds' merge); its errors are every
+// rank's.
+absl::Status Plan(const ShardedTensor& tensor, const std::vector<ShardMetadata>& new_shards,
                   Communicator& comm, const CallOptions& call, absl::Time start, SyncPlan& plan) {
-  internal::SyncBoxCache source_boxes(source, comm.world_size());
-  internal::SyncBoxCache destination_boxes(destination, comm.world_size());
-  SHARDKIT_ASSIGN_OR_RETURN(const internal::SyncBoxes* a,
-                            source_boxes.Get(source.parameters.front()));
-  SHARDKIT_ASSIGN_OR_RETURN(const internal::SyncBoxes* b,
-                            destination_boxes.Get(destination.parameters.front()));
+  SHARDKIT_ASSIGN_OR_RETURN(const internal::SyncBoxes from,
+                            internal::BoxesOf(tensor.shards(), comm.world_size()));
+  SHARDKIT_ASSIGN_OR_RETURN(const internal::SyncBoxes to,
+                            internal::BoxesOf(new_shards, comm.world_size()));
   std::vector<int> all(comm.world_size());
   for (int r = 0; r < comm.world_size(); ++r) all[r] = r;
-  return internal::PlanMoves({{kName, a, b, source.parameters.front().dtype}}, {all, all},
-                             kMemoryBytes / 3, comm, call, start, plan);
+  return internal::PlanMoves({{kName, &from, &to, tensor.dtype()}}, {all, all}, kMemoryBytes / 3,
+                             comm, call, start, plan);
 }
 
 // This rank's side: the old tensor and the new one, each in a module of one slot (the form the
@@ -135,9 +129,7 @@ absl::StatusOr<ShardedTensor> Reshard(const ShardedTensor& tensor,
 
   SyncPlan plan;
   internal::SyncPlanAccess::Init(plan, specs::Sha256(descriptor.dump()), kMemoryBytes);
-  SHARDKIT_RETURN_IF_ERROR(Annotate(
-      Plan(LayoutOf(tensor.spec(), tensor), LayoutOf(*bound, tensor), comm, call, start, plan),
-      "Reshard"));
+  SHARDKIT_RETURN_IF_ERROR(Annotate(Plan(tensor, *new_shards, comm, call, start, plan), "Reshard"));
   // A failure here is this rank's alone: the status round turns it into every rank's same error
   // before any byte moves.
   Side side;

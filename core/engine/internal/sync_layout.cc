@@ -100,24 +100,31 @@ absl::StatusOr<const SyncBoxes*> SyncBoxCache::Get(const SyncLayout::Parameter& 
     absl::StatusOr<std::vector<specs::ShardMetadata>> shards =
         spec.ok() ? specs::BuildMetadata(*spec, p.shape)
                   : absl::StatusOr<std::vector<specs::ShardMetadata>>(spec.status());
-    if (!shards.ok())
-      return Annotate(shards.status(), absl::StrCat("parameter ", QuoteName(p.name)));
-    for (size_t i = 0; i < shards->size(); ++i) {
-      const specs::ShardMetadata& shard = (*shards)[i];
-      const int64_t rank = shard.placement.rank();
-      if (rank < 0 || rank >= group_size_) {
-        return absl::InvalidArgumentError(absl::StrCat("parameter ", QuoteName(p.name),
-                                                       ": a shard is placed on group rank ", rank,
-                                                       ", outside the group of ", group_size_));
-      }
-      boxes->boxes.push_back({shard.offsets, shard.sizes});
-      boxes->group_ranks.push_back(static_cast<int>(rank));
-      boxes->by_rank[rank].push_back(i);
-    }
-    boxes->index = specs::ShardBoxIndex(std::vector<specs::Box>(boxes->boxes));
+    absl::StatusOr<SyncBoxes> built =
+        shards.ok() ? BoxesOf(*shards, group_size_) : absl::StatusOr<SyncBoxes>(shards.status());
+    if (!built.ok()) return Annotate(built.status(), absl::StrCat("parameter ", QuoteName(p.name)));
+    *boxes = *std::move(built);
   }
   slot = std::move(boxes);
   return slot.get();
+}
+
+absl::StatusOr<SyncBoxes> BoxesOf(const std::vector<specs::ShardMetadata>& shards, int group_size) {
+  SyncBoxes boxes;
+  boxes.by_rank.resize(group_size);
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const specs::ShardMetadata& shard = shards[i];
+    const int64_t rank = shard.placement.rank();
+    if (rank < 0 || rank >= group_size) {
+      return absl::InvalidArgumentError(absl::StrCat("a shard is placed on group rank ", rank,
+                                                     ", outside the group of ", group_size));
+    }
+    boxes.boxes.push_back({shard.offsets, shard.sizes});
+    boxes.group_ranks.push_back(static_cast<int>(rank));
+    boxes.by_rank[rank].push_back(i);
+  }
+  boxes.index = specs::ShardBoxIndex(std::vector<specs::Box>(boxes.boxes));
+  return boxes;
 }
 
 std::vector<std::string> LocalProblems(const Module& module, std::string_view side,

@@ -20,6 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "specs/fingerprint.h"
 #include "specs/shard_box_index.h"
+#include "specs/shard_metadata.h"
 
 namespace shardkit::internal {
 
@@ -51,6 +52,11 @@ struct SyncBoxes {
   std::vector<std::vector<size_t>> by_rank;
   bool replicated = false;
 };
+
+// The boxes of `shards` (bound over a group of `group_size`). Errors: kInvalidArgument if a shard
+// is placed outside the group.
+[[nodiscard]] absl::StatusOr<SyncBoxes> BoxesOf(const std::vector<specs::ShardMetadata>& shards,
+                                                int group_size);
 
 // SyncBoxes per (spec, shape) of one side, computed once each.
 class SyncBoxCache {

@@ -85,6 +85,16 @@ struct GatherOptions {
                                              int64_t max_file_bytes, std::ostream& log,
                                              const GatherOptions& options = {});
 
+// `shardkit gather --format dcp`: the shard directory or DCP checkpoint `in_dir` rewritten as a
+// PyTorch DCP checkpoint of one rank in `out_dir` (every tensor one chunk of __0_0.distcp, then
+// .metadata): a reshard of a world of one (this process alone, no ranks) with a plan of no rules,
+// under `options.memory_bytes`, with ReshardCheckpoint's guarantees (reshard_checkpoint.h: the
+// lock, nothing half-written, .metadata last). `options.report`, when set, gets what gather
+// reports: the output's files are out_dir/__0_0.distcp and its index out_dir/.metadata.
+// Errors: as ReshardCheckpoint's.
+[[nodiscard]] absl::Status GatherToDcp(const std::string& in_dir, const std::string& out_dir,
+                                       std::ostream& log, const GatherOptions& options);
+
 }  // namespace shardkit::checkpoint
 
 #endif  // SHARDKIT_INTEGRATION_CHECKPOINT_GATHER_CHECKPOINT_H_

@@ -11,10 +11,12 @@ const dcp::DcpOutput kDcp;
 
 }  // namespace
 
-const formats::OutputKind& OutputKindOf(OutputFormat format) {
+const formats::OutputWriter& OutputWriterOf(OutputFormat format) {
   if (format == OutputFormat::kDcp) return kDcp;
   return kShardDir;
 }
+
+const formats::OutputKind& OutputKindOf(OutputFormat format) { return OutputWriterOf(format); }
 
 const formats::OutputKinds& KnownOutputKinds() {
   // DCP first: files torch wrote are named as such before anything else is said of them.

@@ -1,7 +1,9 @@
-// The output formats a run can write (`--format`), and each one's directory rules
-// (formats::OutputKind) — the one place that knows every format, so that OutputDirectory
-// (formats/output_file/output_directory.h) and the formats themselves need not know each other.
+// The output formats a run can write (`--format`), each as one formats::OutputWriter (its
+// directory rules and its files) — the one place that knows every format, so that the writers
+// (`shard`, `reshard`, SaveShards), OutputDirectory (formats/output_file/output_directory.h) and
+// the formats themselves need not know each other.
 //
+//   const formats::OutputWriter& writer = OutputWriterOf(OutputFormat::kDcp);
 //   SHARDKIT_ASSIGN_OR_RETURN(OutputDirectory out,
 //                             PrepareOutput(dir, OutputFormat::kDcp, /*owner=*/rank == 0));
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_OUTPUT_FORMAT_H_
@@ -12,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "integration/formats/output_file/output_directory.h"
 #include "integration/formats/output_file/output_kind.h"
+#include "integration/formats/output_file/output_writer.h"
 
 namespace shardkit::checkpoint {
 
@@ -22,7 +25,8 @@ using formats::OutputDirectory;
 // formats/dcp) — `shard`, `reshard` and SaveShards with `--format dcp`.
 enum class OutputFormat { kShardkit, kDcp };
 
-// The rules of `format`'s output.
+// `format`'s writer; its rules (an OutputWriter is an OutputKind).
+const formats::OutputWriter& OutputWriterOf(OutputFormat format);
 const formats::OutputKind& OutputKindOf(OutputFormat format);
 
 // Every format whose earlier output a run may find, and replace, in its directory.

@@ -118,6 +118,7 @@ absl::StatusOr<std::vector<StreamTensor>> CheckLayouts(const safetensors::Header
         MakeStreamTensor(info.name, info.dtype, info.shape, info.begin, info.end,
                          !parameter.spec.has_value(), std::move(parameter.shards)));
     tensors.back().source_index = i;
+    tensors.back().spec_json = std::move(parameter.spec_json);
   }
   return tensors;
 }

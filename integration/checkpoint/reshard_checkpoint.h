@@ -19,7 +19,7 @@
 
 #include "absl/status/status.h"
 #include "core/comm/communicator.h"
-#include "integration/checkpoint/gather_checkpoint.h"
+#include "integration/checkpoint/gather_checkpoint.h"  // GatherToDcp, declared here before
 #include "integration/checkpoint/shard_checkpoint.h"
 
 namespace shardkit::checkpoint {
@@ -34,16 +34,6 @@ struct ReshardCheckpointOptions {
 // (kInvalidArgument / kNotFound for a missing or malformed one, or an out_dir inside it).
 [[nodiscard]] absl::Status ReshardCheckpoint(const ReshardCheckpointOptions& options,
                                              Communicator& comm, std::ostream& log);
-
-// `shardkit gather --format dcp`: the shard directory or DCP checkpoint `in_dir` rewritten as a
-// PyTorch DCP checkpoint of one rank in `out_dir` (every tensor one chunk of __0_0.distcp, then
-// .metadata): a reshard of a world of one (this process alone, no ranks) with a plan of no rules,
-// under `options.memory_bytes`, with ReshardCheckpoint's guarantees (the lock, nothing
-// half-written, .metadata last). `options.report`, when set, gets what gather reports: the
-// output's files are out_dir/__0_0.distcp and its index out_dir/.metadata.
-// Errors: as ReshardCheckpoint's.
-[[nodiscard]] absl::Status GatherToDcp(const std::string& in_dir, const std::string& out_dir,
-                                       std::ostream& log, const GatherOptions& options);
 
 }  // namespace shardkit::checkpoint
 

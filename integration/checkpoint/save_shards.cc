@@ -14,16 +14,13 @@
 #include "core/comm/collective_status.h"
 #include "core/engine/shard_parameter.h"
 #include "core/os/files.h"
-#include "integration/checkpoint/stream/dcp_rank_output.h"
-#include "integration/checkpoint/stream/rank_file_output.h"
+#include "integration/checkpoint/output_format.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/checkpoint/stream/stream_shard.h"
-#include "integration/formats/dcp/dcp_files.h"
-#include "integration/formats/dcp/metadata_writer.h"
 #include "integration/formats/output_file/output_directory.h"
-#include "integration/formats/shard_dir/rank_files.h"
+#include "integration/formats/output_file/output_writer.h"
+#include "integration/formats/safetensors/safetensors.h"
 #include "integration/formats/shard_dir/shard_dir.h"
-#include "specs/parameter_layout.h"
 
 namespace shardkit::checkpoint {
 namespace {
@@ -42,16 +39,24 @@ struct Save {
   std::string place;                            // rank 0's OutputDirectory::place()
   std::map<std::string, std::string> metadata;  // rank 0's, on every rank
   std::vector<StreamTensor> tensors;            // the agreed layouts, module order
-  DcpExtras extras;                             // rank 0, kDcp: options.items
-  std::optional<os::AtomicFile> file;           // this rank's, until committed
-  StreamOutput output;
+  formats::OutputItems items;                   // rank 0: options.items
+  StreamOutput output;                          // this rank's file, until committed
+
+  const formats::OutputWriter& writer() const { return OutputWriterOf(options.format); }
+  // What the ranks write, for the output format.
+  formats::OutputContent Content() const {
+    return {.world_size = comm.world_size(),
+            .src_rank = 0,
+            .tensors = tensors,
+            .written_by = WrittenByName(WrittenBy::kSave),
+            .metadata = &metadata,
+            .items = &items};
+  }
 
   absl::Status Agree(const absl::Status& local, std::string_view step) {
     return AgreeOnStatus(comm, local, absl::StrCat(context, ": ", std::string(step)), call);
   }
 };
-
-bool Dcp(const Save& save) { return save.options.format == OutputFormat::kDcp; }
 
 absl::Status CheckData(const Tensor& tensor, const std::string& what) {
   if (tensor.is_meta()) return absl::InvalidArgumentError(absl::StrCat(what, " has no data"));
@@ -65,10 +70,11 @@ absl::Status CheckData(const Tensor& tensor, const std::string& what) {
 // Step 1 (local): non-tensor items only where the format holds them, under names of their own.
 absl::Status CheckItems(const Save& save) {
   if (save.options.items.empty()) return absl::OkStatus();
-  if (!Dcp(save)) {
+  if (!save.writer().holds_items()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "SaveShardsOptions::items: a shard directory has no place for non-tensor items (",
-        QuoteName(save.options.items.begin()->first), ", ...): save with format kDcp"));
+        "SaveShardsOptions::items: ", std::string(save.writer().description()),
+        " has no place for non-tensor items (", QuoteName(save.options.items.begin()->first),
+        ", ...): save with format kDcp"));
   }
   for (const auto& [key, bytes] : save.options.items) {
     if (save.module.Contains(key)) {
@@ -145,24 +151,27 @@ absl::Status LockAndChoose(Save& save) {
   return save.out->Begin();
 }
 
-// Every rank's format ("d" or "s", the first byte it sent): all the same, or an error naming
-// which ranks were given which (the same bytes, so the same verdict, on every rank).
+// Every rank's format (the first line it sent): all the same, or an error naming which ranks were
+// given which, formats in name order (the same bytes, so the same verdict, on every rank).
 absl::Status CheckSameFormat(const std::vector<std::string>& all) {
-  std::vector<std::string> dcp, shardkit;
+  std::map<std::string, std::vector<std::string>> ranks_of;
   for (size_t r = 0; r < all.size(); ++r) {
-    (all[r].substr(0, 1) == "d" ? dcp : shardkit).push_back(absl::StrCat(r));
+    ranks_of[all[r].substr(0, all[r].find('\n'))].push_back(absl::StrCat(r));
   }
-  if (dcp.empty() || shardkit.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "the ranks were given different formats: dcp on ranks ", absl::StrJoin(dcp, ", "),
-      ", shardkit on ranks ", absl::StrJoin(shardkit, ", ")));
+  if (ranks_of.size() == 1) return absl::OkStatus();
+  std::vector<std::string> parts;
+  for (const auto& [format, ranks] : ranks_of) {
+    parts.push_back(absl::StrCat(format, " on ranks ", absl::StrJoin(ranks, ", ")));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("the ranks were given different formats: ", absl::StrJoin(parts, ", ")));
 }
 
 // Step 2: every rank's format, and rank 0's place (OutputDirectory::place) and metadata, reach
 // every rank, for the rank files' __metadata__ (collective; the same bytes, so the same result,
 // on every rank).
 absl::Status ShareMetadata(Save& save) {
-  std::string mine = Dcp(save) ? "d" : "s";
+  std::string mine = std::string(save.writer().format_name()) + "\n";
   if (save.comm.rank() == 0) {
     absl::StrAppend(&mine, save.out->place(), "\n",
                     safetensors::SerializeHeader({}, save.options.metadata));
@@ -170,8 +179,9 @@ absl::Status ShareMetadata(Save& save) {
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
                             save.comm.AllGather(ConstBuffer(mine), save.call));
   SHARDKIT_RETURN_IF_ERROR(Annotate(CheckSameFormat(all), save.context));
-  const size_t newline = all[0].find('\n');
-  save.place = all[0].substr(1, newline - 1);
+  const size_t format_end = all[0].find('\n');
+  const size_t newline = all[0].find('\n', format_end + 1);
+  save.place = all[0].substr(format_end + 1, newline - format_end - 1);
   SHARDKIT_ASSIGN_OR_RETURN(
       safetensors::Header header,
       safetensors::ParseHeader(all[0].substr(newline + 1), 0, "metadata from rank 0"));
@@ -182,7 +192,7 @@ absl::Status ShareMetadata(Save& save) {
 // Step 3 (local): this rank's file created at its final size.
 absl::Status CreateOwnFile(Save& save) {
   if (save.comm.rank() != 0) SHARDKIT_RETURN_IF_ERROR(save.out->Follow(save.place));
-  if (save.comm.rank() == 0) save.extras.items = save.options.items;
+  if (save.comm.rank() == 0) save.items.bytes = save.options.items;
   for (AgreedParameter& parameter : save.agreed) {
     StreamTensor& tensor = save.tensors.emplace_back();
     tensor.name = parameter.name;
@@ -190,13 +200,10 @@ absl::Status CreateOwnFile(Save& save) {
     tensor.shape = parameter.shape;
     tensor.replicated = !parameter.spec.has_value();
     tensor.shards = parameter.shards;
+    tensor.spec_json = parameter.spec_json;
   }
-  if (Dcp(save)) {
-    return CreateDcpRankFile(save.out->write_dir(), save.comm.rank(), /*src_rank=*/0, save.tensors,
-                             save.extras, save.file, save.output);
-  }
-  return CreateRankFile(save.out->write_dir(), save.comm.rank(), save.tensors, save.metadata,
-                        save.file, save.output);
+  return save.writer().CreateRankFile(save.out->write_dir(), save.comm.rank(), save.Content(),
+                                      save.output);
 }
 
 // `tensor`'s bytes, row-major, written at file offset `at`: straight from its memory when it is
@@ -233,8 +240,8 @@ absl::Status WriteAndCommit(Save& save) {
   const auto write = [&](size_t t, size_t s, const Tensor& tensor) -> absl::Status {
     const int64_t dest = save.output.dest[t][s];
     if (dest < 0) return absl::OkStatus();
-    return WriteTensor(*save.file, static_cast<uint64_t>(save.output.data_start + dest), tensor,
-                       save.options.memory_bytes);
+    return WriteTensor(*save.output.file, static_cast<uint64_t>(save.output.data_start + dest),
+                       tensor, save.options.memory_bytes);
   };
   for (size_t t = 0; t < save.tensors.size(); ++t) {
     const std::string& name = save.tensors[t].name;
@@ -246,39 +253,16 @@ absl::Status WriteAndCommit(Save& save) {
       SHARDKIT_RETURN_IF_ERROR(write(t, shard.index, shard.tensor));
     }
   }
-  absl::Status status = save.file->Commit();
-  save.file.reset();
+  absl::Status status = save.output.file->Commit();
+  save.output.file.reset();
   return status;
 }
 
-// Rank 0's last file in the write directory: index.json, or .metadata (--format dcp).
-absl::Status WriteLastFile(const Save& save) {
-  const std::string& dir = save.out->write_dir();
-  if (Dcp(save)) {
-    SHARDKIT_ASSIGN_OR_RETURN(
-        const dcp::Metadata metadata,
-        MakeDcpMetadata(save.tensors, save.comm.world_size(), 0, save.extras));
-    return os::WriteFileAtomically((std::filesystem::path(dir) / dcp::kMetadataFileName).string(),
-                                   dcp::SerializeMetadata(metadata));
-  }
-  ShardIndex index{save.comm.world_size(), 0, WrittenBy::kSave, save.metadata, {}};
-  for (const AgreedParameter& parameter : save.agreed) {
-    SHARDKIT_ASSIGN_OR_RETURN(
-        specs::ParameterLayout layout,
-        specs::LayOutParameter(parameter.spec, parameter.shape, save.comm.world_size()));
-    index.parameters.push_back(
-        MakeIndexParameter(parameter.name, parameter.dtype, parameter.shape, layout));
-  }
-  std::sort(index.parameters.begin(), index.parameters.end(),
-            [](const IndexParameter& a, const IndexParameter& b) { return a.name < b.name; });
-  return WriteIndex(dir, index);
-}
-
-// Step 4 (rank 0): index.json (--format dcp: .metadata), last, then the commit
+// Step 4 (rank 0): the format's last file (index.json, `.metadata`), then the commit
 // (OutputDirectory::Commit).
 absl::Status WriteSavedIndex(Save& save) {
   if (save.comm.rank() != 0) return absl::OkStatus();
-  SHARDKIT_RETURN_IF_ERROR(WriteLastFile(save));
+  SHARDKIT_RETURN_IF_ERROR(save.writer().WriteLastFile(save.out->write_dir(), save.Content()));
   return save.out->Commit();
 }
 
@@ -291,7 +275,8 @@ absl::Status RunSteps(Save& save) {
   SHARDKIT_RETURN_IF_ERROR(ShareMetadata(save));
   SHARDKIT_RETURN_IF_ERROR(save.Agree(CreateOwnFile(save), "creating shard files"));
   SHARDKIT_RETURN_IF_ERROR(save.Agree(WriteAndCommit(save), "writing shard files"));
-  return save.Agree(WriteSavedIndex(save), Dcp(save) ? "writing .metadata" : "writing index.json");
+  return save.Agree(WriteSavedIndex(save),
+                    "writing " + std::string(save.writer().last_file_name()));
 }
 
 }  // namespace
@@ -328,7 +313,7 @@ absl::Status SaveShards(const std::string& dir, const Module& module, Communicat
   save.context = absl::StrCat("SaveShards(", dir, ")");
   absl::Status status = RunSteps(save);
   if (!status.ok()) {
-    save.file.reset();
+    save.output.file.reset();
     if (save.out) save.out->Abandon();
   }
   return status;

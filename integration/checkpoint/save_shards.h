@@ -22,11 +22,11 @@
 //     chooses where the files go: DIR, or beside a complete earlier output, which stays until the
 //     commit (OutputDirectory::Begin). That place and rank 0's `metadata` reach every rank (one
 //     AllGather).
-//  3. Every rank writes rank-RRRRR.safetensors there (CreateRankFile: its shards, named by
-//     ShardTensorNames; replicated parameters whole in every file; rank 0's `metadata` and
-//     DCP_SHARDING_INFO, the file's offsets, as __metadata__: RankFileMetadata) straight from the
-//     tensors' memory — a non-contiguous tensor through contiguous copies of at most memory_bytes —
-//     then fsyncs and renames it (os::AtomicFile).
+//  3. Every rank writes rank-RRRRR.safetensors there (ShardDirOutput::CreateRankFile: its
+//     shards, named by ShardTensorNames; replicated parameters whole in every file; rank 0's
+//     `metadata` and DCP_SHARDING_INFO, the file's offsets, as __metadata__: RankFileMetadata)
+//     straight from the tensors' memory — a non-contiguous tensor through contiguous copies of at
+//     most memory_bytes — then fsyncs and renames it (os::AtomicFile).
 //  4. One status round; then rank 0 writes index.json (strategy "save", src_rank 0, `metadata`;
 //     kDcp: .metadata, with `items`) and commits (the swap over an earlier output), and one more
 //     status round reports its outcome on every rank. A failure before the commit removes what

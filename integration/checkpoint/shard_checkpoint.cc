@@ -20,22 +20,18 @@
 #include "core/os/proc_status.h"
 #include "integration/checkpoint/header_exchange.h"
 #include "integration/checkpoint/internal/write_shard_directory.h"
+#include "integration/checkpoint/output_format.h"
 #include "integration/checkpoint/plan_binding.h"
 #include "integration/checkpoint/progress.h"
 #include "integration/checkpoint/source/checkpoint_identity.h"
 #include "integration/checkpoint/source/checkpoint_source.h"
 #include "integration/checkpoint/source/dcp_source.h"
 #include "integration/checkpoint/source/saved_directory.h"
-#include "integration/checkpoint/stream/dcp_rank_output.h"
-#include "integration/checkpoint/stream/rank_file_output.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/checkpoint/stream/stream_shard.h"
-#include "integration/formats/dcp/dcp_files.h"
-#include "integration/formats/dcp/metadata.h"
-#include "integration/formats/dcp/metadata_writer.h"
 #include "integration/formats/output_file/output_directory.h"
+#include "integration/formats/output_file/output_writer.h"
 #include "integration/formats/safetensors/safetensors.h"
-#include "integration/formats/shard_dir/rank_files.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
@@ -51,7 +47,7 @@ struct Run {
   std::unique_ptr<TensorSource> source;  // the source rank (every rank under direct)
   bool input_dcp = false;  // reshard: the input is a DCP checkpoint, not a shard directory
   const DcpSource* dcp_input = nullptr;  // reshard: the input, when it has DCP metadata
-  DcpExtras extras;              // --format dcp, the source: what the input carries besides tensors
+  formats::OutputItems items;    // the source, into a format that holds them: the input's items
   int64_t input_files = 0;       // reshard: its rank files (its world size) or DCP's data files
   std::string input_files_kind;  // reshard: what those are (SavedDirectory::files_kind)
   absl::Status open_status;      // reshard, not the source: opening it (reported in AgreeOnFiles)
@@ -61,14 +57,14 @@ struct Run {
   Module module;                                   // meta tensors, header order
   std::vector<std::string> warnings;
   std::optional<StreamSchedule> schedule;
-  std::optional<os::AtomicFile> file;  // this rank's output, until committed
-  StreamOutput output;
+  StreamOutput output;  // this rank's file, until committed
   StreamStats stream;
   double plan_seconds = 0;  // from the start until the data moved: inputs, agreement, files
   double stream_seconds = 0;
   std::vector<ShardRunRank> reports;  // every rank's, from GatherReports
 
   bool is_source() const { return comm.rank() == plan.src_rank; }
+  const formats::OutputWriter& writer() const { return OutputWriterOf(options.write.format); }
   bool reshard() const { return resharding; }
   // A shard directory's source reads through a staging buffer of its own: two of them.
   Budget budget() const { return SplitBudget(options.write.memory_bytes, reshard() ? 2 : 1); }
@@ -96,14 +92,15 @@ absl::Status LoadPlan(Run& run) {
   return absl::OkStatus();
 }
 
-bool Dcp(const Run& run) { return run.options.write.format == OutputFormat::kDcp; }
-
-// --format dcp from a DCP input, on the source: the input's non-tensor items that the selection
-// picks (their bytes as they are), renamed as its tensors are, and the planner_data paths of the
-// names kept as they were (a renamed key gets (key,)). Errors: as DcpSource::ReadItems;
-// kInvalidArgument for an item whose new name is a tensor's or another item's.
+// Into a format that holds non-tensor items, from a DCP input, on the source: the input's items
+// that the selection picks (their bytes as they are), renamed as its tensors are, and the
+// planner_data paths of the names kept as they were (a renamed key gets (key,)). Errors: as
+// DcpSource::ReadItems; kInvalidArgument for an item whose new name is a tensor's or another
+// item's.
 absl::Status CarryItems(Run& run) {
-  if (!Dcp(run) || !run.is_source() || run.dcp_input == nullptr) return absl::OkStatus();
+  if (!run.writer().holds_items() || !run.is_source() || run.dcp_input == nullptr) {
+    return absl::OkStatus();
+  }
   const TensorSelection& select = run.options.write.select;
   using Items = std::map<std::string, std::string>;
   SHARDKIT_ASSIGN_OR_RETURN(Items items, run.dcp_input->ReadItems([&](const std::string& key) {
@@ -118,10 +115,10 @@ absl::Status CarryItems(Run& run) {
           "--strip-prefix ", QuoteName(select.strip_prefix), " gives the non-tensor item ",
           QuoteName(key), " the name ", QuoteName(name), ", which another tensor or item has"));
     }
-    run.extras.items.emplace(name, std::move(bytes));
+    run.items.bytes.emplace(name, std::move(bytes));
   }
   for (const auto& [key, path] : run.dcp_input->metadata().planner_data) {
-    if (select.Renamed(key) == key) run.extras.planner_data.emplace(key, path);
+    if (select.Renamed(key) == key) run.items.paths.emplace(key, path);
   }
   return absl::OkStatus();
 }
@@ -136,9 +133,11 @@ absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
     run.dcp_input = saved.dcp_source;
     run.input_files = saved.files;
     run.input_files_kind = saved.files_kind;
-    // Into a DCP output the picked items go along (CarryItems); elsewhere they are dropped.
-    SHARDKIT_ASSIGN_OR_RETURN(run.source,
-                              SelectSaved(saved, select, /*items_carried=*/Dcp(run), warnings));
+    // Into a format that holds them the picked items go along (CarryItems); elsewhere they are
+    // dropped.
+    SHARDKIT_ASSIGN_OR_RETURN(
+        run.source,
+        SelectSaved(saved, select, /*items_carried=*/run.writer().holds_items(), warnings));
     return CarryItems(run);
   }
   SHARDKIT_ASSIGN_OR_RETURN(CheckpointPath where,
@@ -146,12 +145,6 @@ absl::Status OpenCheckpoint(Run& run, std::vector<std::string>* warnings) {
   SHARDKIT_ASSIGN_OR_RETURN(CheckpointSource source, CheckpointSource::Open(where, warnings));
   run.source = std::make_unique<CheckpointSource>(std::move(source));
   return absl::OkStatus();
-}
-
-// Where the source writes the last file: in DIR, or in the new directory beside it
-// (output_directory.h).
-std::string IndexPath(const Run& run) {
-  return (std::filesystem::path(run.out->write_dir()) / run.out->last_file_name()).string();
 }
 
 // Step 1 (local): plan, output directory; the source opens the checkpoint.
@@ -270,20 +263,30 @@ absl::StatusOr<std::string> SharePlace(Run& run, const CallOptions& call) {
   return all[static_cast<size_t>(run.plan.src_rank)];
 }
 
-// Step 4 (local): this rank's file under its temporary name, header written, sized, with the
-// checkpoint's __metadata__ (the old index.json's under reshard: on every rank, with the header)
-// and DCP_SHARDING_INFO (RankFileMetadata);
-// where each of its tensors' bytes go (rank_files.h). DIR is created here if this rank does not
-// see it (OutputDirectory::Follow).
+// How the data reaches the files, as index.json records it.
+WrittenBy WrittenByOf(const Run& run) {
+  return run.reshard() ? WrittenBy::kReshard : WrittenByShard(run.plan.strategy);
+}
+
+// What the ranks write, for the output format: the agreed layouts, the checkpoint's __metadata__
+// (the old index.json's under reshard: on every rank, with the header), the source's items.
+formats::OutputContent Content(const Run& run) {
+  return {.world_size = run.comm.world_size(),
+          .src_rank = static_cast<int>(run.plan.src_rank),
+          .tensors = run.schedule->tensors(),
+          .written_by = WrittenByName(WrittenByOf(run)),
+          .metadata = &run.header.metadata,
+          .items = &run.items};
+}
+
+// Step 4 (local): this rank's file under its temporary name, at its final size, everything but
+// the tensors' bytes written, and where each of its tensors' bytes go
+// (formats::OutputWriter::CreateRankFile). DIR is created here if this rank does not see it
+// (OutputDirectory::Follow).
 absl::Status CreateOwnFile(Run& run, std::string_view place) {
   if (!run.is_source()) SHARDKIT_RETURN_IF_ERROR(run.out->Follow(place));
-  const std::string& dir = run.out->write_dir();
-  if (Dcp(run)) {
-    return CreateDcpRankFile(dir, run.comm.rank(), static_cast<int>(run.plan.src_rank),
-                             run.schedule->tensors(), run.extras, run.file, run.output);
-  }
-  return CreateRankFile(dir, run.comm.rank(), run.schedule->tensors(), run.header.metadata,
-                        run.file, run.output);
+  return run.writer().CreateRankFile(run.out->write_dir(), run.comm.rank(), Content(run),
+                                     run.output);
 }
 
 // Step 5: the rounds (stream_shard.h), with progress on the source. The peak RSS is reset first,
@@ -313,8 +316,8 @@ absl::Status Stream(Run& run, const CallOptions& call) {
 
 // Step 6 (local): this rank's file made durable under its final name.
 absl::Status CommitRankFile(Run& run) {
-  absl::Status status = run.file->Commit();
-  run.file.reset();
+  absl::Status status = run.output.file->Commit();
+  run.output.file.reset();
   return status;
 }
 
@@ -342,19 +345,14 @@ absl::Status GatherReports(Run& run, int64_t hwm_before, const CallOptions& call
   return absl::OkStatus();
 }
 
-ShardIndex BuildIndex(const Run& run) {
-  return MakeShardIndex(run.comm.world_size(), run.plan.src_rank,
-                        run.reshard() ? WrittenBy::kReshard : WrittenByShard(run.plan.strategy),
-                        run.header, run.resolved);
-}
-
 // What the caller shows (ShardWriteOptions::report): totals, then per rank its file, tensors,
 // bytes read and written and memory (peak RSS, and its growth while the data moved).
-ShardRunReport MakeReport(const Run& run, const ShardIndex& index, double total_seconds) {
-  ShardRunReport report{.written_by = index.written_by,
-                        .src_rank = index.src_rank,
+ShardRunReport MakeReport(const Run& run, double total_seconds) {
+  const std::vector<StreamTensor>& tensors = run.schedule->tensors();
+  ShardRunReport report{.written_by = WrittenByOf(run),
+                        .src_rank = run.plan.src_rank,
                         .world_size = run.comm.world_size(),
-                        .parameters = static_cast<int64_t>(index.parameters.size()),
+                        .parameters = static_cast<int64_t>(tensors.size()),
                         .moved_bytes = run.schedule->total_bytes(),
                         .rounds = run.schedule->rounds(),
                         .memory_bytes = run.options.write.memory_bytes,
@@ -370,50 +368,33 @@ ShardRunReport MakeReport(const Run& run, const ShardIndex& index, double total_
       report.in_files_kind = run.input_files_kind;
     }
   }
+  for (const StreamTensor& tensor : tensors)
+    ++(tensor.replicated ? report.replicated : report.sharded);
+  const std::vector<int64_t> files = run.writer().RankFileTensors(Content(run));
   for (int rank = 0; rank < report.world_size; ++rank) {
-    report.ranks[static_cast<size_t>(rank)].file =
-        Dcp(run) ? dcp::DistcpFileName(rank) : RankFileName(rank);
-  }
-  for (const IndexParameter& parameter : index.parameters) {
-    ++(parameter.spec ? report.sharded : report.replicated);
-    if (Dcp(run)) continue;  // counted below, as the files hold them
-    for (const IndexShard& shard : parameter.shards) {
-      ++report.ranks[static_cast<size_t>(shard.metadata.placement.rank())].tensors;
-    }
-  }
-  for (int rank = 0; Dcp(run) && rank < report.world_size; ++rank) {
-    report.ranks[static_cast<size_t>(rank)].tensors =
-        DcpFileTensors(run.schedule->tensors(), rank, static_cast<int>(run.plan.src_rank));
+    ShardRunRank& mine = report.ranks[static_cast<size_t>(rank)];
+    mine.file = run.writer().RankFileName(rank);
+    mine.tensors = files[static_cast<size_t>(rank)];
   }
   return report;
-}
-
-// `--format dcp`: the source's .metadata, of every rank's file (each laid out as it laid out its
-// own), written atomically.
-absl::Status WriteDcpMetadata(const Run& run) {
-  SHARDKIT_ASSIGN_OR_RETURN(const dcp::Metadata metadata,
-                            MakeDcpMetadata(run.schedule->tensors(), run.comm.world_size(),
-                                            static_cast<int>(run.plan.src_rank), run.extras));
-  return os::WriteFileAtomically(IndexPath(run), dcp::SerializeMetadata(metadata));
 }
 
 // A failed run: this rank's temporary file is removed, then what the run wrote
 // (OutputDirectory::Abandon: DIR's new files, or the new directory beside it; DIR itself if this
 // run created it).
 void CleanUpAfterFailure(Run& run) {
-  run.file.reset();
+  run.output.file.reset();
   if (run.out) run.out->Abandon();
 }
 
-// Step 8: the source writes index.json and commits (OutputDirectory::Commit), every rank learns
-// the outcome (one status round), then the source's warnings go to `log`; the caller's report,
-// when asked for, on every rank (the index built here too: the same on every rank).
+// Step 8: the source writes the format's last file (index.json, `.metadata`) and commits
+// (OutputDirectory::Commit), every rank learns the outcome (one status round), then the source's
+// warnings go to `log`; the caller's report, when asked for, on every rank.
 absl::Status Finish(Run& run, const absl::Time start, const CallOptions& call) {
   const ShardWriteOptions& write = run.options.write;
-  const ShardIndex index = BuildIndex(run);
   absl::Status committed;
   if (run.is_source()) {
-    committed = Dcp(run) ? WriteDcpMetadata(run) : WriteIndex(run.out->write_dir(), index);
+    committed = run.writer().WriteLastFile(run.out->write_dir(), Content(run));
     if (committed.ok()) committed = run.out->Commit();
   }
   // Every rank learns whether the output is in place (a swap can fail this late: a bind mount,
@@ -424,7 +405,7 @@ absl::Status Finish(Run& run, const absl::Time start, const CallOptions& call) {
     run.log << std::flush;
   }
   if (write.report != nullptr) {
-    *write.report = MakeReport(run, index, absl::ToDoubleSeconds(absl::Now() - start));
+    *write.report = MakeReport(run, absl::ToDoubleSeconds(absl::Now() - start));
   }
   return absl::OkStatus();
 }

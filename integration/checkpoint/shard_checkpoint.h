@@ -98,7 +98,7 @@ struct ShardWriteOptions {
   // meant; without it, such a plan is an error (plan_binding.h, BindPlan).
   bool allow_replicated_only = false;
   // kDcp (`--format dcp`): a PyTorch DCP checkpoint instead of a shard directory — every rank
-  // writes __R_0.distcp (stream/dcp_rank_output.h), the source .metadata last instead of
+  // writes __R_0.distcp (formats/dcp/dcp_rank_file.h), the source .metadata last instead of
   // index.json; "earlier output" is then .metadata, __R.metadata and __R_K.distcp.
   OutputFormat format = OutputFormat::kShardkit;
   // reshard --include/--exclude: only these of the input's tensors (and, into a DCP output, of its

@@ -62,7 +62,7 @@ class DcpSource : public TensorSource {
   std::string SkippedWarning(absl::FunctionRef<bool(const std::string& key)> counted) const;
   // The bytes of the non-tensor items whose key `keep` accepts, by key, as they are in their
   // files (a torch.save archive of a Python object each: never unpickled here) — what a DCP
-  // output carries over (dcp_rank_output.h), and what LoadShards hands its caller.
+  // output carries over (formats/dcp/dcp_rank_file.h), and what LoadShards hands its caller.
   // Errors: kInvalidArgument naming the key and its item if the item lies beyond its file's end
   // or is larger than kMaxItemBytes; kNotFound for a missing file; kUnavailable for I/O errors.
   [[nodiscard]] absl::StatusOr<std::map<std::string, std::string>> ReadItems(

@@ -11,7 +11,13 @@ namespace shardkit::checkpoint {
 absl::StatusOr<StreamTensor> MakeStreamTensor(std::string name, DType dtype, Shape shape,
                                               uint64_t begin, uint64_t end, bool replicated,
                                               std::vector<specs::ShardMetadata> shards) {
-  StreamTensor tensor{std::move(name), dtype, std::move(shape), begin, end, replicated, 0, {}, {}};
+  StreamTensor tensor;
+  tensor.name = std::move(name);
+  tensor.dtype = dtype;
+  tensor.shape = std::move(shape);
+  tensor.replicated = replicated;
+  tensor.begin = begin;
+  tensor.end = end;
   if (replicated) return tensor;
   tensor.shards = std::move(shards);
   for (size_t s = 0; s < tensor.shards.size(); ++s) {

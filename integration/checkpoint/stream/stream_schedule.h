@@ -29,21 +29,18 @@
 #include "core/tensor/byte_runs.h"
 #include "core/tensor/dtype.h"
 #include "core/tensor/shape.h"
+#include "integration/formats/output_file/output_writer.h"
 #include "specs/shard_metadata.h"
 
 namespace shardkit::checkpoint {
 
-// One tensor of the checkpoint with its agreed layout.
-struct StreamTensor {
-  std::string name;
-  DType dtype = DType::kFloat32;
-  Shape shape;
+// One tensor of the checkpoint with its agreed layout (formats::OutputTensor: name, dtype, shape,
+// replicated, shards, spec_json) and where its bytes are.
+struct StreamTensor : formats::OutputTensor {
   uint64_t begin = 0;  // its bytes in the source's data region
   uint64_t end = 0;
-  bool replicated = false;
-  size_t source_index = 0;                   // its index in the source file's header
-  std::vector<specs::ShardMetadata> shards;  // sharded: the layout (replicated: unused)
-  std::vector<ByteRuns> runs;                // sharded: one per shard
+  size_t source_index = 0;     // its index in the source file's header
+  std::vector<ByteRuns> runs;  // sharded: one per shard
 };
 
 // Builds a StreamTensor (runs computed). `shards` is the layout; ignored when replicated.

@@ -154,7 +154,7 @@ int64_t DestOf(const StreamOutput& output, const Block& block) {
 // (DirectRangeOf) into its file inside the kernel, each source file checked first (as FillWindow
 // checks what it reads). `copied`: their bytes, read and written.
 absl::Status CopyBlocks(const StreamSchedule& schedule, const TensorSource& source,
-                        const Round& round, int rank, const StreamOutput& output, int64_t& written,
+                        const Round& round, int rank, StreamOutput& output, int64_t& written,
                         int64_t& copied) {
   absl::Status status;
   const void* checked = nullptr;
@@ -183,7 +183,7 @@ absl::Status CopyBlocks(const StreamSchedule& schedule, const TensorSource& sour
 // source's own window), at their window offsets; else back to back as received — but for the
 // blocks `copied` says it copied instead (direct: CopyBlocks), which are not in `data`.
 absl::Status WriteBlocks(const Round& round, int rank, bool broadcast, const std::byte* data,
-                         const StreamOutput& output, int64_t& written,
+                         StreamOutput& output, int64_t& written,
                          const std::function<bool(const Block&)>& copied = nullptr) {
   int64_t position = 0;
   absl::Status status;
@@ -232,7 +232,7 @@ absl::Status SendRound(const Round& round, const std::byte* window, Communicator
 // windows ahead; this thread agrees, sends (not under direct) and writes the rank's own blocks. A
 // read or write error is reported in the next status round.
 absl::StatusOr<StreamStats> StreamFromReader(const StreamSchedule& schedule,
-                                             const TensorSource& source, const StreamOutput& output,
+                                             const TensorSource& source, StreamOutput& output,
                                              Communicator& comm, const StreamOptions& options) {
   const int64_t rounds = schedule.rounds();
   const bool direct = options.direct;
@@ -294,9 +294,8 @@ absl::StatusOr<StreamStats> StreamFromReader(const StreamSchedule& schedule,
 
 // A receiver's side: this thread agrees and receives into one buffer while a writer thread
 // writes the other one's blocks. A write error is reported in the next status round.
-absl::StatusOr<StreamStats> StreamToReceiver(const StreamSchedule& schedule,
-                                             const StreamOutput& output, Communicator& comm,
-                                             const StreamOptions& options) {
+absl::StatusOr<StreamStats> StreamToReceiver(const StreamSchedule& schedule, StreamOutput& output,
+                                             Communicator& comm, const StreamOptions& options) {
   const int rank = comm.rank();
   const int64_t rounds = schedule.rounds();
   const int64_t buffer_bytes = options.broadcast
@@ -345,7 +344,7 @@ absl::StatusOr<StreamStats> StreamToReceiver(const StreamSchedule& schedule,
 }  // namespace
 
 absl::StatusOr<StreamStats> StreamShards(const StreamSchedule& schedule, const TensorSource* source,
-                                         const StreamOutput& output, Communicator& comm,
+                                         StreamOutput& output, Communicator& comm,
                                          const StreamOptions& options) {
   SHARDKIT_CHECK(options.staging_bytes > 0) << "StreamShards needs a staging buffer";
   if (options.direct || comm.rank() == options.src_rank) {

@@ -27,19 +27,17 @@
 #include "integration/checkpoint/source/tensor_source.h"
 #include "integration/checkpoint/stream/memory_budget.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
+#include "integration/formats/output_file/output_writer.h"
 #include "integration/formats/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {
 
-// Where this rank's blocks go: its file (prefix already written) and the data offset of every
-// shard it holds: dest[t][s] for shard s of schedule tensor t, dest[t][0] for a replicated one;
-// -1 for blocks this rank receives but does not write (a replicated tensor that only the source
-// writes, `--format dcp`).
-struct StreamOutput {
-  os::AtomicFile* file = nullptr;
-  int64_t data_start = 0;
-  std::vector<std::vector<int64_t>> dest;
-};
+// Where this rank's blocks go: its file as the output format created it
+// (formats::OutputWriter::CreateRankFile: everything but the tensors' bytes written) and the data
+// offset of every shard it holds: dest[t][s] for shard s of schedule tensor t, dest[t][0] for a
+// replicated one; -1 for blocks this rank receives but does not write (a replicated tensor that
+// only the source writes, `--format dcp`).
+using StreamOutput = formats::RankFile;
 
 struct StreamOptions {
   int src_rank = 0;
@@ -64,8 +62,7 @@ struct StreamStats {
 // the Communicator's, naming the round). `options.staging_bytes` must be > 0.
 [[nodiscard]] absl::StatusOr<StreamStats> StreamShards(const StreamSchedule& schedule,
                                                        const TensorSource* source,
-                                                       const StreamOutput& output,
-                                                       Communicator& comm,
+                                                       StreamOutput& output, Communicator& comm,
                                                        const StreamOptions& options);
 
 }  // namespace shardkit::checkpoint

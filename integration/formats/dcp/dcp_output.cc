@@ -7,8 +7,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/quote.h"
+#include "core/base/status_macros.h"
 #include "core/os/files.h"
 #include "integration/formats/dcp/dcp_files.h"
+#include "integration/formats/dcp/dcp_rank_file.h"
+#include "integration/formats/dcp/metadata_writer.h"
 
 namespace shardkit::dcp {
 namespace {
@@ -55,6 +58,35 @@ std::string_view DcpOutput::last_file_name() const { return kMetadataFileName; }
 absl::Status DcpOutput::WriteMarker(const std::string& write_dir) const {
   return os::WriteFileAtomically((std::filesystem::path(write_dir) / kMarkerName).string(),
                                  kMarkerText);
+}
+
+std::string DcpOutput::RankFileName(int rank) const { return DistcpFileName(rank); }
+
+absl::Status DcpOutput::CreateRankFile(const std::string& dir, int rank,
+                                       const formats::OutputContent& content,
+                                       formats::RankFile& file) const {
+  static const formats::OutputItems kNone;
+  const formats::OutputItems& items =
+      rank == content.src_rank && content.items != nullptr ? *content.items : kNone;
+  return CreateDcpRankFile(dir, rank, content.src_rank, content.tensors, items, file);
+}
+
+std::vector<int64_t> DcpOutput::RankFileTensors(const formats::OutputContent& content) const {
+  std::vector<int64_t> count;
+  for (int rank = 0; rank < content.world_size; ++rank) {
+    count.push_back(DcpFileTensors(content.tensors, rank, content.src_rank));
+  }
+  return count;
+}
+
+absl::Status DcpOutput::WriteLastFile(const std::string& dir,
+                                      const formats::OutputContent& content) const {
+  static const formats::OutputItems kNone;
+  SHARDKIT_ASSIGN_OR_RETURN(const Metadata metadata,
+                            MakeDcpMetadata(content.tensors, content.world_size, content.src_rank,
+                                            content.items != nullptr ? *content.items : kNone));
+  return os::WriteFileAtomically((std::filesystem::path(dir) / kMetadataFileName).string(),
+                                 SerializeMetadata(metadata));
 }
 
 }  // namespace shardkit::dcp

@@ -5,7 +5,7 @@
 //   SHARDKIT_ASSIGN_OR_RETURN(std::vector<safetensors::Reader> files, OpenRankFiles(dir, index));
 //   SHARDKIT_ASSIGN_OR_RETURN(const safetensors::TensorInfo* at, FindShard(files, parameter, s));
 //
-// Writing one is checkpoint/stream/rank_file_output.h (CreateRankFile).
+// Writing one is ShardDirOutput::CreateRankFile (shard_dir_output.h).
 #ifndef SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_RANK_FILES_H_
 #define SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_RANK_FILES_H_
 

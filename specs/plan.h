@@ -39,7 +39,7 @@ namespace shardkit::specs {
 // reads its own shards from a checkpoint it sees itself (`shardkit shard` only: tensors in memory
 // cannot be read that way, so the engine refuses it). Which program wrote a shard directory
 // (`shard` with one of these, `reshard`, `save`) is another question, index.json's: see
-// checkpoint::WrittenBy (integration/formats/shard_dir/shard_dir.h).
+// shard_dir::WrittenBy (integration/formats/shard_dir/shard_dir.h).
 enum class Strategy { kScatter, kBroadcast, kDirect };
 
 // "scatter" / "broadcast" / "direct".

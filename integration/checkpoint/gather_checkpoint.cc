@@ -20,6 +20,7 @@
 #include "core/tensor/byte_runs.h"
 #include "integration/checkpoint/output_files.h"
 #include "integration/checkpoint/progress.h"
+#include "integration/checkpoint/shard_index.h"
 #include "integration/checkpoint/source/saved_directory.h"
 #include "integration/checkpoint/source/shard_dir_source.h"
 #include "integration/checkpoint/stream/stream_buffer.h"
@@ -28,7 +29,6 @@
 #include "integration/formats/hf/hf_output.h"
 #include "integration/formats/output_file/output_file.h"
 #include "integration/formats/safetensors/safetensors.h"
-#include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
 namespace {

@@ -11,14 +11,13 @@
 #include "absl/strings/str_join.h"
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
+#include "integration/checkpoint/shard_index.h"
 #include "integration/checkpoint/source/checkpoint_source.h"
 #include "integration/checkpoint/source/dcp_source.h"
 #include "integration/checkpoint/source/hf_sharded_source.h"
 #include "integration/checkpoint/source/saved_directory.h"
 #include "integration/formats/dcp/metadata.h"
 #include "integration/formats/safetensors/safetensors.h"
-#include "integration/formats/shard_dir/rank_files.h"
-#include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
 namespace {

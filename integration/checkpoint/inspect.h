@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "integration/formats/shard_dir/shard_dir.h"
+#include "integration/checkpoint/shard_index.h"
 
 namespace shardkit::checkpoint {
 

@@ -15,8 +15,8 @@
 
 #include "core/os/dir_lock.h"
 #include "integration/checkpoint/output_format.h"
+#include "integration/checkpoint/shard_index.h"
 #include "integration/formats/dcp/dcp_output.h"
-#include "integration/formats/shard_dir/shard_dir.h"
 #include "testing/status_matchers.h"
 #include "testing/test_dir.h"
 

@@ -6,7 +6,7 @@
 namespace shardkit::checkpoint {
 namespace {
 
-const ShardDirOutput kShardDir;
+const shard_dir::ShardDirOutput kShardDir;
 const dcp::DcpOutput kDcp;
 
 }  // namespace

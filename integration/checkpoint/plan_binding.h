@@ -23,9 +23,9 @@
 #include "absl/status/statusor.h"
 #include "core/engine/shard_parameter.h"
 #include "integration/checkpoint/fp8_scales.h"
+#include "integration/checkpoint/shard_index.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/formats/safetensors/safetensors.h"
-#include "integration/formats/shard_dir/shard_dir.h"
 #include "specs/plan.h"
 
 namespace shardkit::checkpoint {

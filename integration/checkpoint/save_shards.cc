@@ -15,12 +15,12 @@
 #include "core/engine/shard_parameter.h"
 #include "core/os/files.h"
 #include "integration/checkpoint/output_format.h"
+#include "integration/checkpoint/shard_index.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/checkpoint/stream/stream_shard.h"
 #include "integration/formats/output_file/output_directory.h"
 #include "integration/formats/output_file/output_writer.h"
 #include "integration/formats/safetensors/safetensors.h"
-#include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
 namespace {

@@ -65,8 +65,8 @@
 #include "core/comm/communicator.h"
 #include "core/engine/module.h"
 #include "integration/checkpoint/output_format.h"
+#include "integration/checkpoint/shard_index.h"
 #include "integration/checkpoint/stream/memory_budget.h"
-#include "integration/formats/shard_dir/shard_dir.h"
 #include "specs/plan.h"
 
 namespace shardkit::checkpoint {

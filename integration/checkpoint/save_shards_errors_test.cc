@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "integration/checkpoint/save_shards.h"
 #include "integration/checkpoint/save_shards_fixture.h"
-#include "integration/formats/shard_dir/shard_dir.h"
+#include "integration/checkpoint/shard_index.h"
 #include "testing/rank_group.h"
 #include "testing/status_matchers.h"
 #include "testing/test_dir.h"

@@ -23,6 +23,7 @@
 #include "integration/checkpoint/output_format.h"
 #include "integration/checkpoint/plan_binding.h"
 #include "integration/checkpoint/progress.h"
+#include "integration/checkpoint/shard_index.h"
 #include "integration/checkpoint/source/checkpoint_identity.h"
 #include "integration/checkpoint/source/checkpoint_source.h"
 #include "integration/checkpoint/source/dcp_source.h"
@@ -32,7 +33,6 @@
 #include "integration/formats/output_file/output_directory.h"
 #include "integration/formats/output_file/output_writer.h"
 #include "integration/formats/safetensors/safetensors.h"
-#include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
 namespace {

@@ -58,10 +58,10 @@
 #include "core/comm/communicator.h"
 #include "integration/checkpoint/fp8_scales.h"
 #include "integration/checkpoint/output_format.h"
+#include "integration/checkpoint/shard_index.h"
 #include "integration/checkpoint/shard_run_report.h"
 #include "integration/checkpoint/source/selected_source.h"
 #include "integration/checkpoint/stream/memory_budget.h"
-#include "integration/formats/shard_dir/shard_dir.h"
 #include "specs/plan.h"
 
 namespace shardkit::checkpoint {

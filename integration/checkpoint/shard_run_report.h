@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "integration/formats/shard_dir/shard_dir.h"
+#include "integration/checkpoint/shard_index.h"
 
 namespace shardkit::checkpoint {
 

@@ -11,10 +11,10 @@
 
 #include "absl/status/statusor.h"
 #include "integration/checkpoint/output_format.h"
+#include "integration/checkpoint/shard_index.h"
 #include "integration/checkpoint/source/selected_source.h"
 #include "integration/checkpoint/stream/memory_budget.h"
 #include "integration/flags/flags.h"
-#include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::cli {
 

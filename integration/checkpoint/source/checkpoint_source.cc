@@ -15,11 +15,11 @@
 #include "core/base/status_macros.h"
 #include "core/json/json_reader.h"
 #include "core/os/files.h"
+#include "integration/checkpoint/shard_index.h"
 #include "integration/checkpoint/source/hf_sharded_source.h"
 #include "integration/formats/dcp/metadata.h"
 #include "integration/formats/hf/hf_index.h"
 #include "integration/formats/hf/hf_output.h"
-#include "integration/formats/shard_dir/shard_dir.h"
 #include "specs/fingerprint.h"
 
 namespace shardkit::checkpoint {

@@ -5,12 +5,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
+#include "integration/checkpoint/shard_index.h"
 #include "integration/checkpoint/source/dcp_source.h"
 #include "integration/checkpoint/source/hf_sharded_source.h"
 #include "integration/checkpoint/source/shard_dir_source.h"
 #include "integration/formats/dcp/dcp_files.h"
 #include "integration/formats/dcp/metadata.h"
-#include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
 

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "integration/checkpoint/shard_index.h"
 #include "integration/checkpoint/source/selected_source.h"
 #include "integration/checkpoint/source/tensor_source.h"
-#include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
 

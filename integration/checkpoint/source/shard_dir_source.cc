@@ -10,8 +10,8 @@
 #include "core/base/status_macros.h"
 #include "core/os/files.h"
 #include "core/tensor/dtype.h"
+#include "integration/checkpoint/shard_index.h"
 #include "integration/checkpoint/stream/stream_buffer.h"
-#include "integration/formats/shard_dir/rank_files.h"
 #include "specs/fingerprint.h"
 
 namespace shardkit::checkpoint {

@@ -26,12 +26,12 @@
 
 #include "absl/status/statusor.h"
 #include "core/tensor/allocator.h"
+#include "integration/checkpoint/shard_index.h"
 #include "integration/checkpoint/source/stored_tensor.h"
 #include "integration/checkpoint/source/tensor_source.h"
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/checkpoint/stream/tensor_bytes_reader.h"
 #include "integration/formats/safetensors/safetensors.h"
-#include "integration/formats/shard_dir/shard_dir.h"
 
 namespace shardkit::checkpoint {
 

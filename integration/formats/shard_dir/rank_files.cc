@@ -10,7 +10,7 @@
 #include "core/base/quote.h"
 #include "core/base/status_macros.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit::shard_dir {
 
 using safetensors::Reader;
 using safetensors::TensorInfo;
@@ -78,4 +78,4 @@ absl::Status VerifyShards(const std::vector<Reader>& readers, const ShardIndex& 
   return absl::OkStatus();
 }
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::shard_dir

@@ -21,7 +21,7 @@
 #include "integration/formats/safetensors/sharding_info.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit::shard_dir {
 
 // Every rank file that holds a tensor carries safetensors::kDcpShardingInfoKey
 // (formats/safetensors/sharding_info.h) for torch's HuggingFaceStorageReader (docs/checkpoints.md,
@@ -59,6 +59,6 @@ std::map<std::string, std::string> RankFileMetadata(std::map<std::string, std::s
 [[nodiscard]] absl::Status VerifyShards(const std::vector<safetensors::Reader>& files,
                                         const ShardIndex& index);
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::shard_dir
 
 #endif  // SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_RANK_FILES_H_

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit::shard_dir {
 namespace {
 
 using Metadata = std::map<std::string, std::string>;
@@ -38,4 +38,4 @@ TEST(RankFileMetadata, EmptyFileGetsNoKey) {
 }
 
 }  // namespace
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::shard_dir

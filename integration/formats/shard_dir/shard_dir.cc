@@ -18,7 +18,7 @@
 #include "core/os/files.h"
 #include "specs/spec_json.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit::shard_dir {
 namespace {
 
 namespace fs = std::filesystem;
@@ -383,4 +383,4 @@ absl::Status WriteIndex(const std::string& dir, const ShardIndex& index) {
   return os::WriteFileAtomically((fs::path(dir) / kIndexFileName).string(), IndexToJson(index));
 }
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::shard_dir

@@ -31,7 +31,7 @@
 #include "specs/plan.h"
 #include "specs/shard_metadata.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit::shard_dir {
 
 inline constexpr char kIndexFileName[] = "index.json";
 inline constexpr char kIndexFormat[] = "shardkit-shards";
@@ -113,6 +113,6 @@ std::string IndexToJson(const ShardIndex& index);
 // Writes DIR/index.json atomically. Errors: as os::WriteFileAtomically.
 [[nodiscard]] absl::Status WriteIndex(const std::string& dir, const ShardIndex& index);
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::shard_dir
 
 #endif  // SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_SHARD_DIR_H_

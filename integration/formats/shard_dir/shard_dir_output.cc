@@ -14,7 +14,7 @@
 #include "core/os/files.h"
 #include "integration/formats/shard_dir/shard_dir.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit::shard_dir {
 namespace {
 
 namespace fs = std::filesystem;
@@ -69,4 +69,4 @@ absl::StatusOr<bool> ShardDirOutput::Examine(const std::string& dir,
 
 std::string_view ShardDirOutput::last_file_name() const { return kIndexFileName; }
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::shard_dir

@@ -16,7 +16,7 @@
 
 #include "integration/formats/output_file/output_writer.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit::shard_dir {
 
 class ShardDirOutput : public formats::OutputWriter {
  public:
@@ -39,6 +39,6 @@ class ShardDirOutput : public formats::OutputWriter {
                              const formats::OutputContent& content) const override;
 };
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::shard_dir
 
 #endif  // SHARDKIT_INTEGRATION_FORMATS_SHARD_DIR_SHARD_DIR_OUTPUT_H_

@@ -6,7 +6,7 @@
 #include "testing/status_matchers.h"
 #include "testing/test_dir.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit::shard_dir {
 namespace {
 
 using ::shardkit::testing::StatusIs;
@@ -109,4 +109,4 @@ TEST(ShardDirTest, InconsistentIndexesNameThePath) {
 }
 
 }  // namespace
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::shard_dir

@@ -13,7 +13,7 @@
 #include "specs/fingerprint.h"
 #include "specs/parameter_layout.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit::shard_dir {
 namespace {
 
 using formats::OutputContent;
@@ -36,7 +36,7 @@ specs::ParameterLayout LayoutOf(const OutputTensor& tensor, int world) {
 
 }  // namespace
 
-std::string ShardDirOutput::RankFileName(int rank) const { return checkpoint::RankFileName(rank); }
+std::string ShardDirOutput::RankFileName(int rank) const { return shard_dir::RankFileName(rank); }
 
 absl::Status ShardDirOutput::CreateRankFile(const std::string& dir, int rank,
                                             const OutputContent& content,
@@ -109,4 +109,4 @@ absl::Status ShardDirOutput::WriteLastFile(const std::string& dir,
   return WriteIndex(dir, index);
 }
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::shard_dir

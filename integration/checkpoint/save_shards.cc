@@ -1,7 +1,6 @@
 #include "integration/checkpoint/save_shards.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <utility>

@@ -1,7 +1,6 @@
 #include "integration/checkpoint/shard_checkpoint.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -53,7 +52,7 @@ struct Run {
   absl::Status open_status;      // reshard, not the source: opening it (reported in AgreeOnFiles)
   std::optional<OutputDirectory> out;  // where this run writes; the source holds its lock
   safetensors::Header header;          // the source's, on every rank
-  std::vector<specs::ResolvedParameter> resolved;  // header order
+  std::vector<specs::ResolvedParameter> resolved;  // header order (the files follow the agreement)
   Module module;                                   // meta tensors, header order
   std::vector<std::string> warnings;
   std::optional<StreamSchedule> schedule;
@@ -368,8 +367,9 @@ ShardRunReport MakeReport(const Run& run, double total_seconds) {
       report.in_files_kind = run.input_files_kind;
     }
   }
-  for (const StreamTensor& tensor : tensors)
+  for (const StreamTensor& tensor : tensors) {
     ++(tensor.replicated ? report.replicated : report.sharded);
+  }
   const std::vector<int64_t> files = run.writer().RankFileTensors(Content(run));
   for (int rank = 0; rank < report.world_size; ++rank) {
     ShardRunRank& mine = report.ranks[static_cast<size_t>(rank)];

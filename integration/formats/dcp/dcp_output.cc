@@ -30,6 +30,16 @@ absl::Status ForeignDcp(const std::string& dir, std::vector<std::string> files, 
       "shardkit older than the marker has none either: remove it yourself)"));
 }
 
+const formats::OutputItems& NoItems() {
+  static const formats::OutputItems* const none = new formats::OutputItems;
+  return *none;
+}
+
+// The source's items (none when the caller gave none).
+const formats::OutputItems& ItemsOf(const formats::OutputContent& content) {
+  return content.items != nullptr ? *content.items : NoItems();
+}
+
 }  // namespace
 
 bool DcpOutput::IsOutputFile(std::string_view name) const {
@@ -65,10 +75,8 @@ std::string DcpOutput::RankFileName(int rank) const { return DistcpFileName(rank
 absl::Status DcpOutput::CreateRankFile(const std::string& dir, int rank,
                                        const formats::OutputContent& content,
                                        formats::RankFile& file) const {
-  static const formats::OutputItems kNone;
-  const formats::OutputItems& items =
-      rank == content.src_rank && content.items != nullptr ? *content.items : kNone;
-  return CreateDcpRankFile(dir, rank, content.src_rank, content.tensors, items, file);
+  return CreateDcpRankFile(dir, rank, content.src_rank, content.tensors,
+                           rank == content.src_rank ? ItemsOf(content) : NoItems(), file);
 }
 
 std::vector<int64_t> DcpOutput::RankFileTensors(const formats::OutputContent& content) const {
@@ -81,10 +89,9 @@ std::vector<int64_t> DcpOutput::RankFileTensors(const formats::OutputContent& co
 
 absl::Status DcpOutput::WriteLastFile(const std::string& dir,
                                       const formats::OutputContent& content) const {
-  static const formats::OutputItems kNone;
-  SHARDKIT_ASSIGN_OR_RETURN(const Metadata metadata,
-                            MakeDcpMetadata(content.tensors, content.world_size, content.src_rank,
-                                            content.items != nullptr ? *content.items : kNone));
+  SHARDKIT_ASSIGN_OR_RETURN(
+      const Metadata metadata,
+      MakeDcpMetadata(content.tensors, content.world_size, content.src_rank, ItemsOf(content)));
   return os::WriteFileAtomically((std::filesystem::path(dir) / kMetadataFileName).string(),
                                  SerializeMetadata(metadata));
 }

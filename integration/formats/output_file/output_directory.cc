@@ -219,9 +219,10 @@ absl::Status OutputDirectory::ChooseReplacing() {
           return refuse(
               absl::StrCat("cannot create ", write_dir_, " (", os::ErrnoText(errno), ")"));
         }
-        // DIR's mode (not narrowed by the umask) and, where allowed, its owner and group.
+        // DIR's mode (not narrowed by the umask) and, where allowed, its owner and group: best
+        // effort (a run that may not give the directory DIR's owner keeps its own).
         (void)::chmod(write_dir_.c_str(), here.st_mode & 07777);
-        (void)::chown(write_dir_.c_str(), here.st_uid, here.st_gid);
+        [[maybe_unused]] const int owned = ::chown(write_dir_.c_str(), here.st_uid, here.st_gid);
         return absl::OkStatus();
       });
   if (!registered.ok()) {

@@ -7,6 +7,7 @@
 // Also: a reshard into shards on a device the backend cannot move fails on every rank alike.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -250,6 +251,50 @@ TEST(ReshardDevices, AShardTheBackendCannotMoveIsEveryRanksError) {
     EXPECT_THAT(status.message(), HasSubstr("rank 0"));  // the same first line on every rank
     EXPECT_EQ(st->local_shards().size(), 1u);
     EXPECT_EQ(st->local_shards().front().tensor.device(), Device::Cpu());
+  }));
+}
+
+// Reshard with the least staging (ReshardOptions::memory_bytes raised to 64 KiB) cuts rows ->
+// columns of 512 KiB into several rounds (3/4 of each rank's 128 KiB shard leaves it, through
+// buckets of 21 KiB) and moves every byte as the default budget does, in one round.
+TEST(ReshardBudgets, TheLeastStagingMovesEveryByteAsTheDefault) {
+  SHARDKIT_EXPECT_OK(RunRanks(4, "gloo", [](int rank, Communicator& comm) {
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor full, Tensor::Arange({512, 256}, DType::kFloat32));
+    Module module;
+    SHARDKIT_ASSERT_OK(
+        module.AddParameter("w", rank == 0 ? full : *Tensor::Meta(full.shape(), full.dtype())));
+    SHARDKIT_ASSERT_OK(ShardParameter(module, "w", ChunkSpec(0), comm));
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(const ShardedTensor* st, module.GetSharded("w"));
+    // A prepared transfer counts its preparation, and its close when more than one round ran.
+    comm.ResetCounters();
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(ShardedTensor wide, Reshard(*st, ChunkSpec(1), comm));
+    EXPECT_EQ(comm.counters(CollectiveOp::kAllToAllSegments).calls, 1);  // one round
+    comm.ResetCounters();
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(
+        ShardedTensor small, Reshard(*st, ChunkSpec(1), comm, ReshardOptions{.memory_bytes = 1}));
+    EXPECT_EQ(comm.counters(CollectiveOp::kAllToAllSegments).calls, 2);  // several rounds
+    ASSERT_EQ(small.local_shards().size(), 1u);
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(auto expected, wide.local_shards().front().tensor.Bytes());
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(auto got, small.local_shards().front().tensor.Bytes());
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), expected.begin(), expected.end()));
+  }));
+}
+
+// Ranks given different budgets would plan different rounds: the agreement refuses it on every
+// rank before any byte moves, naming the field.
+TEST(ReshardBudgets, DifferentBudgetsAreEveryRanksError) {
+  SHARDKIT_EXPECT_OK(RunRanks(2, "gloo", [](int rank, Communicator& comm) {
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor full, Tensor::Arange({8, 4}, DType::kFloat32));
+    Module module;
+    SHARDKIT_ASSERT_OK(
+        module.AddParameter("w", rank == 0 ? full : *Tensor::Meta(full.shape(), full.dtype())));
+    SHARDKIT_ASSERT_OK(ShardParameter(module, "w", ChunkSpec(0), comm));
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(const ShardedTensor* st, module.GetSharded("w"));
+    const ReshardOptions options{.memory_bytes = int64_t{rank + 1} << 20};
+    const absl::Status status = Reshard(*st, ChunkSpec(1), comm, options).status();
+    EXPECT_THAT(status,
+                testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("memory_bytes")));
+    SHARDKIT_EXPECT_OK(comm.Barrier());  // the communicator is still usable
   }));
 }
 

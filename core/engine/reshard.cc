@@ -6,6 +6,7 @@
 // byte moves; then the executor runs the rounds.
 #include "core/engine/reshard.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "core/engine/internal/sync_layout.h"
 #include "core/engine/internal/sync_walk.h"
 #include "core/engine/module.h"
+#include "core/engine/sync.h"
 #include "specs/fingerprint.h"
 #include "specs/layout.h"
 #include "specs/spec_json.h"
@@ -30,24 +32,24 @@ namespace {
 
 using specs::ShardMetadata;
 
-// Staging per rank, as weight sync's default budget: three buckets of a third (two to send, one
-// to receive), reused round after round; contiguous pieces move straight between the shards.
-constexpr int64_t kMemoryBytes = int64_t{64} << 20;
 constexpr char kName[] = "tensor";
 
 // The plan: both layouts' boxes over every rank (from the shards already built: no spec parsed or
 // bound again), walked as one parameter. Collective (the rounds' merge); its errors are every
 // rank's.
+// `budget`: the staging, three buckets of a third (two to send, one to receive), reused round
+// after round; contiguous pieces move straight between the shards.
 absl::Status Plan(const ShardedTensor& tensor, const std::vector<ShardMetadata>& new_shards,
-                  Communicator& comm, const CallOptions& call, absl::Time start, SyncPlan& plan) {
+                  int64_t budget, Communicator& comm, const CallOptions& call, absl::Time start,
+                  SyncPlan& plan) {
   SHARDKIT_ASSIGN_OR_RETURN(const internal::SyncBoxes from,
                             internal::BoxesOf(tensor.shards(), comm.world_size()));
   SHARDKIT_ASSIGN_OR_RETURN(const internal::SyncBoxes to,
                             internal::BoxesOf(new_shards, comm.world_size()));
   std::vector<int> all(comm.world_size());
   for (int r = 0; r < comm.world_size(); ++r) all[r] = r;
-  return internal::PlanMoves({{kName, &from, &to, tensor.dtype()}}, {all, all}, kMemoryBytes / 3,
-                             comm, call, start, plan);
+  return internal::PlanMoves({{kName, &from, &to, tensor.dtype()}}, {all, all}, budget / 3, comm,
+                             call, start, plan);
 }
 
 // This rank's side: the old tensor and the new one, each in a module of one slot (the form the
@@ -111,9 +113,16 @@ absl::Status PrepareSide(const ShardedTensor& tensor, const specs::ShardingSpec&
 absl::StatusOr<ShardedTensor> Reshard(const ShardedTensor& tensor,
                                       const specs::ShardingSpec& new_spec, Communicator& comm,
                                       const CallOptions& options) {
+  return Reshard(tensor, new_spec, comm, ReshardOptions{.call = options});
+}
+
+absl::StatusOr<ShardedTensor> Reshard(const ShardedTensor& tensor,
+                                      const specs::ShardingSpec& new_spec, Communicator& comm,
+                                      const ReshardOptions& options) {
   const absl::Time start = absl::Now();
-  CallOptions call = options;
-  call.deadline = comm.Deadline(options);
+  CallOptions call = options.call;
+  call.deadline = comm.Deadline(options.call);
+  const int64_t budget = std::max(options.memory_bytes, kMinMoverMemoryBytes);
   std::vector<std::string> errors;
   absl::StatusOr<specs::ShardingSpec> bound =
       specs::Bind(new_spec, tensor.global_shape(), comm.world_size());
@@ -124,12 +133,14 @@ absl::StatusOr<ShardedTensor> Reshard(const ShardedTensor& tensor,
   nlohmann::json descriptor = {{"shape", tensor.global_shape()},
                                {"dtype", DTypeName(tensor.dtype())},
                                {"from", specs::CanonicalJson(tensor.spec())},
-                               {"to", specs::CanonicalJson(bound.ok() ? *bound : new_spec)}};
+                               {"to", specs::CanonicalJson(bound.ok() ? *bound : new_spec)},
+                               {"memory_bytes", budget}};
   SHARDKIT_RETURN_IF_ERROR(internal::AgreeOnDescriptor(comm, descriptor, errors, "Reshard", call));
 
   SyncPlan plan;
-  internal::SyncPlanAccess::Init(plan, specs::Sha256(descriptor.dump()), kMemoryBytes);
-  SHARDKIT_RETURN_IF_ERROR(Annotate(Plan(tensor, *new_shards, comm, call, start, plan), "Reshard"));
+  internal::SyncPlanAccess::Init(plan, specs::Sha256(descriptor.dump()), budget);
+  SHARDKIT_RETURN_IF_ERROR(
+      Annotate(Plan(tensor, *new_shards, budget, comm, call, start, plan), "Reshard"));
   // A failure here is this rank's alone: the status round turns it into every rank's same error
   // before any byte moves.
   Side side;

@@ -36,6 +36,21 @@ namespace shardkit {
                                                     Communicator& comm,
                                                     const CallOptions& options = {});
 
+struct ReshardOptions {
+  // Staging per rank, as weight sync's (SyncOptions::memory_bytes): pieces that are not one run
+  // on both sides move through three buckets of a third, reused round after round; at least
+  // kMinMoverMemoryBytes (a smaller budget is raised to it). Every rank must give the same: the
+  // rounds depend on it (a mismatch is the agreement's kInvalidArgument on every rank).
+  int64_t memory_bytes = int64_t{64} << 20;
+  CallOptions call;
+};
+
+// Reshard above with a staging budget of the caller's.
+[[nodiscard]] absl::StatusOr<ShardedTensor> Reshard(const ShardedTensor& tensor,
+                                                    const specs::ShardingSpec& new_spec,
+                                                    Communicator& comm,
+                                                    const ReshardOptions& options);
+
 }  // namespace shardkit
 
 #endif  // SHARDKIT_CORE_ENGINE_RESHARD_H_

@@ -20,7 +20,6 @@ namespace {
 using internal::SyncLayout;
 using nlohmann::json;
 
-constexpr int64_t kMinBudget = int64_t{64} << 10;
 constexpr size_t kMaxErrors = 8;
 
 bool Contains(const std::vector<int>& ranks, int rank) {
@@ -132,7 +131,7 @@ absl::StatusOr<SyncPlan> PlanSync(const Module* source, const Module* destinatio
   call.deadline = comm.Deadline(call);
   const SyncGroups groups{OrAll(groups_in.source, comm.world_size()),
                           OrAll(groups_in.destination, comm.world_size())};
-  const int64_t budget = std::max(options.memory_bytes, kMinBudget);
+  const int64_t budget = std::max(options.memory_bytes, kMinMoverMemoryBytes);
   const std::string mine = MyView(source, destination, groups, budget, comm).dump();
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<std::string> all, comm.AllGather(ConstBuffer(mine), call));
   std::vector<json> views;

@@ -217,10 +217,11 @@ absl::Status ShardOnce(Communicator& comm, Setup& setup, const ShardBenchOptions
 
 // One timed Reshard of every (scattered) parameter from rows to columns; the results dropped.
 absl::Status ReshardOnce(Communicator& comm, const Setup& setup, const specs::ShardingSpec& to,
-                         const CallOptions& call) {
+                         const ShardBenchOptions& o) {
+  const ReshardOptions options{.memory_bytes = o.budget_mib << 20, .call = o.call};
   for (const std::string& name : setup.names) {
     SHARDKIT_ASSIGN_OR_RETURN(const ShardedTensor* st, setup.module.GetSharded(name));
-    SHARDKIT_RETURN_IF_ERROR(Reshard(*st, to, comm, call).status());
+    SHARDKIT_RETURN_IF_ERROR(Reshard(*st, to, comm, options).status());
   }
   return absl::OkStatus();
 }
@@ -261,6 +262,10 @@ absl::Status ValidateShardBenchOptions(const ShardBenchOptions& o) {
   }
   if (o.repeats < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--repeats must be >= 1, got ", o.repeats));
+  }
+  if (o.budget_mib < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--budget-mib must be >= 1, got ", o.budget_mib));
   }
   if ((o.mib << 20) / o.params < kRowBytes) {
     return absl::InvalidArgumentError(absl::StrCat("--mib ", o.mib, " over --params ", o.params,
@@ -317,7 +322,7 @@ absl::StatusOr<ShardBenchResult> RunShardBench(Communicator& comm, const ShardBe
     } else if (o.strategy == BenchStrategy::kCopy) {
       SHARDKIT_RETURN_IF_ERROR(copy.Move());
     } else if (reshard) {
-      SHARDKIT_RETURN_IF_ERROR(ReshardOnce(comm, setup, to, o.call));
+      SHARDKIT_RETURN_IF_ERROR(ReshardOnce(comm, setup, to, o));
     } else {
       SHARDKIT_RETURN_IF_ERROR(ShardOnce(comm, setup, o, spec, &stats));
     }

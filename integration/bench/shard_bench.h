@@ -44,6 +44,7 @@ struct ShardBenchOptions {
   int64_t params = 1;  // 1: ShardParameter; more: ShardModule over this many parameters
   int64_t repeats = 5;
   DType dtype = DType::kFloat32;
+  int64_t budget_mib = 64;  // reshard: staging per rank (ReshardOptions::memory_bytes)
   CallOptions call;
 };
 

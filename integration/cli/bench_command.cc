@@ -76,8 +76,9 @@ FlagParser BenchFlagParser(BenchFlags* out) {
   flags.AddBool("varied", &out->sync.varied,
                 "sync: parameter sizes cycle through 1..12 units instead of being equal");
   flags.AddInt("budget-mib", &out->sync.budget_mib,
-               "sync: staging per rank and round (SyncOptions::memory_bytes; default 64)", 1,
-               1 << 20);
+               "sync and reshard: staging per rank (SyncOptions::memory_bytes, "
+               "ReshardOptions::memory_bytes; default 64)",
+               1, 1 << 20);
   AddRankFlags(flags, &out->ranks, {RankFlag::kBackend, RankFlag::kTimeout});
   flags.AddBool(kWorkerFlag, &out->worker, "internal: run as one rank of a launched job");
   flags.AddInt(kLaunchedAtFlag, &out->launched_at_us,
@@ -104,6 +105,7 @@ absl::Status CheckBenchFlags(const FlagParser& parser, BenchFlags* flags) {
   }
   SHARDKIT_ASSIGN_OR_RETURN(flags->bench.strategy,
                             ForFlag("strategy", bench::ParseBenchStrategy(flags->strategy)));
+  flags->bench.budget_mib = flags->sync.budget_mib;
   return bench::ValidateShardBenchOptions(flags->bench);
 }
 

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "core/base/status_macros.h"
 #include "core/engine/reshard.h"
 #include "core/engine/shard_parameter.h"
 #include "gmock/gmock.h"
@@ -230,15 +231,22 @@ TEST_P(OneRankFaults, ShardScatterSourceOwnShardCopy) {
                             .step = "parameter \"w\": copying own shard 0"});
 }
 
+// A module of one parameter "w", an Arange of `shape` (F32) held by rank 0, sharded by rows over
+// every rank (what the Reshard cases below start from).
+absl::StatusOr<Module> RowShardedW(int rank, Communicator& comm, const Shape& shape) {
+  SHARDKIT_ASSIGN_OR_RETURN(Tensor full, Tensor::Arange(shape, DType::kFloat32));
+  SHARDKIT_ASSIGN_OR_RETURN(Tensor meta, Tensor::Meta(shape, DType::kFloat32));
+  Module module;
+  SHARDKIT_RETURN_IF_ERROR(module.AddParameter("w", rank == 0 ? full : meta));
+  SHARDKIT_RETURN_IF_ERROR(ShardParameter(module, "w", ChunkSpec(0), comm));
+  return module;
+}
+
 // A reshard into shards on a device Gloo cannot move (CUDA, placed by the spec): every rank
 // refuses before any byte moves, naming the new shard and the device, and the input is kept.
 TEST(ReshardDevices, AShardTheBackendCannotMoveIsEveryRanksError) {
   SHARDKIT_EXPECT_OK(RunRanks(2, "gloo", [](int rank, Communicator& comm) {
-    SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor full, Tensor::Arange({8, 4}, DType::kFloat32));
-    Module module;
-    SHARDKIT_ASSERT_OK(
-        module.AddParameter("w", rank == 0 ? full : *Tensor::Meta(full.shape(), full.dtype())));
-    SHARDKIT_ASSERT_OK(ShardParameter(module, "w", ChunkSpec(0), comm));
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(Module module, RowShardedW(rank, comm, {8, 4}));
     SHARDKIT_ASSERT_OK_AND_ASSIGN(const ShardedTensor* st, module.GetSharded("w"));
     SHARDKIT_ASSERT_OK_AND_ASSIGN(
         specs::ShardingSpec to,
@@ -259,11 +267,7 @@ TEST(ReshardDevices, AShardTheBackendCannotMoveIsEveryRanksError) {
 // buckets of 21 KiB) and moves every byte as the default budget does, in one round.
 TEST(ReshardBudgets, TheLeastStagingMovesEveryByteAsTheDefault) {
   SHARDKIT_EXPECT_OK(RunRanks(4, "gloo", [](int rank, Communicator& comm) {
-    SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor full, Tensor::Arange({512, 256}, DType::kFloat32));
-    Module module;
-    SHARDKIT_ASSERT_OK(
-        module.AddParameter("w", rank == 0 ? full : *Tensor::Meta(full.shape(), full.dtype())));
-    SHARDKIT_ASSERT_OK(ShardParameter(module, "w", ChunkSpec(0), comm));
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(Module module, RowShardedW(rank, comm, {512, 256}));
     SHARDKIT_ASSERT_OK_AND_ASSIGN(const ShardedTensor* st, module.GetSharded("w"));
     // A prepared transfer counts its preparation, and its close when more than one round ran.
     comm.ResetCounters();
@@ -284,11 +288,7 @@ TEST(ReshardBudgets, TheLeastStagingMovesEveryByteAsTheDefault) {
 // rank before any byte moves, naming the field.
 TEST(ReshardBudgets, DifferentBudgetsAreEveryRanksError) {
   SHARDKIT_EXPECT_OK(RunRanks(2, "gloo", [](int rank, Communicator& comm) {
-    SHARDKIT_ASSERT_OK_AND_ASSIGN(Tensor full, Tensor::Arange({8, 4}, DType::kFloat32));
-    Module module;
-    SHARDKIT_ASSERT_OK(
-        module.AddParameter("w", rank == 0 ? full : *Tensor::Meta(full.shape(), full.dtype())));
-    SHARDKIT_ASSERT_OK(ShardParameter(module, "w", ChunkSpec(0), comm));
+    SHARDKIT_ASSERT_OK_AND_ASSIGN(Module module, RowShardedW(rank, comm, {8, 4}));
     SHARDKIT_ASSERT_OK_AND_ASSIGN(const ShardedTensor* st, module.GetSharded("w"));
     const ReshardOptions options{.memory_bytes = int64_t{rank + 1} << 20};
     const absl::Status status = Reshard(*st, ChunkSpec(1), comm, options).status();

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "core/comm/communicator.h"
 #include "core/engine/sharded_tensor.h"
+#include "core/engine/sync.h"
 #include "specs/sharding_spec.h"
 
 namespace shardkit {
@@ -41,7 +42,7 @@ struct ReshardOptions {
   // on both sides move through three buckets of a third, reused round after round; at least
   // kMinMoverMemoryBytes (a smaller budget is raised to it). Every rank must give the same: the
   // rounds depend on it (a mismatch is the agreement's kInvalidArgument on every rank).
-  int64_t memory_bytes = int64_t{64} << 20;
+  int64_t memory_bytes = kDefaultMoverMemoryBytes;
   CallOptions call;
 };
 

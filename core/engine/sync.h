@@ -67,14 +67,15 @@ struct SyncGroups {
   std::vector<int> destination;
 };
 
-// The least staging a box mover works with (SyncOptions::memory_bytes, ReshardOptions): a smaller
-// budget is raised to it.
+// The staging a box mover works with (SyncOptions::memory_bytes, ReshardOptions::memory_bytes)
+// unless the caller gives another, and the least (a smaller budget is raised to it).
+inline constexpr int64_t kDefaultMoverMemoryBytes = int64_t{64} << 20;
 inline constexpr int64_t kMinMoverMemoryBytes = int64_t{64} << 10;
 
 struct SyncOptions {
   // Staging per rank for strided and small pieces, at least 64 KiB, in three buckets of a third:
   // two for sends (one is packed while the other is on the wire), one for receives.
-  int64_t memory_bytes = int64_t{64} << 20;
+  int64_t memory_bytes = kDefaultMoverMemoryBytes;
   CallOptions call;  // the deadline of PlanSync
 };
 

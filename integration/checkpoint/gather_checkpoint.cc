@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -18,7 +19,6 @@
 #include "core/os/interrupt.h"
 #include "core/os/proc_status.h"
 #include "core/tensor/byte_runs.h"
-#include "integration/checkpoint/output_files.h"
 #include "integration/checkpoint/progress.h"
 #include "integration/checkpoint/shard_index.h"
 #include "integration/checkpoint/source/saved_directory.h"
@@ -27,7 +27,9 @@
 #include "integration/checkpoint/stream/stream_schedule.h"
 #include "integration/checkpoint/stream/stream_shard.h"
 #include "integration/formats/hf/hf_output.h"
+#include "integration/formats/hf/hf_writer.h"
 #include "integration/formats/output_file/output_file.h"
+#include "integration/formats/safetensors/output_files.h"
 #include "integration/formats/safetensors/safetensors.h"
 
 namespace shardkit::checkpoint {
@@ -36,23 +38,40 @@ namespace {
 namespace fs = std::filesystem;
 using safetensors::TensorInfo;
 
-// The output's tensors, in the order of their bytes in the output (`placed`: the source's
-// order, name order, with offsets in the output's data); each one's source_index is its index in
-// the source's header.
-absl::StatusOr<std::vector<StreamTensor>> OutputTensors(const TensorSource& source,
-                                                        const std::vector<TensorInfo>& placed) {
+// The output's tensors, whole, in the source's order (name order): each one's bytes [0, its
+// size) until placed, its source_index its index in the source's header.
+absl::StatusOr<std::vector<StreamTensor>> WholeTensors(const TensorSource& source) {
   std::vector<StreamTensor> tensors;
   const std::vector<TensorInfo>& in = source.header().tensors;
   for (size_t i = 0; i < in.size(); ++i) {
+    SHARDKIT_ASSIGN_OR_RETURN(const ShapeSize size, ComputeShapeSize(in[i].shape, in[i].dtype));
     SHARDKIT_ASSIGN_OR_RETURN(
         tensors.emplace_back(),
-        MakeStreamTensor(in[i].name, in[i].dtype, in[i].shape, placed[i].begin, placed[i].end,
-                         /*replicated=*/true, {}));
+        MakeStreamTensor(in[i].name, in[i].dtype, in[i].shape, 0,
+                         static_cast<uint64_t>(size.nbytes), /*replicated=*/true, {}));
     tensors.back().source_index = i;
+  }
+  return tensors;
+}
+
+// `tensors` (WholeTensors) placed where the writer put them (`file.dest[t][0]`: tensor t's first
+// byte in the output's data), in the order of their bytes in the output.
+std::vector<StreamTensor> InOutputOrder(std::vector<StreamTensor> tensors,
+                                        const formats::RankFile& file) {
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const auto at = static_cast<uint64_t>(file.data_start + file.dest[t][0]);
+    tensors[t].end += at - tensors[t].begin;
+    tensors[t].begin = at;
   }
   std::stable_sort(tensors.begin(), tensors.end(),
                    [](const StreamTensor& a, const StreamTensor& b) { return a.begin < b.begin; });
   return tensors;
+}
+
+int64_t TotalBytes(const std::vector<StreamTensor>& tensors) {
+  int64_t total = 0;
+  for (const StreamTensor& t : tensors) total += static_cast<int64_t>(t.end - t.begin);
+  return total;
 }
 
 // Fills `window` with output bytes [begin, end) (`tensors` in output order): every tensor's part
@@ -105,23 +124,17 @@ absl::StatusOr<GatherInput> OpenInput(const std::string& in_dir, const GatherOpt
   return input;
 }
 
-// The output's tensors in the source's order (name order), without offsets.
-std::vector<TensorInfo> OutputInfos(const TensorSource& source) {
-  std::vector<TensorInfo> infos = source.header().tensors;
-  for (TensorInfo& info : infos) info.begin = info.end = 0;
-  return infos;
-}
-
 // The window of a gather of `total` bytes: one process reads and writes it (RoundWindow).
 int64_t GatherWindow(int64_t memory_bytes, int64_t total) {
   return RoundWindow(SplitBudget(memory_bytes), kGatherRoundBytes, total);
 }
 
-// The output's data, window by window: this thread fills one window while a writer thread hands
-// the other to `out`, which puts it at its offsets in its files.
+// The output's data, window by window (`tensors` in output order, `total` bytes): this thread
+// fills one window while a writer thread hands the other to `out`, which puts it at its offsets
+// in its files, in order.
 absl::Status WriteWindows(const GatherInput& input, const std::vector<StreamTensor>& tensors,
-                          OutputFiles& out, int64_t memory_bytes, Progress& meter) {
-  const auto total = static_cast<int64_t>(out.total_bytes());
+                          int64_t total, formats::RankSink& out, int64_t memory_bytes,
+                          Progress& meter) {
   const int64_t window = GatherWindow(memory_bytes, total);
   const int64_t rounds = (total + window - 1) / window;
   const auto slots = static_cast<size_t>(std::min<int64_t>(2, rounds));
@@ -131,8 +144,8 @@ absl::Status WriteWindows(const GatherInput& input, const std::vector<StreamTens
   // Its first error closes the pipe, which wakes the filling thread: it stops.
   BackgroundStage writer(pipe, BackgroundStage::kConsumer, rounds, [&](int64_t k, size_t slot) {
     const int64_t begin = k * window, size = std::min(window, total - begin);
-    return out.Write(static_cast<uint64_t>(begin), windows[slot]->data(),
-                     static_cast<size_t>(size));
+    return out.WriteAt(static_cast<uint64_t>(begin), windows[slot]->data(),
+                       static_cast<size_t>(size));
   });
   absl::Status status;
   for (int64_t k = 0; k < rounds && status.ok(); ++k) {
@@ -157,15 +170,14 @@ Progress MakeMeter(std::ostream& log, const GatherOptions& options, int64_t tota
                   total, "windows");
 }
 
-// Streams the whole output into `out` (`placed`: the tensors with their offsets in it, name
-// order) under the budget, and commits every file.
-absl::Status Gather(const GatherInput& input, const std::vector<TensorInfo>& placed,
-                    OutputFiles& out, const GatherOptions& options, Progress& meter) {
-  SHARDKIT_ASSIGN_OR_RETURN(const std::vector<StreamTensor> tensors,
-                            OutputTensors(*input.source, placed));
-  SHARDKIT_RETURN_IF_ERROR(out.Open());
-  SHARDKIT_RETURN_IF_ERROR(WriteWindows(input, tensors, out, options.memory_bytes, meter));
-  return out.Finish();
+// Streams the whole output into `file` (`tensors`: WholeTensors, placed by the writer that
+// created it) under the budget, and commits every file.
+absl::Status Gather(const GatherInput& input, const std::vector<StreamTensor>& tensors,
+                    formats::RankFile& file, const GatherOptions& options, Progress& meter) {
+  const std::vector<StreamTensor> ordered = InOutputOrder(tensors, file);
+  SHARDKIT_RETURN_IF_ERROR(
+      WriteWindows(input, ordered, TotalBytes(ordered), *file.sink, options.memory_bytes, meter));
+  return file.sink->Commit();
 }
 
 // The caller's report, when asked for (GatherOptions::report): the output's `files` (paths),
@@ -181,12 +193,6 @@ void Report(const GatherOptions& options, const GatherInput& input, int64_t tota
   report.seconds = meter.Elapsed();
   report.peak_rss = peak.ok() ? *peak : 0;
   *options.report = std::move(report);
-}
-
-int64_t TotalBytes(const std::vector<TensorInfo>& placed) {
-  int64_t total = 0;
-  for (const TensorInfo& info : placed) total += static_cast<int64_t>(info.end - info.begin);
-  return total;
 }
 
 // Removes what an earlier gather into `out_path` left when it was killed: OUT.tmp.PID, PID gone
@@ -205,44 +211,31 @@ void RemoveDeadTemporaryOf(const std::string& out_path, std::ostream& log) {
   for (const std::string& temp : left) log << os::LeftAloneWarning(dir, temp) << "\n";
 }
 
-// The files of a Hugging Face output in `out_dir`: their names and layouts, every tensor's file
-// (name order), and the tensors with their offsets in the files' virtual data region.
-struct HfPlan {
-  std::vector<std::string> names;
-  std::vector<size_t> file_of;
-  std::vector<OutputFile> files;
+// The one safetensors file at `out_path` that GatherCheckpoint writes, planned for `tensors`
+// (WholeTensors) with the checkpoint's `metadata` into `file`, whose sink (returned, owned by
+// `file`) is not opened yet.
+absl::StatusOr<safetensors::OutputFiles*> PlanOneFile(
+    const std::vector<StreamTensor>& tensors, const std::string& out_path,
+    const std::map<std::string, std::string>& metadata, formats::RankFile& file) {
+  std::vector<TensorInfo> infos;
+  for (const StreamTensor& t : tensors) infos.push_back({t.name, t.dtype, t.shape, 0, 0});
   std::vector<TensorInfo> placed;
-};
+  SHARDKIT_ASSIGN_OR_RETURN(
+      std::vector<safetensors::OutputFile> files,
+      safetensors::PlanOutputFiles(infos, std::vector<size_t>(infos.size(), 0), {out_path},
+                                   metadata, &placed));
+  auto out = std::make_unique<safetensors::OutputFiles>(std::move(files));
+  safetensors::OutputFiles* const planned = out.get();
+  file.sink = std::move(out);
+  for (const TensorInfo& info : placed) file.dest.push_back({static_cast<int64_t>(info.begin)});
+  return planned;
+}
 
-absl::StatusOr<HfPlan> PlanHuggingFace(const TensorSource& source, const std::string& out_dir,
-                                       int64_t max_file_bytes) {
-  const std::vector<TensorInfo> infos = OutputInfos(source);
-  std::vector<int64_t> sizes;
-  for (const TensorInfo& info : infos) {
-    sizes.push_back(ComputeShapeSize(info.shape, info.dtype)->nbytes);  // checked when opened
-  }
-  hf::FileAssignment assignment = hf::AssignFiles(sizes, max_file_bytes);
-  HfPlan plan{hf::HfFileNames(assignment.files), std::move(assignment.file_of), {}, {}};
+// `names` as paths in `dir`.
+std::vector<std::string> PathsIn(const std::string& dir, const std::vector<std::string>& names) {
   std::vector<std::string> paths;
-  for (const std::string& name : plan.names) paths.push_back((fs::path(out_dir) / name).string());
-  SHARDKIT_ASSIGN_OR_RETURN(plan.files, PlanOutputFiles(infos, plan.file_of, paths,
-                                                        source.header().metadata, &plan.placed));
-  return plan;
-}
-
-std::string HfIndexPath(const std::string& out_dir) {
-  return (fs::path(out_dir) / hf::kHfIndexFileName).string();
-}
-
-// model.safetensors.index.json, unless the output is model.safetensors alone. Written after every
-// file is in place: without it, the files are no checkpoint to Hugging Face's readers or shard.
-absl::Status WriteHfIndex(const std::string& out_dir, const HfPlan& plan, int64_t total) {
-  if (plan.names.size() == 1) return absl::OkStatus();
-  std::map<std::string, std::string> weight_map;
-  for (size_t i = 0; i < plan.placed.size(); ++i) {
-    weight_map[plan.placed[i].name] = plan.names[plan.file_of[i]];
-  }
-  return os::WriteFileAtomically(HfIndexPath(out_dir), hf::HfIndexJson(total, weight_map));
+  for (const std::string& name : names) paths.push_back((fs::path(dir) / name).string());
+  return paths;
 }
 
 }  // namespace
@@ -252,11 +245,10 @@ absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_
   SHARDKIT_RETURN_IF_ERROR(formats::CheckOutputFile(
       out_path, {.keep_out_of = {{in_dir, "the shard directory it would be read from"}}}));
   SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir, options, log));
-  const std::vector<TensorInfo> infos = OutputInfos(*input.source);
-  std::vector<TensorInfo> placed;
-  SHARDKIT_ASSIGN_OR_RETURN(std::vector<OutputFile> files,
-                            PlanOutputFiles(infos, std::vector<size_t>(infos.size(), 0), {out_path},
-                                            input.source->header().metadata, &placed));
+  SHARDKIT_ASSIGN_OR_RETURN(const std::vector<StreamTensor> tensors, WholeTensors(*input.source));
+  formats::RankFile file;
+  SHARDKIT_ASSIGN_OR_RETURN(safetensors::OutputFiles* const out,
+                            PlanOneFile(tensors, out_path, input.source->header().metadata, file));
   // One writer of OUT at a time: a second is told so at once (the lock sits beside OUT). Without
   // OUT's directory there is nothing to lock: creating OUT fails below, naming it.
   std::optional<os::DirectoryLock> lock;
@@ -266,21 +258,20 @@ absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_
     SHARDKIT_ASSIGN_OR_RETURN(lock, os::DirectoryLock::AcquireForFile(out_path));
   }
   RemoveDeadTemporaryOf(out_path, log);
-  OutputFiles out(std::move(files));
-  const int64_t total = TotalBytes(placed);
+  const int64_t total = TotalBytes(tensors);
   Progress meter = MakeMeter(log, options, total);
   const std::string untouched =
       fs::exists(out_path, ec) ? absl::StrCat(out_path, " still holds the earlier file, untouched")
                                : absl::StrCat("nothing is at ", out_path);
   os::ScopedInterruptReport report;
   report.Set({.program = "shardkit gather", .state = untouched});
-  SHARDKIT_RETURN_IF_ERROR(out.Open());
+  SHARDKIT_RETURN_IF_ERROR(out->Open());
   // From here until the rename, OUT's temporary file exists: while it does, OUT is untouched.
   report.Set({.program = "shardkit gather",
               .state = absl::StrCat(out_path, " holds the complete new file"),
               .probe = os::TemporaryPath(out_path),
               .state_if_probe_present = untouched});
-  SHARDKIT_RETURN_IF_ERROR(Gather(input, placed, out, options, meter));
+  SHARDKIT_RETURN_IF_ERROR(Gather(input, tensors, file, options, meter));
   Report(options, input, total, meter, {.out = out_path, .files = {out_path}});
   return absl::OkStatus();
 }
@@ -290,7 +281,15 @@ absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out
                                const GatherOptions& options) {
   SHARDKIT_RETURN_IF_ERROR(CheckOutsideInput(in_dir, out_dir));
   SHARDKIT_ASSIGN_OR_RETURN(const GatherInput input, OpenInput(in_dir, options, log));
-  SHARDKIT_ASSIGN_OR_RETURN(HfPlan plan, PlanHuggingFace(*input.source, out_dir, max_file_bytes));
+  SHARDKIT_ASSIGN_OR_RETURN(const std::vector<StreamTensor> tensors, WholeTensors(*input.source));
+  const hf::HfOutput writer(max_file_bytes);
+  const formats::OutputContent content{.world_size = 1,
+                                       .src_rank = 0,
+                                       .tensors = tensors,
+                                       .written_by = "gather",
+                                       .metadata = &input.source->header().metadata};
+  const std::vector<std::string> paths = PathsIn(out_dir, writer.RankFileNames(0, content));
+  const std::string index_path = PathsIn(out_dir, {std::string(writer.last_file_name())})[0];
   os::CreatedDirectories created;
   absl::StatusOr<os::DirectoryLock> lock = hf::LockEmptyDirectory(out_dir, &created);
   if (!lock.ok()) {
@@ -304,19 +303,18 @@ absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out
   // Until the index is written, an interrupt removes every file of this run's: `out_dir` was
   // empty, and its files are no checkpoint without the index.
   std::vector<os::InterruptCleanup> outputs;
-  for (const std::string& name : plan.names) {
-    outputs.push_back(os::InterruptCleanup::Register((fs::path(out_dir) / name).string(),
-                                                     os::CleanupKind::kOutputFile));
+  for (const std::string& path : paths) {
+    outputs.push_back(os::InterruptCleanup::Register(path, os::CleanupKind::kOutputFile));
   }
-  outputs.push_back(
-      os::InterruptCleanup::Register(HfIndexPath(out_dir), os::CleanupKind::kOutputFile));
-  OutputFiles out(std::move(plan.files));
-  const int64_t total = TotalBytes(plan.placed);
+  outputs.push_back(os::InterruptCleanup::Register(index_path, os::CleanupKind::kOutputFile));
+  const int64_t total = TotalBytes(tensors);
   Progress meter = MakeMeter(log, options, total);
-  absl::Status status = Gather(input, plan.placed, out, options, meter);
-  if (status.ok()) status = WriteHfIndex(out_dir, plan, total);  // last
+  formats::RankFile file;
+  absl::Status status = writer.CreateRankFile(out_dir, 0, content, file);
+  if (status.ok()) status = Gather(input, tensors, file, options, meter);
+  if (status.ok()) status = writer.WriteLastFile(out_dir, content);  // last
   if (!status.ok()) {
-    out.RemoveAll();
+    if (file.sink != nullptr) file.sink->RemoveCommitted();
     created.RemoveIfEmpty();  // while the lock is held
     return status;
   }
@@ -325,12 +323,8 @@ absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out
               .state_if_removed = removed,
               .state_if_outputs_removed = none});
   outputs.clear();
-  GatherReport written{.out = out_dir};
-  for (const std::string& name : plan.names) {
-    written.files.push_back((fs::path(out_dir) / name).string());
-  }
-  if (plan.names.size() > 1) written.index_path = HfIndexPath(out_dir);
-  Report(options, input, total, meter, std::move(written));
+  Report(options, input, total, meter,
+         {.out = out_dir, .files = paths, .index_path = paths.size() > 1 ? index_path : ""});
   return absl::OkStatus();
 }
 

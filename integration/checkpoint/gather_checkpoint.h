@@ -69,9 +69,11 @@ struct GatherOptions {
 // The same output as a Hugging Face checkpoint in directory `out_dir`: the tensors, in name order,
 // go to files by AssignFiles (hf_output.h) with at most `max_file_bytes` (> 0) of tensor data per
 // file unless one tensor alone is larger, each file with the __metadata__; then
-// model.safetensors.index.json. One file is model.safetensors alone, with no index. The same
-// pipeline and budget as GatherCheckpoint write the files one after the other, committed durably
-// (fsync, rename, directory fsync) in file order as OutputFiles does; the index comes last, so a
+// model.safetensors.index.json. One file is model.safetensors alone, with no index. The files are
+// the Hugging Face writer's (hf::HfOutput, hf_writer.h, a formats::OutputWriter: its rank file
+// for a world of one, then its last file). The same pipeline and budget as GatherCheckpoint write
+// them one after the other, committed durably (fsync, rename, directory fsync) in file order as
+// safetensors::OutputFiles does; the index comes last, so a
 // run killed (SIGKILL) before it leaves temporary files, perhaps some complete ones, but no
 // index. A failed or interrupted (SIGINT, SIGTERM, SIGHUP) run removes what it wrote, and
 // `out_dir` with the parents it created if this run created them. `out_dir` must lie outside

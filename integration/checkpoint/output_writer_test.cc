@@ -88,11 +88,11 @@ std::vector<int64_t> WriteOutput(const formats::OutputWriter& writer, const std:
         if (file.dest[t][s] < 0) continue;
         const std::string bytes =
             ShardBytes(tensors, t, tensors[t].replicated ? -1 : static_cast<int64_t>(s));
-        SHARDKIT_EXPECT_OK(file.file->WriteAt(
+        SHARDKIT_EXPECT_OK(file.sink->WriteAt(
             static_cast<uint64_t>(file.data_start + file.dest[t][s]), bytes.data(), bytes.size()));
       }
     }
-    SHARDKIT_EXPECT_OK(file.file->Commit());
+    SHARDKIT_EXPECT_OK(file.sink->Commit());
   }
   SHARDKIT_EXPECT_OK(writer.WriteLastFile(dir, content));
   return writer.RankFileTensors(content);

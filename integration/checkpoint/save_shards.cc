@@ -208,7 +208,8 @@ absl::Status CreateOwnFile(Save& save) {
 // `tensor`'s bytes, row-major, written at file offset `at`: straight from its memory when it is
 // contiguous, else through contiguous copies of at most `budget` bytes — pieces along its first
 // dimension longer than 1 (a piece of one index along it is cut along the next such dimension).
-absl::Status WriteTensor(os::AtomicFile& file, uint64_t at, const Tensor& tensor, int64_t budget) {
+absl::Status WriteTensor(formats::RankSink& file, uint64_t at, const Tensor& tensor,
+                         int64_t budget) {
   if (tensor.nbytes() == 0) return absl::OkStatus();
   if (tensor.IsContiguous() || tensor.nbytes() <= budget) {
     SHARDKIT_ASSIGN_OR_RETURN(const Tensor bytes, tensor.Contiguous());
@@ -239,7 +240,7 @@ absl::Status WriteAndCommit(Save& save) {
   const auto write = [&](size_t t, size_t s, const Tensor& tensor) -> absl::Status {
     const int64_t dest = save.output.dest[t][s];
     if (dest < 0) return absl::OkStatus();
-    return WriteTensor(*save.output.file, static_cast<uint64_t>(save.output.data_start + dest),
+    return WriteTensor(*save.output.sink, static_cast<uint64_t>(save.output.data_start + dest),
                        tensor, save.options.memory_bytes);
   };
   for (size_t t = 0; t < save.tensors.size(); ++t) {
@@ -252,8 +253,8 @@ absl::Status WriteAndCommit(Save& save) {
       SHARDKIT_RETURN_IF_ERROR(write(t, shard.index, shard.tensor));
     }
   }
-  absl::Status status = save.output.file->Commit();
-  save.output.file.reset();
+  absl::Status status = save.output.sink->Commit();
+  save.output.sink.reset();
   return status;
 }
 
@@ -312,7 +313,7 @@ absl::Status SaveShards(const std::string& dir, const Module& module, Communicat
   save.context = absl::StrCat("SaveShards(", dir, ")");
   absl::Status status = RunSteps(save);
   if (!status.ok()) {
-    save.output.file.reset();
+    save.output.sink.reset();
     if (save.out) save.out->Abandon();
   }
   return status;

@@ -315,8 +315,8 @@ absl::Status Stream(Run& run, const CallOptions& call) {
 
 // Step 6 (local): this rank's file made durable under its final name.
 absl::Status CommitRankFile(Run& run) {
-  absl::Status status = run.output.file->Commit();
-  run.output.file.reset();
+  absl::Status status = run.output.sink->Commit();
+  run.output.sink.reset();
   return status;
 }
 
@@ -383,7 +383,7 @@ ShardRunReport MakeReport(const Run& run, double total_seconds) {
 // (OutputDirectory::Abandon: DIR's new files, or the new directory beside it; DIR itself if this
 // run created it).
 void CleanUpAfterFailure(Run& run) {
-  run.output.file.reset();
+  run.output.sink.reset();
   if (run.out) run.out->Abandon();
 }
 

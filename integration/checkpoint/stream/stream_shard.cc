@@ -169,10 +169,10 @@ absl::Status CopyBlocks(const StreamSchedule& schedule, const TensorSource& sour
       status = source.CheckUnchanged(t);
       if (!status.ok()) return;
     }
-    status = output.file->CopyFrom(range->fd, *range->path, range->offset,
+    status = output.sink->CopyFrom(range->fd, *range->path, range->offset,
                                    static_cast<uint64_t>(dest), static_cast<size_t>(block.bytes));
     if (!status.ok()) return;
-    output.file->StartWriteback(static_cast<uint64_t>(dest), static_cast<uint64_t>(block.bytes));
+    output.sink->StartWriteback(static_cast<uint64_t>(dest), static_cast<uint64_t>(block.bytes));
     written += block.bytes;
     copied += block.bytes;
   });
@@ -193,10 +193,10 @@ absl::Status WriteBlocks(const Round& round, int rank, bool broadcast, const std
     position += block.bytes;
     const int64_t dest = DestOf(output, block);
     if (dest < 0) return;
-    status = output.file->WriteAt(static_cast<uint64_t>(dest), data + at,
+    status = output.sink->WriteAt(static_cast<uint64_t>(dest), data + at,
                                   static_cast<size_t>(block.bytes));
     if (!status.ok()) return;
-    output.file->StartWriteback(static_cast<uint64_t>(dest), static_cast<uint64_t>(block.bytes));
+    output.sink->StartWriteback(static_cast<uint64_t>(dest), static_cast<uint64_t>(block.bytes));
     written += block.bytes;
   });
   return status;

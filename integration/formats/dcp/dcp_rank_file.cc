@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <utility>
 
 #include "absl/functional/function_ref.h"
@@ -76,8 +77,7 @@ absl::Status CreateDcpRankFile(const std::string& dir, int rank, int src_rank,
   for (size_t t = 0; t < tensors.size(); ++t) {
     out.dest[t].assign(std::max<size_t>(tensors[t].shards.size(), 1), -1);
   }
-  SHARDKIT_ASSIGN_OR_RETURN(out.file, os::AtomicFile::Create(path));
-  os::AtomicFile& file = *out.file;
+  SHARDKIT_ASSIGN_OR_RETURN(os::AtomicFile file, os::AtomicFile::Create(path));
   uint64_t end = 0;
   absl::Status written;
   SHARDKIT_RETURN_IF_ERROR(ForEachItem(
@@ -102,6 +102,7 @@ absl::Status CreateDcpRankFile(const std::string& dir, int rank, int src_rank,
     }
   }
   SHARDKIT_RETURN_IF_ERROR(file.Resize(end));
+  out.sink = std::make_unique<formats::FileSink>(std::move(file));
   out.data_start = 0;
   return absl::OkStatus();
 }

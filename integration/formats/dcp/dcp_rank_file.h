@@ -8,7 +8,7 @@
 //
 //   formats::RankFile file;  // dest[t][s]: where the values of shard s of tensor t start
 //   SHARDKIT_RETURN_IF_ERROR(CreateDcpRankFile(dir, rank, src_rank, tensors, {}, file));
-//   ... write the values ...; file.file->Commit();  then, on the source, after every rank
+//   ... write the values ...; file.sink->Commit();  then, on the source, after every rank
 //   committed: SHARDKIT_ASSIGN_OR_RETURN(dcp::Metadata metadata, MakeDcpMetadata(tensors, world,
 //   src_rank));
 //
@@ -35,7 +35,7 @@
 
 namespace shardkit::dcp {
 
-// Creates rank `rank`'s file DIR/__R_0.distcp under its temporary name (`file.file`, committed
+// Creates rank `rank`'s file DIR/__R_0.distcp under its temporary name (`file.sink`, committed
 // by the caller), every archive's bytes but the values written, at its final size; data_start 0
 // and dest[t][s]: where the values of shard s of tensors[t] (s = 0: a replicated tensor) start in
 // the file, -1 for what this rank does not write. On the source, `items.bytes` follow the

@@ -1,9 +1,11 @@
-// OutputWriter: one output format as the checkpoint writers (`shard`, `reshard`, SaveShards) use
-// it — its directory rules (OutputKind, output_kind.h) and its files: every rank creates its own
-// file at its final size (CreateRankFile), the caller writes every tensor's bytes at the offsets it
-// gives and commits the file, then the source rank writes the last file (WriteLastFile: index.json,
-// DCP's `.metadata`), which is the commit of the output. A shard directory
-// (formats/shard_dir/shard_dir_output.h) and a PyTorch DCP checkpoint (formats/dcp/dcp_output.h)
+// OutputWriter: one output format as the checkpoint writers (`shard`, `reshard`, SaveShards,
+// `gather`) use it — its directory rules (OutputKind, output_kind.h) and its files: every rank
+// creates its own sink at its final size (CreateRankFile: one file, or a format's several), the
+// caller writes every tensor's bytes at the offsets it gives and commits the sink, then the source
+// rank writes the last file (WriteLastFile: index.json, DCP's `.metadata`, a Hugging Face
+// checkpoint's index), which is the commit of the output. A shard directory
+// (formats/shard_dir/shard_dir_output.h), a PyTorch DCP checkpoint (formats/dcp/dcp_output.h) and
+// a Hugging Face checkpoint (formats/hf/hf_writer.h: one process, files written in order)
 // implement it; integration/checkpoint/output_format.h picks one by `--format`, so that the
 // writers never ask which format they write.
 //
@@ -11,7 +13,7 @@
 //   formats::OutputContent content{world, src_rank, tensors, "save", &metadata, &items};
 //   formats::RankFile file;
 //   SHARDKIT_RETURN_IF_ERROR(writer.CreateRankFile(dir, rank, content, file));
-//   ... file.file->WriteAt(file.data_start + file.dest[t][s] + k, ...) ...; file.file->Commit();
+//   ... file.sink->WriteAt(file.data_start + file.dest[t][s] + k, ...) ...; file.sink->Commit();
 //   if (rank == src_rank) SHARDKIT_RETURN_IF_ERROR(writer.WriteLastFile(dir, content));
 #ifndef SHARDKIT_INTEGRATION_FORMATS_OUTPUT_FILE_OUTPUT_WRITER_H_
 #define SHARDKIT_INTEGRATION_FORMATS_OUTPUT_FILE_OUTPUT_WRITER_H_
@@ -19,17 +21,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <optional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/os/files.h"
 #include "core/tensor/dtype.h"
 #include "core/tensor/shape.h"
 #include "integration/formats/output_file/output_kind.h"
+#include "integration/formats/output_file/rank_sink.h"
 #include "specs/shard_metadata.h"
 
 namespace shardkit::formats {
@@ -91,12 +93,12 @@ struct OutputContent {
   const OutputItems* items = nullptr;  // on src_rank, where the format holds them; else empty
 };
 
-// A rank's file, as CreateRankFile leaves it: at its final size under its temporary name (the
-// caller commits it; destroying it uncommitted removes it), everything but the tensors' bytes
-// written. Shard s of tensors[t] (s = 0: a replicated tensor) goes to data_start + dest[t][s];
-// dest is -1 for what this rank's file does not hold.
+// A rank's file (or files), as CreateRankFile leaves it: a sink at its final size under temporary
+// names (the caller commits it; destroying it uncommitted removes them), everything but the
+// tensors' bytes written. Shard s of tensors[t] (s = 0: a replicated tensor) goes to byte
+// data_start + dest[t][s] of the sink's region; dest is -1 for what this rank's file does not hold.
 struct RankFile {
-  std::optional<os::AtomicFile> file;
+  std::unique_ptr<RankSink> sink;
   int64_t data_start = 0;
   std::vector<std::vector<int64_t>> dest;
 };
@@ -111,6 +113,12 @@ class OutputWriter : public OutputKind {
 
   // Rank `rank`'s file name in the directory.
   virtual std::string RankFileName(int rank) const = 0;
+
+  // The names of every file rank `rank`'s sink writes, in order: RankFileName(rank) unless the
+  // format writes several (a Hugging Face checkpoint: as many as its tensors fill).
+  virtual std::vector<std::string> RankFileNames(int rank, const OutputContent& content) const {
+    return {RankFileName(rank)};
+  }
 
   // Creates rank `rank`'s file in `dir` (see RankFile). Errors: kInvalidArgument for a tensor the
   // format cannot hold (naming it); the OS error naming the file.

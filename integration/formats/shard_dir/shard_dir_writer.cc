@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -73,9 +74,10 @@ absl::Status ShardDirOutput::CreateRankFile(const std::string& dir, int rank,
     const auto [t, s] = slot_of[info.name];
     file.dest[t][s] = static_cast<int64_t>(info.begin);
   }
-  SHARDKIT_ASSIGN_OR_RETURN(file.file, os::AtomicFile::Create(path));
-  SHARDKIT_RETURN_IF_ERROR(file.file->Write(layout.prefix.data(), layout.prefix.size()));
-  SHARDKIT_RETURN_IF_ERROR(file.file->Resize(layout.prefix.size() + layout.data_size));
+  SHARDKIT_ASSIGN_OR_RETURN(os::AtomicFile created, os::AtomicFile::Create(path));
+  SHARDKIT_RETURN_IF_ERROR(created.Write(layout.prefix.data(), layout.prefix.size()));
+  SHARDKIT_RETURN_IF_ERROR(created.Resize(layout.prefix.size() + layout.data_size));
+  file.sink = std::make_unique<formats::FileSink>(std::move(created));
   file.data_start = static_cast<int64_t>(layout.prefix.size());
   return absl::OkStatus();
 }

@@ -1,4 +1,4 @@
-#include "integration/checkpoint/output_files.h"
+#include "integration/formats/safetensors/output_files.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -6,12 +6,11 @@
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "core/base/check.h"
 #include "core/base/status_macros.h"
 
-namespace shardkit::checkpoint {
-
-using safetensors::TensorInfo;
+namespace shardkit::safetensors {
 
 absl::StatusOr<std::vector<OutputFile>> PlanOutputFiles(
     const std::vector<TensorInfo>& tensors, const std::vector<size_t>& file_of,
@@ -75,30 +74,53 @@ absl::Status OutputFiles::OpenNext() {
   return absl::OkStatus();
 }
 
-absl::Status OutputFiles::Write(uint64_t offset, const std::byte* data, size_t size) {
-  while (size > 0) {
+template <typename Part>
+absl::Status OutputFiles::ForEachPart(uint64_t offset, uint64_t size, Part part) {
+  if (offset != written_) {
+    return absl::FailedPreconditionError(absl::StrCat("output files: a write at virtual byte ",
+                                                      offset, " where the last one ended at ",
+                                                      written_, " (their bytes come in order)"));
+  }
+  uint64_t done = 0;
+  while (done < size) {
     // Reach the file holding byte `offset` (files without data on the way are completed empty).
     while (!open_ || files_[next_ - 1].end() <= offset) SHARDKIT_RETURN_IF_ERROR(OpenNext());
     const OutputFile& file = files_[next_ - 1];
-    const uint64_t n = std::min<uint64_t>(size, file.end() - offset);
+    const uint64_t n = std::min<uint64_t>(size - done, file.end() - offset);
     const uint64_t at = file.layout.prefix.size() + (offset - file.begin);
-    SHARDKIT_RETURN_IF_ERROR(open_->WriteAt(at, data, static_cast<size_t>(n)));
+    SHARDKIT_RETURN_IF_ERROR(part(*open_, at, done, n));
     open_->StartWriteback(at, n);
     offset += n;
-    data += n;
-    size -= static_cast<size_t>(n);
+    done += n;
+    written_ = offset;
     if (offset == file.end()) SHARDKIT_RETURN_IF_ERROR(CompleteOpen());
   }
   return absl::OkStatus();
 }
 
-absl::Status OutputFiles::Finish() {
+absl::Status OutputFiles::WriteAt(uint64_t offset, const void* data, size_t size) {
+  const auto* bytes = static_cast<const std::byte*>(data);
+  return ForEachPart(offset, size,
+                     [&](os::AtomicFile& file, uint64_t at, uint64_t done, uint64_t n) {
+                       return file.WriteAt(at, bytes + done, static_cast<size_t>(n));
+                     });
+}
+
+absl::Status OutputFiles::CopyFrom(int in, const std::string& in_name, uint64_t in_offset,
+                                   uint64_t offset, size_t size) {
+  return ForEachPart(
+      offset, size, [&](os::AtomicFile& file, uint64_t at, uint64_t done, uint64_t n) {
+        return file.CopyFrom(in, in_name, in_offset + done, at, static_cast<size_t>(n));
+      });
+}
+
+absl::Status OutputFiles::Commit() {
   while (next_ < files_.size()) SHARDKIT_RETURN_IF_ERROR(OpenNext());
   SHARDKIT_RETURN_IF_ERROR(CompleteOpen());
   return CommitOldest(0);
 }
 
-void OutputFiles::RemoveAll() {
+void OutputFiles::RemoveCommitted() {
   open_.reset();  // an uncommitted AtomicFile removes its temporary file
   complete_.clear();
   std::set<std::string> dirs;
@@ -111,6 +133,7 @@ void OutputFiles::RemoveAll() {
     (void)os::SyncDirectory(dir.empty() ? "." : dir);  // best effort: the run failed already
   }
   next_ = 0;
+  written_ = 0;
 }
 
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::safetensors

@@ -1,4 +1,7 @@
-#include "integration/checkpoint/output_files.h"
+#include "integration/formats/safetensors/output_files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -7,15 +10,15 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "core/os/files.h"
 #include "integration/formats/safetensors/safetensors.h"
 #include "testing/status_matchers.h"
 #include "testing/test_dir.h"
 
-namespace shardkit::checkpoint {
+namespace shardkit::safetensors {
 namespace {
 
 namespace fs = std::filesystem;
-using safetensors::TensorInfo;
 using ::shardkit::testing::IsOk;
 
 // a (5 bytes) and d (3) in file 0, b (no bytes) alone in file 1, c (7) in file 2: file 1 has no
@@ -88,7 +91,7 @@ std::pair<int, int> TemporaryAndFinal(const std::string& dir) {
   return counts;
 }
 
-TEST(OutputFilesTest, WritesAcrossFilesAndCommitsInFinish) {
+TEST(OutputFilesTest, WritesAcrossFilesAndCommitsAtTheEnd) {
   const std::string dir = testing::FreshTestDir("write");
   Example example(dir);
   absl::StatusOr<OutputFiles> opened = example.Open();
@@ -97,10 +100,10 @@ TEST(OutputFilesTest, WritesAcrossFilesAndCommitsInFinish) {
   const std::vector<std::byte> data = Range(0, 15);
   for (size_t at = 0; at < data.size(); at += 4) {  // pieces cross the files' boundaries
     const size_t n = std::min<size_t>(4, data.size() - at);
-    ASSERT_THAT(out.Write(at, data.data() + at, n), IsOk());
+    ASSERT_THAT(out.WriteAt(at, data.data() + at, n), IsOk());
   }
   EXPECT_EQ(TemporaryAndFinal(dir), std::make_pair(3, 0));  // complete, none committed yet
-  ASSERT_THAT(out.Finish(), IsOk());
+  ASSERT_THAT(out.Commit(), IsOk());
   EXPECT_EQ(TemporaryAndFinal(dir), std::make_pair(0, 3));
   EXPECT_EQ(TensorBytes(example.paths[0], "a"), Range(0, 5));
   EXPECT_EQ(TensorBytes(example.paths[0], "d"), Range(5, 8));
@@ -125,16 +128,16 @@ TEST(OutputFilesTest, CommitsTheOldestBeyondTheLimit) {
   ASSERT_THAT(opened.status(), IsOk());
   OutputFiles& out = *opened;
   const std::vector<std::byte> data = Range(0, static_cast<int>(count));
-  ASSERT_THAT(out.Write(0, data.data(), data.size()), IsOk());
+  ASSERT_THAT(out.WriteAt(0, data.data(), data.size()), IsOk());
   EXPECT_EQ(TemporaryAndFinal(dir), std::make_pair(static_cast<int>(kMaxUncommittedFiles), 4));
   for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(fs::exists(example.paths[i])) << i;
-  ASSERT_THAT(out.Finish(), IsOk());
+  ASSERT_THAT(out.Commit(), IsOk());
   EXPECT_EQ(TemporaryAndFinal(dir), std::make_pair(0, static_cast<int>(count)));
   EXPECT_EQ(TensorBytes(example.paths[count - 1], absl::StrFormat("t%03d", count - 1)),
             Range(static_cast<int>(count) - 1, static_cast<int>(count)));
 }
 
-TEST(OutputFilesTest, FinishCreatesFilesWithNoData) {
+TEST(OutputFilesTest, CommitCreatesFilesWithNoData) {
   Example example(testing::FreshTestDir("empty"));
   example.tensors = {{"a", DType::kUInt8, {0}, 0, 0}, {"b", DType::kUInt8, {0}, 0, 0}};
   example.file_of = {1, 0};
@@ -144,38 +147,84 @@ TEST(OutputFilesTest, FinishCreatesFilesWithNoData) {
   OutputFiles out(*std::move(files));
   EXPECT_EQ(out.total_bytes(), 0u);
   ASSERT_THAT(out.Open(), IsOk());
-  ASSERT_THAT(out.Finish(), IsOk());
+  ASSERT_THAT(out.Commit(), IsOk());
   EXPECT_EQ(TensorBytes(example.paths[0], "b"), Range(0, 0));
   EXPECT_EQ(TensorBytes(example.paths[1], "a"), Range(0, 0));
 }
 
-TEST(OutputFilesTest, RemoveAllLeavesNothing) {
+TEST(OutputFilesTest, RemoveCommittedLeavesNothing) {
   const std::string dir = testing::FreshTestDir("remove");
   Example example(dir);
   absl::StatusOr<OutputFiles> opened = example.Open();
   ASSERT_THAT(opened.status(), IsOk());
   OutputFiles& out = *opened;
   const std::vector<std::byte> data = Range(0, 10);
-  ASSERT_THAT(out.Write(0, data.data(), data.size()), IsOk());  // file 0 and 1 done, 2 open
+  ASSERT_THAT(out.WriteAt(0, data.data(), data.size()), IsOk());  // file 0 and 1 done, 2 open
   EXPECT_EQ(TemporaryAndFinal(dir), std::make_pair(3, 0));
-  out.RemoveAll();
+  out.RemoveCommitted();
   EXPECT_TRUE(fs::is_empty(dir));
 }
 
-// What a run whose index cannot be written does after Finish.
-TEST(OutputFilesTest, RemoveAllAfterFinishRemovesTheCommittedFiles) {
+// What a run whose index cannot be written does after Commit.
+TEST(OutputFilesTest, RemoveCommittedAfterCommitRemovesTheFiles) {
   const std::string dir = testing::FreshTestDir("remove-committed");
   Example example(dir);
   absl::StatusOr<OutputFiles> opened = example.Open();
   ASSERT_THAT(opened.status(), IsOk());
   OutputFiles& out = *opened;
   const std::vector<std::byte> data = Range(0, 15);
-  ASSERT_THAT(out.Write(0, data.data(), data.size()), IsOk());
-  ASSERT_THAT(out.Finish(), IsOk());
+  ASSERT_THAT(out.WriteAt(0, data.data(), data.size()), IsOk());
+  ASSERT_THAT(out.Commit(), IsOk());
   EXPECT_EQ(TemporaryAndFinal(dir), std::make_pair(0, 3));
-  out.RemoveAll();
+  out.RemoveCommitted();
   EXPECT_TRUE(fs::is_empty(dir));
 }
 
+// As a formats::RankSink: its writes come in order, so one elsewhere is refused, naming both
+// offsets, and nothing is written.
+TEST(OutputFilesTest, RefusesAWriteOutOfOrder) {
+  const std::string dir = testing::FreshTestDir("order");
+  Example example(dir);
+  absl::StatusOr<OutputFiles> opened = example.Open();
+  ASSERT_THAT(opened.status(), IsOk());
+  formats::RankSink& sink = *opened;
+  EXPECT_TRUE(sink.writes_in_order());
+  const std::vector<std::byte> data = Range(0, 15);
+  ASSERT_THAT(sink.WriteAt(0, data.data(), 4), IsOk());
+  const absl::Status skipped = sink.WriteAt(6, data.data() + 6, 2);
+  EXPECT_EQ(skipped.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(skipped.message().find("virtual byte 6 where the last one ended at 4"),
+            std::string::npos)
+      << skipped;
+  EXPECT_EQ(sink.WriteAt(0, data.data(), 4).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_THAT(sink.WriteAt(4, data.data() + 4, 11), IsOk());
+  ASSERT_THAT(sink.Commit(), IsOk());
+  EXPECT_EQ(TensorBytes(example.paths[0], "a"), Range(0, 5));
+  EXPECT_EQ(TensorBytes(example.paths[2], "c"), Range(8, 15));
+}
+
+// CopyFrom puts a file's bytes across the output files as WriteAt puts memory's.
+TEST(OutputFilesTest, CopiesFromAFileAcrossFiles) {
+  const std::string dir = testing::FreshTestDir("copy");
+  const std::string input = dir + "/input.bin";
+  const std::vector<std::byte> data = Range(0, 20);
+  ASSERT_THAT(os::WriteFileAtomically(
+                  input, std::string(reinterpret_cast<const char*>(data.data()), data.size())),
+              IsOk());
+  Example example(dir);
+  absl::StatusOr<OutputFiles> opened = example.Open();
+  ASSERT_THAT(opened.status(), IsOk());
+  const int fd = ::open(input.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  // Input bytes [3, 18) become the virtual region [0, 15): a 7-byte piece crosses file 0's end.
+  EXPECT_THAT(opened->CopyFrom(fd, input, 3, 0, 7), IsOk());
+  EXPECT_THAT(opened->CopyFrom(fd, input, 10, 7, 8), IsOk());
+  ::close(fd);
+  ASSERT_THAT(opened->Commit(), IsOk());
+  EXPECT_EQ(TensorBytes(example.paths[0], "a"), Range(3, 8));
+  EXPECT_EQ(TensorBytes(example.paths[0], "d"), Range(8, 11));
+  EXPECT_EQ(TensorBytes(example.paths[2], "c"), Range(11, 18));
+}
+
 }  // namespace
-}  // namespace shardkit::checkpoint
+}  // namespace shardkit::safetensors

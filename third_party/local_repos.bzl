@@ -378,11 +378,13 @@ def _torch_impl(ctx):
 # LibTorch for integration/torch, the first found of: $LIBTORCH_HOME; PyPI's torch 2.x in the
 # workspace's .venv (what tools/setup --test-venv installs, and CI tests); Debian's LibTorch 1.13
 # (libtorch-dev, CPU only), the fallback without PyPI; else stubs that fail with a clear message.
-# Re-run when LIBTORCH_HOME changes; after making or removing .venv, `bazel sync --configure`
-# (or `bazel shutdown`) makes Bazel look again.
+# Re-run when LIBTORCH_HOME or SHARDKIT_VENV_TORCH changes. The latter says which torch the venv
+# holds: tools/setup --test-venv writes it into .venv/shardkit.bazelrc (which .bazelrc imports:
+# every Bazel command sees it) and removes that file when the venv has no torch, so that Bazel
+# looks again whenever the venv gains, changes or loses its torch, whatever ran Bazel before.
 torch_repository = repository_rule(
     implementation = _torch_impl,
     configure = True,
-    environ = ["LIBTORCH_HOME"],
+    environ = ["LIBTORCH_HOME", "SHARDKIT_VENV_TORCH"],
     local = True,
 )

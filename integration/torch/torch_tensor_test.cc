@@ -1,6 +1,13 @@
 #include "integration/torch/torch_tensor.h"
 
+#include <torch/version.h>
+
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <utility>
 
 #include "gmock/gmock.h"
@@ -17,6 +24,41 @@ using ::testing::HasSubstr;
 constexpr DType kShared[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16,  DType::kBFloat16,
                              DType::kInt8,    DType::kUInt8,   DType::kInt16,    DType::kInt32,
                              DType::kInt64,   DType::kBool,    DType::kComplex64};
+
+// The torch package of the test venv whose python is `python` (VENV/bin/python): its
+// version.py's __version__ ("2.15.0+cu132"), or "" when the venv holds no torch.
+std::string VenvTorchVersion(const std::filesystem::path& python) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const fs::directory_entry& lib :
+       fs::directory_iterator(python.parent_path().parent_path() / "lib", ec)) {
+    std::ifstream in(lib.path() / "site-packages" / "torch" / "version.py");
+    std::string line;
+    while (std::getline(in, line)) {
+      const size_t quote = line.find_first_of("'\"");
+      if (line.rfind("__version__", 0) == 0 && quote != std::string::npos) {
+        return line.substr(quote + 1, line.find_first_of("'\"", quote + 1) - quote - 1);
+      }
+    }
+  }
+  return "";
+}
+
+// Where the test venv holds a torch (tools/setup --test-venv), the LibTorch these tests link is
+// that one (third_party/local_repos.bzl resolves @libtorch again whenever the venv's torch
+// changes), not Debian's 1.13 kept from before the venv existed. Set LIBTORCH_HOME to another
+// LibTorch and this fails by design: it names both.
+TEST(LinkedLibTorch, IsTheTestVenvsTorchWhereItHoldsOne) {
+  const char* python = std::getenv("SHARDKIT_TEST_PYTHON");
+  if (python == nullptr) GTEST_SKIP() << "no test venv (SHARDKIT_TEST_PYTHON unset)";
+  const std::string version = VenvTorchVersion(python);
+  if (version.empty()) GTEST_SKIP() << "the test venv holds no torch";
+  std::ostringstream linked;
+  linked << TORCH_VERSION_MAJOR << "." << TORCH_VERSION_MINOR << ".";
+  EXPECT_EQ(version.rfind(linked.str(), 0), 0u)
+      << "integration/torch links LibTorch " << TORCH_VERSION << " but the test venv (" << python
+      << ") holds torch " << version;
+}
 
 TEST(ToTorch, EveryDtypeSharesMemoryAndKeepsValues) {
   for (DType dtype : kShared) {

@@ -97,12 +97,12 @@ absl::Status HfOutput::CreateRankFile(const std::string& dir, int rank,
   }
   std::vector<std::string> paths;
   for (const std::string& name : files.names) paths.push_back((fs::path(dir) / name).string());
-  static const std::map<std::string, std::string> kNoMetadata;
+  static const auto* const kNoMetadata = new std::map<std::string, std::string>;
   std::vector<safetensors::TensorInfo> placed;
   SHARDKIT_ASSIGN_OR_RETURN(
       std::vector<safetensors::OutputFile> planned,
       safetensors::PlanOutputFiles(infos, files.assignment.file_of, paths,
-                                   content.metadata != nullptr ? *content.metadata : kNoMetadata,
+                                   content.metadata != nullptr ? *content.metadata : *kNoMetadata,
                                    &placed));
   auto sink = std::make_unique<safetensors::OutputFiles>(std::move(planned));
   SHARDKIT_RETURN_IF_ERROR(sink->Open());

@@ -170,13 +170,14 @@ Progress MakeMeter(std::ostream& log, const GatherOptions& options, int64_t tota
                   total, "windows");
 }
 
-// Streams the whole output into `file` (`tensors`: WholeTensors, placed by the writer that
-// created it) under the budget, and commits every file.
+// Streams the whole output, `total` bytes, into `file` (`tensors`: WholeTensors, placed by the
+// writer that created it) under the budget, and commits every file.
 absl::Status Gather(const GatherInput& input, const std::vector<StreamTensor>& tensors,
-                    formats::RankFile& file, const GatherOptions& options, Progress& meter) {
+                    int64_t total, formats::RankFile& file, const GatherOptions& options,
+                    Progress& meter) {
   const std::vector<StreamTensor> ordered = InOutputOrder(tensors, file);
   SHARDKIT_RETURN_IF_ERROR(
-      WriteWindows(input, ordered, TotalBytes(ordered), *file.sink, options.memory_bytes, meter));
+      WriteWindows(input, ordered, total, *file.sink, options.memory_bytes, meter));
   return file.sink->Commit();
 }
 
@@ -271,7 +272,7 @@ absl::Status GatherCheckpoint(const std::string& in_dir, const std::string& out_
               .state = absl::StrCat(out_path, " holds the complete new file"),
               .probe = os::TemporaryPath(out_path),
               .state_if_probe_present = untouched});
-  SHARDKIT_RETURN_IF_ERROR(Gather(input, tensors, file, options, meter));
+  SHARDKIT_RETURN_IF_ERROR(Gather(input, tensors, total, file, options, meter));
   Report(options, input, total, meter, {.out = out_path, .files = {out_path}});
   return absl::OkStatus();
 }
@@ -289,7 +290,7 @@ absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out
                                        .written_by = "gather",
                                        .metadata = &input.source->header().metadata};
   const std::vector<std::string> paths = PathsIn(out_dir, writer.RankFileNames(0, content));
-  const std::string index_path = PathsIn(out_dir, {std::string(writer.last_file_name())})[0];
+  const std::string index_path = (fs::path(out_dir) / writer.last_file_name()).string();
   os::CreatedDirectories created;
   absl::StatusOr<os::DirectoryLock> lock = hf::LockEmptyDirectory(out_dir, &created);
   if (!lock.ok()) {
@@ -311,7 +312,7 @@ absl::Status GatherHuggingFace(const std::string& in_dir, const std::string& out
   Progress meter = MakeMeter(log, options, total);
   formats::RankFile file;
   absl::Status status = writer.CreateRankFile(out_dir, 0, content, file);
-  if (status.ok()) status = Gather(input, tensors, file, options, meter);
+  if (status.ok()) status = Gather(input, tensors, total, file, options, meter);
   if (status.ok()) status = writer.WriteLastFile(out_dir, content);  // last
   if (!status.ok()) {
     if (file.sink != nullptr) file.sink->RemoveCommitted();

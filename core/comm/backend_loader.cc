@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,6 +49,20 @@ std::string ExecutableDir() {
   const ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
   if (n <= 0) return "";
   return Parent(std::string(buffer, static_cast<size_t>(n)));
+}
+
+// The directory of the shared object holding this code, when that is not the executable; else "".
+std::string SharedObjectDir() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<const void*>(&SharedObjectDir), &info) == 0 ||
+      info.dli_fname == nullptr) {
+    return "";
+  }
+  char resolved[PATH_MAX];
+  if (::realpath(info.dli_fname, resolved) == nullptr) return "";
+  char exe[PATH_MAX];
+  if (::realpath("/proc/self/exe", exe) != nullptr && std::string(exe) == resolved) return "";
+  return Parent(resolved);
 }
 
 bool IsFile(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
@@ -212,6 +227,11 @@ std::vector<std::string> PluginSearchPath() {
   if (!exe_dir.empty()) {
     add(Parent(exe_dir) + "/lib/shardkit");
     add(exe_dir);
+  }
+  const std::string own_dir = SharedObjectDir();
+  if (!own_dir.empty()) {
+    add(own_dir + "/lib/shardkit");
+    add(own_dir);
   }
   return dirs;
 }

@@ -37,7 +37,9 @@ std::string PluginFileName(std::string_view name);
 
 // The directories searched for plugins, in order, without duplicates: each entry of
 // SHARDKIT_PLUGIN_PATH (colon-separated, empty entries skipped), then <executable's dir>/../lib/
-// shardkit, then the executable's own directory.
+// shardkit, then the executable's own directory; then, when shardkit's code lives in a shared
+// object of its own (the Python package's extension module), <that object's dir>/lib/shardkit and
+// that directory (where the wheel keeps its plugins).
 std::vector<std::string> PluginSearchPath();
 
 // The built-in backend `name`, else the first plugin file for it on PluginSearchPath(), loaded.

@@ -13,7 +13,8 @@
 
 namespace shardkit {
 
-inline constexpr char kShardkitVersion[] = "0.1.0";
+// SHARDKIT_VERSION of core/comm/version.bzl, e.g. "0.1.0".
+extern const char kShardkitVersion[];
 
 // 16 lowercase hex digits, e.g. "3f9a0c1d2b4e5f67".
 const char* BuildId();

@@ -104,6 +104,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectWithBackend(const LoadedBac
 }  // namespace internal
 
 absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv() {
+  return ConnectOptionsFromEnv([](ConnectOptions&) {});
+}
+
+absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv(
+    absl::FunctionRef<void(ConnectOptions&)> adjust) {
   SHARDKIT_ASSIGN_OR_RETURN(LauncherEnv launcher, DetectLauncherFromEnv());
   ConnectOptions o;
   o.rank = launcher.rank;
@@ -122,6 +127,7 @@ absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv() {
     }
     o.timeout = absl::Seconds(seconds);
   }
+  adjust(o);
   SHARDKIT_RETURN_IF_ERROR(CompleteForLauncher(launcher, &o));
   ReportLauncherWarnings(launcher);  // after the errors, which must come first on stderr
   return o;

@@ -18,6 +18,7 @@
 
 #include <memory>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/comm/communicator.h"
@@ -55,6 +56,12 @@ namespace internal {
 // disagreeing outer launchers go to stderr once. Errors: kInvalidArgument naming a malformed
 // variable, or saying to set SHARDKIT_STORE; those of CompleteForLauncher.
 [[nodiscard]] absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv();
+
+// The same, with `adjust` applied to the options read from the environment before
+// CompleteForLauncher: a program's own arguments (the Python package's init(store=...)) override
+// the variables, and the launcher's run namespace is still added to the store they name.
+[[nodiscard]] absl::StatusOr<ConnectOptions> ConnectOptionsFromEnv(
+    absl::FunctionRef<void(ConnectOptions&)> adjust);
 
 // Connect(ConnectOptionsFromEnv()).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> ConnectFromEnv();

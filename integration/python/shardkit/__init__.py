@@ -1,0 +1,34 @@
+"""shardkit: shard parameters across the ranks of a job, from Python.
+
+    import shardkit
+    comm = shardkit.init()                       # ranks from torchrun / shardkit launch / ...
+    spec = {"type": "chunk", "dim": 0, "placements": {"ranks": "all"}}
+    st = shardkit.shard_parameter(comm, tensor if comm.rank == 0 else None, spec)
+    st.local_tensors()                           # this rank's chunks: torch views, no copies
+    st.gather(dst=0)                             # the whole tensor on rank 0, None elsewhere
+
+Errors are shardkit.Error subclasses, one per status code (shardkit.InvalidArgumentError, ...),
+the same on every rank for a cross-rank problem. `python -m shardkit ARGS` is the shardkit CLI.
+Importing shardkit imports neither torch nor numpy.
+"""
+
+from . import _core
+from ._api import Communicator, Shard, ShardedTensor, init, shard_parameter, zeros
+from ._sync import SyncPlan, SyncReport, from_dtensor, plan_sync
+from ._errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossError,
+                      DeadlineExceededError, Error, FailedPreconditionError, InternalError,
+                      InvalidArgumentError, NotFoundError, OutOfRangeError,
+                      PermissionDeniedError, ResourceExhaustedError, UnauthenticatedError,
+                      UnavailableError, UnimplementedError, UnknownError)
+
+__version__ = _core.__version__
+build_id = _core.build_id
+
+__all__ = [
+    "Communicator", "Shard", "ShardedTensor", "init", "shard_parameter", "zeros",
+    "SyncPlan", "SyncReport", "from_dtensor", "plan_sync",
+    "Error", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
+    "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError",
+    "NotFoundError", "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError",
+    "UnauthenticatedError", "UnavailableError", "UnimplementedError", "UnknownError",
+]

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""The wheel, installed by pip into a fresh venv (not the build tree), used from real PyTorch 2.15
+on four forked ranks over Gloo/TCP: shard/gather round trips against torch.chunk (uneven and
+empty chunks, an enumerable spec, bool/float8/float16/int8, a numpy source, a meta tensor or
+None off the source), zero-copy writes, zeros(), the same exception on every rank for a spec
+that differs on one rank, a bad spec on one rank and a source given None, the GIL released while
+a call waits, DeadlineExceededError for a rank that never joins. Also: every library the
+extension and the CLI load is in the wheel or the C library's set (nothing from the build's
+Debian packages), `import shardkit` imports no torch, `python -m shardkit` is the CLI and finds
+the wheel's plugins.
+
+Needs SHARDKIT_TEST_PYTHON (tools/test passes the .venv's) with torch; skips without it."""
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", "."), "shardkit")
+sys.path.insert(0, os.path.join(RUNFILES, "integration/tests"))
+import checkpoint_testlib as lib  # noqa: E402
+
+HERE = os.path.join(RUNFILES, "integration/python")
+WORKER = os.path.join(HERE, "wheel_worker.py")
+SYSTEM = re.compile(r"^(linux-vdso|ld-linux[-\w]*|libc|libm|libpthread|libdl|librt|libutil|"
+                    r"libresolv|libstdc\+\+|libgcc_s)\.so")
+# What a plugin may take from the system: its backend's own libraries.
+PLUGIN_SYSTEM = re.compile(r"^(libuc[pstm]|libmpi|libopen-|libhwloc|libevent|libpmix|libnccl|"
+                           r"libcuda|libcudart|libnuma|libz|liblzma|libudev|libltdl|libfabric|"
+                           r"libpsm|librdmacm|libefa|libgfortran|libquadmath|libmunge)")
+
+
+def run(args, **kwargs):
+    return subprocess.run(args, capture_output=True, text=True, timeout=300, **kwargs)
+
+
+def install(python):
+    """A fresh venv with the wheel, and the test venv's site-packages (torch) after its own."""
+    venv = lib.tmp_path("venv")
+    made = run([python, "-m", "venv", "--without-pip", venv])
+    lib.check(made.returncode == 0, f"venv: {made.stderr}")
+    wheels = glob.glob(os.path.join(HERE, "shardkit-*.whl"))
+    lib.check(len(wheels) == 1, f"one wheel in {HERE}: {wheels}")
+    size = os.path.getsize(wheels[0])
+    print(f"wheel: {os.path.basename(wheels[0])}, {size / 1e6:.1f} MB")
+    lib.check(size <= 40e6, f"the wheel is {size / 1e6:.1f} MB, more than 40 MB")
+    pip = run([python, "-m", "pip", "--python", os.path.join(venv, "bin", "python"), "install",
+               "--no-deps", "--no-index", "--disable-pip-version-check", wheels[0]])
+    lib.check(pip.returncode == 0, f"pip install: {pip.stdout}{pip.stderr}")
+    site = glob.glob(os.path.join(venv, "lib", "python3*", "site-packages"))[0]
+    outer = run([python, "-c", "import torch, os; print(os.path.dirname(os.path.dirname("
+                 "torch.__file__)))"]).stdout.strip()
+    with open(os.path.join(site, "zz_test_venv.pth"), "w") as f:
+        f.write(outer + "\n")
+    return os.path.join(venv, "bin", "python"), os.path.join(site, "shardkit")
+
+
+def check_libraries(package):
+    """What the extension, the CLI and the plugins load comes from the wheel or the system set."""
+    binaries = glob.glob(os.path.join(package, "_core*.so")) + [
+        os.path.join(package, "bin", "shardkit")]
+    plugins = glob.glob(os.path.join(package, "lib", "shardkit", "*.so"))
+    lib.check(len(binaries) == 2 and len(plugins) >= 2, f"binaries {binaries}, plugins {plugins}")
+    for path in binaries + plugins:
+        out = run(["ldd", path]).stdout
+        for soname, where in re.findall(r"^\s*(\S+) => (\S+)", out, re.M):
+            inside = os.path.realpath(where).startswith(os.path.realpath(package) + "/")
+            allowed = SYSTEM.match(soname) or (path in plugins and PLUGIN_SYSTEM.match(soname))
+            lib.check(inside or allowed,
+                      f"{os.path.basename(path)} loads {soname} from {where}, outside the wheel")
+
+
+def check_import_and_cli(python):
+    start = time.monotonic()
+    imported = run([python, "-c", "import sys, shardkit; print('torch' in sys.modules)"])
+    print(f"import shardkit (a fresh process, with startup): {time.monotonic() - start:.3f} s")
+    lib.check(imported.stdout.strip() == "False",
+              f"import shardkit: {imported.stdout}{imported.stderr} (torch imported?)")
+    version = run([python, "-m", "shardkit", "--version"])
+    lib.check(version.returncode == 0 and "gloo: built in" in version.stdout,
+              f"python -m shardkit --version: {version.stdout}{version.stderr}")
+    for backend in ["ucx", "mpi"]:
+        lib.check(re.search(rf"^{backend}: plugin .*/shardkit/lib/shardkit/", version.stdout,
+                            re.M) is not None, f"no {backend} plugin from the wheel: {version.stdout}")
+
+
+def ranks(python, cases, world, started, store):
+    """Starts ranks `started` of `world` running `cases`; returns each rank's results. The worker
+    runs from a copy, isolated (-I): the source tree's shardkit/ beside it must not shadow the
+    installed package."""
+    worker = lib.tmp_path("wheel_worker.py")
+    shutil.copyfile(WORKER, worker)
+    procs = {}
+    for rank in started:
+        out = lib.tmp_path(f"{cases}-{rank}.json")
+        procs[rank] = (subprocess.Popen([python, "-I", worker, cases, str(rank), str(world), store, out],
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True), out)
+    results = {}
+    for rank, (proc, out) in procs.items():
+        try:
+            text, _ = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            text, _ = proc.communicate()
+            lib.fail(f"{cases}: rank {rank} did not finish in 120 s: {text}")
+            continue
+        if not lib.check(proc.returncode == 0, f"{cases}: rank {rank} exit {proc.returncode}: "
+                         f"{text}"):
+            continue
+        with open(out) as f:
+            results[rank] = json.load(f)
+    return results
+
+
+def same_error(results, case, cls, *needles):
+    errors = [r[case] for r in results.values()]
+    if not lib.check(len(errors) == 4 and all(errors), f"{case}: {errors}"):
+        return
+    print(f"{case}: every rank: {errors[0]['class']}: {errors[0]['message'][:300]}")
+    lib.check(all(e == errors[0] for e in errors), f"{case}: ranks differ: {errors}")
+    lib.check(errors[0]["class"] == cls and errors[0]["code"] != "", f"{case}: {errors[0]}")
+    for needle in needles:
+        lib.check(needle in errors[0]["message"], f"{case}: no {needle!r} in {errors[0]}")
+
+
+def check_main(python):
+    results = ranks(python, "main", 4, range(4), "file://" + lib.tmp_path("store-main"))
+    lib.check(len(results) == 4, f"main: results of ranks {sorted(results)}")
+    for rank, r in results.items():
+        lib.check(r["comm"] == [rank, 4, "gloo"], f"rank {rank}: comm {r['comm']}")
+        for case in ["chunk_dim0", "gather_dst1", "gather_equal", "chunk_empty", "chunk_empty_gather",
+                     "enumerable", "zero_copy", "dtype_bool", "dtype_float8_e4m3fn",
+                     "dtype_float16", "dtype_int8", "numpy_source", "zeros", "zeros_gather",
+                     "after_errors", "sync_m_to_n", "dtensor_shard0", "dtensor_shard1",
+                     "dtensor_sync"]:
+            lib.check(r.get(case) is True, f"rank {rank}: {case} is {r.get(case)}")
+    same_error(results, "spec_differs", "InvalidArgumentError", "rank 3")
+    same_error(results, "bad_json", "InvalidArgumentError", "rank 1", "dim")
+    same_error(results, "source_none", "InvalidArgumentError", "source rank 2", "None")
+    same_error(results, "sync_mismatch", "InvalidArgumentError", "a")
+    for rank, r in results.items():
+        lib.check((r["dtensor_replicate"] or {}).get("class") == "InvalidArgumentError",
+                  f"rank {rank}: from_dtensor of a Replicate DTensor: {r['dtensor_replicate']}")
+    if 0 in results:
+        print(f"GIL: rank 0's thread counted {results[0]['gil_counts']} while it waited")
+        lib.check(results[0]["gil_counts"] > 1000,
+                  f"a Python thread made no progress during a barrier: {results[0]['gil_counts']}")
+
+
+def check_late(python):
+    """World 3, rank 2 never starts: ranks 0 and 1 raise DeadlineExceededError naming it."""
+    results = ranks(python, "late", 3, [0, 1], "file://" + lib.tmp_path("store-late"))
+    for rank, r in results.items():
+        error = r["late"] or {}
+        lib.check(error.get("class") == "DeadlineExceededError" and "2" in error.get("message", ""),
+                  f"late: rank {rank}: {error}")
+        lib.check(r["late_seconds"] < 10, f"late: rank {rank} took {r['late_seconds']:.1f} s "
+                  "for a 3 s deadline")
+    lib.check(len(results) == 2, f"late: results of ranks {sorted(results)}")
+
+
+def main():
+    python = os.environ.get("SHARDKIT_TEST_PYTHON")
+    if not python or run([python, "-c", "import torch, numpy"]).returncode != 0:
+        lib.skip_test("wheel_test", "no SHARDKIT_TEST_PYTHON with torch and numpy "
+                      "(tools/setup --test-venv)")
+    fresh, package = install(python)
+    if lib.failures:
+        lib.finish("wheel_test")
+    check_libraries(package)
+    check_import_and_cli(fresh)
+    check_main(fresh)
+    check_late(fresh)
+    lib.finish("wheel_test")
+
+
+main()

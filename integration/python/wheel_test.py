@@ -137,7 +137,7 @@ def check_main(python):
                      "enumerable", "zero_copy", "dtype_bool", "dtype_float8_e4m3fn",
                      "dtype_float16", "dtype_int8", "numpy_source", "zeros", "zeros_gather",
                      "after_errors", "sync_m_to_n", "dtensor_shard0", "dtensor_shard1",
-                     "dtensor_sync"]:
+                     "dtensor_sync", "dtensor_submesh_sync"]:
             lib.check(r.get(case) is True, f"rank {rank}: {case} is {r.get(case)}")
     same_error(results, "spec_differs", "InvalidArgumentError", "rank 3")
     same_error(results, "bad_json", "InvalidArgumentError", "rank 1", "dim")

@@ -143,6 +143,17 @@ def dtensors(comm):
     plan = shardkit.plan_sync(comm, {"w": dt}, dst)
     plan.sync({"w": dt}, dst, verify=True)
     results["dtensor_sync"] = chunks_match(dst["w"], x, 1)
+    # The README's case: DTensor rows on a mesh of ranks 0-1 -> columns on ranks 2-3.
+    from torch.distributed.device_mesh import DeviceMesh
+    trainers = DeviceMesh("cpu", [0, 1])
+    src = {"w": distribute_tensor(x, trainers, [Shard(0)])} if RANK < 2 else None
+    cols = {"type": "chunk", "dim": 1, "placements": {"ranks": "all"}}
+    dst = {"w": shardkit.zeros((10, 6), "F32", cols, rank=RANK - 2, world_size=2)} \
+        if RANK >= 2 else None
+    plan = shardkit.plan_sync(comm, src, dst, source_ranks=[0, 1], destination_ranks=[2, 3])
+    plan.sync(src, dst, verify=True)
+    results["dtensor_submesh_sync"] = RANK < 2 or torch.equal(
+        dst["w"].local_tensors()[0], torch.chunk(x, 2, 1)[RANK - 2])
     dist.destroy_process_group()
 
 

@@ -135,7 +135,8 @@ def check_main(python):
         lib.check(r["comm"] == [rank, 4, "gloo"], f"rank {rank}: comm {r['comm']}")
         for case in ["chunk_dim0", "gather_dst1", "gather_equal", "chunk_empty", "chunk_empty_gather",
                      "enumerable", "zero_copy", "dtype_bool", "dtype_float8_e4m3fn",
-                     "dtype_float16", "dtype_int8", "numpy_source", "zeros", "zeros_gather",
+                     "dtype_float16", "dtype_int8", "numpy_source", "outlives_sharded_tensor",
+                     "zeros", "zeros_gather",
                      "after_errors", "sync_m_to_n", "dtensor_shard0", "dtensor_shard1",
                      "dtensor_sync", "dtensor_submesh_sync"]:
             lib.check(r.get(case) is True, f"rank {rank}: {case} is {r.get(case)}")

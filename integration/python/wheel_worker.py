@@ -6,6 +6,7 @@ CASES: "main" (the round trips, errors and GIL cases, in one rank group) or "lat
 rank never joins). Writes OUT.json: {case: what this rank saw}; the test compares ranks.
 """
 
+import gc
 import json
 import sys
 import threading
@@ -96,6 +97,12 @@ def zero_copy_and_dtypes(comm):
     st = shardkit.shard_parameter(comm, arr if RANK == 0 else None, chunk_spec(0))
     results["numpy_source"] = torch.equal(st.local_tensors()[0],
                                           torch.from_numpy(arr)[RANK:RANK + 1])
+    st = shardkit.shard_parameter(comm, x.fill_(7) if RANK == 0 else None, chunk_spec(0))
+    kept = st.local_tensors()[0]
+    del st
+    gc.collect()
+    junk = [torch.full((2, 5), -1.0) for _ in range(64)]  # would reuse freed memory
+    results["outlives_sharded_tensor"] = bool((kept == 7).all()) and len(junk) == 64
     z = shardkit.zeros((8, 4), "BF16", chunk_spec(0), rank=RANK, world_size=WORLD)
     results["zeros"] = [list(t.shape) for t in z.local_tensors()] == [[2, 4]] and \
         all(bool((t == 0).all()) for t in z.local_tensors()) and z.dtype == "bfloat16"

@@ -1,6 +1,7 @@
 // shardkit._core: the extension module under the `shardkit` Python package (shardkit/__init__.py
 // is the public API; this module is its engine room).
 #include "core/comm/build_id.h"
+#include "integration/python/checkpoint_py.h"
 #include "integration/python/comm_py.h"
 #include "integration/python/sharded_py.h"
 #include "integration/python/sync_py.h"
@@ -15,4 +16,5 @@ PYBIND11_MODULE(_core, m) {
   shardkit::python::BindCommunicator(m);
   shardkit::python::BindShardedTensor(m);
   shardkit::python::BindSync(m);
+  shardkit::python::BindCheckpoint(m);
 }

@@ -138,12 +138,15 @@ def check_main(python):
                      "dtype_float16", "dtype_int8", "numpy_source", "outlives_sharded_tensor",
                      "zeros", "zeros_gather",
                      "after_errors", "sync_m_to_n", "dtensor_shard0", "dtensor_shard1",
-                     "dtensor_sync", "dtensor_submesh_sync"]:
+                     "dtensor_sync", "dtensor_submesh_sync", "inspect"]:
             lib.check(r.get(case) is True, f"rank {rank}: {case} is {r.get(case)}")
     same_error(results, "spec_differs", "InvalidArgumentError", "rank 3")
     same_error(results, "bad_json", "InvalidArgumentError", "rank 1", "dim")
     same_error(results, "source_none", "InvalidArgumentError", "source rank 2", "None")
     same_error(results, "sync_mismatch", "InvalidArgumentError", "a")
+    for rank, r in results.items():
+        lib.check((r["inspect_missing"] or {}).get("class") == "NotFoundError",
+                  f"rank {rank}: inspect of a missing path: {r['inspect_missing']}")
     for rank, r in results.items():
         lib.check((r["dtensor_replicate"] or {}).get("class") == "InvalidArgumentError",
                   f"rank {rank}: from_dtensor of a Replicate DTensor: {r['dtensor_replicate']}")

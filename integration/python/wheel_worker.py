@@ -197,6 +197,21 @@ def sync_m_to_n(comm):
         destination_ranks=[2, 3]))
 
 
+def inspect_files():
+    """shardkit.inspect of a safetensors file torch's safetensors wrote, and of a missing path."""
+    from safetensors.torch import save_file
+    path = STORE[len("file://"):] + f"-rank{RANK}.safetensors"
+    save_file({"b": torch.zeros(3, dtype=torch.bfloat16), "a": torch.ones(2, 4)}, path,
+              metadata={"format": "pt"})
+    found = shardkit.inspect(path)
+    results["inspect"] = (found.kind == "checkpoint" and found.columns[:3] == ["name", "dtype",
+                                                                                "shape"] and
+                          [r["name"] for r in found.records()] == ["a", "b"] and
+                          found.records()[1]["dtype"] == "BF16" and
+                          found.metadata == {"format": "pt"})
+    results["inspect_missing"] = error_of(lambda: shardkit.inspect(path + ".missing"))
+
+
 def gil(comm):
     """Rank 1 comes to the barrier a second late; meanwhile rank 0's Python thread counts."""
     if RANK == 1:
@@ -230,6 +245,7 @@ def main():
         errors(comm)
         sync_m_to_n(comm)
         dtensors(comm)
+        inspect_files()
         gil(comm)
     with open(OUT, "w") as f:
         json.dump(results, f)

@@ -14,6 +14,7 @@ Importing shardkit imports neither torch nor numpy.
 
 from . import _core
 from ._api import Communicator, Shard, ShardedTensor, init, shard_parameter, zeros
+from ._checkpoint import Inspection, inspect
 from ._sync import SyncPlan, SyncReport, from_dtensor, plan_sync
 from ._errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossError,
                       DeadlineExceededError, Error, FailedPreconditionError, InternalError,
@@ -26,7 +27,7 @@ build_id = _core.build_id
 
 __all__ = [
     "Communicator", "Shard", "ShardedTensor", "init", "shard_parameter", "zeros",
-    "SyncPlan", "SyncReport", "from_dtensor", "plan_sync",
+    "SyncPlan", "SyncReport", "from_dtensor", "plan_sync", "Inspection", "inspect",
     "Error", "AbortedError", "AlreadyExistsError", "CancelledError", "DataLossError",
     "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError",
     "NotFoundError", "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError",

@@ -243,5 +243,23 @@ TEST_F(BackendLoaderTest, PluginFindsTheHostsAllocatorBlocks) {
   }));
 }
 
+// A directory a program adds (the Python package adds the wheel's) comes after the others and is
+// searched: a name found nowhere lists it. In a forked child: the directory stays for the rest of
+// the process.
+TEST_F(BackendLoaderTest, AddedDirectoriesComeLastAndAreSearched) {
+  SetPluginPath("/nonexistent");
+  const std::string added = testing::FreshTestDir("added");
+  SHARDKIT_EXPECT_OK(testing::ForkRanks(1, [&](int, const std::string&) {
+    AddPluginDirectory(added);
+    std::vector<std::string> expected = {"/nonexistent"};
+    for (const std::string& dir : ExecutableDirs()) expected.push_back(dir);
+    expected.push_back(added);
+    EXPECT_EQ(PluginSearchPath(), expected);
+    absl::StatusOr<LoadedBackend> plugin = FindBackendOrPlugin("nccl");
+    EXPECT_EQ(plugin.status().code(), absl::StatusCode::kNotFound);
+    EXPECT_THAT(std::string(plugin.status().message()), ::testing::HasSubstr(", " + added + " ("));
+  }));
+}
+
 }  // namespace
 }  // namespace shardkit

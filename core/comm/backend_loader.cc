@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
-#include <limits.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,18 +50,15 @@ std::string ExecutableDir() {
   return Parent(std::string(buffer, static_cast<size_t>(n)));
 }
 
-// The directory of the shared object holding this code, when that is not the executable; else "".
-std::string SharedObjectDir() {
-  Dl_info info{};
-  if (::dladdr(reinterpret_cast<const void*>(&SharedObjectDir), &info) == 0 ||
-      info.dli_fname == nullptr) {
-    return "";
-  }
-  char resolved[PATH_MAX];
-  if (::realpath(info.dli_fname, resolved) == nullptr) return "";
-  char exe[PATH_MAX];
-  if (::realpath("/proc/self/exe", exe) != nullptr && std::string(exe) == resolved) return "";
-  return Parent(resolved);
+// Directories a program added (AddPluginDirectory), searched last.
+struct AddedDirectories {
+  std::mutex mu;
+  std::vector<std::string> dirs;  // guarded by mu
+};
+
+AddedDirectories& Added() {
+  static AddedDirectories* added = new AddedDirectories();
+  return *added;
 }
 
 bool IsFile(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
@@ -228,12 +224,16 @@ std::vector<std::string> PluginSearchPath() {
     add(Parent(exe_dir) + "/lib/shardkit");
     add(exe_dir);
   }
-  const std::string own_dir = SharedObjectDir();
-  if (!own_dir.empty()) {
-    add(own_dir + "/lib/shardkit");
-    add(own_dir);
-  }
+  AddedDirectories& added = Added();
+  std::lock_guard<std::mutex> lock(added.mu);
+  for (const std::string& dir : added.dirs) add(dir);
   return dirs;
+}
+
+void AddPluginDirectory(const std::string& dir) {
+  AddedDirectories& added = Added();
+  std::lock_guard<std::mutex> lock(added.mu);
+  added.dirs.push_back(dir);
 }
 
 absl::StatusOr<LoadedBackend> FindBackendOrPlugin(const std::string& name) {

@@ -37,10 +37,13 @@ std::string PluginFileName(std::string_view name);
 
 // The directories searched for plugins, in order, without duplicates: each entry of
 // SHARDKIT_PLUGIN_PATH (colon-separated, empty entries skipped), then <executable's dir>/../lib/
-// shardkit, then the executable's own directory; then, when shardkit's code lives in a shared
-// object of its own (the Python package's extension module), <that object's dir>/lib/shardkit and
-// that directory (where the wheel keeps its plugins).
+// shardkit, then the executable's own directory, then those AddPluginDirectory added.
 std::vector<std::string> PluginSearchPath();
+
+// Appends `dir` to PluginSearchPath for the rest of this process: for a program whose plugins
+// do not sit by its executable, such as the Python package, whose extension module adds the
+// wheel's shardkit/lib/shardkit when it is imported (no environment variable needed). Thread-safe.
+void AddPluginDirectory(const std::string& dir);
 
 // The built-in backend `name`, else the first plugin file for it on PluginSearchPath(), loaded.
 // Errors: kInvalidArgument for a name that is not lowercase letters, digits, '_' and '-';

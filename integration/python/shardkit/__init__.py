@@ -12,7 +12,13 @@ the same on every rank for a cross-rank problem. `python -m shardkit ARGS` is th
 Importing shardkit imports neither torch nor numpy.
 """
 
+import os as _os
+
 from . import _core
+
+# The wheel's backend plugins (UCX, MPI, NCCL): found here with no environment variable.
+_core.add_plugin_directory(_os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "lib",
+                                         "shardkit"))
 from ._api import Communicator, Shard, ShardedTensor, init, shard_parameter, zeros
 from ._checkpoint import Inspection, inspect
 from ._sync import SyncPlan, SyncReport, from_dtensor, plan_sync

@@ -4,6 +4,8 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 __version__: str
 build_id: str
 
+def add_plugin_directory(dir: str) -> None: ...
+
 class Tensor:
     @staticmethod
     def from_dlpack(capsule: object, dtype: Optional[str] = ...) -> Tensor: ...

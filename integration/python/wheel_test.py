@@ -6,7 +6,8 @@ None off the source), zero-copy writes, zeros(), the same exception on every ran
 that differs on one rank, a bad spec on one rank and a source given None, the GIL released while
 a call waits, DeadlineExceededError for a rank that never joins. Also: every library the
 extension and the CLI load is in the wheel or the C library's set (nothing from the build's
-Debian packages), `import shardkit` imports no torch, `python -m shardkit` is the CLI and finds
+Debian packages) and it runs with the system's copies of those hidden, `import shardkit` imports
+no torch, `python -m shardkit` is the CLI and finds
 the wheel's plugins.
 
 Needs SHARDKIT_TEST_PYTHON (tools/test passes the .venv's) with torch; skips without it."""
@@ -72,6 +73,49 @@ def check_libraries(package):
             allowed = SYSTEM.match(soname) or (path in plugins and PLUGIN_SYSTEM.match(soname))
             lib.check(inside or allowed,
                       f"{os.path.basename(path)} loads {soname} from {where}, outside the wheel")
+
+
+def system_copies(package):
+    """Where the system's own copies of the libraries the wheel bundles are (ldconfig's cache)."""
+    ldconfig = next((p for p in ["/sbin/ldconfig", "/usr/sbin/ldconfig"] if os.path.exists(p)),
+                    "ldconfig")
+    cache = run([ldconfig, "-p"]).stdout
+    found = {}
+    for name in sorted(os.listdir(os.path.join(package, "lib"))):
+        m = re.search(rf"^\s*{re.escape(name)} \(libc6,x86-64\) => (\S+)$", cache, re.M)
+        if m:
+            found[name] = os.path.realpath(m.group(1))
+    return found
+
+
+def check_without_system_copies(python, package):
+    """In a private mount namespace with /dev/null bound over the system's copy of every library
+    the wheel bundles (what a machine without the build's Debian packages lacks), the package
+    still imports, connects a world of one, shards a tensor and runs its CLI."""
+    hidden = system_copies(package)
+    trial = lib.tmp_path("mount-trial")
+    open(trial, "w").close()
+    if run(["unshare", "--mount", "mount", "--bind", "/dev/null", trial]).returncode != 0:
+        lib.skip("without the system's libraries", "no private mount namespace here "
+                 "(unshare --mount and a bind mount need root outside a sandbox)")
+        return
+    lib.check(len(hidden) >= 5, f"the system's copies of the bundled libraries: {hidden}")
+    mounts = " && ".join(f"mount --bind /dev/null '{path}'" for path in sorted(set(hidden.values())))
+    gloo = next((name for name in hidden if name.startswith("libgloo")), "libgloo.so.0")
+    probe = (f"! {python} -c 'import ctypes; ctypes.CDLL(\"{gloo}\")' 2>/dev/null && "
+             f"{python} -c 'import shardkit; c = shardkit.init(rank=0, world_size=1); "
+             "s = shardkit.shard_parameter(c, shardkit.zeros((4,), \"F32\", "
+             "{\"type\": \"enumerable\", \"shards\": [{\"offsets\": [0], \"sizes\": [4], "
+             "\"placement\": \"rank:0\"}]}, rank=0, world_size=1).local_tensors()[0], "
+             "{\"type\": \"chunk\", \"dim\": 0, \"placements\": {\"ranks\": \"all\"}}); "
+             "print(\"ok\", s.shape)' && "
+             f"{python} -m shardkit --version")
+    result = run(["unshare", "--mount", "sh", "-ec", mounts + " && " + probe])
+    print(f"with {len(hidden)} system libraries hidden: exit {result.returncode}")
+    lib.check(result.returncode == 0 and "ok (4,)" in result.stdout and
+              "gloo: built in" in result.stdout,
+              f"without the system's copies: exit {result.returncode}: {result.stdout}"
+              f"{result.stderr}")
 
 
 def check_import_and_cli(python):
@@ -177,6 +221,7 @@ def main():
     if lib.failures:
         lib.finish("wheel_test")
     check_libraries(package)
+    check_without_system_copies(fresh, package)
     check_import_and_cli(fresh)
     check_main(fresh)
     check_late(fresh)

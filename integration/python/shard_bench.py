@@ -28,12 +28,8 @@ import tempfile
 import time
 
 
-def status_mib(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from torch_fix import reset_peak_rss, status_mib  # noqa: E402 (/proc/self/status figures)
 
 
 def source(args, rank):
@@ -53,8 +49,7 @@ def sync_worker(args):
     rank = args.rank
     comm = shardkit.init(backend=args.backend, rank=rank, world_size=args.nproc,
                          store="file://" + args.store, timeout=300)
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
+    reset_peak_rss()
     baseline = status_mib("VmRSS")
     rows = max(1, (args.mib << 20) // 4096 // args.params)
     half = args.nproc // 2
@@ -98,8 +93,7 @@ def worker(args):
         mesh = init_device_mesh("cpu", (world,))
         barrier = dist.barrier
         call = lambda x: distribute_tensor(x, mesh, [Shard(0)], src_data_rank=0)  # noqa: E731
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # resets VmHWM to the current RSS
+    reset_peak_rss()
     baseline = status_mib("VmRSS")
     x = source(args, rank)
     times = []

@@ -1,9 +1,10 @@
-"""python_repository(): the Python headers and PyPI's pybind11 for the extension module (python/).
+"""python_repository(): the Python headers and PyPI's pybind11 for the extension module
+(integration/python).
 
 Both come from the workspace's .venv, which tools/setup --test-venv makes: the venv's own Python
 (its sysconfig include directory, version and extension suffix) and the pybind11 package pinned
-there. Without a venv, or without pybind11 in it, the repository says so and python/'s targets are
-incompatible (SKIPPED, not failed), as integration/torch's are without LibTorch.
+there. Without a venv, or without pybind11 in it, the repository says so and integration/python's
+targets are incompatible (SKIPPED, not failed), as integration/torch's are without LibTorch.
 
 Exposes:
   @python_ext//:pybind11    headers of pybind11 and of the venv's Python (cc_library)

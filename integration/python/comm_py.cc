@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "core/base/status_macros.h"
 #include "core/comm/connect.h"
 #include "integration/python/status_py.h"
 #include "pybind11/stl.h"
@@ -36,12 +37,16 @@ void Apply(const ConnectArgs& args, ConnectOptions& o) {
   if (args.local_rank) o.local_rank = *args.local_rank;
 }
 
+// An optional timeout in seconds: absent, or a positive number.
+absl::Status CheckTimeout(std::optional<double> seconds) {
+  if (!seconds || *seconds > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("timeout=", *seconds, " is not a positive number of seconds"));
+}
+
 // rank and world_size given: this process alone says who it is; else the launcher's variables.
 absl::StatusOr<ConnectOptions> OptionsFor(const ConnectArgs& args) {
-  if (args.timeout && !(*args.timeout > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("timeout=", *args.timeout, " is not a positive number of seconds"));
-  }
+  SHARDKIT_RETURN_IF_ERROR(CheckTimeout(args.timeout));
   if (args.rank.has_value() != args.world_size.has_value()) {
     return absl::InvalidArgumentError(
         "give rank and world_size together, or neither (then the launcher's environment says "
@@ -79,13 +84,9 @@ void BarrierPy(Communicator& comm, std::optional<double> timeout) {
 }  // namespace
 
 CallOptions CallOptionsFor(std::optional<double> timeout_seconds) {
+  ThrowIfError(CheckTimeout(timeout_seconds));
   CallOptions options;
-  if (!timeout_seconds) return options;
-  if (!(*timeout_seconds > 0)) {
-    ThrowIfError(absl::InvalidArgumentError(
-        absl::StrCat("timeout=", *timeout_seconds, " is not a positive number of seconds")));
-  }
-  options.timeout = absl::Seconds(*timeout_seconds);
+  if (timeout_seconds) options.timeout = absl::Seconds(*timeout_seconds);
   return options;
 }
 

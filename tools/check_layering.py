@@ -22,6 +22,7 @@ folder it lives in limits what it may include from the repository's own folders:
   integration/formats     nothing of integration/checkpoint or integration/cli, no core/comm or
                           core/engine (bytes on disk: no Communicator)
   integration/checkpoint  nothing of integration/cli (the CLI prints what the library returns)
+  integration/report      nothing of integration/cli (the CLI and Python both print its text)
   integration/flags       core/base and itself only: every program parses its flags with it
   integration/torch, integration/examples
                           nothing of integration/cli (their flags: integration/flags)
@@ -70,6 +71,8 @@ FORBIDDEN = [
      "formats are bytes on disk: no Communicator, nothing of integration/checkpoint or cli"),
     ("integration/checkpoint/", ["integration/cli/"],
      "the checkpoint library never includes the CLI (the CLI prints what it returns)"),
+    ("integration/report/", ["integration/cli/"],
+     "report text serves the CLI and Python alike: it never includes the CLI"),
     ("integration/torch/", ["integration/cli/"],
      "the LibTorch adapter programs parse flags with integration/flags, never the CLI"),
     ("integration/examples/", ["integration/cli/"],

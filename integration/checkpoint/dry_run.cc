@@ -51,7 +51,8 @@ absl::StatusOr<Inspection> DryRun(const DryRunOptions& options,
   // A shard directory or a DCP checkpoint is laid out by `reshard --in`.
   const bool reshard =
       where.kind == CheckpointKind::kShardDirectory || where.kind == CheckpointKind::kDcpDirectory;
-  SHARDKIT_ASSIGN_OR_RETURN(specs::Plan plan, ReadPlanFile(options.plan_path, reshard, warnings));
+  SHARDKIT_ASSIGN_OR_RETURN(specs::Plan plan,
+                            ReadPlanFile(options.plan_path, reshard, warnings, options.plan_json));
   SHARDKIT_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source, OpenSource(where, warnings));
   const safetensors::Header& header = source->header();
   SHARDKIT_ASSIGN_OR_RETURN(std::vector<specs::ResolvedParameter> resolved,

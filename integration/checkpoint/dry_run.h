@@ -28,6 +28,7 @@ namespace shardkit::checkpoint {
 
 struct DryRunOptions {
   std::string plan_path;
+  std::string plan_json;  // the plan's text instead of plan_path's file (which then names it)
   std::string checkpoint_path;
   int64_t world_size = 1;
   bool strict = false;                 // as ShardWriteOptions::strict

@@ -1,6 +1,7 @@
 // GatherCheckpoint: `shardkit gather` as a library — reassembles the original checkpoint from a
 // shard directory written by ShardCheckpoint (shard_dir.h), as one safetensors file or as a
-// Hugging Face multi-file checkpoint (GatherHuggingFace, hf_output.h).
+// Hugging Face multi-file checkpoint (GatherHuggingFace, hf_output.h); GatherTo chooses between
+// them (and GatherToDcp) as the command's flags do.
 //
 //   SHARDKIT_RETURN_IF_ERROR(GatherCheckpoint("shards", "model.safetensors", std::cerr));
 //   SHARDKIT_RETURN_IF_ERROR(GatherHuggingFace("shards", "hf", 500'000'000, std::cerr));
@@ -20,13 +21,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "integration/checkpoint/output_format.h"
 #include "integration/checkpoint/source/selected_source.h"
 #include "integration/checkpoint/stream/memory_budget.h"
 
 namespace shardkit::checkpoint {
 
 // What a gather did, for its caller to show (`shardkit gather` prints it as its summary line,
-// integration/cli/run_summary.h).
+// integration/report/run_summary.h).
 struct GatherReport {
   int64_t parameters = 0;                 // tensors written
   int64_t bytes = 0;                      // their bytes
@@ -96,6 +98,21 @@ struct GatherOptions {
 // Errors: as ReshardCheckpoint's.
 [[nodiscard]] absl::Status GatherToDcp(const std::string& in_dir, const std::string& out_dir,
                                        std::ostream& log, const GatherOptions& options);
+
+// `shardkit gather`'s choice of output (its --format and --max-shard-size, Python's
+// gather_checkpoint arguments): which of the three calls above writes `out`.
+struct GatherOutput {
+  OutputFormat format = OutputFormat::kShardkit;  // kDcp: GatherToDcp into directory `out`
+  // > 0: GatherHuggingFace into directory `out` with files of at most this many tensor bytes;
+  // 0: GatherCheckpoint into the one file `out`. Only with kShardkit.
+  int64_t max_file_bytes = 0;
+};
+
+// GatherCheckpoint, GatherHuggingFace or GatherToDcp, as `output` says.
+// Errors: kInvalidArgument for max_file_bytes with kDcp, or below 0; those of the call made.
+[[nodiscard]] absl::Status GatherTo(const std::string& in_dir, const std::string& out,
+                                    const GatherOutput& output, std::ostream& log,
+                                    const GatherOptions& options);
 
 }  // namespace shardkit::checkpoint
 

@@ -1,8 +1,10 @@
-// GatherToDcp (gather_checkpoint.h): a reshard into a DCP checkpoint over a world of one.
+// GatherToDcp (gather_checkpoint.h): a reshard into a DCP checkpoint over a world of one; and
+// GatherTo, the choice between it and the other outputs.
 #include <filesystem>
 #include <memory>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/comm/connect.h"
 #include "integration/checkpoint/gather_checkpoint.h"
@@ -43,6 +45,26 @@ absl::Status GatherToDcp(const std::string& in_dir, const std::string& out_dir, 
       .seconds = report.total_seconds,
       .peak_rss = report.ranks.empty() ? 0 : report.ranks[0].peak_rss};
   return absl::OkStatus();
+}
+
+absl::Status GatherTo(const std::string& in_dir, const std::string& out, const GatherOutput& output,
+                      std::ostream& log, const GatherOptions& options) {
+  if (output.max_file_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GatherOutput::max_file_bytes is negative (", output.max_file_bytes, ")"));
+  }
+  if (output.format == OutputFormat::kDcp) {
+    if (output.max_file_bytes > 0) {
+      return absl::InvalidArgumentError(
+          "--max-shard-size does not apply to --format dcp (a DCP checkpoint of one rank is one "
+          "__0_0.distcp file)");
+    }
+    return GatherToDcp(in_dir, out, log, options);
+  }
+  if (output.max_file_bytes > 0) {
+    return GatherHuggingFace(in_dir, out, output.max_file_bytes, log, options);
+  }
+  return GatherCheckpoint(in_dir, out, log, options);
 }
 
 }  // namespace shardkit::checkpoint

@@ -1,7 +1,7 @@
 // InspectPath: `shardkit inspect` as a library — what a checkpoint (a safetensors file, a Hugging
 // Face index, or a directory holding one: checkpoint_source.h) or a shard directory holds, as
 // data: a table's column names and rows of cells, then label/value facts. The CLI lays it out
-// (integration/cli/inspect_table.h); a program can read the cells.
+// (integration/report/inspect_table.h); a program can read the cells.
 //
 //   SHARDKIT_ASSIGN_OR_RETURN(Inspection inspection, InspectPath("shards"));
 //   for (const std::vector<std::string>& row : inspection.rows) { ... }  // row[0]: a name

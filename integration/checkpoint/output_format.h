@@ -10,6 +10,7 @@
 #define SHARDKIT_INTEGRATION_CHECKPOINT_OUTPUT_FORMAT_H_
 
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "integration/formats/output_file/output_directory.h"
@@ -24,6 +25,10 @@ using formats::OutputDirectory;
 // formats/shard_dir), or a PyTorch DCP checkpoint (`.metadata` and `__R_0.distcp` files:
 // formats/dcp) — `shard`, `reshard` and SaveShards with `--format dcp`.
 enum class OutputFormat { kShardkit, kDcp };
+
+// "shardkit" or "dcp" (the CLI's --format, Python's format=).
+// Errors: kInvalidArgument `expected shardkit or dcp, got "X"`.
+[[nodiscard]] absl::StatusOr<OutputFormat> ParseOutputFormat(std::string_view name);
 
 // `format`'s writer; its rules (an OutputWriter is an OutputKind).
 const formats::OutputWriter& OutputWriterOf(OutputFormat format);

@@ -26,16 +26,15 @@ std::string ShardsNothing(const std::vector<specs::ResolvedParameter>& resolved,
 
 }  // namespace
 
-absl::StatusOr<specs::Plan> ReadPlanFile(const std::string& path, bool reshard,
-                                         std::vector<std::string>* warnings) {
-  SHARDKIT_ASSIGN_OR_RETURN(std::string text, os::ReadWholeFile(path));
-  absl::StatusOr<specs::Plan> plan = specs::ParsePlan(text);
-  if (!plan.ok()) return Annotate(plan.status(), path);
+absl::StatusOr<specs::Plan> ParsePlanText(std::string_view json_text, const std::string& name,
+                                          bool reshard, std::vector<std::string>* warnings) {
+  absl::StatusOr<specs::Plan> plan = specs::ParsePlan(json_text);
+  if (!plan.ok()) return Annotate(plan.status(), name);
   if (!reshard) return plan;
-  absl::StatusOr<json::Json> json = json::ParseJson(text);  // valid: ParsePlan took it
+  absl::StatusOr<json::Json> json = json::ParseJson(json_text);  // valid: ParsePlan took it
   for (const char* key : {"src_rank", "strategy"}) {
     if (json.ok() && json->contains(key)) {
-      warnings->push_back(absl::StrCat("warning: ", path, ": ", key,
+      warnings->push_back(absl::StrCat("warning: ", name, ": ", key,
                                        " does not apply to reshard (ignored: every rank reads "
                                        "its own shards, rank 0 writes index.json)"));
     }
@@ -43,6 +42,14 @@ absl::StatusOr<specs::Plan> ReadPlanFile(const std::string& path, bool reshard,
   plan->src_rank = 0;
   plan->strategy = specs::Strategy::kDirect;
   return plan;
+}
+
+absl::StatusOr<specs::Plan> ReadPlanFile(const std::string& path, bool reshard,
+                                         std::vector<std::string>* warnings,
+                                         std::string_view json_text) {
+  if (!json_text.empty()) return ParsePlanText(json_text, path, reshard, warnings);
+  SHARDKIT_ASSIGN_OR_RETURN(std::string text, os::ReadWholeFile(path));
+  return ParsePlanText(text, path, reshard, warnings);
 }
 
 absl::StatusOr<std::vector<specs::ResolvedParameter>> BindPlan(const specs::Plan& plan,

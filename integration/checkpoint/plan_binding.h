@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -30,12 +31,20 @@
 
 namespace shardkit::checkpoint {
 
-// Reads and parses the plan at `path` (errors name it). For `reshard` its src_rank and strategy
-// do not apply: they become 0 and direct, and a plan that sets either gets a warning ("warning:
-// PATH: src_rank does not apply to reshard (ignored: ...)") appended to `warnings`.
-// Errors: kNotFound / kInvalidArgument as os::ReadWholeFile and specs::ParsePlan, naming `path`.
+// Parses the plan `json_text`, which `name` names in errors and warnings. For `reshard` its
+// src_rank and strategy do not apply: they become 0 and direct, and a plan that sets either gets a
+// warning ("warning: NAME: src_rank does not apply to reshard (ignored: ...)") appended to
+// `warnings`. Errors: kInvalidArgument as specs::ParsePlan, naming `name`.
+[[nodiscard]] absl::StatusOr<specs::Plan> ParsePlanText(std::string_view json_text,
+                                                        const std::string& name, bool reshard,
+                                                        std::vector<std::string>* warnings);
+
+// ParsePlanText of the file at `path` (named by it), or of `json_text` when it is not empty (a
+// program's plan; `path` then only names it).
+// Errors: also kNotFound / kInvalidArgument as os::ReadWholeFile, naming `path`.
 [[nodiscard]] absl::StatusOr<specs::Plan> ReadPlanFile(const std::string& path, bool reshard,
-                                                       std::vector<std::string>* warnings);
+                                                       std::vector<std::string>* warnings,
+                                                       std::string_view json_text = {});
 
 struct PlanCheckOptions {
   std::string plan_path;  // names the plan in messages

@@ -77,8 +77,8 @@ absl::Status LoadPlan(Run& run) {
   if (options.write.plan) {
     run.plan = *options.write.plan;
   } else {
-    SHARDKIT_ASSIGN_OR_RETURN(run.plan,
-                              ReadPlanFile(options.write.plan_path, run.reshard(), &run.warnings));
+    SHARDKIT_ASSIGN_OR_RETURN(run.plan, ReadPlanFile(options.write.plan_path, run.reshard(),
+                                                     &run.warnings, options.write.plan_json));
   }
   if (run.reshard()) return CheckOutsideInput(options.checkpoint_path, options.write.out_dir);
   if (options.src_rank) run.plan.src_rank = *options.src_rank;

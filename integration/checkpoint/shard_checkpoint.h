@@ -45,7 +45,7 @@
 // none, or shadowed by earlier rules — and the FP8 scale check's) and progress lines when enabled.
 // No summary: `write.report`, when set, receives the run's ShardRunReport (shard_run_report.h:
 // per rank bytes read and written, peak RSS and its growth while the data moved) for the caller
-// to show (`shardkit shard` prints it as a table, integration/cli/run_summary.h).
+// to show (`shardkit shard` prints it as a table, integration/report/run_summary.h).
 #ifndef SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_CHECKPOINT_H_
 #define SHARDKIT_INTEGRATION_CHECKPOINT_SHARD_CHECKPOINT_H_
 
@@ -85,6 +85,9 @@ struct ShardWriteOptions {
   // A program's plan itself, instead of reading plan_path (which then only names it in messages);
   // reshard applies it as given (src_rank 0 and strategy direct are the caller's to set).
   std::optional<specs::Plan> plan;
+  // The plan's JSON text (a program's), read as the file at plan_path would be (reshard's warnings
+  // included) instead of reading it; plan_path then only names it. Ignored when `plan` is set.
+  std::string plan_json;
   std::string out_dir;
   bool progress = false;  // progress lines on `log` (the source) while the data moves
   // No rank holds more than this much tensor data at once (stream_shard.h, SplitBudget).

@@ -2,7 +2,7 @@
 // (reshard_checkpoint.h) did, for its caller to show: the parameters, how the data moved, the
 // time of each phase, and per rank its file, the bytes it read and wrote and its memory. The
 // library fills it (ShardWriteOptions::report) and prints no summary; `shardkit shard` and
-// `reshard` lay it out as their summary table (integration/cli/run_summary.h).
+// `reshard` lay it out as their summary table (integration/report/run_summary.h).
 //
 //   ShardRunReport report;
 //   options.write.report = &report;

@@ -64,10 +64,7 @@ void AddFormatFlag(FlagParser& flags, std::string* format, std::string_view help
 }
 
 absl::StatusOr<checkpoint::OutputFormat> ParseFormatFlag(const std::string& text) {
-  if (text == "shardkit") return checkpoint::OutputFormat::kShardkit;
-  if (text == "dcp") return checkpoint::OutputFormat::kDcp;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--format: expected shardkit or dcp, got \"", text, "\""));
+  return ForFlag("format", checkpoint::ParseOutputFormat(text));
 }
 
 std::string BackendDefaultHelp() {

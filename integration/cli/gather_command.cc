@@ -2,8 +2,8 @@
 // reassembles a checkpoint from a shard directory or a PyTorch DCP checkpoint
 // (checkpoint::GatherCheckpoint), or with --max-shard-size writes it into directory OUT as a
 // Hugging Face multi-file checkpoint (checkpoint::GatherHuggingFace), or with --format dcp as a
-// DCP checkpoint of one rank (checkpoint::GatherToDcp). The summary line (run_summary.h) goes to
-// stderr.
+// DCP checkpoint of one rank (checkpoint::GatherToDcp); checkpoint::GatherTo chooses. The summary
+// line (report/run_summary.h) goes to stderr.
 #include <unistd.h>
 
 #include <iostream>
@@ -14,7 +14,7 @@
 #include "integration/checkpoint/reshard_checkpoint.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
-#include "integration/cli/run_summary.h"
+#include "integration/report/run_summary.h"
 
 namespace shardkit::cli {
 namespace {
@@ -59,24 +59,16 @@ int RunGather(const std::vector<std::string>& args) {
   }
   const absl::StatusOr<checkpoint::OutputFormat> out_format = ParseFormatFlag(format);
   if (!out_format.ok()) return ReportError(kCommand, out_format.status());
-  const bool dcp = *out_format == checkpoint::OutputFormat::kDcp;
-  if (dcp && flags.WasSet("max-shard-size")) {
-    return ReportError(kCommand, absl::InvalidArgumentError(
-                                     "--max-shard-size does not apply to --format dcp (a DCP "
-                                     "checkpoint of one rank is one __0_0.distcp file)"));
-  }
   checkpoint::GatherReport report;
   const checkpoint::GatherOptions options{.select = std::move(select),
                                           .progress = ProgressWanted(),
                                           .memory_bytes = memory_mib << 20,
                                           .report = &report};
-  const absl::Status status =
-      dcp ? checkpoint::GatherToDcp(in_dir, out_path, std::cerr, options)
-      : flags.WasSet("max-shard-size")
-          ? checkpoint::GatherHuggingFace(in_dir, out_path, max_shard_bytes, std::cerr, options)
-          : checkpoint::GatherCheckpoint(in_dir, out_path, std::cerr, options);
+  const absl::Status status = checkpoint::GatherTo(
+      in_dir, out_path, {.format = *out_format, .max_file_bytes = max_shard_bytes}, std::cerr,
+      options);
   if (!status.ok()) return ReportError(kCommand, status);
-  std::cerr << FormatGatherSummary(report) << std::flush;
+  std::cerr << report::FormatGatherSummary(report) << std::flush;
   return 0;
 }
 

@@ -9,7 +9,7 @@
 #include "integration/checkpoint/inspect.h"
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
-#include "integration/cli/inspect_table.h"
+#include "integration/report/inspect_table.h"
 
 namespace shardkit::cli {
 
@@ -25,7 +25,7 @@ int RunInspect(const std::vector<std::string>& args) {
       checkpoint::InspectPath(parsed.positional()[0], &warnings);
   if (!inspection.ok()) return ReportError(kCommand, inspection.status());
   for (const std::string& warning : warnings) std::cerr << warning << "\n";
-  std::cout << FormatInspection(*inspection) << std::flush;
+  std::cout << report::FormatInspection(*inspection) << std::flush;
   return 0;
 }
 

@@ -27,8 +27,8 @@
 #include "integration/cli/commands.h"
 #include "integration/cli/flags.h"
 #include "integration/cli/relaunch.h"
-#include "integration/cli/run_summary.h"
 #include "integration/launch/launch.h"
+#include "integration/report/run_summary.h"
 #include "specs/placement.h"
 
 namespace shardkit::cli {
@@ -180,7 +180,8 @@ absl::Status RunRank(const ShardFlags& flags) {
                 {.in_dir = options.checkpoint_path, .write = options.write}, *comm, std::cerr)
           : checkpoint::ShardCheckpoint(options, *comm, std::cerr));
   // The source rank prints the summary, after the library's warnings.
-  if (comm->rank() == report.src_rank) std::cerr << FormatShardSummary(report) << std::flush;
+  if (comm->rank() == report.src_rank)
+    std::cerr << report::FormatShardSummary(report) << std::flush;
   return absl::OkStatus();
 }
 

@@ -8,19 +8,19 @@
 //
 //   metadata  format  pt
 //   file      model-00001-of-00002.safetensors
-#ifndef SHARDKIT_INTEGRATION_CLI_INSPECT_TABLE_H_
-#define SHARDKIT_INTEGRATION_CLI_INSPECT_TABLE_H_
+#ifndef SHARDKIT_INTEGRATION_REPORT_INSPECT_TABLE_H_
+#define SHARDKIT_INTEGRATION_REPORT_INSPECT_TABLE_H_
 
 #include <string>
 
 #include "integration/checkpoint/inspect.h"
 
-namespace shardkit::cli {
+namespace shardkit::report {
 
 // The facts are `label value` lines, the metadata `metadata key value` and the files `file path`,
 // in that order.
 std::string FormatInspection(const checkpoint::Inspection& inspection);
 
-}  // namespace shardkit::cli
+}  // namespace shardkit::report
 
-#endif  // SHARDKIT_INTEGRATION_CLI_INSPECT_TABLE_H_
+#endif  // SHARDKIT_INTEGRATION_REPORT_INSPECT_TABLE_H_

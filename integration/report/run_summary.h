@@ -12,15 +12,15 @@
 //   (1.2 MiB/s), peak RSS 9.1 MiB
 //
 // (the second line of each is one line in the output). Plain text, lines ending in '\n'.
-#ifndef SHARDKIT_INTEGRATION_CLI_RUN_SUMMARY_H_
-#define SHARDKIT_INTEGRATION_CLI_RUN_SUMMARY_H_
+#ifndef SHARDKIT_INTEGRATION_REPORT_RUN_SUMMARY_H_
+#define SHARDKIT_INTEGRATION_REPORT_RUN_SUMMARY_H_
 
 #include <string>
 
 #include "integration/checkpoint/gather_checkpoint.h"
 #include "integration/checkpoint/shard_run_report.h"
 
-namespace shardkit::cli {
+namespace shardkit::report {
 
 // The totals (two lines), then a header row and one row per rank of `report.ranks`; a reshard's
 // rows add the bytes each rank read and the old rank files it read them from.
@@ -30,6 +30,6 @@ std::string FormatShardSummary(const checkpoint::ShardRunReport& report);
 // "DIR (N files and INDEX)".
 std::string FormatGatherSummary(const checkpoint::GatherReport& report);
 
-}  // namespace shardkit::cli
+}  // namespace shardkit::report
 
-#endif  // SHARDKIT_INTEGRATION_CLI_RUN_SUMMARY_H_
+#endif  // SHARDKIT_INTEGRATION_REPORT_RUN_SUMMARY_H_

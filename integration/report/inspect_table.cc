@@ -1,11 +1,11 @@
-#include "integration/cli/inspect_table.h"
+#include "integration/report/inspect_table.h"
 
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/text_table.h"
 
-namespace shardkit::cli {
+namespace shardkit::report {
 
 std::string FormatInspection(const checkpoint::Inspection& inspection) {
   std::vector<TableRow> table = {inspection.columns};
@@ -19,4 +19,4 @@ std::string FormatInspection(const checkpoint::Inspection& inspection) {
   return out;
 }
 
-}  // namespace shardkit::cli
+}  // namespace shardkit::report

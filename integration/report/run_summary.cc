@@ -1,4 +1,4 @@
-#include "integration/cli/run_summary.h"
+#include "integration/report/run_summary.h"
 
 #include <cstdint>
 #include <filesystem>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "integration/checkpoint/progress.h"
 
-namespace shardkit::cli {
+namespace shardkit::report {
 namespace {
 
 using checkpoint::FormatBytes;
@@ -72,4 +72,4 @@ std::string FormatGatherSummary(const checkpoint::GatherReport& report) {
       report.seconds, FormatRate(report.bytes, report.seconds), MiB(report.peak_rss));
 }
 
-}  // namespace shardkit::cli
+}  // namespace shardkit::report

@@ -1,13 +1,13 @@
 // FormatShardSummary and FormatGatherSummary on reports built by hand: the exact text `shard`,
 // `reshard` and `gather` print (the end-to-end tests in integration/tests check it on real runs).
-#include "integration/cli/run_summary.h"
+#include "integration/report/run_summary.h"
 
 #include <cstdint>
 #include <string>
 
 #include "gtest/gtest.h"
 
-namespace shardkit::cli {
+namespace shardkit::report {
 namespace {
 
 using checkpoint::GatherReport;
@@ -133,4 +133,4 @@ TEST(FormatGatherSummaryTest, HuggingFaceOutputNamesItsFilesAndIndex) {
 }
 
 }  // namespace
-}  // namespace shardkit::cli
+}  // namespace shardkit::report

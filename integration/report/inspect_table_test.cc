@@ -1,8 +1,8 @@
-#include "integration/cli/inspect_table.h"
+#include "integration/report/inspect_table.h"
 
 #include "gtest/gtest.h"
 
-namespace shardkit::cli {
+namespace shardkit::report {
 namespace {
 
 using checkpoint::InspectedKind;
@@ -45,4 +45,4 @@ TEST(FormatInspectionTest, NoRowsIsTheHeaderAlone) {
 }
 
 }  // namespace
-}  // namespace shardkit::cli
+}  // namespace shardkit::report

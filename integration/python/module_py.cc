@@ -20,4 +20,5 @@ PYBIND11_MODULE(_core, m) {
   shardkit::python::BindShardedTensor(m);
   shardkit::python::BindSync(m);
   shardkit::python::BindCheckpoint(m);
+  shardkit::python::BindShardCheckpoint(m);
 }

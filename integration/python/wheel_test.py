@@ -4,7 +4,8 @@ on four forked ranks over Gloo/TCP: shard/gather round trips against torch.chunk
 empty chunks, an enumerable spec, bool/float8/float16/int8, a numpy source, a meta tensor or
 None off the source), zero-copy writes, zeros(), the same exception on every rank for a spec
 that differs on one rank, a bad spec on one rank and a source given None, the GIL released while
-a call waits, DeadlineExceededError for a rank that never joins. Also: every library the
+a call waits, DeadlineExceededError for a rank that never joins; the checkpoint commands as calls
+(shard, reshard, gather, spec check: wheel_checkpoint_worker.py). Also: every library the
 extension and the CLI load is in the wheel or the C library's set (nothing from the build's
 Debian packages) and it runs with the system's copies of those hidden, `import shardkit` imports
 no torch, `python -m shardkit` is the CLI and finds
@@ -26,7 +27,6 @@ sys.path.insert(0, os.path.join(RUNFILES, "integration/tests"))
 import checkpoint_testlib as lib  # noqa: E402
 
 HERE = os.path.join(RUNFILES, "integration/python")
-WORKER = os.path.join(HERE, "wheel_worker.py")
 SYSTEM = re.compile(r"^(linux-vdso|ld-linux[-\w]*|libc|libm|libpthread|libdl|librt|libutil|"
                     r"libresolv|libstdc\+\+|libgcc_s)\.so")
 # What a plugin may take from the system: its backend's own libraries.
@@ -132,16 +132,19 @@ def check_import_and_cli(python):
                             re.M) is not None, f"no {backend} plugin from the wheel: {version.stdout}")
 
 
-def ranks(python, cases, world, started, store):
-    """Starts ranks `started` of `world` running `cases`; returns each rank's results. The worker
-    runs from a copy, isolated (-I): the source tree's shardkit/ beside it must not shadow the
-    installed package."""
-    worker = lib.tmp_path("wheel_worker.py")
-    shutil.copyfile(WORKER, worker)
+def ranks(python, cases, world, started, store, worker_name="wheel_worker.py"):
+    """Starts ranks `started` of `world` running `cases` (of worker_name, which takes RANK WORLD
+    STORE OUT, wheel_worker.py CASES before them); returns each rank's results, with its output
+    under "_output". The worker runs from a copy, isolated (-I): the source tree's shardkit/
+    beside it must not shadow the installed package."""
+    worker = lib.tmp_path(worker_name)
+    shutil.copyfile(os.path.join(HERE, worker_name), worker)
+    first = [cases] if worker_name == "wheel_worker.py" else []
     procs = {}
     for rank in started:
         out = lib.tmp_path(f"{cases}-{rank}.json")
-        procs[rank] = (subprocess.Popen([python, "-I", worker, cases, str(rank), str(world), store, out],
+        procs[rank] = (subprocess.Popen([python, "-I", worker, *first, str(rank), str(world), store,
+                                         out],
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         text=True), out)
     results = {}
@@ -158,6 +161,7 @@ def ranks(python, cases, world, started, store):
             continue
         with open(out) as f:
             results[rank] = json.load(f)
+        results[rank]["_output"] = text
     return results
 
 
@@ -200,6 +204,45 @@ def check_main(python):
                   f"a Python thread made no progress during a barrier: {results[0]['gil_counts']}")
 
 
+def check_checkpoint(python):
+    """wheel_checkpoint_worker.py: the checkpoint commands as calls, on four ranks."""
+    results = ranks(python, "checkpoint", 4, range(4), "file://" + lib.tmp_path("store-ckpt"),
+                    "wheel_checkpoint_worker.py")
+    lib.check(len(results) == 4, f"checkpoint: results of ranks {sorted(results)}")
+    for rank, r in results.items():
+        lib.check(r["shard_report"] == [4, 2, 1, 1, "scatter", 4],
+                  f"rank {rank}: shard_checkpoint's report {r['shard_report']}")
+        lib.check(r["shard_summary"].startswith("shardkit shard: 2 parameters (1 sharded, 1 "
+                                                "replicated) on 4 ranks, scatter from rank 0\n"),
+                  f"rank {rank}: shard summary {r['shard_summary']!r}")
+        lib.check(r["shard_local"] is True, f"rank {rank}: its rank file is not its chunk")
+        lib.check(r["reshard_report"] == ["reshard", 4, 1],
+                  f"rank {rank}: reshard_checkpoint's report {r['reshard_report']}")
+        lib.check(r["after_errors"] is True, f"rank {rank}: the group after the errors")
+    warned = [line for line in results.get(0, {}).get("idle_log", []) if "nothing.*" in line]
+    lib.check(len(warned) == 1 and "matches no parameter" in warned[0],
+              f"the idle rule's warning in rank 0's log: {results.get(0, {}).get('idle_log')}")
+    lib.check(bool(warned) and warned[0] in results.get(0, {}).get("_output", ""),
+              "the idle rule's warning was not written to rank 0's stderr")
+    same_error(results, "format_on_rank3", "InvalidArgumentError", "rank 3", "bogus")
+    same_error(results, "bad_plan", "InvalidArgumentError", "dim 5", "\"w\"")
+    r = results.get(0)
+    if not lib.check(r is not None, "checkpoint: no results of rank 0"):
+        return
+    for case in ["gather_rows", "gather_columns", "spec_text_as_cli", "dry_run_as_cli"]:
+        lib.check(r.get(case) is True, f"rank 0: {case} is {r.get(case)}")
+    lib.check(r["gather_summary"].startswith("shardkit gather: 2 parameters (246 B) from 4 rank "
+                                             "files to "), f"gather summary {r['gather_summary']!r}")
+    lib.check(r["gather_hf_files"] == [2, "model.safetensors.index.json"],
+              f"gather into Hugging Face files of at most 100 bytes: {r['gather_hf_files']}")
+    lib.check(r["spec_shards"] == [[0, [0, 0], [3, 6]], [1, [3, 0], [3, 6]], [2, [6, 0], [3, 6]],
+                                   [3, [9, 0], [1, 6]]], f"spec_check's shards {r['spec_shards']}")
+    for case, needle in [("gather_inside", "inside"), ("dry_run_no_world", "--world")]:
+        error = r.get(case) or {}
+        lib.check(error.get("class") == "InvalidArgumentError" and needle in error.get("message"),
+                  f"rank 0: {case}: {error}")
+
+
 def check_late(python):
     """World 3, rank 2 never starts: ranks 0 and 1 raise DeadlineExceededError naming it."""
     results = ranks(python, "late", 3, [0, 1], "file://" + lib.tmp_path("store-late"))
@@ -224,6 +267,7 @@ def main():
     check_without_system_copies(fresh, package)
     check_import_and_cli(fresh)
     check_main(fresh)
+    check_checkpoint(fresh)
     check_late(fresh)
     lib.finish("wheel_test")
 

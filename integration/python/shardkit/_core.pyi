@@ -93,3 +93,33 @@ def plan_sync(comm: Communicator, source: Optional[List[Tuple[str, Union[Sharded
               timeout: Optional[float] = ...) -> SyncPlan: ...
 
 def inspect(path: str) -> Dict[str, object]: ...
+def parse_byte_size(text: str) -> int: ...
+def spec_check(path: str, json_text: str, shape: Optional[List[int]], world: Optional[int],
+               checkpoint: str, strict: bool, allow_replicated_only: bool, fp8_block: int,
+               allow_misaligned_scales: bool) -> Dict[str, object]: ...
+def gather_checkpoint(in_dir: str, out: str, max_file_bytes: int, format: str,
+                      include: List[str], exclude: List[str], strip_prefix: str, strict: bool,
+                      memory_bytes: int, progress: bool, echo: bool) -> Dict[str, object]: ...
+
+DEFAULT_MEMORY_BYTES: int
+DEFAULT_FP8_BLOCK: int
+
+class RunArgs:
+    plan_path: str
+    plan_json: str
+    out: str
+    format: str
+    memory_bytes: int
+    fp8_block: int
+    allow_misaligned_scales: bool
+    strict: bool
+    allow_replicated_only: bool
+    progress: bool
+    echo: bool
+    timeout: Optional[float]
+    def __init__(self) -> None: ...
+
+def shard_checkpoint(comm: Communicator, checkpoint: str, args: RunArgs, src_rank: Optional[int],
+                     strategy: Optional[str]) -> Dict[str, object]: ...
+def reshard_checkpoint(comm: Communicator, in_dir: str, args: RunArgs, include: List[str],
+                       exclude: List[str]) -> Dict[str, object]: ...

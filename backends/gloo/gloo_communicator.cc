@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <mutex>
@@ -152,6 +153,8 @@ class GlooCommunicator final : public Communicator {
                                                                int new_rank, uint64_t split_id,
                                                                absl::Time deadline) override;
   bool SupportsDevice(const Device& device) const override { return device.is_cpu(); }
+  bool Interruptible() const override { return true; }
+  void Interrupt(bool idle) noexcept override;
 
  private:
   // Exchange over Gloo's pairs (the segment calls' payload goes over the payload mesh instead).
@@ -187,6 +190,8 @@ class GlooCommunicator final : public Communicator {
   // mesh's stay at message boundaries, where a rank that gives up can leave its marker and cause.
   const std::unique_ptr<SocketMesh> payload_mesh_;  // null for a world of one
   const std::unique_ptr<PeerWatch> watch_;  // of mesh_ (destroyed first); null for a world of one
+  std::atomic<bool> interrupted_ = false;   // Interrupt was called
+  bool closed_ = false;                     // CloseConnections ran (call thread, or idle Interrupt)
 };
 
 absl::StatusOr<std::unique_ptr<Communicator>> GlooCommunicator::Create(CommunicatorOptions options,
@@ -224,6 +229,9 @@ absl::Status GlooCommunicator::Transfer(uint64_t tag, uint64_t seq, std::span<co
   const absl::Duration budget = deadline - absl::Now();
   const std::vector<int> peers = Peers(sends, recvs);
   if (absl::Status connected = ConnectPairs(peers, seq, deadline); !connected.ok()) {
+    if (interrupted_.load()) {
+      return Fail(absl::CancelledError("connecting Gloo pairs: interrupted"), -1, {}, budget);
+    }
     CloseConnections();
     return connected;
   }
@@ -271,6 +279,9 @@ absl::Status GlooCommunicator::Transfer(uint64_t tag, uint64_t seq, std::span<co
     status = FromException(std::current_exception(), step);
   }
   std::optional<SocketMesh::Departure> lost = watch_->Disarm();  // nothing aborts after
+  if (!status.ok() && interrupted_.load()) {
+    return Fail(absl::CancelledError(absl::StrCat(step, ": interrupted")), -1, {}, budget);
+  }
   // Gloo closes this rank's own pair connections when one of its waits times out: a connection
   // seen closed once the deadline has passed says nothing of the peer.
   const bool timed_out = absl::Now() >= deadline;
@@ -341,6 +352,7 @@ absl::Status GlooCommunicator::ExchangeSegments(uint64_t /*tag*/, uint64_t seq,
 absl::Status GlooCommunicator::Fail(absl::Status status, int cause,
                                     const std::vector<int>& waited_on, absl::Duration budget) {
   if (mesh_ == nullptr) return status;  // a world of one exchanges nothing
+  if (interrupted_.load()) cause = rank() | SocketMesh::kInterruptedCause;  // why it gave up
   if (cause < 0) cause = mesh_->cause();
   if (cause < 0 && absl::IsDeadlineExceeded(status)) {
     // Out of time, and no peer was seen to leave: one may have stalled.
@@ -421,7 +433,18 @@ std::string GlooCommunicator::DescribeDepartures(const std::vector<int>& peers,
   return departures;
 }
 
+void GlooCommunicator::Interrupt(bool idle) noexcept {
+  if (mesh_ == nullptr) return;  // a world of one never waits
+  interrupted_.store(true);
+  mesh_->Interrupt();
+  payload_mesh_->Interrupt();
+  watch_->Interrupt();  // the Gloo pairs' waits, and a connect in progress (AbortConnect)
+  if (idle) CloseConnections(rank() | SocketMesh::kInterruptedCause);
+}
+
 void GlooCommunicator::CloseConnections(int cause) noexcept {
+  if (closed_) return;
+  closed_ = true;
   if (watch_ != nullptr) watch_->Stop();  // it must not look at the mesh while it closes
   if (mesh_ != nullptr) mesh_->Close(cause);
   if (payload_mesh_ != nullptr) payload_mesh_->Close(cause);

@@ -71,6 +71,11 @@ void PeerWatch::Arm(std::vector<int> peers, uint64_t call, std::function<void()>
     call_ = call;
     abort_ = std::move(abort);
     lost_.reset();
+    if (interrupted_) {  // abandoned already: this exchange's waits fail at once
+      abort_();
+      armed_ = false;
+      return;
+    }
     if (!thread_.joinable()) thread_ = std::thread(&PeerWatch::Run, this);
   }
   cv_.notify_all();
@@ -82,6 +87,20 @@ std::optional<SocketMesh::Departure> PeerWatch::Disarm() {
   armed_ = false;
   abort_ = nullptr;
   return lost_;
+}
+
+void PeerWatch::Interrupt() {
+  std::lock_guard<std::mutex> lock(mu_);
+  interrupted_ = true;
+  if (armed_ && abort_ != nullptr) {
+    abort_();
+    armed_ = false;
+  }
+}
+
+bool PeerWatch::interrupted() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return interrupted_;
 }
 
 void PeerWatch::Run() {

@@ -54,6 +54,10 @@ class PeerWatch {
   std::optional<SocketMesh::Departure> Disarm();
   // Ends the thread for good (later Arms watch nothing); the mesh may then be closed.
   void Stop();
+  // This rank's program abandons its call (Communicator::Abort): runs the armed exchange's
+  // `abort` now, on the calling thread, and every later Arm's at once. Any thread.
+  void Interrupt();
+  bool interrupted();
 
  private:
   void Run();
@@ -70,6 +74,7 @@ class PeerWatch {
   uint64_t call_ = 0;                          // guarded by mu_
   std::function<void()> abort_;                // guarded by mu_
   std::optional<SocketMesh::Departure> lost_;  // guarded by mu_
+  bool interrupted_ = false;                   // guarded by mu_
   std::thread thread_;
 };
 

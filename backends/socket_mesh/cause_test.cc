@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -77,6 +78,49 @@ TEST(MeshMarker, DescriptionNamesTheCause) {
             absl::StrCat("rank 5 gave up on operation 7 after rank 3", kWentAway));
   EXPECT_EQ(internal::DescribeMarker(5, {MeshMarker::kGaveUp, 7}),
             "rank 5 gave up on operation 7 (see its own error)");
+}
+
+TEST(MeshMarker, InterruptedRankTravelsAndIsWorded) {
+  const int cause = 2 | MeshMarker::kInterruptedFlag;
+  EXPECT_THAT(RoundTrip({MeshMarker::kGaveUp, 7, cause}),
+              Optional(Field(&MeshMarker::cause, cause)));
+  EXPECT_EQ(internal::CulpritOfCause(cause), (Culprit{2, Culprit::How::kInterrupted}));
+  constexpr char kWhy[] = " (Ctrl-C, or its program called Communicator::Abort)";
+  // The interrupted rank's own marker, and a marker of a rank that gave up because of it.
+  EXPECT_EQ(internal::DescribeMarker(2, {MeshMarker::kGaveUp, 7, cause}),
+            absl::StrCat("rank 2 was interrupted during operation 7", kWhy));
+  EXPECT_EQ(internal::DescribeMarker(5, {MeshMarker::kGaveUp, 7, cause}),
+            absl::StrCat("rank 5 gave up on operation 7 after rank 2 was interrupted", kWhy));
+  EXPECT_EQ(SocketMesh::DescribeDeparture({2, How::kGaveUp, 7, cause}),
+            absl::StrCat("rank 2 was interrupted", kWhy));
+  EXPECT_EQ(SocketMesh::DescribeDeparture({5, How::kGaveUp, 7, cause}),
+            absl::StrCat("rank 5 gave up after rank 2 was interrupted", kWhy));
+}
+
+// Interrupt wakes an Exchange blocked on another thread, and fails every later one at once.
+TEST(SocketMeshCause, InterruptWakesAnExchange) {
+  SHARDKIT_EXPECT_OK(ForkRanks(2, [&](int rank, const std::string& url) {
+    std::unique_ptr<SocketMesh> mesh = ConnectMesh(url, rank, 2);
+    ASSERT_NE(mesh, nullptr);
+    SHARDKIT_ASSERT_OK(ExchangeWords(*mesh, rank, {1 - rank}, 1));
+    if (rank == 0) {
+      usleep(1500000);  // sends nothing for call 2 meanwhile
+      return;
+    }
+    std::thread interrupter([&] {
+      usleep(200000);
+      mesh->Interrupt();
+    });
+    const absl::Time start = absl::Now();
+    Word word{};
+    std::vector<SocketMesh::Recv> recvs = {{0, &word, sizeof(word)}};
+    EXPECT_THAT(mesh->Exchange({}, recvs, start + absl::Seconds(20), /*call=*/2),
+                StatusIs(absl::StatusCode::kCancelled, HasSubstr("interrupted")));
+    EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+    interrupter.join();
+    EXPECT_THAT(mesh->Exchange({}, recvs, absl::Now() + absl::Seconds(20), /*call=*/3),
+                StatusIs(absl::StatusCode::kCancelled, HasSubstr("interrupted")));
+  }));
 }
 
 TEST(SocketMeshCause, DescribeDepartureWordsEachKind) {

@@ -1,5 +1,6 @@
 // SocketMesh's connections: Connect publishes the listener's address in the store, EnsureConnected
 // dials and accepts peers on demand (see socket_mesh.h).
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,6 +26,8 @@ namespace {
 constexpr uint32_t kHelloMagic = 0x53484b4d;  // "SHKM"
 // A connection that does not say hello within this time is dropped (a stray client).
 constexpr absl::Duration kHelloTimeout = absl::Seconds(2);
+// How long one wait for a connection may block before it looks for an Interrupt.
+constexpr absl::Duration kInterruptSlice = absl::Milliseconds(100);
 // How long AdoptPending waits for the hellos of connections already in the listen backlog.
 constexpr absl::Duration kPendingHelloGrace = absl::Milliseconds(50);
 
@@ -74,6 +77,7 @@ SocketMesh::SocketMesh(Store& store, std::string key_prefix, int rank, int world
       heard_cause_(world_size) {
   for (std::atomic<int>& fd : fds_) fd.store(-1);
   for (std::atomic<int>& cause : heard_cause_) cause.store(-1);
+  interrupt_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
 absl::StatusOr<std::unique_ptr<SocketMesh>> SocketMesh::Connect(Store& store,
@@ -97,6 +101,7 @@ absl::StatusOr<std::unique_ptr<SocketMesh>> SocketMesh::Connect(Store& store,
 
 absl::Status SocketMesh::EnsureConnected(std::span<const int> peers, absl::Time deadline) {
   if (closed_) return absl::FailedPreconditionError("the control mesh is closed");
+  if (interrupted()) return absl::CancelledError("interrupted");
   std::vector<int> higher;
   for (int peer : peers) {
     if (peer < 0 || peer >= world_size() || peer == rank_) {
@@ -155,7 +160,11 @@ absl::Status SocketMesh::AcceptUntilConnected(std::span<const int> awaited, absl
     return std::vector<int>(ranks.begin(), ranks.end());
   };
   for (std::vector<int> missing = absent(); !missing.empty(); missing = absent()) {
-    absl::StatusOr<os::Fd> fd = os::AcceptOne(listen_fd_, deadline);
+    // In slices, so that an Interrupt is noticed within one.
+    absl::StatusOr<os::Fd> fd =
+        os::AcceptOne(listen_fd_, std::min(deadline, absl::Now() + kInterruptSlice));
+    if (interrupted()) return absl::CancelledError("interrupted while waiting for connections");
+    if (!fd.ok() && absl::IsDeadlineExceeded(fd.status()) && absl::Now() < deadline) continue;
     if (!fd.ok()) {
       return Annotate(fd.status(), absl::StrCat("control mesh: ", FormatRanks(missing),
                                                 " did not connect to rank ", rank_));

@@ -34,6 +34,7 @@ constexpr int kMaxUnreadLook = 64 << 10;
 
 static_assert(SocketMesh::kClosedCause == MeshMarker::kClosedFlag);
 static_assert(SocketMesh::kStalledCause == MeshMarker::kStalledFlag);
+static_assert(SocketMesh::kInterruptedCause == MeshMarker::kInterruptedFlag);
 
 std::string RankName(int rank) { return absl::StrCat("rank ", rank); }
 
@@ -43,6 +44,16 @@ std::string HowWithCause(SocketMesh::Departure::How how, int cause, bool one) {
     return absl::StrCat(" gave up", internal::DescribeCause(cause));
   }
   return SocketMesh::DescribeHow(how, one);
+}
+
+// For one rank that gave up because it was itself interrupted: "rank 1 was interrupted (...)";
+// else "".
+std::string SelfInterrupted(const std::vector<int>& ranks, SocketMesh::Departure::How how,
+                            int cause) {
+  if (how != SocketMesh::Departure::How::kGaveUp || cause < 0 || ranks.size() != 1) return "";
+  const Culprit culprit = internal::CulpritOfCause(cause);
+  if (culprit.how != Culprit::How::kInterrupted || culprit.rank != ranks[0]) return "";
+  return DescribeCulprit(culprit);
 }
 
 SocketMesh::Departure::How HowOf(const MeshMarker& marker) {
@@ -212,6 +223,15 @@ SocketMesh::~SocketMesh() {
   AdoptPending();  // a peer that dialled for a later exchange hears the goodbye too
   SendMarkers(MeshMarker::kGoodbye);
   CloseSockets(/*abortive=*/false);
+  if (interrupt_fd_ >= 0) ::close(interrupt_fd_);
+}
+
+void SocketMesh::Interrupt() noexcept {
+  interrupted_.store(true);
+  if (interrupt_fd_ >= 0) {
+    const uint64_t one = 1;
+    (void)!::write(interrupt_fd_, &one, sizeof(one));
+  }
 }
 
 absl::Status SocketMesh::Exchange(std::span<const Send> sends, std::span<const Recv> recvs,
@@ -268,15 +288,17 @@ absl::Status SocketMesh::PollUntilDone(Transfers& transfers, absl::Time deadline
     }
     if (polled.empty()) return absl::OkStatus();
     current = peers.front();
+    if (interrupted()) return absl::CancelledError("interrupted");
+    if (interrupt_fd_ >= 0) polled.push_back({interrupt_fd_, POLLIN, 0});  // last: not a peer
     // The first round writes every send at once, without asking whether the sockets have room.
-    const int ready = first ? static_cast<int>(polled.size())
+    const int ready = first ? static_cast<int>(peers.size())
                             : ::poll(polled.data(), polled.size(), PollTimeoutMs(deadline));
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) return SocketError("poll");
     if (ready == 0 && absl::Now() >= deadline) {
       return absl::DeadlineExceededError("timed out waiting for control messages");
     }
-    for (size_t i = 0; i < polled.size(); ++i) {
+    for (size_t i = 0; i < peers.size(); ++i) {
       if (!first && polled[i].revents == 0) continue;
       current = peers[i];
       // Messages queued before a reset are still read; the reset shows once they are consumed.
@@ -384,8 +406,11 @@ std::string SocketMesh::DescribeDepartures() const {
   for (const Departure& d : Departures(everyone)) by_how[{d.how, d.cause}].push_back(d.peer);
   std::vector<std::string> parts;
   for (const auto& [how, ranks] : by_how) {
-    parts.push_back(
-        absl::StrCat(FormatRanks(ranks), HowWithCause(how.first, how.second, ranks.size() == 1)));
+    std::string self = SelfInterrupted(ranks, how.first, how.second);
+    parts.push_back(!self.empty()
+                        ? std::move(self)
+                        : absl::StrCat(FormatRanks(ranks),
+                                       HowWithCause(how.first, how.second, ranks.size() == 1)));
   }
   return absl::StrJoin(parts, "; ");
 }
@@ -396,6 +421,7 @@ std::optional<Culprit> SocketMesh::CulpritOf(int cause) {
 }
 
 std::string SocketMesh::DescribeDeparture(const Departure& d) {
+  if (std::string self = SelfInterrupted({d.peer}, d.how, d.cause); !self.empty()) return self;
   return absl::StrCat(FormatRanks(std::vector<int>{d.peer}), HowWithCause(d.how, d.cause, true));
 }
 

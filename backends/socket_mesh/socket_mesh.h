@@ -103,6 +103,9 @@ class SocketMesh {
   // Close's cause for a peer that stopped making progress (stalled: see the Gloo backend's
   // stall search): `peer | kStalledCause`.
   static constexpr int kStalledCause = 1 << 22;
+  // Close's cause for this rank when its program abandoned the call (Interrupt, then Close):
+  // `rank | kInterruptedCause`.
+  static constexpr int kInterruptedCause = 1 << 21;
   // The first cause this mesh noted (as the markers of Close carry it), or -1.
   int cause() const { return cause_.load(); }
   // The rank a cause (Close's `cause`, a marker's) names and how; nullopt for -1.
@@ -165,6 +168,13 @@ class SocketMesh {
   // crashed?)", "rank 5 gave up after rank 3 went away without closing its communicator (killed or
   // crashed?)", "rank 5 gave up after an error of its own", "rank 5 has closed its communicator".
   static std::string DescribeDeparture(const Departure& d);
+
+  // Makes the Exchange or EnsureConnected running on another thread, and every later one, fail
+  // at once with kCancelled ("interrupted"): the caller's program abandons the call (then Closes
+  // the mesh, with its cause). Any thread; async-signal-unsafe only in that it may be called
+  // while a call runs. Idempotent.
+  void Interrupt() noexcept;
+  bool interrupted() const { return interrupted_.load(); }
 
   // After a failure: sends every connected peer (and each whose connection waits in the listen
   // backlog) a "gave up" marker naming the last call (not where a message was left half written:
@@ -235,6 +245,9 @@ class SocketMesh {
   // The first cause noted (a peer seen to vanish, a gave-up marker's cause, Close's), or -1.
   // Mutable: Departures, a look, notes it (atomically: it may run on another thread).
   mutable std::atomic<int> cause_ = -1;
+  // Interrupt: the flag, and an eventfd the waits poll beside their sockets (readable for good).
+  std::atomic<bool> interrupted_ = false;
+  int interrupt_fd_ = -1;
 };
 
 }  // namespace shardkit

@@ -302,6 +302,22 @@ absl::Status Communicator::poisoned() const {
   return poisoned_;
 }
 
+void Communicator::Abort() {
+  std::unique_lock<std::mutex> call_lock(call_mu_, std::try_to_lock);
+  if (!call_lock.owns_lock()) {
+    Interrupt(/*idle=*/false);  // the call in flight fails, poisons and closes
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    if (poisoned_.ok()) {
+      poisoned_ = absl::CancelledError(
+          absl::StrCat("rank ", rank(), " was interrupted (", backend(), ", Communicator::Abort)"));
+    }
+  }
+  Interrupt(/*idle=*/true);
+}
+
 namespace internal {
 
 absl::Status RawExchange(Communicator& comm, std::span<const ConstBuffer> sends,

@@ -257,6 +257,17 @@ class Communicator {
   // The error that poisoned this communicator, or OK.
   absl::Status poisoned() const;
 
+  // Abandons this communicator, from any thread (a signal's watcher: the Python package calls it
+  // on Ctrl-C). A call in flight on a backend that is Interruptible() fails at once with
+  // kCancelled, as its next wait would; with none in flight the communicator fails here. Either
+  // way it is poisoned (every later call fails with kFailedPrecondition) and the backend tells its
+  // peers, so that ranks waiting on this one fail at once too, naming it as interrupted. On a
+  // backend that is not Interruptible(), a call in flight runs to its end (or deadline) first.
+  // May be called more than once.
+  void Abort();
+  // Whether Abort wakes a call blocked in this backend (Gloo's does; the default does not).
+  virtual bool Interruptible() const { return false; }
+
   // Whether this backend moves tensors placed on `device` (Gloo: host memory only; NCCL: CUDA
   // memory only): what placements and source tensors may name. Host-memory buffers are accepted
   // by every backend's collectives regardless (the core's own control data is host memory; a
@@ -324,6 +335,12 @@ class Communicator {
                                                      absl::Time deadline) {
     return Exchange(tag, seq, sends, recvs, deadline);
   }
+
+  // Backend hook of Abort; any thread, never throws. With `idle` false a call may be in flight on
+  // another thread: make its waits, and every later one, fail at once with kCancelled (the call's
+  // failure path then closes the connections, telling the peers why). With `idle` true no call is
+  // in flight (the caller holds the call lock): close the connections now, telling the peers.
+  virtual void Interrupt(bool /*idle*/) noexcept {}
 
   // Backend hook for Split, called on every rank of this group (backends such as NCCL split
   // collectively): the caller is member `new_rank` of `members` (ranks of this group), or not a

@@ -25,7 +25,7 @@ std::optional<Culprit> GetCulprit(const absl::Status& status) {
   int rank = -1, how = -1;
   if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &rank) ||
       !absl::SimpleAtoi(parts[1], &how) || rank < 0 || how < 0 ||
-      how > static_cast<int>(Culprit::How::kStalled)) {
+      how > static_cast<int>(Culprit::How::kInterrupted)) {
     return std::nullopt;
   }
   return Culprit{rank, static_cast<Culprit::How>(how)};
@@ -38,6 +38,9 @@ std::string DescribeCulprit(const Culprit& culprit) {
                           " went away without closing its communicator (killed or crashed?)");
     case Culprit::How::kLeft:
       return absl::StrCat("rank ", culprit.rank, " went away or gave up");
+    case Culprit::How::kInterrupted:
+      return absl::StrCat("rank ", culprit.rank,
+                          " was interrupted (Ctrl-C, or its program called Communicator::Abort)");
     case Culprit::How::kStalled:
       break;
   }

@@ -19,6 +19,8 @@ struct Culprit {
     kVanished,  // its connections ended without a word: killed or crashed
     kLeft,      // a connection of it closed early: it went away or gave up (cannot tell which)
     kStalled,   // it stopped making progress: the ranks waiting on it reached their deadline
+    // it was interrupted: its program abandoned the call (Communicator::Abort, e.g. on Ctrl-C)
+    kInterrupted,
   };
   int rank = -1;
   How how = How::kVanished;
@@ -34,7 +36,7 @@ std::optional<Culprit> GetCulprit(const absl::Status& status);
 
 // "rank 3 went away without closing its communicator (killed or crashed?)", "rank 3 went away or
 // gave up", "rank 3 stopped making progress (stalled? the ranks waiting on it reached their
-// deadline)".
+// deadline)", "rank 3 was interrupted (Ctrl-C, or its program called Communicator::Abort)".
 std::string DescribeCulprit(const Culprit& culprit);
 
 // `status` led by a first line that is the same on every rank when a culprit is attached:

@@ -20,8 +20,8 @@ static_assert(sizeof(Wire) == kMeshMarkerSize);
 
 void EncodeCause(int cause, uint8_t (&bytes)[3]) {
   const bool valid =
-      cause >= 0 &&
-      (cause & ~(MeshMarker::kClosedFlag | MeshMarker::kStalledFlag)) <= MeshMarker::kMaxCause;
+      cause >= 0 && (cause & ~(MeshMarker::kClosedFlag | MeshMarker::kStalledFlag |
+                               MeshMarker::kInterruptedFlag)) <= MeshMarker::kMaxCause;
   const uint32_t value = valid ? cause + 1 : 0;
   for (int i = 0; i < 3; ++i) bytes[i] = static_cast<uint8_t>(value >> (8 * i));
 }
@@ -59,11 +59,21 @@ std::string DescribeMarker(int peer, const MeshMarker& marker) {
     return absl::StrCat("rank ", peer,
                         " closed its communicator (it is not taking part in this operation)");
   }
+  if (marker.cause >= 0) {
+    const Culprit culprit = CulpritOfCause(marker.cause);
+    if (culprit.how == Culprit::How::kInterrupted && culprit.rank == peer) {
+      return absl::StrCat("rank ", peer, " was interrupted during operation ", marker.call,
+                          " (Ctrl-C, or its program called Communicator::Abort)");
+    }
+  }
   return absl::StrCat("rank ", peer, " gave up on operation ", marker.call,
                       marker.cause >= 0 ? DescribeCause(marker.cause) : " (see its own error)");
 }
 
 Culprit CulpritOfCause(int cause) {
+  if ((cause & MeshMarker::kInterruptedFlag) != 0) {
+    return {cause & ~MeshMarker::kInterruptedFlag, Culprit::How::kInterrupted};
+  }
   if ((cause & MeshMarker::kStalledFlag) != 0) {
     return {cause & ~MeshMarker::kStalledFlag, Culprit::How::kStalled};
   }
@@ -75,8 +85,9 @@ Culprit CulpritOfCause(int cause) {
 
 std::string DescribeCause(int cause) {
   const Culprit culprit = CulpritOfCause(cause);
-  if (culprit.how == Culprit::How::kStalled)
+  if (culprit.how == Culprit::How::kStalled || culprit.how == Culprit::How::kInterrupted) {
     return absl::StrCat(" after ", DescribeCulprit(culprit));
+  }
   return absl::StrCat(" after rank ", culprit.rank,
                       SocketMesh::DescribeHow(culprit.how == Culprit::How::kLeft
                                                   ? SocketMesh::Departure::How::kConnectionClosed

@@ -28,8 +28,11 @@ struct MeshMarker {
   // A cause with this bit set names a rank that stopped making progress: ranks waiting on it
   // reached their deadline, and it had neither left nor given up (Gloo's stall search).
   static constexpr int kStalledFlag = 1 << 22;
+  // A cause with this bit set names a rank that was interrupted: its program abandoned the call
+  // (Communicator::Abort, e.g. on Ctrl-C). The interrupted rank's own markers carry it.
+  static constexpr int kInterruptedFlag = 1 << 21;
   // Causes naming ranks above this do not fit the 3 bytes: they travel as none known.
-  static constexpr int kMaxCause = kStalledFlag - 2;
+  static constexpr int kMaxCause = kInterruptedFlag - 2;
 
   char kind = kGoodbye;
   uint64_t call = 0;  // the last call the sender started
@@ -48,8 +51,9 @@ std::optional<MeshMarker> ParseMarker(const void* bytes, size_t size);
 
 // "rank 2 closed its communicator (it is not taking part in this operation)", "rank 2 gave up
 // on operation 7 (see its own error)" or, with a cause, "rank 2 gave up on operation 7 after rank
-// 3 went away without closing its communicator (killed or crashed?)", for an Exchange that met
-// the marker instead of a message.
+// 3 went away without closing its communicator (killed or crashed?)", or for a rank interrupted
+// itself "rank 2 was interrupted during operation 7 (Ctrl-C, ...)", for an Exchange that met the
+// marker instead of a message.
 std::string DescribeMarker(int peer, const MeshMarker& marker);
 
 // The rank a cause (>= 0) names, and how: its flags decoded.
@@ -57,7 +61,8 @@ Culprit CulpritOfCause(int cause);
 
 // " after rank 3 went away without closing its communicator (killed or crashed?)" (or, with
 // kClosedFlag, " after rank 3 went away or gave up: ...", with kStalledFlag, " after rank 3
-// stopped making progress ..."): why a rank gave up, when `cause` (>= 0) is known.
+// stopped making progress ...", with kInterruptedFlag, " after rank 3 was interrupted ..."): why
+// a rank gave up, when `cause` (>= 0) is known.
 std::string DescribeCause(int cause);
 
 }  // namespace shardkit::internal

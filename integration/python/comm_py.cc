@@ -1,7 +1,11 @@
 #include "integration/python/comm_py.h"
 
+#include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -74,14 +78,51 @@ std::shared_ptr<Communicator> ConnectPy(const ConnectArgs& args) {
 void BarrierPy(Communicator& comm, std::optional<double> timeout) {
   const CallOptions options = CallOptionsFor(timeout);
   absl::Status status;
-  {
-    py::gil_scoped_release release;
-    status = comm.Barrier(options);
-  }
+  RunInterruptibly(comm, [&] { status = comm.Barrier(options); });
   ThrowIfError(status);
 }
 
+// How often a waiting call runs Python's signal handlers.
+constexpr std::chrono::milliseconds kSignalPoll(50);
+
 }  // namespace
+
+void RunInterruptibly(Communicator& comm, absl::FunctionRef<void()> work) {
+  if (!comm.Interruptible()) {
+    py::gil_scoped_release release;
+    work();
+    return;
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread worker([&] {
+    work();
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+    cv.notify_all();
+  });
+  bool interrupted = false;
+  for (;;) {
+    {
+      py::gil_scoped_release release;
+      std::unique_lock<std::mutex> lock(mu);
+      if (cv.wait_for(lock, kSignalPoll, [&] { return done; })) break;
+    }
+    if (PyErr_CheckSignals() != 0) {  // a handler raised: its exception is set
+      interrupted = true;
+      break;
+    }
+  }
+  {
+    py::gil_scoped_release release;
+    if (interrupted) comm.Abort();  // the call in flight fails at once
+    worker.join();
+    // Had the call ended anyway, the communicator still fails now, and its peers learn why.
+    if (interrupted) comm.Abort();
+  }
+  if (interrupted) throw py::error_already_set();
+}
 
 CallOptions CallOptionsFor(std::optional<double> timeout_seconds) {
   ThrowIfError(CheckTimeout(timeout_seconds));

@@ -109,8 +109,7 @@ py::dict RunPy(Communicator& comm, const RunArgs& args,
   checkpoint::ShardRunReport report;
   CallLog log(args.echo);
   absl::Status status;
-  {
-    py::gil_scoped_release release;
+  RunInterruptibly(comm, [&] {
     const CallOptions call{.deadline = comm.Deadline(given)};
     status = AgreeOnStatus(comm, write.status(), context, call);
     if (status.ok()) {
@@ -118,7 +117,7 @@ py::dict RunPy(Communicator& comm, const RunArgs& args,
       write->report = &report;
       status = run(*std::move(write), log.stream());
     }
-  }
+  });
   ThrowIfError(status);
   return ReportDict(report, log);
 }

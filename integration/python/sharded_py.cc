@@ -28,10 +28,7 @@ PyShardedTensor ShardParameterPy(const std::shared_ptr<Communicator>& comm,
   const ShardCall call{std::move(tensor),      spec_json, src_rank, name, strategy,
                        CallOptionsFor(timeout)};
   absl::StatusOr<ShardedTensor> sharded;
-  {
-    py::gil_scoped_release release;
-    sharded = ShardOne(*comm, call);
-  }
+  RunInterruptibly(*comm, [&] { sharded = ShardOne(*comm, call); });
   return {std::make_shared<const ShardedTensor>(ValueOrThrow(std::move(sharded))), comm};
 }
 
@@ -92,10 +89,8 @@ std::optional<Tensor> GatherPy(const PyShardedTensor& self, int dst,
   Tensor out;
   const bool here = over->rank() == dst;
   absl::Status status;
-  {
-    py::gil_scoped_release release;
-    status = self.tensor->Gather(dst, here ? &out : nullptr, *over, options);
-  }
+  RunInterruptibly(
+      *over, [&] { status = self.tensor->Gather(dst, here ? &out : nullptr, *over, options); });
   ThrowIfError(status);
   if (!here) return std::nullopt;
   return out;

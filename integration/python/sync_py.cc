@@ -63,8 +63,7 @@ PySyncPlan PlanSyncPy(const std::shared_ptr<Communicator>& comm, const Side& sou
                       std::optional<double> timeout) {
   const CallOptions given = CallOptionsFor(timeout);
   absl::StatusOr<SyncPlan> plan;
-  {
-    py::gil_scoped_release release;
+  RunInterruptibly(*comm, [&] {
     const CallOptions call{.deadline = comm->Deadline(given)};
     Module source_module, destination_module;
     absl::Status agreed =
@@ -77,7 +76,7 @@ PySyncPlan PlanSyncPy(const std::shared_ptr<Communicator>& comm, const Side& sou
     } else {
       plan = agreed;
     }
-  }
+  });
   return {std::make_shared<SyncPlan>(ValueOrThrow(std::move(plan))), comm};
 }
 
@@ -96,8 +95,7 @@ py::dict SyncPy(PySyncPlan& self, const Side& source, const Side& destination, b
   const CallOptions given = CallOptionsFor(timeout);
   SyncReport report;
   absl::Status status;
-  {
-    py::gil_scoped_release release;
+  RunInterruptibly(*self.comm, [&] {
     const CallOptions call{.deadline = self.comm->Deadline(given)};
     Module source_module, destination_module;
     status = Modules(*self.comm, source, destination, source_module, destination_module,
@@ -107,7 +105,7 @@ py::dict SyncPy(PySyncPlan& self, const Side& source, const Side& destination, b
                     destination ? &destination_module : nullptr, *self.comm,
                     SyncCallOptions{.verify = verify, .call = call}, &report);
     }
-  }
+  });
   ThrowIfError(status);
   return ReportDict(report);
 }

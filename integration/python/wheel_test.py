@@ -5,7 +5,8 @@ empty chunks, an enumerable spec, bool/float8/float16/int8, a numpy source, a me
 None off the source), zero-copy writes, zeros(), the same exception on every rank for a spec
 that differs on one rank, a bad spec on one rank and a source given None, the GIL released while
 a call waits, DeadlineExceededError for a rank that never joins; the checkpoint commands as calls
-(shard, reshard, gather, spec check: wheel_checkpoint_worker.py). Also: every library the
+(shard, reshard, gather, spec check: wheel_checkpoint_worker.py); Ctrl-C in a waiting call
+(KeyboardInterrupt there, the other ranks failing at once naming it). Also: every library the
 extension and the CLI load is in the wheel or the C library's set (nothing from the build's
 Debian packages) and it runs with the system's copies of those hidden, `import shardkit` imports
 no torch, `python -m shardkit` is the CLI and finds
@@ -243,6 +244,29 @@ def check_checkpoint(python):
                   f"rank 0: {case}: {error}")
 
 
+def check_interrupt(python):
+    """Ctrl-C (SIGINT) on rank 1 of 3 waiting in a barrier: KeyboardInterrupt there at once; rank
+    0, arriving 2 s later, and rank 2, waiting on rank 0, fail naming rank 1 as interrupted, long
+    before their 30 s deadline; rank 1's communicator refuses the next call."""
+    results = ranks(python, "interrupt", 3, range(3), "file://" + lib.tmp_path("store-intr"))
+    if not lib.check(len(results) == 3, f"interrupt: results of ranks {sorted(results)}"):
+        return
+    r1 = results[1]
+    lib.check(r1["interrupt"] == "KeyboardInterrupt" and r1["interrupt_seconds"] < 1.5,
+              f"interrupt: rank 1 {r1['interrupt']} after {r1['interrupt_seconds']:.2f} s")
+    lib.check((r1["interrupt_after"] or {}).get("class") == "FailedPreconditionError",
+              f"interrupt: rank 1's next call: {r1['interrupt_after']}")
+    for rank, limit in [(0, 1.5), (2, 5.0)]:
+        r = results[rank]
+        error = r["interrupt"] if isinstance(r["interrupt"], dict) else {}
+        print(f"interrupt: rank {rank} after {r['interrupt_seconds']:.2f} s: {error}")
+        lib.check(error.get("class") == "UnavailableError" and
+                  "rank 1 was interrupted" in error.get("message", ""),
+                  f"interrupt: rank {rank}: {r['interrupt']}")
+        lib.check(r["interrupt_seconds"] < limit,
+                  f"interrupt: rank {rank} took {r['interrupt_seconds']:.1f} s (deadline 30 s)")
+
+
 def check_late(python):
     """World 3, rank 2 never starts: ranks 0 and 1 raise DeadlineExceededError naming it."""
     results = ranks(python, "late", 3, [0, 1], "file://" + lib.tmp_path("store-late"))
@@ -268,6 +292,7 @@ def main():
     check_import_and_cli(fresh)
     check_main(fresh)
     check_checkpoint(fresh)
+    check_interrupt(fresh)
     check_late(fresh)
     lib.finish("wheel_test")
 

@@ -2,12 +2,14 @@
 
     python wheel_worker.py CASES RANK WORLD STORE OUT.json
 
-CASES: "main" (the round trips, errors and GIL cases, in one rank group) or "late" (a job one
-rank never joins). Writes OUT.json: {case: what this rank saw}; the test compares ranks.
+CASES: "main" (the round trips, errors and GIL cases, in one rank group), "late" (a job one
+rank never joins) or "interrupt" (Ctrl-C on rank 1 of 3 while it waits in a barrier). Writes OUT.json: {case: what this rank saw}; the test compares ranks.
 """
 
 import gc
 import json
+import os
+import signal
 import sys
 import threading
 import time
@@ -231,8 +233,32 @@ def gil(comm):
     results["gil_counts"] = count[0]
 
 
+def interrupt():
+    """Rank 1 gets SIGINT 0.5 s into a barrier that rank 0 joins only 2 s in; rank 2 waits too."""
+    comm = shardkit.init(rank=RANK, world_size=WORLD, store=STORE, timeout=30)
+    comm.barrier()
+    # Background processes may inherit SIGINT ignored: Python then installs no handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if RANK == 1:
+        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    if RANK == 0:
+        time.sleep(2)
+    start = time.monotonic()
+    try:
+        comm.barrier()
+        results["interrupt"] = "returned"
+    except KeyboardInterrupt:
+        results["interrupt"] = "KeyboardInterrupt"
+    except shardkit.Error as e:
+        results["interrupt"] = {"class": type(e).__name__, "message": str(e)}
+    results["interrupt_seconds"] = time.monotonic() - start
+    results["interrupt_after"] = error_of(comm.barrier)
+
+
 def main():
-    if CASES == "late":
+    if CASES == "interrupt":
+        interrupt()
+    elif CASES == "late":
         start = time.monotonic()
         results["late"] = error_of(lambda: shardkit.init(rank=RANK, world_size=WORLD,
                                                          store=STORE, timeout=3))

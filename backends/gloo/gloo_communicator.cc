@@ -174,8 +174,9 @@ class GlooCommunicator final : public Communicator {
   // Gloo I/O error can come from a dead peer's pair (a connection reset) a moment before the mesh
   // sees that peer's connection end: then this waits up to kDepartureGrace for it.
   std::string DescribeDepartures(const std::vector<int>& peers, const absl::Status& status) const;
-  // `cause`: the rank (MeshMarker's encoding) whose departure made this rank give up, or -1.
-  void CloseConnections(int cause = -1) noexcept;
+  // `cause`: the rank (MeshMarker's encoding) whose departure made this rank give up, or -1;
+  // `between_calls`: as SocketMesh::Close's (an Abort with no call in flight).
+  void CloseConnections(int cause = -1, bool between_calls = false) noexcept;
   // After a failed exchange (`waited_on`: the peers it still waited on; `budget`: the time it had
   // at its start): closes the connections with the cause (`cause`, else the mesh's, else a
   // stalled rank that the stall search finds when the deadline passed) and attaches the culprit
@@ -439,15 +440,15 @@ void GlooCommunicator::Interrupt(bool idle) noexcept {
   mesh_->Interrupt();
   payload_mesh_->Interrupt();
   watch_->Interrupt();  // the Gloo pairs' waits, and a connect in progress (AbortConnect)
-  if (idle) CloseConnections(rank() | SocketMesh::kInterruptedCause);
+  if (idle) CloseConnections(rank() | SocketMesh::kInterruptedCause, /*between_calls=*/true);
 }
 
-void GlooCommunicator::CloseConnections(int cause) noexcept {
+void GlooCommunicator::CloseConnections(int cause, bool between_calls) noexcept {
   if (closed_) return;
   closed_ = true;
   if (watch_ != nullptr) watch_->Stop();  // it must not look at the mesh while it closes
-  if (mesh_ != nullptr) mesh_->Close(cause);
-  if (payload_mesh_ != nullptr) payload_mesh_->Close(cause);
+  if (mesh_ != nullptr) mesh_->Close(cause, between_calls);
+  if (payload_mesh_ != nullptr) payload_mesh_->Close(cause, between_calls);
   try {
     context_->closeConnections();
   } catch (...) {

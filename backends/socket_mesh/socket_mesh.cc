@@ -441,9 +441,9 @@ std::string SocketMesh::DescribeHow(Departure::How how, bool one) {
   return " left";
 }
 
-void SocketMesh::SendMarkers(char kind) noexcept {
+void SocketMesh::SendMarkers(char kind, uint64_t after) noexcept {
   const int cause = kind == MeshMarker::kGaveUp ? cause_.load() : -1;
-  const std::string marker = internal::EncodeMarker(MeshMarker{kind, call_.load(), cause});
+  const std::string marker = internal::EncodeMarker(MeshMarker{kind, call_.load() + after, cause});
   for (size_t peer = 0; peer < fds_.size(); ++peer) {
     const int fd = fds_[peer].load();
     if (fd < 0 || half_written_[peer]) continue;
@@ -451,10 +451,10 @@ void SocketMesh::SendMarkers(char kind) noexcept {
   }
 }
 
-void SocketMesh::Close(int cause) noexcept {
+void SocketMesh::Close(int cause, bool between_calls) noexcept {
   NoteCause(cause);  // unless a cause was noted already
   AdoptPending();    // a peer that dialled for a later exchange learns that this rank gave up
-  SendMarkers(MeshMarker::kGaveUp);
+  SendMarkers(MeshMarker::kGaveUp, between_calls ? 1 : 0);
   // An abortive close (RST): peers still waiting on this rank fail at once.
   CloseSockets(/*abortive=*/true);
   closed_ = true;

@@ -185,8 +185,10 @@ class SocketMesh {
   // The markers carry the cause this mesh noted first (see Causes above), else `cause` (the rank
   // the caller saw vanish, e.g. a payload peer, or `peer | kClosedCause` for one whose connection
   // of another transport closed; -1: none). Later Exchanges fail with
-  // kFailedPrecondition.
-  void Close(int cause = -1) noexcept;
+  // kFailedPrecondition. `between_calls`: this rank finished its last call and gives up before the
+  // next one (Communicator::Abort with no call in flight): the markers name the next call, so that
+  // peers still finishing the last one are not failed by them.
+  void Close(int cause = -1, bool between_calls = false) noexcept;
 
  private:
   class Transfers;
@@ -212,8 +214,9 @@ class SocketMesh {
   // How the connection `fd` to `peer`, whose stream has ended, ended: a marker consumed by an
   // Exchange, or the one at the end of the unread bytes.
   Departure HowItEnded(int peer, int fd) const;
-  // Sends `kind`'s marker to every connected peer whose stream is at a message boundary.
-  void SendMarkers(char kind) noexcept;
+  // Sends `kind`'s marker, naming call call_ + `after`, to every connected peer whose stream is at
+  // a message boundary.
+  void SendMarkers(char kind, uint64_t after = 0) noexcept;
   // Keeps `cause` (if >= 0) as cause_ unless one is kept already.
   void NoteCause(int cause) const noexcept;
   // A gave-up marker from `peer` naming `cause`: kept as NoteCause does, and also in place of a

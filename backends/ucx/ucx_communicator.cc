@@ -1,6 +1,7 @@
 #include "backends/ucx/ucx_communicator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <string>
 #include <utility>
@@ -81,6 +82,8 @@ class UcxCommunicator final : public Communicator {
                                                                int new_rank, uint64_t split_id,
                                                                absl::Time deadline) override;
   bool SupportsDevice(const Device& device) const override { return device.is_cpu(); }
+  bool Interruptible() const override { return true; }
+  void Interrupt(bool idle) noexcept override;
 
  private:
   UcxCommunicator(CommunicatorOptions options, std::shared_ptr<Store> store, std::string prefix,
@@ -105,6 +108,8 @@ class UcxCommunicator final : public Communicator {
   absl::Status MessageError(const Message& m) const;
   // Every ~100 ms of a wait: fails once a rank of this communicator has given up.
   absl::Status CheckGaveUp() const;
+  // Records `culprit` as the one to blame, unless a rank gave up first (Fail's record).
+  void RecordGaveUp(const Culprit& culprit);
   std::string GaveUpKey() const { return absl::StrCat(prefix_, "/ucx/gave_up"); }
   // Who gave up first and the rank it blamed, if one has; `wait`: how long to wait for the record
   // (zero: only look).
@@ -117,7 +122,8 @@ class UcxCommunicator final : public Communicator {
 
   const std::shared_ptr<Store> store_;
   const std::string prefix_;
-  std::unique_ptr<Worker> worker_;  // null for a world of one
+  std::unique_ptr<Worker> worker_;         // null for a world of one
+  std::atomic<bool> interrupted_ = false;  // Interrupt was called
 };
 
 absl::StatusOr<std::unique_ptr<Communicator>> UcxCommunicator::Create(CommunicatorOptions options,
@@ -181,6 +187,11 @@ absl::Status UcxCommunicator::Transfer(uint64_t tag, std::span<const SendOp> sen
     return true;
   };
   auto tick = [&] {
+    if (interrupted_.load()) {  // Abort: this rank's program abandons the call
+      absl::Status cancelled = absl::CancelledError("interrupted");
+      SetCulprit(cancelled, Culprit{rank(), Culprit::How::kInterrupted});
+      return cancelled;
+    }
     if (std::optional<int> gone = worker_->GonePeer(waited_on())) {
       return Blaming(absl::StrCat("peer ", *gone, ": its process has ended (killed or crashed?)"),
                      Culprit{*gone, Culprit::How::kVanished});
@@ -319,12 +330,7 @@ absl::Status UcxCommunicator::Fail(absl::Status status, std::vector<Message>& in
   }
   // The first rank to give up records whom it blames; every rank then blames that one, so the
   // ranks that saw only the fall-out (a peer that gave up and left) name the same rank.
-  const Culprit mine = culprit.value_or(Culprit{rank(), Culprit::How::kLeft});
-  absl::StatusOr<int64_t> order = store_->Add(absl::StrCat(GaveUpKey(), "_count"), 1);
-  if (order.ok() && *order == 1) {
-    (void)store_->Set(GaveUpKey(),
-                      absl::StrCat(rank(), " ", mine.rank, " ", static_cast<int>(mine.how)));
-  }
+  RecordGaveUp(culprit.value_or(Culprit{rank(), Culprit::How::kLeft}));
   if (std::optional<std::pair<int, Culprit>> first = ReadGaveUp(absl::Seconds(1))) {
     culprit = first->second;
   }
@@ -347,6 +353,23 @@ absl::Status UcxCommunicator::Fail(absl::Status status, std::vector<Message>& in
   }
   worker_->Shutdown(/*force=*/true);
   return status;
+}
+
+void UcxCommunicator::RecordGaveUp(const Culprit& culprit) {
+  absl::StatusOr<int64_t> order = store_->Add(absl::StrCat(GaveUpKey(), "_count"), 1);
+  if (order.ok() && *order == 1) {
+    (void)store_->Set(GaveUpKey(),
+                      absl::StrCat(rank(), " ", culprit.rank, " ", static_cast<int>(culprit.how)));
+  }
+}
+
+void UcxCommunicator::Interrupt(bool idle) noexcept {
+  if (worker_ == nullptr) return;  // a world of one never waits; or shut down already
+  interrupted_.store(true);        // the call in flight fails at its next tick (<= 100 ms)
+  if (!idle) return;
+  // No call in flight: the peers learn it from the record, as from a failed call's.
+  RecordGaveUp(Culprit{rank(), Culprit::How::kInterrupted});
+  worker_->Shutdown(/*force=*/true);
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> UcxCommunicator::CreateSubgroup(

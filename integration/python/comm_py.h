@@ -16,7 +16,7 @@ CallOptions CallOptionsFor(std::optional<double> timeout_seconds);
 
 // Runs `work` (C++ only: it must not touch Python objects) without the GIL, as one collective
 // call over `comm`, so that Ctrl-C can interrupt it. Call with the GIL held. On a communicator
-// whose backend can wake a blocked call (Communicator::Interruptible: Gloo), `work` runs on a
+// whose backend can wake a blocked call (Communicator::Interruptible: Gloo, UCX), `work` runs on a
 // helper thread while this one runs Python's signal handlers every 50 ms; when one raises (Ctrl-C's
 // KeyboardInterrupt), `comm` is aborted (Communicator::Abort: the call fails at once on this rank,
 // and the ranks waiting on it fail at once too, naming it as interrupted), `work` is waited for,

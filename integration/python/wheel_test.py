@@ -244,12 +244,13 @@ def check_checkpoint(python):
                   f"rank 0: {case}: {error}")
 
 
-def check_interrupt(python):
+def check_interrupt(python, backend):
     """Ctrl-C (SIGINT) on rank 1 of 3 waiting in a barrier: KeyboardInterrupt there at once; rank
     0, arriving 2 s later, and rank 2, waiting on rank 0, fail naming rank 1 as interrupted, long
     before their 30 s deadline; rank 1's communicator refuses the next call."""
-    results = ranks(python, "interrupt", 3, range(3), "file://" + lib.tmp_path("store-intr"))
-    if not lib.check(len(results) == 3, f"interrupt: results of ranks {sorted(results)}"):
+    results = ranks(python, f"interrupt-{backend}", 3, range(3),
+                    "file://" + lib.tmp_path(f"store-intr-{backend}"))
+    if not lib.check(len(results) == 3, f"interrupt ({backend}): results of ranks {sorted(results)}"):
         return
     r1 = results[1]
     lib.check(r1["interrupt"] == "KeyboardInterrupt" and r1["interrupt_seconds"] < 1.5,
@@ -259,7 +260,7 @@ def check_interrupt(python):
     for rank, limit in [(0, 1.5), (2, 5.0)]:
         r = results[rank]
         error = r["interrupt"] if isinstance(r["interrupt"], dict) else {}
-        print(f"interrupt: rank {rank} after {r['interrupt_seconds']:.2f} s: {error}")
+        print(f"interrupt ({backend}): rank {rank} after {r['interrupt_seconds']:.2f} s: {error}")
         lib.check(error.get("class") == "UnavailableError" and
                   "rank 1 was interrupted" in error.get("message", ""),
                   f"interrupt: rank {rank}: {r['interrupt']}")
@@ -292,7 +293,8 @@ def main():
     check_import_and_cli(fresh)
     check_main(fresh)
     check_checkpoint(fresh)
-    check_interrupt(fresh)
+    for backend in ["gloo", "ucx"]:
+        check_interrupt(fresh, backend)
     check_late(fresh)
     lib.finish("wheel_test")
 

@@ -22,6 +22,9 @@ from safetensors.torch import load_file, save_file
 
 import shardkit
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # wheel_worker.py's copy beside it
+from wheel_worker import error_of  # noqa: E402
+
 RANK, WORLD, STORE, OUT = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 BASE = STORE[len("file://"):] + "-ckpt"
 CK = BASE + "/model.safetensors"
@@ -35,14 +38,6 @@ results = {}
 def original():
     return {"w": torch.arange(60, dtype=torch.float32).reshape(10, 6),
             "b": torch.tensor([1.5, -2.0, 3.25], dtype=torch.bfloat16)}
-
-
-def error_of(call):
-    try:
-        call()
-    except shardkit.Error as e:
-        return {"class": type(e).__name__, "code": e.code, "message": str(e)}
-    return None
 
 
 def same_tensors(path):

@@ -139,7 +139,8 @@ def ranks(python, cases, world, started, store, worker_name="wheel_worker.py"):
     under "_output". The worker runs from a copy, isolated (-I): the source tree's shardkit/
     beside it must not shadow the installed package."""
     worker = lib.tmp_path(worker_name)
-    shutil.copyfile(os.path.join(HERE, worker_name), worker)
+    for name in {worker_name, "wheel_worker.py"}:  # the other workers import wheel_worker's helpers
+        shutil.copyfile(os.path.join(HERE, name), lib.tmp_path(name))
     first = [cases] if worker_name == "wheel_worker.py" else []
     procs = {}
     for rank in started:

@@ -19,8 +19,9 @@ import torch
 
 import shardkit
 
-CASES, RANK, WORLD, STORE, OUT = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], \
-    sys.argv[5]
+if __name__ == "__main__":
+    CASES, RANK, WORLD, STORE, OUT = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
+        sys.argv[4], sys.argv[5]
 ALL = {"ranks": "all"}
 results = {}
 
@@ -282,4 +283,5 @@ def main():
         json.dump(results, f)
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -98,11 +98,6 @@ void PeerWatch::Interrupt() {
   }
 }
 
-bool PeerWatch::interrupted() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return interrupted_;
-}
-
 void PeerWatch::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {

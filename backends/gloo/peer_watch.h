@@ -57,7 +57,6 @@ class PeerWatch {
   // This rank's program abandons its call (Communicator::Abort): runs the armed exchange's
   // `abort` now, on the calling thread, and every later Arm's at once. Any thread.
   void Interrupt();
-  bool interrupted();
 
  private:
   void Run();

@@ -50,10 +50,11 @@ std::string HowWithCause(SocketMesh::Departure::How how, int cause, bool one) {
 // else "".
 std::string SelfInterrupted(const std::vector<int>& ranks, SocketMesh::Departure::How how,
                             int cause) {
-  if (how != SocketMesh::Departure::How::kGaveUp || cause < 0 || ranks.size() != 1) return "";
-  const Culprit culprit = internal::CulpritOfCause(cause);
-  if (culprit.how != Culprit::How::kInterrupted || culprit.rank != ranks[0]) return "";
-  return DescribeCulprit(culprit);
+  if (how != SocketMesh::Departure::How::kGaveUp || ranks.size() != 1 ||
+      !internal::InterruptedItself(ranks[0], cause)) {
+    return "";
+  }
+  return DescribeCulprit({ranks[0], Culprit::How::kInterrupted});
 }
 
 SocketMesh::Departure::How HowOf(const MeshMarker& marker) {

@@ -39,8 +39,7 @@ std::string DescribeCulprit(const Culprit& culprit) {
     case Culprit::How::kLeft:
       return absl::StrCat("rank ", culprit.rank, " went away or gave up");
     case Culprit::How::kInterrupted:
-      return absl::StrCat("rank ", culprit.rank,
-                          " was interrupted (Ctrl-C, or its program called Communicator::Abort)");
+      return absl::StrCat("rank ", culprit.rank, " was interrupted", kInterruptedWhy);
     case Culprit::How::kStalled:
       break;
   }

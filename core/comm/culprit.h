@@ -28,6 +28,10 @@ struct Culprit {
   bool operator==(const Culprit&) const = default;
 };
 
+// Why an interrupted rank (kInterrupted) left, as the descriptions below put it after "rank 3 was
+// interrupted".
+inline constexpr char kInterruptedWhy[] = " (Ctrl-C, or its program called Communicator::Abort)";
+
 // Attaches `culprit` to a non-OK `status` (replacing one attached earlier).
 void SetCulprit(absl::Status& status, const Culprit& culprit);
 

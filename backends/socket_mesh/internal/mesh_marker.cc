@@ -59,12 +59,9 @@ std::string DescribeMarker(int peer, const MeshMarker& marker) {
     return absl::StrCat("rank ", peer,
                         " closed its communicator (it is not taking part in this operation)");
   }
-  if (marker.cause >= 0) {
-    const Culprit culprit = CulpritOfCause(marker.cause);
-    if (culprit.how == Culprit::How::kInterrupted && culprit.rank == peer) {
-      return absl::StrCat("rank ", peer, " was interrupted during operation ", marker.call,
-                          " (Ctrl-C, or its program called Communicator::Abort)");
-    }
+  if (InterruptedItself(peer, marker.cause)) {
+    return absl::StrCat("rank ", peer, " was interrupted during operation ", marker.call,
+                        kInterruptedWhy);
   }
   return absl::StrCat("rank ", peer, " gave up on operation ", marker.call,
                       marker.cause >= 0 ? DescribeCause(marker.cause) : " (see its own error)");
@@ -81,6 +78,10 @@ Culprit CulpritOfCause(int cause) {
     return {cause & ~MeshMarker::kClosedFlag, Culprit::How::kLeft};
   }
   return {cause, Culprit::How::kVanished};
+}
+
+bool InterruptedItself(int peer, int cause) {
+  return cause >= 0 && CulpritOfCause(cause) == Culprit{peer, Culprit::How::kInterrupted};
 }
 
 std::string DescribeCause(int cause) {

@@ -59,6 +59,10 @@ std::string DescribeMarker(int peer, const MeshMarker& marker);
 // The rank a cause (>= 0) names, and how: its flags decoded.
 Culprit CulpritOfCause(int cause);
 
+// Whether `cause` (-1: none) says that `peer` itself was interrupted: the cause an interrupted
+// rank's own markers carry.
+bool InterruptedItself(int peer, int cause);
+
 // " after rank 3 went away without closing its communicator (killed or crashed?)" (or, with
 // kClosedFlag, " after rank 3 went away or gave up: ...", with kStalledFlag, " after rank 3
 // stopped making progress ...", with kInterruptedFlag, " after rank 3 was interrupted ..."): why

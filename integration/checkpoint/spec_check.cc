@@ -72,9 +72,10 @@ absl::Status CheckDryRunOptions(const SpecCheckOptions& options) {
   return absl::OkStatus();
 }
 
-// The dry run of `shard` (DryRun) of a plan.
-absl::Status CheckDryRun(const specs::SpecOrPlan& parsed, const SpecCheckOptions& options,
-                         std::vector<std::string>* warnings, SpecCheck* check) {
+// The dry run of `shard` (DryRun) of a plan, whose text `text` was read already.
+absl::Status CheckDryRun(const specs::SpecOrPlan& parsed, const std::string& text,
+                         const SpecCheckOptions& options, std::vector<std::string>* warnings,
+                         SpecCheck* check) {
   if (!std::holds_alternative<specs::Plan>(parsed)) {
     return absl::InvalidArgumentError(absl::StrCat(
         options.path, ": --checkpoint applies to a plan (an object with \"rules\"), not a spec"));
@@ -82,7 +83,7 @@ absl::Status CheckDryRun(const specs::SpecOrPlan& parsed, const SpecCheckOptions
   check->plan = true;
   DryRunOptions dry_run = options.dry_run;
   dry_run.plan_path = options.path;
-  dry_run.plan_json = options.json_text;
+  dry_run.plan_json = text;  // not read from the file a second time
   dry_run.world_size = *options.world;
   SHARDKIT_ASSIGN_OR_RETURN(check->dry_run, DryRun(dry_run, warnings));
   return absl::OkStatus();
@@ -102,7 +103,7 @@ absl::StatusOr<SpecCheck> CheckSpecFile(const SpecCheckOptions& options,
   if (!parsed.ok()) return Annotate(parsed.status(), options.path);
   SpecCheck check;
   if (dry_run) {
-    SHARDKIT_RETURN_IF_ERROR(CheckDryRun(*parsed, options, warnings, &check));
+    SHARDKIT_RETURN_IF_ERROR(CheckDryRun(*parsed, text, options, warnings, &check));
     return check;
   }
   const absl::Status status =

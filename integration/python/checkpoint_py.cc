@@ -6,9 +6,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/base/status_macros.h"
 #include "integration/checkpoint/gather_checkpoint.h"
+#include "integration/checkpoint/inspect.h"
 #include "integration/checkpoint/output_format.h"
 #include "integration/checkpoint/spec_check.h"
 #include "integration/flags/flags.h"
@@ -42,6 +44,12 @@ CallLog::Tee::int_type CallLog::Tee::overflow(int_type c) {
   return std::stringbuf::overflow(c);
 }
 
+absl::Status CheckMemoryBytes(int64_t memory_bytes) {
+  if (memory_bytes > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("memory_bytes must be positive, got ", memory_bytes));
+}
+
 namespace {
 
 const char* KindName(checkpoint::InspectedKind kind) {
@@ -54,6 +62,20 @@ const char* KindName(checkpoint::InspectedKind kind) {
       return "dcp checkpoint";
   }
   return "unknown";
+}
+
+// An Inspection as the dict shardkit._checkpoint turns into an Inspection. GIL held.
+py::dict InspectionDict(const checkpoint::Inspection& inspection,
+                        const std::vector<std::string>& warnings) {
+  py::dict out;
+  out["kind"] = KindName(inspection.kind);
+  out["columns"] = inspection.columns;
+  out["rows"] = inspection.rows;
+  out["facts"] = inspection.facts;
+  out["metadata"] = inspection.metadata;
+  out["files"] = inspection.files;
+  out["warnings"] = warnings;
+  return out;
 }
 
 py::dict InspectPy(const std::string& path) {
@@ -125,6 +147,7 @@ py::dict GatherPy(const std::string& in_dir, const std::string& out, int64_t max
                   int64_t memory_bytes, bool progress, bool echo) {
   absl::StatusOr<checkpoint::OutputFormat> output_format = checkpoint::ParseOutputFormat(format);
   if (!output_format.ok()) ThrowIfError(Annotate(output_format.status(), "format"));
+  ThrowIfError(CheckMemoryBytes(memory_bytes));
   checkpoint::GatherReport report;
   CallLog log(echo);
   absl::Status status;
@@ -143,19 +166,6 @@ py::dict GatherPy(const std::string& in_dir, const std::string& out, int64_t max
 }
 
 }  // namespace
-
-py::dict InspectionDict(const checkpoint::Inspection& inspection,
-                        const std::vector<std::string>& warnings) {
-  py::dict out;
-  out["kind"] = KindName(inspection.kind);
-  out["columns"] = inspection.columns;
-  out["rows"] = inspection.rows;
-  out["facts"] = inspection.facts;
-  out["metadata"] = inspection.metadata;
-  out["files"] = inspection.files;
-  out["warnings"] = warnings;
-  return out;
-}
 
 void BindCheckpoint(py::module_& m) {
   m.def("inspect", &InspectPy, py::arg("path"));

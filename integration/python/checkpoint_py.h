@@ -7,12 +7,13 @@
 #ifndef SHARDKIT_INTEGRATION_PYTHON_CHECKPOINT_PY_H_
 #define SHARDKIT_INTEGRATION_PYTHON_CHECKPOINT_PY_H_
 
+#include <cstdint>
 #include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "integration/checkpoint/inspect.h"
+#include "absl/status/status.h"
 #include "pybind11/pybind11.h"
 
 namespace shardkit::python {
@@ -42,10 +43,9 @@ class CallLog {
   std::ostream out_;
 };
 
-// An Inspection as the dict shardkit._checkpoint turns into an Inspection (kind, columns, rows,
-// facts, metadata, files, warnings). Call with the GIL held.
-pybind11::dict InspectionDict(const checkpoint::Inspection& inspection,
-                              const std::vector<std::string>& warnings);
+// The memory budget of a checkpoint call (memory_bytes=). Errors: kInvalidArgument "memory_bytes
+// must be positive, got N".
+absl::Status CheckMemoryBytes(int64_t memory_bytes);
 
 // Adds inspect(), spec_check() and gather_checkpoint() to module `m` (checkpoint_py.cc), and
 // shard_checkpoint() and reshard_checkpoint() (shard_checkpoint_py.cc).

@@ -6,7 +6,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/comm/collective_status.h"
 #include "integration/checkpoint/output_format.h"
@@ -46,10 +45,7 @@ absl::StatusOr<checkpoint::ShardWriteOptions> WriteOptions(const RunArgs& args) 
   absl::StatusOr<checkpoint::OutputFormat> format = checkpoint::ParseOutputFormat(args.format);
   if (!format.ok()) return Annotate(format.status(), "format");
   write.format = *format;
-  if (args.memory_bytes <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("memory_bytes must be positive, got ", args.memory_bytes));
-  }
+  SHARDKIT_RETURN_IF_ERROR(CheckMemoryBytes(args.memory_bytes));
   write.plan_path = args.plan_path;
   write.plan_json = args.plan_json;
   write.out_dir = args.out;

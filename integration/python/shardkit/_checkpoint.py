@@ -235,9 +235,7 @@ def gather_checkpoint(in_dir: PathLike, out: PathLike, *,
                      else int(max_shard_size))
         if max_bytes <= 0:
             raise error_for("INVALID_ARGUMENT",
-                              f"max_shard_size must be positive, got {max_shard_size!r}")
-    if memory_bytes <= 0:
-        raise error_for("INVALID_ARGUMENT", f"memory_bytes must be positive, got {memory_bytes}")
+                            f"max_shard_size must be positive, got {max_shard_size!r}")
     found = _core.gather_checkpoint(os.fspath(in_dir), os.fspath(out), max_bytes, format,
                                     list(include), list(exclude), strip_prefix, strict,
                                     int(memory_bytes), progress, not quiet)
